@@ -1,0 +1,18 @@
+/*
+ * bench_doc.h - benchmarks write their tables into docs/benchmarks.md
+ * between <!-- bench:NAME --> and <!-- /bench:NAME --> markers, so that
+ * the document always shows the last run's figures and command.
+ */
+#ifndef SC_BENCH_DOC_H
+#define SC_BENCH_DOC_H
+
+/* Replaces (or appends) the block NAME in the file at path; 0 on success. */
+int bench_doc_write(const char *path, const char *name, const char *text);
+
+/* Seconds on a monotonic clock. */
+double bench_now(void);
+
+/* The median of n values (sorts them). */
+double bench_median(double *v, int n);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * hash.h - the 64-bit hashes and the counter-based random numbers that
+ * everything deterministic in shardcache is built on.
+ *
+ * Plans must be byte-identical on every rank and every machine, so nothing
+ * here may depend on the platform's rand(), on pointer values or on the
+ * host's byte order.  xxh64 follows the published XXH64 specification and
+ * reads its input as little-endian on any host.
+ */
+#ifndef SC_HASH_H
+#define SC_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+uint64_t sc__xxh64(const void *data, size_t len, uint64_t seed);
+
+/* A strong 64-bit mixer (the SplitMix64 finalizer): a bijection on uint64_t. */
+static inline uint64_t sc__mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/*
+ * A counter-based generator: the n-th number of a stream is a pure function
+ * of (key, n), so a stream can be re-derived anywhere from its key alone.
+ * Streams are keyed by (seed, epoch, purpose[, rank]) with sc__rng_key().
+ */
+typedef struct sc__rng {
+    uint64_t key;
+    uint64_t ctr;
+} sc__rng;
+
+static inline uint64_t sc__rng_key(uint64_t seed, uint64_t epoch,
+                                   uint64_t purpose, uint64_t sub)
+{
+    uint64_t k = sc__mix64(seed ^ UINT64_C(0x5348415244434143)); /* "SHARDCAC" */
+    k = sc__mix64(k ^ epoch);
+    k = sc__mix64(k ^ purpose);
+    return sc__mix64(k ^ sub);
+}
+
+static inline void sc__rng_init(sc__rng *r, uint64_t key)
+{
+    r->key = key;
+    r->ctr = 0;
+}
+
+static inline uint64_t sc__rng_next(sc__rng *r)
+{
+    return sc__mix64(r->key + (++r->ctr) * UINT64_C(0x9E3779B97F4A7C15));
+}
+
+/*
+ * Uniform in [0, n), n >= 1, without modulo bias (Lemire's multiply-shift
+ * with rejection).  Deterministic: the rejections depend only on the stream.
+ */
+static inline uint64_t sc__rng_below(sc__rng *r, uint64_t n)
+{
+    unsigned __int128 m = (unsigned __int128)sc__rng_next(r) * n;
+    uint64_t lo = (uint64_t)m;
+    if (lo < n) {
+        uint64_t t = (0 - n) % n;
+        while (lo < t) {
+            m = (unsigned __int128)sc__rng_next(r) * n;
+            lo = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+
+/*
+ * Little-endian loads and stores, whatever the host's byte order.  On
+ * little-endian hosts they are plain (unaligned-safe) memcpy, which the
+ * compiler turns into single moves.
+ */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SC__HOST_LE 1
+#else
+#define SC__HOST_LE 0
+#endif
+
+static inline void sc__put_u64(unsigned char *p, uint64_t v)
+{
+    if (SC__HOST_LE) {
+        memcpy(p, &v, 8);
+        return;
+    }
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t sc__get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    if (SC__HOST_LE) {
+        memcpy(&v, p, 8);
+        return v;
+    }
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void sc__put_u32(unsigned char *p, uint32_t v)
+{
+    if (SC__HOST_LE) {
+        memcpy(p, &v, 4);
+        return;
+    }
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t sc__get_u32(const unsigned char *p)
+{
+    uint32_t v;
+    if (SC__HOST_LE) {
+        memcpy(&v, p, 4);
+        return v;
+    }
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+#endif /* SC_HASH_H */

@@ -1,0 +1,319 @@
+/*
+ * Properties of the epoch planner over randomized inputs: N up to 10^5
+ * shards, equal, skewed and ragged sizes, 1 to 64 ranks, both modes, both
+ * remainder policies, many seeds.  sc_plan_check() is the oracle for the
+ * structural properties (exactly one owner, equal batches, balance, waste,
+ * determinism); the statistical ones are tested here.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "plan.h"
+#include "sc_test.h"
+
+#define SC_T_GOLDEN_E0 0x954d9ada167d681a
+#define SC_T_GOLDEN_E1 0x643b86739e40a89c
+
+typedef struct gen_case {
+    uint64_t *sizes;
+    sc_plan_params p;
+} gen_case;
+
+static uint64_t log_uniform(sc__rng *r, uint64_t lo, uint64_t hi)
+{
+    double x = log((double)lo) +
+               (log((double)hi) - log((double)lo)) *
+                   ((double)(sc__rng_next(r) >> 11) / 9007199254740992.0);
+    uint64_t v = (uint64_t)exp(x);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void gen(gen_case *c, sc__rng *r)
+{
+    uint64_t n = log_uniform(r, 1, 100000);
+    int shape = (int)sc__rng_below(r, 3);
+    c->sizes = malloc(sizeof *c->sizes * n);
+    assert_non_null(c->sizes);
+    uint64_t k = log_uniform(r, 1, 4096);
+    for (uint64_t i = 0; i < n; i++) {
+        if (shape == 0) /* equal */
+            c->sizes[i] = k;
+        else if (shape == 1) /* skewed: heavy tail */
+            c->sizes[i] = 1 + (uint64_t)(pow((double)sc__rng_below(r, 1000) / 1000.0, 4) * 5000);
+        else /* equal with a short last shard, as a fixed-size layout gives */
+            c->sizes[i] = i + 1 == n ? 1 + sc__rng_below(r, k) : k;
+    }
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = c->sizes;
+    p.nshards = n;
+    p.world_size = (uint32_t)log_uniform(r, 1, n < 64 ? n : 64);
+    p.seed = sc__rng_next(r);
+    p.epoch = sc__rng_below(r, 3) == 0 ? 0 : sc__rng_below(r, 1000);
+    p.remainder = sc__rng_below(r, 2) ? SC_REMAINDER_PAD : SC_REMAINDER_DROP;
+    p.mode = sc__rng_below(r, 2) ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL;
+    int qs = (int)sc__rng_below(r, 4);
+    p.exchange = qs == 0 ? 0.0 : qs == 1 ? 1.0 : (double)sc__rng_below(r, 1001) / 1000.0;
+    p.fingerprint = sc__rng_next(r);
+    c->p = p;
+}
+
+/* A batch size that the smallest rank can fill under drop, most of the time. */
+static uint64_t pick_batch(sc__rng *r, const gen_case *c)
+{
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < c->p.nshards; i++)
+        total += c->sizes[i];
+    uint64_t share = total / c->p.world_size / 2;
+    return 1 + sc__rng_below(r, share > 512 ? 512 : share ? share : 1);
+}
+
+static void test_properties_randomized(void **state)
+{
+    (void)state;
+    unsigned cases = sc_test_cases(150);
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 1));
+    unsigned checked = 0;
+
+    for (unsigned t = 0; t < cases; t++) {
+        gen_case c;
+        gen(&c, &r);
+        c.p.batch_size = pick_batch(&r, &c);
+        sc_plan *prev = NULL;
+        for (int e = 0; e < 3; e++, c.p.epoch++) {
+            sc_plan *plan = NULL;
+            sc_error err = SC_ERROR_INIT;
+            int rc = sc_plan_create(&c.p, prev, &plan, &err);
+            if (rc == SC_EINVAL && c.p.remainder == SC_REMAINDER_DROP &&
+                strstr(err.msg, "larger than")) {
+                assert_null(plan);
+                break; /* a legitimate refusal: the batch is too big */
+            }
+            if (rc != SC_OK)
+                print_error("case %u: N=%llu R=%u B=%llu mode=%d q=%g\n", t,
+                            (unsigned long long)c.p.nshards, c.p.world_size,
+                            (unsigned long long)c.p.batch_size, c.p.mode,
+                            c.p.exchange);
+            SC_ASSERT_OK(rc, &err);
+            SC_ASSERT_OK(sc_plan_check(plan, &c.p, prev, &err), &err);
+
+            sc_plan_info in;
+            SC_ASSERT_OK(sc_plan_get_info(plan, &in), NULL);
+            /* Equal batches, and waste bounded by R*B plus the imbalance. */
+            uint64_t waste = in.dropped + in.padded;
+            uint64_t largest = 0;
+            for (uint64_t i = 0; i < c.p.nshards; i++)
+                largest = c.sizes[i] > largest ? c.sizes[i] : largest;
+            assert_true(waste <= (uint64_t)in.world_size * in.batch_size +
+                                     (uint64_t)(in.world_size - 1) * largest);
+            /* Owner lookups agree with the rank lists. */
+            for (uint32_t k = 0; k < in.world_size; k++) {
+                const uint32_t *sh;
+                uint64_t ns, samples;
+                SC_ASSERT_OK(sc_plan_rank(plan, k, &sh, &ns, &samples), NULL);
+                if (ns == 0)
+                    print_error("case %u epoch %d: rank %u has no shard (N=%llu "
+                                "R=%u mode=%d q=%g)\n", t, e, k,
+                                (unsigned long long)c.p.nshards, c.p.world_size,
+                                c.p.mode, c.p.exchange);
+                assert_true(ns >= 1);
+                for (uint64_t i = 0; i < ns; i++) {
+                    uint32_t o;
+                    SC_ASSERT_OK(sc_plan_owner(plan, sh[i], &o), NULL);
+                    assert_int_equal(o, k);
+                }
+                if (in.remainder == SC_REMAINDER_DROP)
+                    assert_true(samples >= in.batches_per_rank * in.batch_size);
+                else
+                    assert_true(samples <= in.batches_per_rank * in.batch_size);
+            }
+            /* The decoded plan is the same plan. */
+            void *buf;
+            size_t len;
+            SC_ASSERT_OK(sc_plan_encode(plan, &buf, &len, &err), &err);
+            sc_plan *back = NULL;
+            SC_ASSERT_OK(sc_plan_decode(buf, len, &back, &err), &err);
+            SC_ASSERT_OK(sc_plan_check(back, &c.p, prev, &err), &err);
+            assert_int_equal(back->info.hash, in.hash);
+            assert_memory_equal(back->wire, buf, len);
+            sc_plan_free(back);
+            free(buf);
+            checked++;
+            sc_plan_free(prev);
+            prev = plan;
+        }
+        sc_plan_free(prev);
+        free(c.sizes);
+    }
+    /* Most cases must really have been checked, not refused. */
+    assert_true(checked >= cases);
+}
+
+/* Wilson-Hilferty: a chi-square value as a standard normal deviate. */
+static double chi2_z(double x, double dof)
+{
+    double a = 2.0 / (9.0 * dof);
+    return (cbrt(x / dof) - (1.0 - a)) / sqrt(a);
+}
+
+static void owner_position_uniformity(int skewed)
+{
+    enum { N = 48, R = 6, EPOCHS = 3000 };
+    uint64_t sizes[N];
+    static unsigned owner[N][R], pos[N][N / R];
+    memset(owner, 0, sizeof owner);
+    memset(pos, 0, sizeof pos);
+    for (int i = 0; i < N; i++)
+        sizes[i] = skewed ? 100 + (uint64_t)(i % 7) : 100;
+
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = sizes;
+    p.nshards = N;
+    p.world_size = R;
+    p.seed = sc_test_seed();
+    p.batch_size = 10;
+    for (uint64_t e = 0; e < EPOCHS; e++) {
+        sc_plan *plan;
+        sc_error err;
+        p.epoch = e;
+        SC_ASSERT_OK(sc_plan_create(&p, NULL, &plan, &err), &err);
+        for (uint32_t k = 0; k < R; k++) {
+            const uint32_t *sh;
+            uint64_t ns;
+            sc_plan_rank(plan, k, &sh, &ns, NULL);
+            for (uint64_t i = 0; i < ns; i++) {
+                owner[sh[i]][k]++;
+                if (!skewed) /* every rank holds N/R shards */
+                    pos[sh[i]][i]++;
+            }
+        }
+        sc_plan_free(plan);
+    }
+    double x = 0, expect = (double)EPOCHS / R;
+    for (int s = 0; s < N; s++)
+        for (int k = 0; k < R; k++)
+            x += (owner[s][k] - expect) * (owner[s][k] - expect) / expect;
+    double z = chi2_z(x, N * (R - 1));
+    print_message("owners: chi2=%.1f dof=%d z=%.2f\n", x, N * (R - 1), z);
+    assert_true(fabs(z) < 5.0);
+    if (!skewed) {
+        x = 0;
+        expect = (double)EPOCHS / (N / R);
+        for (int s = 0; s < N; s++)
+            for (int i = 0; i < N / R; i++)
+                x += (pos[s][i] - expect) * (pos[s][i] - expect) / expect;
+        z = chi2_z(x, N * (N / R - 1));
+        print_message("positions: chi2=%.1f dof=%d z=%.2f\n", x, N * (N / R - 1), z);
+        assert_true(fabs(z) < 5.0);
+    }
+}
+
+static void test_global_uniform_equal(void **state)
+{
+    (void)state;
+    owner_position_uniformity(0);
+}
+
+static void test_global_uniform_skewed(void **state)
+{
+    (void)state;
+    owner_position_uniformity(1);
+}
+
+/* Sticky moves q*N +- 2% of shards per epoch, and still balances. */
+static void test_sticky_exchange_fraction(void **state)
+{
+    (void)state;
+    static const double qs[] = {0.0, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0};
+    static const uint32_t ranks[] = {2, 8, 64};
+    enum { N = 20000 };
+    uint64_t *sizes = malloc(sizeof *sizes * N);
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 1, 2, 3));
+
+    for (int skew = 0; skew < 2; skew++) {
+        for (uint64_t i = 0; i < N; i++)
+            sizes[i] = skew ? 1 + sc__rng_below(&r, 3000) : 1000;
+        for (size_t qi = 0; qi < sizeof qs / sizeof qs[0]; qi++) {
+            for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++) {
+                sc_plan_params p = SC_PLAN_PARAMS_INIT;
+                p.shard_sizes = sizes;
+                p.nshards = N;
+                p.world_size = ranks[ri];
+                p.seed = sc__rng_next(&r);
+                p.batch_size = 64;
+                p.mode = SC_SHUFFLE_STICKY;
+                p.exchange = qs[qi];
+                sc_plan *prev = NULL;
+                for (p.epoch = 0; p.epoch < 4; p.epoch++) {
+                    sc_plan *plan;
+                    sc_error err;
+                    SC_ASSERT_OK(sc_plan_create(&p, prev, &plan, &err), &err);
+                    SC_ASSERT_OK(sc_plan_check(plan, &p, prev, &err), &err);
+                    if (prev) {
+                        double want = qs[qi] * N;
+                        double got = (double)plan->info.moved;
+                        if (fabs(got - want) > 0.02 * N)
+                            print_error("q=%g R=%u skew=%d: moved %.0f of %d\n",
+                                        qs[qi], ranks[ri], skew, got, N);
+                        assert_true(fabs(got - want) <= 0.02 * N);
+                        if (qs[qi] == 0.0 && !skew)
+                            assert_int_equal(plan->info.moved, 0);
+                    }
+                    sc_plan_free(prev);
+                    prev = plan;
+                }
+                sc_plan_free(prev);
+            }
+        }
+    }
+    free(sizes);
+}
+
+/*
+ * Determinism across machines: a fixed input must hash to the same value
+ * forever (a change here is a wire-format or algorithm change: bump the
+ * plan version and say so).  Also independent of allocation or call order.
+ */
+static void test_golden_hashes(void **state)
+{
+    (void)state;
+    uint64_t sizes[1000];
+    for (int i = 0; i < 1000; i++)
+        sizes[i] = 500 + (uint64_t)(i * 7919 % 300);
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = sizes;
+    p.nshards = 1000;
+    p.world_size = 7;
+    p.seed = 42;
+    p.batch_size = 32;
+    p.mode = SC_SHUFFLE_STICKY;
+    p.exchange = 0.25;
+    p.fingerprint = 0xfeed;
+    sc_plan *a = NULL, *b = NULL;
+    sc_error err;
+    SC_ASSERT_OK(sc_plan_create(&p, NULL, &a, &err), &err);
+    p.epoch = 1;
+    SC_ASSERT_OK(sc_plan_create(&p, a, &b, &err), &err);
+    print_message("golden: %016llx %016llx\n", (unsigned long long)a->info.hash,
+                  (unsigned long long)b->info.hash);
+    assert_int_equal(a->info.hash, (uint64_t)SC_T_GOLDEN_E0);
+    assert_int_equal(b->info.hash, (uint64_t)SC_T_GOLDEN_E1);
+    sc_plan_free(a);
+    sc_plan_free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_properties_randomized),
+        cmocka_unit_test(test_global_uniform_equal),
+        cmocka_unit_test(test_global_uniform_skewed),
+        cmocka_unit_test(test_sticky_exchange_fraction),
+        cmocka_unit_test(test_golden_hashes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,306 @@
+/*
+ * cmd_plan.c - `shardcache plan`: compute the epoch plans a job would use,
+ * print what they cost and, with --check, prove their properties.
+ *
+ * Run alone it plans for --ranks simulated ranks.  Under mpirun it does
+ * what a job does: rank 0 computes each epoch's plan and broadcasts it,
+ * and every rank checks what it received against its own inputs.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char plan_usage[] =
+    "usage: shardcache plan [options]\n"
+    "\n"
+    "Computes the plan of each epoch: which rank owns which shard, in what\n"
+    "order, and how many batches every rank delivers.  Alone, it plans for\n"
+    "--ranks simulated ranks; under mpirun/srun rank 0 plans and broadcasts\n"
+    "and every rank checks the plan it receives.\n"
+    "\n"
+    "dataset:\n"
+    "  --shards N          number of shards (default 1000)\n"
+    "  --shard-size K      samples in every shard (default 1024)\n"
+    "  --shard-sizes FILE  one sample count per shard, whitespace separated;\n"
+    "                      replaces --shards and --shard-size\n"
+    "plan:\n"
+    "  --ranks R           ranks to plan for (default: the MPI world size;\n"
+    "                      under mpirun it must equal the world size)\n"
+    "  --epochs E          epochs to plan (default 3)\n"
+    "  --seed S            plan seed (default 0)\n"
+    "  --batch B           samples per batch (default 32)\n"
+    "  --mode MODE         global: a fresh uniform assignment each epoch;\n"
+    "                      sticky: keep owners, move --exchange of shards\n"
+    "                      (default global)\n"
+    "  --exchange Q        sticky: fraction of shards moved per epoch, [0,1]\n"
+    "                      (default 0.1)\n"
+    "  --remainder POLICY  drop: stop every rank at the smallest rank's batch\n"
+    "                      count; pad: repeat samples up to the largest\n"
+    "                      (default drop)\n"
+    "output:\n"
+    "  --check             verify every plan property; ends with the line\n"
+    "                      'plan check: ok', or exits 1 naming what failed\n"
+    "  --save FILE         write the last epoch's encoded plan to FILE\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "Each epoch prints: batches per rank, samples dropped or padded, the\n"
+    "balance (fewest..most samples on one rank), shards moved since the\n"
+    "previous epoch, the plan message's size and the time to compute it.\n";
+
+typedef struct plan_opts {
+    uint64_t nshards, shard_size, ranks, epochs, seed, batch;
+    double exchange;
+    sc_shuffle_mode mode;
+    sc_remainder remainder;
+    int check;
+    const char *sizes_file, *save;
+} plan_opts;
+
+static int parse(int argc, char **argv, plan_opts *o)
+{
+    enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
+           EXCHANGE, REMAINDER, CHECK, SAVE };
+    static const struct option longopts[] = {
+        {"shards", required_argument, 0, SHARDS},
+        {"shard-size", required_argument, 0, SHARD_SIZE},
+        {"shard-sizes", required_argument, 0, SIZES},
+        {"ranks", required_argument, 0, RANKS},
+        {"epochs", required_argument, 0, EPOCHS},
+        {"seed", required_argument, 0, SEED},
+        {"batch", required_argument, 0, BATCH},
+        {"mode", required_argument, 0, MODE},
+        {"exchange", required_argument, 0, EXCHANGE},
+        {"remainder", required_argument, 0, REMAINDER},
+        {"check", no_argument, 0, CHECK},
+        {"save", required_argument, 0, SAVE},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c, bad = 0;
+
+    *o = (plan_opts){.nshards = 1000, .shard_size = 1024, .epochs = 3,
+                     .batch = 32, .exchange = 0.1};
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case SHARDS: bad = cli_u64("--shards", optarg, 1, UINT32_MAX, &o->nshards); break;
+        case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &o->shard_size); break;
+        case SIZES: o->sizes_file = optarg; break;
+        case RANKS: bad = cli_u64("--ranks", optarg, 1, UINT32_MAX, &o->ranks); break;
+        case EPOCHS: bad = cli_u64("--epochs", optarg, 1, 1000000, &o->epochs); break;
+        case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+        case BATCH: bad = cli_u64("--batch", optarg, 1, UINT64_MAX, &o->batch); break;
+        case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
+        case CHECK: o->check = 1; break;
+        case SAVE: o->save = optarg; break;
+        case MODE:
+            if (!strcmp(optarg, "global"))
+                o->mode = SC_SHUFFLE_GLOBAL;
+            else if (!strcmp(optarg, "sticky"))
+                o->mode = SC_SHUFFLE_STICKY;
+            else {
+                fprintf(stderr, "shardcache plan: --mode must be global or sticky, not '%s'\n", optarg);
+                bad = 2;
+            }
+            break;
+        case REMAINDER:
+            if (!strcmp(optarg, "drop"))
+                o->remainder = SC_REMAINDER_DROP;
+            else if (!strcmp(optarg, "pad"))
+                o->remainder = SC_REMAINDER_PAD;
+            else {
+                fprintf(stderr, "shardcache plan: --remainder must be drop or pad, not '%s'\n", optarg);
+                bad = 2;
+            }
+            break;
+        case 'h': fputs(plan_usage, stdout); return -1;
+        default: bad = 2; break;
+        }
+    }
+    if (!bad && optind < argc) {
+        fprintf(stderr, "shardcache plan: unexpected argument '%s'\n", argv[optind]);
+        bad = 2;
+    }
+    if (bad)
+        fprintf(stderr, "see `shardcache plan --help`\n");
+    return bad;
+}
+
+/* The dataset's fingerprint here is its shard sizes: FNV-1a over them. */
+static uint64_t sizes_fingerprint(const uint64_t *sizes, uint64_t n)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (uint64_t i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ ((sizes[i] >> (8 * b)) & 0xff)) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+/* All ranks hold the same plan iff the max of hash and of ~hash agree. */
+static int hashes_agree(uint64_t hash)
+{
+    uint64_t in[2] = {hash, ~hash}, out[2];
+    MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return out[0] == hash && out[1] == ~hash;
+}
+
+static int save_plan(const char *path, const sc_plan *plan, sc_error *err)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = sc_plan_encode(plan, &buf, &len, err);
+    if (rc != SC_OK)
+        return rc;
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+        snprintf(err->msg, sizeof err->msg, "cannot write the plan to '%s'", path);
+        err->code = rc = SC_EIO;
+        if (f)
+            fclose(f);
+    }
+    free(buf);
+    return rc;
+}
+
+static void print_epoch(const sc_plan_info *in, double ms, int first)
+{
+    double moved = 100.0 * (double)in->moved / (double)in->nshards;
+    printf("epoch %" PRIu64 ": %" PRIu64 " batches/rank of %" PRIu64
+           ", dropped %" PRIu64 ", padded %" PRIu64 ", balance %" PRIu64
+           "..%" PRIu64 " samples/rank (spread %" PRIu64 "), ",
+           in->epoch, in->batches_per_rank, in->batch_size, in->dropped,
+           in->padded, in->min_rank_samples, in->max_rank_samples,
+           in->max_rank_samples - in->min_rank_samples);
+    if (first)
+        printf("moved -, ");
+    else
+        printf("moved %" PRIu64 " shards (%.1f%%), ", in->moved, moved);
+    printf("plan %.1f KiB, %.2f ms\n", (double)in->bytes / 1024.0, ms);
+}
+
+/*
+ * The sticky exchange bound: q*N shards move, within 2% of N.  Balance
+ * repair may move a few more; it never moves more than the bound allows.
+ */
+static int check_moved(const sc_plan_info *in, sc_error *err)
+{
+    double want = in->exchange * (double)in->nshards;
+    double slack = 0.02 * (double)in->nshards;
+    if (fabs((double)in->moved - want) <= (slack < 1.0 ? 1.0 : slack))
+        return SC_OK;
+    snprintf(err->msg, sizeof err->msg,
+             "epoch %" PRIu64 ": %" PRIu64 " shards moved, the exchange "
+             "fraction %g asks for %.0f +- 2%% of %" PRIu64,
+             in->epoch, in->moved, in->exchange, want, in->nshards);
+    return err->code = SC_EPLAN;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+
+    int rank = 0, world = 1, status = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+    uint64_t *sizes = NULL, n = o.nshards;
+    if (o.sizes_file) {
+        if (cli_read_counts(o.sizes_file, &sizes, &n)) {
+            MPI_Finalize();
+            return 2;
+        }
+    } else if ((sizes = malloc(sizeof *sizes * n))) {
+        for (uint64_t i = 0; i < n; i++)
+            sizes[i] = o.shard_size;
+    }
+    if (o.ranks == 0)
+        o.ranks = (uint64_t)world;
+    if (!sizes || (world > 1 && o.ranks != (uint64_t)world)) {
+        if (rank == 0)
+            fprintf(stderr, sizes ? "shardcache plan: --ranks %" PRIu64
+                                    " but running on %d MPI ranks\n"
+                                  : "shardcache plan: out of memory\n",
+                    o.ranks, world);
+        free(sizes);
+        MPI_Finalize();
+        return 2;
+    }
+
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = sizes;
+    p.nshards = n;
+    p.world_size = (uint32_t)o.ranks;
+    p.seed = o.seed;
+    p.batch_size = o.batch;
+    p.mode = o.mode;
+    p.exchange = o.exchange;
+    p.remainder = o.remainder;
+    p.fingerprint = sizes_fingerprint(sizes, n);
+
+    if (rank == 0)
+        printf("plan: %" PRIu64 " shards on %" PRIu64 " ranks%s, seed %" PRIu64
+               ", %s mode%s, batch %" PRIu64 ", remainder %s\n",
+               n, o.ranks, world > 1 ? " (broadcast from rank 0)" : " (simulated)",
+               o.seed, o.mode == SC_SHUFFLE_STICKY ? "sticky" : "global",
+               o.mode == SC_SHUFFLE_STICKY ? (o.exchange > 0 ? "" : ", static") : "",
+               o.batch, o.remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+
+    sc_plan *prev = NULL, *plan = NULL;
+    sc_error err = SC_ERROR_INIT;
+    for (uint64_t e = 0; e < o.epochs && status == 0; e++) {
+        p.epoch = e;
+        double t0 = MPI_Wtime();
+        rc = world > 1 ? sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, &err)
+                       : sc_plan_create(&p, prev, &plan, &err);
+        double ms = (MPI_Wtime() - t0) * 1e3;
+        sc_plan_info in = {0};
+        if (rc == SC_OK && o.check) {
+            sc_plan_get_info(plan, &in);
+            rc = sc_plan_check(plan, &p, prev, &err);
+            if (rc == SC_OK && o.mode == SC_SHUFFLE_STICKY && prev)
+                rc = check_moved(&in, &err);
+        }
+        if (rc != SC_OK)
+            cli_report("plan", rank, world, &err);
+        /* Everyone learns whether anyone failed, so that no rank runs ahead. */
+        int bad = rc != SC_OK, anybad = bad;
+        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (anybad) {
+            status = 1;
+            break;
+        }
+        sc_plan_get_info(plan, &in);
+        if (o.check && world > 1 && !hashes_agree(in.hash)) {
+            if (rank == 0)
+                fprintf(stderr, "shardcache plan: epoch %" PRIu64
+                                ": ranks hold different plans\n", e);
+            status = 1;
+        }
+        if (rank == 0)
+            print_epoch(&in, ms, prev == NULL);
+        sc_plan_free(prev);
+        prev = plan;
+        plan = NULL;
+    }
+
+    if (status == 0 && o.save && rank == 0 && save_plan(o.save, prev, &err) != SC_OK) {
+        cli_report("plan", rank, 1, &err);
+        status = 1;
+    }
+    if (status == 0 && o.check && rank == 0)
+        printf("checked: %" PRIu64 " epochs, %" PRIu64 " shards, %" PRIu64
+               " ranks%s\nplan check: ok\n",
+               o.epochs, n, o.ranks, world > 1 ? ", same plan on every rank" : "");
+    sc_plan_free(prev);
+    free(sizes);
+    MPI_Finalize();
+    return status;
+}

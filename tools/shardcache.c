@@ -1,0 +1,62 @@
+/*
+ * shardcache.c - the `shardcache` command: one subcommand per job step.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} commands[] = {
+    {"plan", cmd_plan, "compute, broadcast and check epoch plans"},
+};
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: shardcache COMMAND [options]\n"
+            "       shardcache --version | --help\n\n"
+            "Shards a training dataset across MPI ranks each epoch, caches\n"
+            "each rank's shards node-locally and checks exactly-once delivery.\n"
+            "Commands that talk to other ranks run under mpirun or srun.\n\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(to, "  %-8s %s\n", commands[i].name, commands[i].what);
+    fprintf(to, "\n`shardcache COMMAND --help` documents each command's flags.\n");
+}
+
+static int version(void)
+{
+    sc_features f;
+    sc_features_get(&f);
+    printf("shardcache %s\n", SC_VERSION_STRING);
+    printf("cuda: %s (%d devices)\nnccl: %s", f.cuda ? "yes" : "no",
+           f.cuda_devices, f.nccl ? "yes" : "no");
+    if (f.nccl)
+        printf(" (%d)", f.nccl_version);
+    printf("\nfault hooks: %s\n", f.testing ? "compiled in" : "no");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version"))
+        return version();
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "shardcache: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
