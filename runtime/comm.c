@@ -12,17 +12,22 @@
 
 #define WORD 8
 
+enum { IDLE = 0, HEADER_POSTED = 1, PAYLOAD_POSTED = 2, DONE = 3 };
+
 static size_t words(size_t len)
 {
     return (len + WORD - 1) / WORD;
 }
 
-int sc__plan_bcast_start(sc__plan_bcast *b, MPI_Comm comm, int root,
+int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
+                         MPI_Comm comm, MPI_Comm data, int root,
                          const sc_plan *plan, int root_status, uint64_t epoch,
                          sc_error *err)
 {
     memset(b, 0, sizeof *b);
     b->comm = comm;
+    b->data = data;
+    b->after = after;
     b->root = root;
     b->word = MPI_DATATYPE_NULL;
     b->req[0] = b->req[1] = MPI_REQUEST_NULL;
@@ -51,19 +56,38 @@ int sc__plan_bcast_start(sc__plan_bcast *b, MPI_Comm comm, int root,
         b->head[2] = (uint64_t)(-(int64_t)(b->len ? SC_OK : root_status));
     }
     SC_MPI_CHECK(err, MPI_Ibcast(b->head, 4, MPI_UINT64_T, root, comm, &b->req[0]));
-    b->stage = 1;
+    b->stage = HEADER_POSTED;
     if (b->rank == root && b->len) {
         SC_MPI_CHECK(err, MPI_Ibcast(b->buf, (int)words(b->len), b->word, root,
-                                     comm, &b->req[1]));
-        b->stage = 2;
+                                     data, &b->req[1]));
+        b->stage = PAYLOAD_POSTED;
     }
     return SC_OK;
+}
+
+static int post_payload(sc__plan_bcast *b, sc_error *err);
+
+/*
+ * Payloads are posted in the order the broadcasts started: before posting
+ * its own, a broadcast makes the one before it post (waiting for that
+ * one's header, which was posted earlier on the same communicator).
+ */
+static int post_previous(sc__plan_bcast *b, sc_error *err)
+{
+    sc__plan_bcast *a = b->after;
+    if (!a || a->stage != HEADER_POSTED)
+        return SC_OK;
+    SC_MPI_CHECK(err, MPI_Wait(&a->req[0], MPI_STATUS_IGNORE));
+    return post_payload(a, err);
 }
 
 /* Header is here: a non-root allocates and posts the payload. */
 static int post_payload(sc__plan_bcast *b, sc_error *err)
 {
-    b->stage = 2;
+    int rc = post_previous(b, err);
+    if (rc != SC_OK)
+        return rc;
+    b->stage = PAYLOAD_POSTED;
     if (b->rank == b->root || b->head[0] == 0)
         return SC_OK;
     if (words(b->head[0]) > INT_MAX)
@@ -79,7 +103,7 @@ static int post_payload(sc__plan_bcast *b, sc_error *err)
                           "%llu",
                           b->rank, b->len, (unsigned long long)b->head[3]);
     SC_MPI_CHECK(err, MPI_Ibcast(b->buf, (int)words(b->len), b->word, b->root,
-                                 b->comm, &b->req[1]));
+                                 b->data, &b->req[1]));
     return SC_OK;
 }
 
@@ -87,7 +111,7 @@ int sc__plan_bcast_test(sc__plan_bcast *b, int *done, sc_error *err)
 {
     int flag = 0, rc;
     *done = 0;
-    if (b->stage == 1) {
+    if (b->stage == HEADER_POSTED) {
         SC_MPI_CHECK(err, MPI_Test(&b->req[0], &flag, MPI_STATUS_IGNORE));
         if (!flag)
             return SC_OK;
@@ -105,7 +129,7 @@ static void release(sc__plan_bcast *b)
     b->buf = NULL;
     if (b->word != MPI_DATATYPE_NULL)
         MPI_Type_free(&b->word);
-    b->stage = 0;
+    b->stage = DONE; /* a later broadcast may still look at it via `after` */
 }
 
 int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
@@ -116,7 +140,7 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
     sc_plan *plan = NULL;
 
     *out = NULL;
-    if (b->stage == 1) {
+    if (b->stage == HEADER_POSTED) {
         int m = MPI_Wait(&b->req[0], MPI_STATUS_IGNORE);
         if (m != MPI_SUCCESS)
             rc = sc__mpi_err(err, m, "MPI_Wait", __FILE__, __LINE__);
@@ -150,13 +174,14 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
                               b->rank, e, b->root);
         }
         if (plan->info.hash != b->head[1]) {
+            rc = sc__seterr(err, SC_EPLAN,
+                            "rank %d: plan for epoch %llu hashes to %016llx, "
+                            "rank %d announced %016llx",
+                            b->rank, e, (unsigned long long)plan->info.hash,
+                            b->root, (unsigned long long)b->head[1]);
             sc_plan_free(plan);
             release(b);
-            return sc__seterr(err, SC_EPLAN,
-                              "rank %d: plan for epoch %llu hashes to %016llx, "
-                              "rank %d announced %016llx",
-                              b->rank, e, (unsigned long long)plan->info.hash,
-                              b->root, (unsigned long long)b->head[1]);
+            return rc;
         }
     }
     release(b);
@@ -192,7 +217,9 @@ int sc_plan_share(MPI_Comm comm, const sc_plan_params *params,
     SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
     if (rank == 0)
         made = sc_plan_create(params, prev, &mine, &local);
-    rc = sc__plan_bcast_start(&b, comm, 0, mine, made, params->epoch, err);
+    /* One broadcast in flight: headers and payload can share `comm`. */
+    rc = sc__plan_bcast_start(&b, NULL, comm, comm, 0, mine, made, params->epoch,
+                              err);
     if (rc == SC_OK)
         rc = sc__plan_bcast_finish(&b, params, &got, err);
     if (made != SC_OK) {

@@ -15,22 +15,35 @@
 #include "shardcache.h"
 
 typedef struct sc__plan_bcast {
-    MPI_Comm comm;         /* not owned; collectives are posted on it in order */
+    MPI_Comm comm;         /* headers go here (not owned) */
+    MPI_Comm data;         /* payloads go here (not owned) */
     MPI_Datatype word;     /* 8 bytes, uninterpreted: the wire is little-endian */
-    int root, rank, stage; /* stage: 0 idle, 1 header posted, 2 payload posted */
+    int root, rank, stage; /* idle, header posted, payload posted, done */
     uint64_t head[4];      /* payload bytes (0: root failed), hash, -status, epoch */
     unsigned char *buf;    /* non-root: received payload; root: the plan's wire */
     size_t len;
     MPI_Request req[2];
     const sc_plan *plan;   /* root: the plan being sent (must outlive the bcast) */
+    struct sc__plan_bcast *after; /* the broadcast started just before, or NULL */
 } sc__plan_bcast;
 
 /*
  * Posts the broadcast.  On the root, `plan` is the plan to send, or NULL
  * with `root_status` saying why there is none.  `epoch` names the epoch in
  * messages on every rank.
+ *
+ * Ordering: MPI matches non-blocking collectives by the order they are
+ * posted on a communicator.  The root posts a payload at start, the others
+ * when its header arrives, so with several broadcasts in flight the headers
+ * and payloads travel on two communicators (`comm`, `data`), and `after`
+ * names the broadcast started just before this one (NULL if none is in
+ * flight): a payload is never posted before the previous one, whatever
+ * order the caller tests or finishes them in.  `after` must stay in memory
+ * until this broadcast is finished.  With one broadcast in flight at a time
+ * `comm` and `data` may be the same communicator.
  */
-int sc__plan_bcast_start(sc__plan_bcast *b, MPI_Comm comm, int root,
+int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
+                         MPI_Comm comm, MPI_Comm data, int root,
                          const sc_plan *plan, int root_status, uint64_t epoch,
                          sc_error *err);
 

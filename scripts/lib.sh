@@ -1,0 +1,52 @@
+# Shared by scripts/demo and scripts/test: what a fresh Debian 12 machine
+# needs, installed when we are root, or the exact command when we are not.
+
+# Packages every build needs.
+SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
+libhdf5-openmpi-dev hdf5-tools libcmocka-dev"
+# Packages the full test suite adds: clang and libFuzzer for the fuzz test.
+SC_TEST_PACKAGES="clang libclang-rt-14-dev"
+
+sc_missing_packages() {
+    local p missing=""
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+            || missing="$missing $p"
+    done
+    echo "$missing"
+}
+
+# sc_ensure_packages PKG...: installs what is missing, or says how and fails.
+sc_ensure_packages() {
+    local missing
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        echo "shardcache: this script sets up Debian 12; install by hand: $*" >&2
+        return 1
+    fi
+    missing=$(sc_missing_packages "$@")
+    [ -z "$missing" ] && return 0
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "shardcache: installing:$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing
+    else
+        echo "shardcache: missing Debian packages. Install them with:" >&2
+        echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+        return 1
+    fi
+}
+
+# Open MPI refuses to start as root unless told twice.
+sc_mpi_env() {
+    if [ "$(id -u)" -eq 0 ]; then
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    fi
+}
+
+# sc_build PRESET: configure and build one CMake preset.
+sc_build() {
+    cmake --preset "$1" >"build-$1.log" 2>&1 || { cat "build-$1.log"; return 1; }
+    cmake --build --preset "$1" -j "$(nproc)" >>"build-$1.log" 2>&1 \
+        || { tail -50 "build-$1.log"; return 1; }
+    rm -f "build-$1.log"
+}

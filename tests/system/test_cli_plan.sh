@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `shardcache plan` as a user runs it: alone, under mpirun, and with bad input.
+. "$(dirname "$0")/lib.sh"
+sc=$SC_BIN
+
+expect_ok "help names every flag" "--shard-sizes.*" "$sc" plan --help
+for flag in --shards --shard-size --shard-sizes --ranks --epochs --seed --batch \
+            --mode --exchange --remainder --check --save; do
+    expect_ok "help documents $flag" "^  $flag" "$sc" plan --help
+done
+expect_ok "top-level help lists plan" "plan +compute" "$sc" --help
+expect_ok "version reports features" "^cuda: (yes|no)" "$sc" --version
+
+expect_ok "global check" "^plan check: ok$" \
+    "$sc" plan --shards 5000 --ranks 64 --epochs 3 --seed 9 --batch 64 --check
+expect_ok "sticky check" "^plan check: ok$" \
+    "$sc" plan --shards 5000 --ranks 16 --epochs 4 --mode sticky --exchange 0.2 --check
+expect_ok "sticky moves the exchange fraction" "moved 1000 shards \(20.0%\)" \
+    "$sc" plan --shards 5000 --ranks 16 --epochs 2 --mode sticky --exchange 0.2
+expect_ok "pad check" "^plan check: ok$" \
+    "$sc" plan --shards 99 --shard-size 7 --ranks 8 --batch 10 --remainder pad --check
+out=$("$sc" plan --shards 300 --ranks 7 --epochs 2 --check 2>&1)
+last=$(tail -n 1 <<<"$out")
+[ "$last" = "plan check: ok" ] && pass "check ends with the line" || failed "last line was '$last'"
+expect_ok "one line per epoch" "^epoch 2: .* batches/rank .* dropped .* padded .* balance .* moved .* plan .* KiB, .* ms$" \
+    "$sc" plan --shards 100 --ranks 4 --epochs 3
+
+printf '%s\n' 5 100 3 70 2000 1 1 1 > "$SC_T_TMP/sizes.txt"
+expect_ok "shard sizes from a file" "^plan check: ok$" \
+    "$sc" plan --shard-sizes "$SC_T_TMP/sizes.txt" --ranks 3 --batch 1 --check
+expect_ok "save writes the plan" "plan check: ok" \
+    "$sc" plan --shards 40 --ranks 3 --save "$SC_T_TMP/p.plan" --check
+[ "$(head -c 4 "$SC_T_TMP/p.plan")" = "SCPL" ] && pass "saved plan has its magic" || failed "saved plan lacks SCPL"
+
+# Bad input: a clear message and a non-zero exit, never a crash.
+expect_fail "zero shards" "--shards '0'" "$sc" plan --shards 0
+expect_fail "more ranks than shards" "more ranks \(9\) than shards \(4\)" "$sc" plan --shards 4 --ranks 9
+expect_fail "batch 0" "--batch '0'" "$sc" plan --batch 0
+expect_fail "exchange outside [0,1]" "--exchange '1.5'" "$sc" plan --mode sticky --exchange 1.5
+expect_fail "unknown mode" "--mode must be global or sticky" "$sc" plan --mode random
+expect_fail "unknown flag" "see .shardcache plan --help" "$sc" plan --bogus
+expect_fail "typo in a number" "--seed '12x'" "$sc" plan --seed 12x
+expect_fail "missing sizes file" "cannot open" "$sc" plan --shard-sizes "$SC_T_TMP/nope"
+printf '%s\n' 18446744073709551615 5 > "$SC_T_TMP/huge.txt"
+expect_fail "sizes that overflow" "SC_EOVERFLOW.*overflow 64 bits at shard 1" \
+    "$sc" plan --shard-sizes "$SC_T_TMP/huge.txt" --ranks 1
+expect_fail "batch larger than a rank" "SC_EINVAL: epoch 0: batch size 5000 is larger" \
+    "$sc" plan --shards 8 --shard-size 100 --ranks 4 --batch 5000
+expect_fail "unknown command" "unknown command 'nope'" "$sc" nope
+
+# Under mpirun: rank 0 plans and broadcasts, every rank checks.
+expect_ok "mpirun -np 4 broadcast check" "broadcast from rank 0" \
+    "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --shards 2000 --epochs 3 --mode sticky --check
+expect_ok "mpirun -np 4 same plan everywhere" "same plan on every rank" \
+    "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --shards 2000 --epochs 2 --check
+expect_fail "mpirun with --ranks that disagree" "--ranks 3 but running on 4 MPI ranks" \
+    "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --ranks 3
+finish
