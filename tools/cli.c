@@ -50,6 +50,21 @@ int cli_double(const char *flag, const char *arg, double min, double max,
     return 0;
 }
 
+int cli_choice(const char *flag, const char *arg, const char *const *names,
+               int n, int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(arg, names[i])) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "shardcache: %s must be", flag);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s %s", i == 0 ? "" : i + 1 == n ? " or" : ",", names[i]);
+    fprintf(stderr, ", not '%s'\n", arg);
+    return 2;
+}
+
 int cli_read_counts(const char *path, uint64_t **out, uint64_t *n)
 {
     FILE *f = fopen(path, "r");

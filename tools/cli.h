@@ -16,6 +16,10 @@ int cli_u64(const char *flag, const char *arg, uint64_t min, uint64_t max,
 int cli_double(const char *flag, const char *arg, double min, double max,
                double *out);
 
+/* Index of `arg` in names[0..n), or prints "FLAG must be a, b or c" and returns 2. */
+int cli_choice(const char *flag, const char *arg, const char *const *names,
+               int n, int *out);
+
 /* Reads whitespace-separated unsigned counts from a file into *out. */
 int cli_read_counts(const char *path, uint64_t **out, uint64_t *n);
 

@@ -97,26 +97,21 @@ static int parse(int argc, char **argv, plan_opts *o)
         case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
         case CHECK: o->check = 1; break;
         case SAVE: o->save = optarg; break;
-        case MODE:
-            if (!strcmp(optarg, "global"))
-                o->mode = SC_SHUFFLE_GLOBAL;
-            else if (!strcmp(optarg, "sticky"))
-                o->mode = SC_SHUFFLE_STICKY;
-            else {
-                fprintf(stderr, "shardcache plan: --mode must be global or sticky, not '%s'\n", optarg);
-                bad = 2;
-            }
+        case MODE: {
+            /* Indexed by sc_shuffle_mode and sc_remainder values. */
+            static const char *const modes[] = {"global", "sticky"};
+            int m = 0;
+            bad = cli_choice("--mode", optarg, modes, 2, &m);
+            o->mode = (sc_shuffle_mode)m;
             break;
-        case REMAINDER:
-            if (!strcmp(optarg, "drop"))
-                o->remainder = SC_REMAINDER_DROP;
-            else if (!strcmp(optarg, "pad"))
-                o->remainder = SC_REMAINDER_PAD;
-            else {
-                fprintf(stderr, "shardcache plan: --remainder must be drop or pad, not '%s'\n", optarg);
-                bad = 2;
-            }
+        }
+        case REMAINDER: {
+            static const char *const policies[] = {"drop", "pad"};
+            int m = 0;
+            bad = cli_choice("--remainder", optarg, policies, 2, &m);
+            o->remainder = (sc_remainder)m;
             break;
+        }
         case 'h': fputs(plan_usage, stdout); return -1;
         default: bad = 2; break;
         }

@@ -37,7 +37,7 @@ expect_fail "zero shards" "--shards '0'" "$sc" plan --shards 0
 expect_fail "more ranks than shards" "more ranks \(9\) than shards \(4\)" "$sc" plan --shards 4 --ranks 9
 expect_fail "batch 0" "--batch '0'" "$sc" plan --batch 0
 expect_fail "exchange outside [0,1]" "--exchange '1.5'" "$sc" plan --mode sticky --exchange 1.5
-expect_fail "unknown mode" "--mode must be global or sticky" "$sc" plan --mode random
+expect_fail "unknown mode" "--mode must be global or sticky, not .random." "$sc" plan --mode random
 expect_fail "unknown flag" "see .shardcache plan --help" "$sc" plan --bogus
 expect_fail "typo in a number" "--seed '12x'" "$sc" plan --seed 12x
 expect_fail "missing sizes file" "cannot open" "$sc" plan --shard-sizes "$SC_T_TMP/nope"
