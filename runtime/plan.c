@@ -302,6 +302,10 @@ static void assign_sticky(const sc_plan_params *p, const sc_plan *prev,
     heap_build(h);
     for (uint64_t i = 0; i < released; i++) {
         uint32_t s = scratch[i];
+        if (i + PREFETCH < released) {
+            __builtin_prefetch(&owner[scratch[i + PREFETCH]]);
+            __builtin_prefetch(&p->shard_sizes[scratch[i + PREFETCH]]);
+        }
         owner[s] = heap_give(h, p->shard_sizes[s], R > 1 ? owner[s] : UINT32_MAX);
     }
 }
