@@ -215,14 +215,18 @@ static void random_perm(uint32_t *perm, uint64_t n, uint64_t key,
 
 /*
  * Global: cut a random permutation into R runs of about total/R samples
- * each (at least one shard each), and give run k to rank label[k].
+ * each (at least one shard each), and make run k the list of rank
+ * label[k].  A run of a uniform permutation is already in uniform order, so
+ * the lists are final unless the balance needs repair.
  */
-static void assign_fresh(const sc_plan_params *p, uint32_t *owner,
+static void assign_fresh(const sc_plan_params *p, sc_plan *plan,
                          uint32_t *perm, uint64_t *load, uint64_t *cursor,
                          uint64_t nbuckets, uint64_t total)
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards, i = 0;
+    uint64_t *start = plan->rank_samples; /* run start in perm, until loads go in */
+    uint64_t *off = plan->rank_off;
     sc__rng rng;
 
     random_perm(perm, n, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0),
@@ -245,15 +249,21 @@ static void assign_fresh(const sc_plan_params *p, uint32_t *owner,
         /* Run k ends where the running total first reaches (k+1)*total/R. */
         unsigned __int128 goal = (unsigned __int128)total * (k + 1) / R;
         uint64_t keep = R - 1 - k; /* shards the later runs still need */
+        start[r] = i;
         load[r] = 0;
         do {
             if (i + PREFETCH < n)
                 __builtin_prefetch(&p->shard_sizes[perm[i + PREFETCH]]);
-            uint64_t sz = p->shard_sizes[perm[i]];
-            owner[perm[i++]] = r;
+            uint64_t sz = p->shard_sizes[perm[i++]];
             load[r] += sz;
             acc += sz;
         } while (i < n - keep && (acc < goal || k + 1 == R));
+        off[r + 1] = i - start[r];
+    }
+    off[0] = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        memcpy(plan->order + off[r], perm + start[r], sizeof *perm * off[r + 1]);
+        off[r + 1] += off[r];
     }
 }
 
@@ -460,6 +470,13 @@ static int count_batches(sc_plan_info *info, const uint64_t *rank_samples,
     return SC_OK;
 }
 
+void sc__plan_fill_owner(sc_plan *p)
+{
+    for (uint32_t r = 0; r < p->info.world_size; r++)
+        for (uint64_t i = p->rank_off[r]; i < p->rank_off[r + 1]; i++)
+            p->owner[p->order[i]] = r;
+}
+
 int sc__plan_alloc(uint32_t world_size, uint64_t nshards, sc_plan **out,
                    sc_error *err)
 {
@@ -532,14 +549,28 @@ int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
         goto fail;
     }
 
-    if (sticky)
+    int reorder = 1;
+    if (sticky) {
         assign_sticky(params, prev, plan->owner, scratch, &h);
-    else
-        assign_fresh(params, plan->owner, scratch, h.load, cursor, nbuckets,
-                     total);
-    /* scratch is free again and serves as the repair pass's links. */
-    repair_balance(params, plan->owner, h.load, R, largest, scratch, head);
-    build_order(params, plan, h.load);
+    } else {
+        assign_fresh(params, plan, scratch, h.load, cursor, nbuckets, total);
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (uint32_t r = 0; r < R; r++) {
+            lo = h.load[r] < lo ? h.load[r] : lo;
+            hi = h.load[r] > hi ? h.load[r] : hi;
+        }
+        reorder = hi - lo > largest;
+        if (reorder)
+            sc__plan_fill_owner(plan);
+    }
+    if (reorder) {
+        /* scratch is free again and serves as the repair pass's links. */
+        repair_balance(params, plan->owner, h.load, R, largest, scratch, head);
+        build_order(params, plan, h.load);
+    } else {
+        memcpy(plan->rank_samples, h.load, sizeof *h.load * R);
+        sc__plan_fill_owner(plan);
+    }
 
     sc_plan_info *info = &plan->info;
     info->epoch = params->epoch;

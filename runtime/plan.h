@@ -54,7 +54,10 @@ int sc__plan_matches(const sc_plan *plan, const sc_plan_params *params,
 int sc__plan_alloc(uint32_t world_size, uint64_t nshards, sc_plan **out,
                    sc_error *err);
 
-/* Fills owner[] from order[] and rank_off[]; encodes and hashes. */
+/* owner[] is derived from the rank lists (order[], rank_off[]): it never travels. */
+void sc__plan_fill_owner(sc_plan *plan);
+
+/* Encodes and hashes a plan whose arrays and info are complete. */
 int sc__plan_seal(sc_plan *plan, sc_error *err);
 
 #endif /* SC_PLAN_H */

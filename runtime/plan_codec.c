@@ -44,22 +44,12 @@ static double bits_double(uint64_t u)
     return d;
 }
 
-/* owner[] is derived from the rank lists, so it never travels. */
-static void fill_owner(sc_plan *p)
-{
-    for (uint32_t r = 0; r < p->info.world_size; r++)
-        for (uint64_t i = p->rank_off[r]; i < p->rank_off[r + 1]; i++)
-            p->owner[p->order[i]] = r;
-}
-
 int sc__plan_seal(sc_plan *p, sc_error *err)
 {
     const sc_plan_info *in = &p->info;
     uint32_t R = in->world_size;
     size_t len = sc__plan_wire_bytes(R, in->nshards);
     unsigned char *w;
-
-    fill_owner(p);
 
     if (len == 0)
         return sc__seterr(err, SC_EOVERFLOW, "epoch %llu: plan too large",
@@ -207,7 +197,7 @@ static int decode_body(const unsigned char *w, size_t len, sc_plan **out,
     }
     free(seen);
     seen = NULL;
-    fill_owner(p);
+    sc__plan_fill_owner(p);
 
     if (!(p->wire = malloc(len))) {
         rc = sc__seterr(err, SC_ENOMEM, "no memory to decode the plan");

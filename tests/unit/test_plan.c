@@ -16,6 +16,7 @@
 
 #define SC_T_GOLDEN_E0 0x954d9ada167d681a
 #define SC_T_GOLDEN_E1 0x643b86739e40a89c
+#define SC_T_GOLDEN_EQ 0xc9d60aa052607250
 
 typedef struct gen_case {
     uint64_t *sizes;
@@ -304,6 +305,16 @@ static void test_golden_hashes(void **state)
     assert_int_equal(b->info.hash, (uint64_t)SC_T_GOLDEN_E1);
     sc_plan_free(a);
     sc_plan_free(b);
+
+    /* Equal sizes take the direct global path (no repair, no reorder). */
+    for (int i = 0; i < 1000; i++)
+        sizes[i] = 64;
+    p.mode = SC_SHUFFLE_GLOBAL;
+    p.epoch = 3;
+    SC_ASSERT_OK(sc_plan_create(&p, NULL, &a, &err), &err);
+    print_message("golden equal: %016llx\n", (unsigned long long)a->info.hash);
+    assert_int_equal(a->info.hash, (uint64_t)SC_T_GOLDEN_EQ);
+    sc_plan_free(a);
 }
 
 int main(void)
