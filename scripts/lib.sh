@@ -4,8 +4,9 @@
 # Packages every build needs.
 SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
 libhdf5-openmpi-dev hdf5-tools libcmocka-dev"
-# Packages the full test suite adds: clang and libFuzzer for the fuzz test.
-SC_TEST_PACKAGES="clang libclang-rt-14-dev"
+# Packages the full test suite adds: clang and libFuzzer for the fuzz test,
+# valgrind for the unit tests.
+SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind"
 
 sc_missing_packages() {
     local p missing=""
