@@ -217,6 +217,175 @@ SC_API int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
 SC_API int sc_plan_share(MPI_Comm comm, const sc_plan_params *params,
                          const sc_plan *prev, sc_plan **out, sc_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sc_cache_policy {
+    SC_CACHE_BELADY = 0, /* evict the shard needed furthest ahead (or never) */
+    SC_CACHE_LRU = 1     /* evict the least recently used (for comparison) */
+} sc_cache_policy;
+
+typedef enum sc_cache_check {
+    SC_CACHE_CHECK_FIRST = 0, /* verify an entry's checksum on its first read */
+    SC_CACHE_CHECK_ALWAYS = 1 /* verify on every read */
+} sc_cache_check;
+
+#define SC_PATH_MAX 4096
+
+/*
+ * Everything a job can set, each with an SC_* environment variable.  One
+ * table in runtime/config.c makes the defaults, the environment parsing and
+ * the printout (`SC_DUMP_CONFIG=1` prints it to stderr at init).
+ */
+typedef struct sc_config {
+    char source[SC_PATH_MAX];     /* SC_SOURCE: HDF5 file, directory or list */
+    uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (one file) */
+    char fields[1024];            /* SC_FIELDS: comma list; empty = every field */
+    uint64_t seed;                /* SC_SEED */
+    uint64_t batch_size;          /* SC_BATCH_SIZE */
+    sc_shuffle_mode mode;         /* SC_SHUFFLE: global | sticky */
+    double exchange;              /* SC_EXCHANGE: sticky fraction moved */
+    sc_remainder remainder;       /* SC_REMAINDER: drop | pad */
+    char cache_dir[SC_PATH_MAX];  /* SC_CACHE_DIR; empty: SLURM_TMPDIR, TMPDIR, /tmp */
+    uint64_t cache_bytes;         /* SC_CACHE_BYTES: capacity; 0 = unbounded */
+    sc_cache_policy cache_policy; /* SC_CACHE_POLICY: belady | lru */
+    sc_cache_check cache_check;   /* SC_CACHE_CHECK: first | always */
+    int log_level;                /* SC_LOG: 0 errors only, 1 warnings, 2 info */
+} sc_config;
+
+/*
+ * Defaults, then the SC_* environment.  A variable that does not parse is
+ * an SC_EINVAL naming it and its value, never silently ignored.
+ */
+SC_API int sc_config_init(sc_config *cfg, sc_error *err);
+
+/* Sets one setting by its variable name ("SC_SEED") from text. */
+SC_API int sc_config_set(sc_config *cfg, const char *name, const char *value,
+                         sc_error *err);
+
+/* Writes every setting, one "NAME=value  # meaning" line each, to a stream. */
+SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
+
+/* ------------------------------------------------------------------------ */
+/* Source datasets                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Layout A: one HDF5 file whose root group holds fixed-shape numeric
+ * datasets ("fields") sharing their first dimension N; shard k is samples
+ * [k*shard_size, (k+1)*shard_size).  Layout B: a directory of .h5 files, or
+ * a text file listing HDF5 paths, one shard per file, each with the same
+ * fields.  Field names, types and shapes come from the files.
+ */
+typedef struct sc_dataset sc_dataset;
+
+#define SC_MAX_FIELDS 16
+#define SC_MAX_DIMS 8
+
+typedef struct sc_field_info {
+    char name[256];            /* the dataset's path, e.g. "/images" */
+    char dtype[16];            /* "uint8", "int64", "float32", ... */
+    int ndims;                 /* dimensions of one sample */
+    uint64_t dims[SC_MAX_DIMS];
+    uint64_t sample_bytes;
+} sc_field_info;
+
+typedef struct sc_dataset_info {
+    char layout;               /* 'A' or 'B' */
+    uint64_t nsamples;
+    uint64_t nshards;
+    uint64_t shard_size;       /* layout A; 0 for B */
+    uint64_t sample_bytes;     /* all fields */
+    int nfields;
+    uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
+} sc_dataset_info;
+
+/* Collective over comm: layout A files are opened with the MPI-IO driver. */
+SC_API int sc_dataset_open(MPI_Comm comm, const sc_config *cfg,
+                           sc_dataset **out, sc_error *err);
+SC_API int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out);
+SC_API int sc_dataset_field(const sc_dataset *ds, int i, sc_field_info *out);
+/* Samples per shard, [nshards], owned by the dataset. */
+SC_API int sc_dataset_shard_sizes(const sc_dataset *ds, const uint64_t **sizes);
+/* First global sample id of each shard, [nshards + 1]. */
+SC_API int sc_dataset_shard_offsets(const sc_dataset *ds, const uint64_t **first);
+/*
+ * Reads one whole shard straight from the source: bufs[i] receives field
+ * i, shard_sizes[shard] * sample_bytes(i) bytes.
+ */
+SC_API int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard,
+                                 void *const *bufs, sc_error *err);
+/* Plan parameters for this dataset and config (shard sizes, fingerprint...). */
+SC_API int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
+                                  uint32_t world_size, uint64_t epoch,
+                                  sc_plan_params *out);
+/* Collective over the communicator it was opened on. */
+SC_API int sc_dataset_close(sc_dataset *ds);
+
+/* Progress callbacks: `done` of `total` units (bytes or samples). */
+typedef void (*sc_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* What `shardcache make-dataset` writes: a dataset a classifier can learn. */
+typedef struct sc_synth_params {
+    const char *out;           /* file (layout A) or directory (layout B) */
+    char layout;               /* 'A' or 'B' */
+    uint64_t samples;
+    int ndims;
+    uint64_t dims[SC_MAX_DIMS];/* shape of one /images sample */
+    const char *dtype;         /* element type of /images */
+    uint64_t labels;           /* classes in /labels (int64) */
+    uint64_t shard_size;       /* layout B: samples per file */
+    uint64_t seed;
+} sc_synth_params;
+
+#define SC_SYNTH_PARAMS_INIT                                                 \
+    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0}
+
+SC_API int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress,
+                           void *arg, sc_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* The node-local shard cache                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sc_cache sc_cache;
+
+typedef struct sc_cache_stats {
+    uint64_t hits;              /* shard reads served from the cache */
+    uint64_t misses;            /* shard reads that went to the source */
+    uint64_t bytes_from_source;
+    uint64_t bytes_from_cache;
+    uint64_t evictions;
+    uint64_t repairs;           /* entries dropped: crashed, truncated, corrupt */
+    uint64_t entries;           /* entries held now */
+    uint64_t bytes_cached;      /* their bytes */
+} sc_cache_stats;
+
+/*
+ * Opens this rank's cache for the dataset: one directory per (dataset
+ * fingerprint, node-local rank) under cfg->cache_dir, else $SLURM_TMPDIR,
+ * $TMPDIR, /tmp, so a re-run on the same nodes starts warm.  Collective
+ * over comm (it finds node-local ranks).
+ */
+SC_API int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
+                         sc_cache **out, sc_error *err);
+
+/*
+ * The order in which this rank will read shards from now on (its lists for
+ * the coming epochs): Belady eviction looks ahead in it.  Replaces any
+ * earlier sequence.
+ */
+SC_API int sc_cache_plan_ahead(sc_cache *c, const uint32_t *shards, uint64_t n);
+
+/* Reads a whole shard into per-field buffers, from the cache or the source. */
+SC_API int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs,
+                         sc_error *err);
+
+SC_API int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out);
+SC_API const char *sc_cache_dir(const sc_cache *c);
+SC_API int sc_cache_close(sc_cache *c);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
  */
 #include "hash.h"
 
+#include <string.h>
+
 #define P1 UINT64_C(0x9E3779B185EBCA87)
 #define P2 UINT64_C(0xC2B2AE3D27D4EB4F)
 #define P3 UINT64_C(0x165667B19E3779F9)
@@ -29,33 +31,65 @@ static inline uint64_t merge64(uint64_t acc, uint64_t v)
     return acc * P1 + P4;
 }
 
-uint64_t sc__xxh64(const void *data, size_t len, uint64_t seed)
+void sc__xxh64_init(sc__xxh64_state *s, uint64_t seed)
 {
-    const unsigned char *p = data;
-    const unsigned char *end = p + len;
-    uint64_t h;
+    s->seed = seed;
+    s->v[0] = seed + P1 + P2;
+    s->v[1] = seed + P2;
+    s->v[2] = seed;
+    s->v[3] = seed - P1;
+    s->total = 0;
+    s->buffered = 0;
+}
 
-    if (len >= 32) {
-        uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed,
-                 v4 = seed - P1;
-        const unsigned char *limit = end - 32;
-        do {
-            v1 = round64(v1, sc__get_u64(p));
-            v2 = round64(v2, sc__get_u64(p + 8));
-            v3 = round64(v3, sc__get_u64(p + 16));
-            v4 = round64(v4, sc__get_u64(p + 24));
-            p += 32;
-        } while (p <= limit);
-        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-        h = merge64(h, v1);
-        h = merge64(h, v2);
-        h = merge64(h, v3);
-        h = merge64(h, v4);
-    } else {
-        h = seed + P5;
+static void stripe(uint64_t *v, const unsigned char *p)
+{
+    v[0] = round64(v[0], sc__get_u64(p));
+    v[1] = round64(v[1], sc__get_u64(p + 8));
+    v[2] = round64(v[2], sc__get_u64(p + 16));
+    v[3] = round64(v[3], sc__get_u64(p + 24));
+}
+
+void sc__xxh64_update(sc__xxh64_state *s, const void *data, size_t len)
+{
+    const unsigned char *p = data, *end = p + len;
+    s->total += len;
+    if (s->buffered + len < 32) {
+        if (len)
+            memcpy(s->buf + s->buffered, p, len);
+        s->buffered += len;
+        return;
     }
-    h += (uint64_t)len;
+    if (s->buffered) {
+        size_t take = 32 - s->buffered;
+        memcpy(s->buf + s->buffered, p, take);
+        stripe(s->v, s->buf);
+        p += take;
+        s->buffered = 0;
+    }
+    /* Four independent lanes: keep them in registers for the long run. */
+    uint64_t v[4] = {s->v[0], s->v[1], s->v[2], s->v[3]};
+    for (; end - p >= 32; p += 32)
+        stripe(v, p);
+    memcpy(s->v, v, sizeof v);
+    s->buffered = (size_t)(end - p);
+    if (s->buffered)
+        memcpy(s->buf, p, s->buffered);
+}
 
+uint64_t sc__xxh64_final(const sc__xxh64_state *s)
+{
+    const unsigned char *p = s->buf, *end = p + s->buffered;
+    uint64_t h;
+    if (s->total >= 32) {
+        const uint64_t *v = s->v;
+        h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
+        for (int i = 0; i < 4; i++)
+            h = merge64(h, v[i]);
+    } else {
+        h = s->seed + P5;
+    }
+    h += s->total;
     while (end - p >= 8) {
         h ^= round64(0, sc__get_u64(p));
         h = rotl(h, 27) * P1 + P4;
@@ -70,11 +104,18 @@ uint64_t sc__xxh64(const void *data, size_t len, uint64_t seed)
         h ^= (uint64_t)(*p++) * P5;
         h = rotl(h, 11) * P1;
     }
-
     h ^= h >> 33;
     h *= P2;
     h ^= h >> 29;
     h *= P3;
     h ^= h >> 32;
     return h;
+}
+
+uint64_t sc__xxh64(const void *data, size_t len, uint64_t seed)
+{
+    sc__xxh64_state s;
+    sc__xxh64_init(&s, seed);
+    sc__xxh64_update(&s, data, len);
+    return sc__xxh64_final(&s);
 }

@@ -16,6 +16,17 @@
 
 uint64_t sc__xxh64(const void *data, size_t len, uint64_t seed);
 
+/* Streaming XXH64 over several buffers: same digest as one call on their concatenation. */
+typedef struct sc__xxh64_state {
+    uint64_t v[4], total, seed;
+    unsigned char buf[32];
+    size_t buffered;
+} sc__xxh64_state;
+
+void sc__xxh64_init(sc__xxh64_state *s, uint64_t seed);
+void sc__xxh64_update(sc__xxh64_state *s, const void *data, size_t len);
+uint64_t sc__xxh64_final(const sc__xxh64_state *s);
+
 /* A strong 64-bit mixer (the SplitMix64 finalizer): a bijection on uint64_t. */
 static inline uint64_t sc__mix64(uint64_t z)
 {

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 int cli_u64(const char *flag, const char *arg, uint64_t min, uint64_t max,
             uint64_t *out)
@@ -121,4 +123,51 @@ void cli_report(const char *cmd, int rank, int nranks, const sc_error *err)
     else
         fprintf(stderr, "shardcache %s: %s: %s\n", cmd,
                 sc_status_name(err->code), err->msg);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cli_progress_init(cli_progress *p, const char *what)
+{
+    p->what = what;
+    p->tty = isatty(STDERR_FILENO);
+    p->last_pct = -1;
+    p->t0 = now();
+}
+
+void cli_progress_cb(void *arg, uint64_t done, uint64_t total)
+{
+    cli_progress *p = arg;
+    int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
+    if (pct == p->last_pct || (!p->tty && pct / 10 == p->last_pct / 10 && pct != 100))
+        return;
+    p->last_pct = pct;
+    double secs = now() - p->t0;
+    if (p->tty) {
+        char bar[41];
+        int fill = pct * 40 / 100;
+        memset(bar, '#', (size_t)fill);
+        memset(bar + fill, ' ', (size_t)(40 - fill));
+        bar[40] = '\0';
+        fprintf(stderr, "\r%s [%s] %3d%% %.1fs", p->what, bar, pct, secs);
+        if (pct == 100)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "%s: %d%% (%.1fs)\n", p->what, pct, secs);
+    }
+    fflush(stderr);
+}
+
+int cli_config(sc_config *cfg)
+{
+    sc_error err = SC_ERROR_INIT;
+    if (sc_config_init(cfg, &err) == SC_OK)
+        return 0;
+    fprintf(stderr, "shardcache: %s\n", err.msg);
+    return 2;
 }

@@ -26,6 +26,24 @@ int cli_read_counts(const char *path, uint64_t **out, uint64_t *n);
 /* Prints "shardcache CMD: [rank R: ]STATUS: message" to stderr. */
 void cli_report(const char *cmd, int rank, int nranks, const sc_error *err);
 
+/*
+ * A progress bar on a terminal ("\r[####    ] 42%"), plain lines every 10%
+ * otherwise, so that logs stay readable.  Pass to sc_progress_fn users.
+ */
+typedef struct cli_progress {
+    const char *what;
+    int tty, last_pct;
+    double t0;
+} cli_progress;
+
+void cli_progress_init(cli_progress *p, const char *what);
+void cli_progress_cb(void *arg, uint64_t done, uint64_t total);
+
+/* Reads SC_* settings from the environment; prints and returns 2 if bad. */
+int cli_config(sc_config *cfg);
+
 int cmd_plan(int argc, char **argv);
+int cmd_make_dataset(int argc, char **argv);
+int cmd_stage(int argc, char **argv);
 
 #endif /* SC_CLI_H */

@@ -11,7 +11,9 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *what;
 } commands[] = {
+    {"make-dataset", cmd_make_dataset, "write a synthetic, learnable HDF5 dataset"},
     {"plan", cmd_plan, "compute, broadcast and check epoch plans"},
+    {"stage", cmd_stage, "warm node-local caches for the coming epochs"},
 };
 
 static void usage(FILE *to)
@@ -24,7 +26,7 @@ static void usage(FILE *to)
             "Commands that talk to other ranks run under mpirun or srun.\n\n"
             "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(to, "  %-8s %s\n", commands[i].name, commands[i].what);
+        fprintf(to, "  %-13s %s\n", commands[i].name, commands[i].what);
     fprintf(to, "\n`shardcache COMMAND --help` documents each command's flags.\n");
 }
 

@@ -18,6 +18,28 @@ static void test_xxh64_vectors(void **state)
     assert_int_not_equal(sc__xxh64("abc", 3, 1), sc__xxh64("abc", 3, 0));
 }
 
+/* Streaming over any split gives the one-shot digest. */
+static void test_xxh64_streaming_splits(void **state)
+{
+    (void)state;
+    unsigned char data[300];
+    for (int i = 0; i < 300; i++)
+        data[i] = (unsigned char)(i * 31 + 7);
+    for (size_t len = 0; len <= 300; len += 13) {
+        uint64_t want = sc__xxh64(data, len, 99);
+        for (size_t cut1 = 0; cut1 <= len; cut1 += 7) {
+            for (size_t cut2 = cut1; cut2 <= len; cut2 += 11) {
+                sc__xxh64_state s;
+                sc__xxh64_init(&s, 99);
+                sc__xxh64_update(&s, data, cut1);
+                sc__xxh64_update(&s, data + cut1, cut2 - cut1);
+                sc__xxh64_update(&s, data + cut2, len - cut2);
+                assert_int_equal(sc__xxh64_final(&s), want);
+            }
+        }
+    }
+}
+
 static void test_rng_is_counter_based_and_unbiased(void **state)
 {
     (void)state;
@@ -59,6 +81,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xxh64_vectors),
+        cmocka_unit_test(test_xxh64_streaming_splits),
         cmocka_unit_test(test_rng_is_counter_based_and_unbiased),
         cmocka_unit_test(test_le_roundtrip),
     };

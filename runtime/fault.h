@@ -1,0 +1,17 @@
+/*
+ * fault.h - test-only fault injection.  With SC_TESTING compiled in,
+ * sc__fault("name") is true when the comma-separated SC_FAULT environment
+ * variable lists `name`; without it the hooks compile to nothing, so a
+ * release build carries no way to break itself.  Hooks never decide what
+ * the fault does: the call site does, next to the code it breaks.
+ */
+#ifndef SC_FAULT_H
+#define SC_FAULT_H
+
+#ifdef SC_TESTING
+int sc__fault(const char *name);
+#else
+#define sc__fault(name) 0
+#endif
+
+#endif /* SC_FAULT_H */

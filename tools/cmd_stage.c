@@ -1,0 +1,328 @@
+/*
+ * cmd_stage.c - `shardcache stage`: warm each rank's node-local cache with
+ * the shards the coming epochs' plans give it, so that a training job on
+ * the same nodes starts with a hot cache.  Run under mpirun/srun with the
+ * job's world size, seed and mode.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: shardcache stage --source PATH [options]   (under mpirun/srun)\n"
+    "\n"
+    "Computes the plans of the coming epochs exactly as the training job will\n"
+    "and fills each rank's node-local cache with the shards it will own, in\n"
+    "order of first use, until the cache is full.  Prints per-rank counters.\n"
+    "SC_* environment variables apply; flags override them.\n"
+    "\n"
+    "  --source PATH      HDF5 file, directory or list of files (SC_SOURCE)\n"
+    "  --ranks R          world size of the training job (default: this one's;\n"
+    "                     must equal the number of MPI ranks)\n"
+    "  --epochs E         epochs to stage (default 1)\n"
+    "  --first-epoch N    the first epoch to stage (default 0)\n"
+    "  --shard-size K     samples per shard, layout A (SC_SHARD_SIZE)\n"
+    "  --seed S           plan seed (SC_SEED)\n"
+    "  --batch B          batch size (SC_BATCH_SIZE)\n"
+    "  --mode MODE        global or sticky (SC_SHUFFLE)\n"
+    "  --exchange Q       sticky exchange fraction (SC_EXCHANGE)\n"
+    "  --cache-dir DIR    cache directory (SC_CACHE_DIR)\n"
+    "  --cache-bytes N    capacity per rank, K/M/G suffixes (SC_CACHE_BYTES)\n"
+    "  --check            read every staged shard back from the cache and\n"
+    "                     compare it with the source; ends 'cache check: ok'\n"
+    "  -h, --help         this text\n";
+
+typedef struct stage_opts {
+    uint64_t ranks, epochs, first;
+    int check;
+} stage_opts;
+
+static int parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
+{
+    enum { SOURCE = 256, RANKS, EPOCHS, FIRST, SHARD_SIZE, SEED, BATCH, MODE,
+           EXCHANGE, CACHE_DIR, CACHE_BYTES, CHECK };
+    static const struct option longopts[] = {
+        {"source", required_argument, 0, SOURCE},
+        {"ranks", required_argument, 0, RANKS},
+        {"epochs", required_argument, 0, EPOCHS},
+        {"first-epoch", required_argument, 0, FIRST},
+        {"shard-size", required_argument, 0, SHARD_SIZE},
+        {"seed", required_argument, 0, SEED},
+        {"batch", required_argument, 0, BATCH},
+        {"mode", required_argument, 0, MODE},
+        {"exchange", required_argument, 0, EXCHANGE},
+        {"cache-dir", required_argument, 0, CACHE_DIR},
+        {"cache-bytes", required_argument, 0, CACHE_BYTES},
+        {"check", no_argument, 0, CHECK},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    /* Flags are settings by another name: one parser, the config's. */
+    static const char *const env_of[] = {
+        [SOURCE - SOURCE] = "SC_SOURCE", [SHARD_SIZE - SOURCE] = "SC_SHARD_SIZE",
+        [SEED - SOURCE] = "SC_SEED", [BATCH - SOURCE] = "SC_BATCH_SIZE",
+        [MODE - SOURCE] = "SC_SHUFFLE", [EXCHANGE - SOURCE] = "SC_EXCHANGE",
+        [CACHE_DIR - SOURCE] = "SC_CACHE_DIR", [CACHE_BYTES - SOURCE] = "SC_CACHE_BYTES"};
+    int c, bad = 0;
+    sc_error err = SC_ERROR_INIT;
+
+    *o = (stage_opts){0, 1, 0, 0};
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case RANKS: bad = cli_u64("--ranks", optarg, 1, UINT32_MAX, &o->ranks); break;
+        case EPOCHS: bad = cli_u64("--epochs", optarg, 1, 100000, &o->epochs); break;
+        case FIRST: bad = cli_u64("--first-epoch", optarg, 0, UINT64_MAX / 2, &o->first); break;
+        case CHECK: o->check = 1; break;
+        case 'h': fputs(usage, stdout); return -1;
+        case '?': bad = 2; break;
+        default:
+            if (sc_config_set(cfg, env_of[c - SOURCE], optarg, &err) != SC_OK) {
+                fprintf(stderr, "shardcache stage: %s (%s)\n", err.msg,
+                        longopts[c - SOURCE].name);
+                bad = 2;
+            }
+        }
+    }
+    if (!bad && optind < argc) {
+        fprintf(stderr, "shardcache stage: unexpected argument '%s'\n", argv[optind]);
+        bad = 2;
+    }
+    if (bad)
+        fprintf(stderr, "see `shardcache stage --help`\n");
+    return bad;
+}
+
+/* Per-field buffers big enough for the largest shard. */
+static void **field_buffers(const sc_dataset *ds, const sc_dataset_info *di)
+{
+    const uint64_t *sizes;
+    uint64_t most = 0;
+    sc_dataset_shard_sizes(ds, &sizes);
+    for (uint64_t k = 0; k < di->nshards; k++)
+        most = sizes[k] > most ? sizes[k] : most;
+    void **bufs = calloc((size_t)di->nfields, sizeof *bufs);
+    for (int i = 0; bufs && i < di->nfields; i++) {
+        sc_field_info f;
+        sc_dataset_field(ds, i, &f);
+        if (!(bufs[i] = malloc(most * f.sample_bytes + 1)))
+            return NULL;
+    }
+    return bufs;
+}
+
+static void free_buffers(void **bufs, int n)
+{
+    for (int i = 0; bufs && i < n; i++)
+        free(bufs[i]);
+    free(bufs);
+}
+
+/* The shards this rank reads in the coming epochs, and the distinct ones. */
+typedef struct todo {
+    uint32_t *seq, *first_use;
+    uint64_t nseq, nfirst;
+} todo;
+
+static int plan_epochs(const sc_dataset *ds, const sc_config *cfg, const stage_opts *o,
+                       int rank, int world, todo *t, sc_error *err)
+{
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    sc_plan *prev = NULL;
+    unsigned char *seen = calloc(di.nshards, 1);
+    int rc = seen ? SC_OK : SC_ENOMEM;
+    memset(t, 0, sizeof *t);
+    for (uint64_t e = o->first; rc == SC_OK && e < o->first + o->epochs; e++) {
+        sc_plan_params p;
+        sc_plan *plan = NULL;
+        const uint32_t *mine;
+        uint64_t n;
+        sc_dataset_plan_params(ds, cfg, (uint32_t)world, e, &p);
+        if ((rc = sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, err)) != SC_OK)
+            break;
+        sc_plan_rank(plan, (uint32_t)rank, &mine, &n, NULL);
+        uint32_t *seq = realloc(t->seq, sizeof *seq * (t->nseq + n));
+        uint32_t *fu = realloc(t->first_use, sizeof *fu * (t->nfirst + n));
+        if (seq)
+            t->seq = seq;
+        if (fu)
+            t->first_use = fu;
+        if (!seq || !fu) {
+            rc = SC_ENOMEM;
+            sc_plan_free(plan);
+            break;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            t->seq[t->nseq++] = mine[i];
+            if (!seen[mine[i]]++)
+                t->first_use[t->nfirst++] = mine[i];
+        }
+        sc_plan_free(prev);
+        prev = plan;
+    }
+    sc_plan_free(prev);
+    free(seen);
+    if (rc == SC_ENOMEM && err && !err->msg[0])
+        snprintf(err->msg, sizeof err->msg, "no memory to plan the epochs");
+    if (err && rc != SC_OK)
+        err->code = rc;
+    return rc;
+}
+
+/* Reads shard k from the cache and from the source and compares them. */
+static int check_shard(sc_cache *cache, sc_dataset *ds, int nfields, uint64_t shard,
+                       void **a, void **b, uint64_t samples, sc_error *err)
+{
+    int rc = sc_cache_read(cache, shard, a, err);
+    if (rc == SC_OK)
+        rc = sc_dataset_read_shard(ds, shard, b, err);
+    for (int i = 0; rc == SC_OK && i < nfields; i++) {
+        sc_field_info f;
+        sc_dataset_field(ds, i, &f);
+        if (memcmp(a[i], b[i], samples * f.sample_bytes) != 0) {
+            snprintf(err->msg, sizeof err->msg,
+                     "shard %" PRIu64 " field '%s': the cached bytes differ from the source",
+                     shard, f.name);
+            rc = err->code = SC_ECHECKSUM;
+        }
+    }
+    return rc;
+}
+
+int cmd_stage(int argc, char **argv)
+{
+    sc_config cfg;
+    stage_opts o;
+    int rc;
+    if ((rc = cli_config(&cfg)))
+        return rc;
+    if ((rc = parse(argc, argv, &cfg, &o)))
+        return rc < 0 ? 0 : rc;
+
+    int rank = 0, world = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (o.ranks && o.ranks != (uint64_t)world) {
+        if (rank == 0)
+            fprintf(stderr, "shardcache stage: --ranks %" PRIu64 " but running on %d MPI "
+                    "ranks; stage under mpirun -np %" PRIu64 "\n", o.ranks, world, o.ranks);
+        MPI_Finalize();
+        return 2;
+    }
+
+    sc_error err = SC_ERROR_INIT;
+    sc_dataset *ds = NULL;
+    sc_cache *cache = NULL;
+    sc_dataset_info di = {0};
+    todo t = {0};
+    void **bufs = NULL, **src = NULL;
+    const uint64_t *sizes = NULL;
+    uint64_t staged = 0, staged_bytes = 0, checked = 0;
+
+    rc = sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err);
+    if (rc == SC_OK) {
+        sc_dataset_get_info(ds, &di);
+        sc_dataset_shard_sizes(ds, &sizes);
+        rc = sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &cache, &err);
+    }
+    if (rc == SC_OK)
+        rc = plan_epochs(ds, &cfg, &o, rank, world, &t, &err);
+    if (rc == SC_OK && (!(bufs = field_buffers(ds, &di)) ||
+                        (o.check && !(src = field_buffers(ds, &di))))) {
+        rc = err.code = SC_ENOMEM;
+        snprintf(err.msg, sizeof err.msg, "no memory for shard buffers");
+    }
+    if (rc == SC_OK)
+        rc = sc_cache_plan_ahead(cache, t.seq, t.nseq);
+
+    /* Work in a fixed number of slices, so every rank makes the same number
+       of progress reductions whatever its share. */
+    enum { SLICES = 50 };
+    uint64_t mine_total = 0, total = 0, done_all = 0;
+    for (uint64_t i = 0; rc == SC_OK && i < t.nfirst; i++)
+        mine_total += sizes[t.first_use[i]] * di.sample_bytes;
+    int bad = rc != SC_OK, anybad = bad;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine_total, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    cli_progress prog;
+    cli_progress_init(&prog, "stage");
+    uint64_t next = 0;
+    for (int s = 0; !anybad && s < SLICES; s++) {
+        uint64_t until = t.nfirst * (uint64_t)(s + 1) / SLICES;
+        for (; rc == SC_OK && next < until; next++) {
+            uint64_t k = t.first_use[next], bytes = sizes[k] * di.sample_bytes;
+            sc_cache_stats st;
+            sc_cache_get_stats(cache, &st);
+            /* A full cache: staging more would evict shards needed sooner. */
+            if (cfg.cache_bytes && st.bytes_cached + bytes > cfg.cache_bytes)
+                break;
+            rc = sc_cache_read(cache, k, bufs, &err);
+            staged++;
+            staged_bytes += bytes;
+        }
+        if (next < until && rc == SC_OK)
+            next = until; /* the cache is full: skip the rest of the slice */
+        bad = rc != SC_OK;
+        uint64_t in[2] = {staged_bytes, (uint64_t)bad}, out2[2];
+        MPI_Allreduce(in, out2, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        done_all = out2[0];
+        anybad = out2[1] != 0;
+        if (rank == 0)
+            cli_progress_cb(&prog, s + 1 == SLICES || anybad ? total : done_all, total);
+    }
+    /* Counters of the staging itself, before --check reads it all again. */
+    sc_cache_stats st = {0};
+    if (cache)
+        sc_cache_get_stats(cache, &st);
+    for (uint64_t i = 0; rc == SC_OK && o.check && i < staged; i++, checked++)
+        rc = check_shard(cache, ds, di.nfields, t.first_use[i], bufs, src,
+                         sizes[t.first_use[i]], &err);
+    if (rc != SC_OK)
+        cli_report("stage", rank, world, &err);
+
+    /* Per-rank counters, in rank order on rank 0. */
+    char line[SC_PATH_MAX + 512];
+    snprintf(line, sizeof line,
+             "rank %d: %" PRIu64 " shards staged, hits %" PRIu64 ", misses %" PRIu64
+             ", from source %.1f MiB, from cache %.1f MiB, evictions %" PRIu64
+             ", repairs %" PRIu64 ", cached %" PRIu64 " entries (%.1f MiB) in %s",
+             rank, staged, st.hits, st.misses, (double)st.bytes_from_source / 1048576.0,
+             (double)st.bytes_from_cache / 1048576.0, st.evictions, st.repairs,
+             st.entries, (double)st.bytes_cached / 1048576.0,
+             cache ? sc_cache_dir(cache) : "-");
+    for (int r = 0; r < world; r++) {
+        if (r == rank && rank == 0)
+            printf("%s\n", line);
+        else if (r == rank)
+            MPI_Send(line, (int)strlen(line) + 1, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+        else if (rank == 0) {
+            char other[sizeof line];
+            MPI_Recv(other, (int)sizeof other, MPI_CHAR, r, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            printf("%s\n", other);
+        }
+    }
+    bad = rc != SC_OK;
+    uint64_t mine[4] = {(uint64_t)bad, checked, st.hits, st.misses}, sum[4];
+    MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && sum[0] == 0) {
+        printf("staged: %" PRIu64 " epochs from epoch %" PRIu64 ", %.1f MiB on %d ranks, "
+               "hit rate %.1f%%\n", o.epochs, o.first, (double)total / 1048576.0, world,
+               sum[2] + sum[3] ? 100.0 * (double)sum[2] / (double)(sum[2] + sum[3]) : 0.0);
+        if (o.check)
+            printf("cache check: ok (%" PRIu64 " shards)\n", sum[1]);
+    }
+    free_buffers(bufs, di.nfields);
+    free_buffers(src, di.nfields);
+    free(t.seq);
+    free(t.first_use);
+    sc_cache_close(cache);
+    sc_dataset_close(ds);
+    MPI_Finalize();
+    return sum[0] ? 1 : 0;
+}
