@@ -1,0 +1,58 @@
+#include "sc_h5test.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int sc_t_write(const char *path, const char *name, hid_t type, int nd,
+               const uint64_t *dims, const void *buf, int truncate_file)
+{
+    hsize_t d[8];
+    size_t n = H5Tget_size(type);
+    for (int i = 0; i < nd; i++) {
+        d[i] = dims[i];
+        n *= dims[i];
+    }
+    hid_t f = truncate_file ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
+                            : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0)
+        return -1;
+    void *zeros = buf ? NULL : calloc(1, n + 1);
+    hid_t sp = H5Screate_simple(nd, d, NULL);
+    hid_t ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t h = n == 0 ? 0 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf ? buf : zeros);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+    free(zeros);
+    return h < 0 ? -1 : 0;
+}
+
+void sc_t_tmpdir(char *out, size_t n, const char *tag)
+{
+    int rank;
+    long stamp = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+        stamp = (long)getpid();
+    MPI_Bcast(&stamp, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const char *base = getenv("TMPDIR");
+    snprintf(out, n, "%s/sc-test-%s-%ld", base && *base ? base : "/tmp", tag, stamp);
+    if (rank == 0) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot make %s\n", out);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void sc_t_rmtree(const char *path)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", path);
+}

@@ -1,0 +1,21 @@
+/*
+ * sc_h5test.h - building small HDF5 source files inside tests, and a
+ * per-test scratch directory.
+ */
+#ifndef SC_H5TEST_H
+#define SC_H5TEST_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+/* Writes dataset `name` of `type` with dims[0..nd) from buf (NULL: zeros). */
+int sc_t_write(const char *path, const char *name, hid_t type, int nd,
+               const uint64_t *dims, const void *buf, int truncate_file);
+
+/* A fresh directory under $TMPDIR or /tmp, the same on every rank of comm. */
+void sc_t_tmpdir(char *out, size_t n, const char *tag);
+
+/* rm -rf, for the tmpdir above. */
+void sc_t_rmtree(const char *path);
+
+#endif

@@ -1,0 +1,300 @@
+/*
+ * The node-local cache under mpiexec -n 1, 2 and 4.
+ *
+ * Across 3 sticky epochs, the bytes a rank reads from the source are
+ * exactly the bytes of the shards it is given and has never held; every
+ * byte it serves equals the source's; a capacity bound holds; a re-open
+ * starts warm; a second process on the same directory gets its own; and a
+ * damaged entry is repaired with the right bytes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sc_h5test.h"
+#include "sc_test.h"
+
+static int rank, size;
+static char dir[1024], src[1200], cachedir[1200];
+
+enum { NSHARDS = 48, SHARD = 25, W = 16 }; /* W int32 per sample */
+
+static void make_source(void)
+{
+    snprintf(src, sizeof src, "%s/src.h5", dir);
+    snprintf(cachedir, sizeof cachedir, "%s/cache", dir);
+    if (rank == 0) {
+        uint64_t n = (uint64_t)NSHARDS * SHARD - 7; /* a short last shard */
+        int32_t *x = malloc(sizeof *x * n * W);
+        int64_t *y = malloc(sizeof *y * n);
+        for (uint64_t i = 0; i < n * W; i++)
+            x[i] = (int32_t)(i * 2654435761u);
+        for (uint64_t i = 0; i < n; i++)
+            y[i] = (int64_t)i;
+        uint64_t dx[2] = {n, W}, dy[1] = {n};
+        assert_int_equal(sc_t_write(src, "/x", H5T_NATIVE_INT32, 2, dx, x, 1), 0);
+        assert_int_equal(sc_t_write(src, "/y", H5T_NATIVE_INT64, 1, dy, y, 0), 0);
+        free(x);
+        free(y);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static sc_config config(uint64_t cap)
+{
+    sc_config c;
+    sc_config_init(&c, NULL);
+    snprintf(c.source, sizeof c.source, "%s", src);
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s", cachedir);
+    c.shard_size = SHARD;
+    c.batch_size = 5;
+    c.mode = SC_SHUFFLE_STICKY;
+    c.exchange = 0.25;
+    c.seed = 77;
+    c.cache_bytes = cap;
+    c.log_level = 0;
+    return c;
+}
+
+typedef struct bufs {
+    int32_t x[SHARD * W], x2[SHARD * W];
+    int64_t y[SHARD], y2[SHARD];
+} bufs;
+
+/* Reads shard k through the cache and checks it against the source. */
+static void read_checked(sc_cache *c, sc_dataset *ds, uint64_t k, bufs *b)
+{
+    void *via[2] = {b->x, b->y}, *direct[2] = {b->x2, b->y2};
+    sc_error err;
+    const uint64_t *sizes;
+    sc_dataset_shard_sizes(ds, &sizes);
+    memset(b->x, 0, sizeof b->x);
+    SC_ASSERT_OK(sc_cache_read(c, k, via, &err), &err);
+    SC_ASSERT_OK(sc_dataset_read_shard(ds, k, direct, &err), &err);
+    assert_memory_equal(b->x, b->x2, sizes[k] * W * sizeof(int32_t));
+    assert_memory_equal(b->y, b->y2, sizes[k] * sizeof(int64_t));
+}
+
+static void test_sticky_epochs_read_only_moved_shards(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_error err;
+    bufs *b = malloc(sizeof *b);
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    const uint64_t *sizes;
+    sc_dataset_shard_sizes(ds, &sizes);
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+
+    unsigned char held[NSHARDS] = {0};
+    sc_plan *prev = NULL;
+    uint64_t moved_total = 0;
+    for (uint64_t e = 0; e < 3; e++) {
+        sc_plan_params p;
+        sc_plan *plan;
+        sc_dataset_plan_params(ds, &cfg, (uint32_t)size, e, &p);
+        SC_ASSERT_OK(sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, &err), &err);
+        const uint32_t *mine;
+        uint64_t n;
+        sc_plan_rank(plan, (uint32_t)rank, &mine, &n, NULL);
+        SC_ASSERT_OK(sc_cache_plan_ahead(c, mine, n), NULL);
+
+        uint64_t want_bytes = 0, want_new = 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (!held[mine[i]]) {
+                want_bytes += sizes[mine[i]] * di.sample_bytes;
+                want_new++;
+            }
+        sc_cache_stats before, after;
+        sc_cache_get_stats(c, &before);
+        for (uint64_t i = 0; i < n; i++) {
+            read_checked(c, ds, mine[i], b);
+            held[mine[i]] = 1;
+        }
+        sc_cache_get_stats(c, &after);
+        /* Exactly the shards this rank never held came from the source. */
+        assert_int_equal(after.bytes_from_source - before.bytes_from_source, want_bytes);
+        assert_int_equal(after.misses - before.misses, want_new);
+        assert_int_equal(after.hits - before.hits, n - want_new);
+        if (e > 0) {
+            sc_plan_info in;
+            sc_plan_get_info(plan, &in);
+            moved_total += in.moved;
+        }
+        sc_plan_free(prev);
+        prev = plan;
+    }
+    sc_plan_free(prev);
+    /* Across the job, epochs 2-3 read no more than the shards that moved. */
+    sc_cache_stats st;
+    sc_cache_get_stats(c, &st);
+    uint64_t misses = st.misses, all = 0;
+    MPI_Allreduce(&misses, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    assert_true(all <= NSHARDS + moved_total);
+    if (size == 1)
+        assert_int_equal(all, NSHARDS);
+
+    /* A re-open (a second job on the same nodes) is warm from the start. */
+    sc_cache_close(c);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    sc_cache_get_stats(c, &st);
+    uint64_t count = 0;
+    for (int k = 0; k < NSHARDS; k++)
+        count += held[k];
+    assert_int_equal(st.entries, count);
+    for (int k = 0; k < NSHARDS; k++)
+        if (held[k])
+            read_checked(c, ds, (uint64_t)k, b);
+    sc_cache_get_stats(c, &st);
+    assert_int_equal(st.misses, 0);
+    assert_int_equal(st.hits, count);
+    assert_int_equal(st.repairs, 0);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    free(b);
+}
+
+static void test_capacity_bound(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_error err;
+    bufs *b = malloc(sizeof *b);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/capped", dir);
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    cfg.cache_bytes = 3 * SHARD * di.sample_bytes; /* three shards */
+    for (int pol = 0; pol < 2; pol++) {
+        cfg.cache_policy = (sc_cache_policy)pol;
+        SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+        uint32_t seq[40];
+        for (int i = 0; i < 40; i++)
+            seq[i] = (uint32_t)((i * 7 + rank) % 10);
+        sc_cache_plan_ahead(c, seq, 40);
+        for (int i = 0; i < 40; i++) {
+            read_checked(c, ds, seq[i], b);
+            sc_cache_stats st;
+            sc_cache_get_stats(c, &st);
+            assert_true(st.bytes_cached <= cfg.cache_bytes);
+            assert_true(st.entries <= 3);
+        }
+        sc_cache_stats st;
+        sc_cache_get_stats(c, &st);
+        assert_true(st.evictions > 0);
+        assert_int_equal(st.hits + st.misses, 40);
+        /* On disk, too: no more than three entries. */
+        char cmd[1500];
+        snprintf(cmd, sizeof cmd, "test $(ls '%s' | grep -c '^s[0-9]*\\.h5$') -le 3",
+                 sc_cache_dir(c));
+        assert_int_equal(system(cmd), 0);
+        sc_cache_close(c);
+    }
+    sc_dataset_close(ds);
+    free(b);
+}
+
+/* Two live handles on one directory: the second takes a private one. */
+static void test_second_process_gets_its_own_dir(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *a, *c2;
+    sc_error err;
+    bufs *b = malloc(sizeof *b);
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &a, &err), &err);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c2, &err), &err);
+    assert_string_not_equal(sc_cache_dir(a), sc_cache_dir(c2));
+    assert_non_null(strstr(sc_cache_dir(c2), "-p"));
+    read_checked(a, ds, 1, b);
+    read_checked(c2, ds, 1, b);
+    sc_cache_close(c2);
+    sc_cache_close(a);
+    sc_dataset_close(ds);
+    free(b);
+}
+
+/* A flipped byte or a cut file is repaired on first read, with good bytes. */
+static void test_damaged_entries_are_repaired(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_error err;
+    bufs *b = malloc(sizeof *b);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/damage", dir);
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    uint64_t k1 = (uint64_t)(2 * rank), k2 = k1 + 1;
+    read_checked(c, ds, k1, b);
+    read_checked(c, ds, k2, b);
+    char e1[1400], e2[1400];
+    snprintf(e1, sizeof e1, "%s/s%llu.h5", sc_cache_dir(c), (unsigned long long)k1);
+    snprintf(e2, sizeof e2, "%s/s%llu.h5", sc_cache_dir(c), (unsigned long long)k2);
+    sc_cache_close(c);
+
+    /* Flip a byte in the middle of the data; cut the other file short. */
+    FILE *f = fopen(e1, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, len - 200, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, len - 200, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    struct stat st;
+    stat(e2, &st);
+    assert_int_equal(truncate(e2, st.st_size / 3), 0);
+
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    read_checked(c, ds, k1, b);
+    read_checked(c, ds, k2, b);
+    sc_cache_stats s;
+    sc_cache_get_stats(c, &s);
+    assert_int_equal(s.repairs, 2);
+    assert_int_equal(s.misses, 2);
+    /* Repaired for good: read again, now from the cache. */
+    read_checked(c, ds, k1, b);
+    read_checked(c, ds, k2, b);
+    sc_cache_get_stats(c, &s);
+    assert_int_equal(s.hits, 2);
+    assert_int_equal(s.repairs, 2);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    free(b);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sc_t_tmpdir(dir, sizeof dir, "cache");
+    make_source();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sticky_epochs_read_only_moved_shards),
+        cmocka_unit_test(test_capacity_bound),
+        cmocka_unit_test(test_second_process_gets_its_own_dir),
+        cmocka_unit_test(test_damaged_entries_are_repaired),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    int any = failed;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        sc_t_rmtree(dir);
+    MPI_Finalize();
+    return any ? 1 : 0;
+}

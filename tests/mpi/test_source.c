@@ -1,0 +1,277 @@
+/*
+ * Source datasets under mpiexec -n 1, 2 and 4: layout A read through
+ * MPI-IO (one hyperslab per field), layout B from a directory and from a
+ * list, the fingerprint's sensitivity, and every bad input named by file
+ * and field.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sc_h5test.h"
+#include "sc_test.h"
+
+static int rank, size;
+static char dir[1024];
+
+static void path_of(char *out, const char *name)
+{
+    snprintf(out, 1200, "%s/%s", dir, name);
+}
+
+static sc_config config(const char *source)
+{
+    sc_config c;
+    sc_config_init(&c, NULL);
+    snprintf(c.source, sizeof c.source, "%s", source);
+    return c;
+}
+
+static void test_layout_a(void **state)
+{
+    (void)state;
+    char p[1200];
+    path_of(p, "a.h5");
+    if (rank == 0) {
+        uint16_t *img = malloc(1000 * 6 * sizeof *img);
+        int64_t lab[1000];
+        for (int i = 0; i < 1000 * 6; i++)
+            img[i] = (uint16_t)i;
+        for (int i = 0; i < 1000; i++)
+            lab[i] = i;
+        uint64_t di[3] = {1000, 2, 3}, dl[1] = {1000};
+        assert_int_equal(sc_t_write(p, "/labels", H5T_NATIVE_INT64, 1, dl, lab, 1), 0);
+        assert_int_equal(sc_t_write(p, "/images", H5T_NATIVE_UINT16, 3, di, img, 0), 0);
+        free(img);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    sc_config c = config(p);
+    c.shard_size = 128;
+    sc_dataset *ds;
+    sc_error err;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+    sc_dataset_info in;
+    SC_ASSERT_OK(sc_dataset_get_info(ds, &in), NULL);
+    assert_int_equal(in.layout, 'A');
+    assert_int_equal(in.nsamples, 1000);
+    assert_int_equal(in.nshards, 8);
+    assert_int_equal(in.nfields, 2);
+    assert_int_equal(in.sample_bytes, 12 + 8);
+    sc_field_info f0, f1;
+    SC_ASSERT_OK(sc_dataset_field(ds, 0, &f0), NULL);
+    SC_ASSERT_OK(sc_dataset_field(ds, 1, &f1), NULL);
+    assert_string_equal(f0.name, "/images"); /* fields come sorted by name */
+    assert_string_equal(f0.dtype, "uint16");
+    assert_int_equal(f0.ndims, 2);
+    assert_int_equal(f0.dims[1], 3);
+    assert_string_equal(f1.dtype, "int64");
+    assert_int_equal(f1.ndims, 0);
+    const uint64_t *sizes, *first;
+    sc_dataset_shard_sizes(ds, &sizes);
+    sc_dataset_shard_offsets(ds, &first);
+    assert_int_equal(sizes[7], 1000 - 7 * 128);
+    assert_int_equal(first[8], 1000);
+
+    /* Each rank reads a different shard: the bytes are the file's. */
+    uint64_t k = (uint64_t)rank % 8;
+    uint16_t img[128 * 6];
+    int64_t lab[128];
+    void *bufs[2] = {img, lab};
+    SC_ASSERT_OK(sc_dataset_read_shard(ds, k, bufs, &err), &err);
+    for (uint64_t i = 0; i < sizes[k]; i++) {
+        assert_int_equal(lab[i], (int64_t)(first[k] + i));
+        assert_int_equal(img[i * 6 + 5], (uint16_t)((first[k] + i) * 6 + 5));
+    }
+    SC_ASSERT_RC(sc_dataset_read_shard(ds, 8, bufs, &err), SC_EINVAL, &err);
+    sc_plan_params pp;
+    SC_ASSERT_OK(sc_dataset_plan_params(ds, &c, 4, 2, &pp), NULL);
+    assert_int_equal(pp.nshards, 8);
+    assert_int_equal(pp.fingerprint, in.fingerprint);
+
+    /* SC_FIELDS picks a subset. */
+    snprintf(c.fields, sizeof c.fields, "labels");
+    sc_dataset *only;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &only, &err), &err);
+    sc_dataset_info oi;
+    sc_dataset_get_info(only, &oi);
+    assert_int_equal(oi.nfields, 1);
+    assert_int_equal(oi.sample_bytes, 8);
+    assert_int_not_equal(oi.fingerprint, in.fingerprint);
+    sc_dataset_close(only);
+    sc_dataset_close(ds);
+}
+
+static void test_layout_b_dir_and_list(void **state)
+{
+    (void)state;
+    char sub[1200], list[1200];
+    path_of(sub, "b");
+    path_of(list, "b.txt");
+    static const uint64_t n[3] = {10, 20, 5};
+    if (rank == 0) {
+        mkdir(sub, 0777);
+        FILE *l = fopen(list, "w");
+        for (int k = 0; k < 3; k++) {
+            char f[1300];
+            float x[20];
+            for (int i = 0; i < 20; i++)
+                x[i] = (float)(100 * k + i);
+            snprintf(f, sizeof f, "%s/part-%d.h5", sub, k);
+            assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n[k], x, 1), 0);
+            fprintf(l, "%s\n", f);
+        }
+        fclose(l);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    sc_error err;
+    uint64_t fps[2];
+    const char *srcs[2] = {sub, list};
+    for (int v = 0; v < 2; v++) {
+        sc_config c = config(srcs[v]);
+        sc_dataset *ds;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+        sc_dataset_info in;
+        sc_dataset_get_info(ds, &in);
+        assert_int_equal(in.layout, 'B');
+        assert_int_equal(in.nshards, 3);
+        assert_int_equal(in.nsamples, 35);
+        const uint64_t *sizes;
+        sc_dataset_shard_sizes(ds, &sizes);
+        assert_int_equal(sizes[1], 20);
+        float x[20];
+        void *bufs[1] = {x};
+        SC_ASSERT_OK(sc_dataset_read_shard(ds, 2, bufs, &err), &err);
+        assert_true(x[4] == 204.0f);
+        fps[v] = in.fingerprint;
+        sc_dataset_close(ds);
+    }
+    assert_int_equal(fps[0], fps[1]); /* the same files, however listed */
+}
+
+/* Opening `source` fails on every rank with `code` and all the words. */
+static void expect_refused(const char *source, const char *fields, int code,
+                           const char *w1, const char *w2)
+{
+    sc_config c = config(source);
+    if (fields)
+        snprintf(c.fields, sizeof c.fields, "%s", fields);
+    sc_dataset *ds = (sc_dataset *)0x1;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err);
+    if (rc != code || !strstr(err.msg, w1) || !strstr(err.msg, w2))
+        print_error("rank %d: %s: got %s '%s', want %s with '%s', '%s'\n", rank, source,
+                    sc_status_name(rc), err.msg, sc_status_name(code), w1, w2);
+    assert_int_equal(rc, code);
+    assert_null(ds);
+    assert_non_null(strstr(err.msg, w1));
+    assert_non_null(strstr(err.msg, w2));
+}
+
+static void test_bad_sources(void **state)
+{
+    (void)state;
+    char missing[1200], text[1200], dims[1200], str[1200], empty[1200], trunc[1200],
+        good[1200];
+    path_of(missing, "missing.h5");
+    path_of(text, "notes.bin");
+    path_of(dims, "dims.h5");
+    path_of(str, "strings.h5");
+    path_of(empty, "empty.h5");
+    path_of(trunc, "truncated.h5");
+    path_of(good, "a.h5");
+    if (rank == 0) {
+        FILE *f = fopen(text, "w");
+        fputs("\x89 this is not HDF5 and not a list\n", f);
+        fclose(f);
+        uint64_t d10[1] = {10}, d11[1] = {11}, d0[2] = {0, 3};
+        sc_t_write(dims, "/a", H5T_NATIVE_INT32, 1, d10, NULL, 1);
+        sc_t_write(dims, "/b", H5T_NATIVE_INT32, 1, d11, NULL, 0);
+        hid_t s = H5Tcopy(H5T_C_S1);
+        H5Tset_size(s, 8);
+        sc_t_write(str, "/names", s, 1, d10, NULL, 1);
+        H5Tclose(s);
+        sc_t_write(empty, "/x", H5T_NATIVE_UINT8, 2, d0, NULL, 1);
+        /* A big file cut in half, as a failed copy leaves it. */
+        uint64_t big[1] = {100000};
+        sc_t_write(trunc, "/x", H5T_NATIVE_DOUBLE, 1, big, NULL, 1);
+        struct stat st;
+        stat(trunc, &st);
+        assert_int_equal(truncate(trunc, st.st_size / 2), 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_refused(missing, NULL, SC_EIO, missing, "No such file");
+    expect_refused(text, NULL, SC_EINVAL, text, "neither an HDF5 file nor a list");
+    expect_refused(good, "/images,/nope", SC_EINVAL, good, "no field '/nope'");
+    expect_refused(dims, NULL, SC_EINVAL, "field '/b' has 11 samples but '/a' has 10",
+                   dims);
+    expect_refused(str, NULL, SC_EINVAL, "field '/names' has an unsupported type", str);
+    expect_refused(empty, NULL, SC_EINVAL, "field '/x' is empty", empty);
+    expect_refused(trunc, NULL, SC_EHDF5, trunc, "cannot be opened as HDF5");
+    sc_config c = config("");
+    sc_dataset *ds;
+    sc_error err;
+    SC_ASSERT_RC(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), SC_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "SC_SOURCE"));
+}
+
+/* A changed source has another fingerprint, so stale caches are not used. */
+static void test_fingerprint_follows_the_source(void **state)
+{
+    (void)state;
+    char p[1200];
+    path_of(p, "fp.h5");
+    uint64_t d[1] = {50};
+    if (rank == 0)
+        sc_t_write(p, "/x", H5T_NATIVE_INT32, 1, d, NULL, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    sc_config c = config(p);
+    c.shard_size = 10;
+    sc_dataset *ds;
+    sc_dataset_info a, b, s;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, NULL), NULL);
+    sc_dataset_get_info(ds, &a);
+    sc_dataset_close(ds);
+    c.shard_size = 11;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, NULL), NULL);
+    sc_dataset_get_info(ds, &s);
+    sc_dataset_close(ds);
+    assert_int_not_equal(a.fingerprint, s.fingerprint); /* shard size counts */
+    c.shard_size = 10;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        /* Same size, same content: only the modification time moves. */
+        struct timespec t[2] = {{0, UTIME_NOW}, {12345, 678}};
+        assert_int_equal(utimensat(AT_FDCWD, p, t, 0), 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, NULL), NULL);
+    sc_dataset_get_info(ds, &b);
+    sc_dataset_close(ds);
+    assert_int_not_equal(a.fingerprint, b.fingerprint);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sc_t_tmpdir(dir, sizeof dir, "source");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_a),
+        cmocka_unit_test(test_layout_b_dir_and_list),
+        cmocka_unit_test(test_bad_sources),
+        cmocka_unit_test(test_fingerprint_follows_the_source),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    int any = failed;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        sc_t_rmtree(dir);
+    MPI_Finalize();
+    return any ? 1 : 0;
+}

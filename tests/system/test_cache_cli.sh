@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# make-dataset and stage as a user runs them, and the cache's repairs after
+# a writer killed mid-entry, a truncated entry and a flipped byte.
+. "$(dirname "$0")/lib.sh"
+sc=$SC_BIN
+d=$SC_T_TMP
+cache=$d/cache
+
+expect_ok "make-dataset layout A" "wrote $d/a.h5: 6000 samples of uint8, 10 labels, layout A" \
+    "$sc" make-dataset --out "$d/a.h5" --samples 6000 --shape 3x16x16 --labels 10 --seed 3
+expect_ok "layout A has the fields" "images +Dataset \{6000, 3, 16, 16\}" h5ls "$d/a.h5"
+expect_ok "labels are int64" "Type: +(native long|64-bit little-endian integer)" h5ls -v "$d/a.h5/labels"
+expect_ok "make-dataset layout B" "layout B" \
+    "$sc" make-dataset --out "$d/b" --samples 2500 --shape 8 --dtype float32 --layout B --shard-size 1000
+[ "$(ls "$d/b" | wc -l)" = 3 ] && pass "layout B: one file per shard" || failed "layout B files: $(ls "$d/b")"
+expect_ok "plain progress lines off a terminal" "make-dataset: 100%" \
+    "$sc" make-dataset --out "$d/c.h5" --samples 3000 --shape 4
+out=$(script -qec "$sc make-dataset --out $d/t.h5 --samples 3000 --shape 4" /dev/null 2>&1)
+grep -q $'\r''make-dataset \[#' <<<"$out" && pass "a bar on a terminal" || failed "no bar on a tty: $out"
+expect_fail "unknown dtype" "unknown dtype 'int3'" "$sc" make-dataset --out "$d/x.h5" --dtype int3
+expect_fail "bad shape" "--shape '3x0' is not like" "$sc" make-dataset --out "$d/x.h5" --shape 3x0
+expect_fail "no --out" "--out is required" "$sc" make-dataset
+expect_fail "unwritable output" "cannot create '/nonexistent/x.h5'" \
+    "$sc" make-dataset --out /nonexistent/x.h5 --samples 10
+
+stage=("$MPIEXEC" -n 4 --oversubscribe "$sc" stage --source "$d/a.h5" --shard-size 100
+       --epochs 3 --cache-dir "$cache")
+out=$("${stage[@]}" --check 2>&1)
+grep -Eq "^cache check: ok \([0-9]+ shards\)$" <<<"$out" && pass "cold stage checks out" \
+    || failed "cold stage: $out"
+grep -Eq "^rank 3: .* misses [1-9]" <<<"$out" && pass "cold stage reads the source" \
+    || failed "cold stage misses: $out"
+expect_ok "second stage is all hits" "hit rate 100.0%" "${stage[@]}"
+expect_ok "layout B stages" "^cache check: ok" \
+    "$MPIEXEC" -n 2 --oversubscribe "$sc" stage --source "$d/b" --epochs 2 --cache-dir "$cache" --check
+expect_ok "capacity bound holds" "rank 0: .* cached [0-9]+ entries \(0\.[0-9] MiB\)" \
+    "$MPIEXEC" -n 2 --oversubscribe "$sc" stage --source "$d/a.h5" --shard-size 100 \
+    --epochs 2 --cache-dir "$d/small" --cache-bytes 700K
+expect_fail "wrong world size" "--ranks 3 but running on 4 MPI ranks" \
+    "$MPIEXEC" -n 4 --oversubscribe "$sc" stage --source "$d/a.h5" --ranks 3
+expect_fail "missing source" "source '$d/none.h5': No such file" \
+    "$sc" stage --source "$d/none.h5"
+expect_fail "bad cache size" "SC_CACHE_BYTES='12Q'" "$sc" stage --source "$d/a.h5" --cache-bytes 12Q
+
+# Faults: only builds with the test hooks can kill their own writer.
+if "$sc" --version | grep -q "fault hooks: compiled in"; then
+    one=("$sc" stage --source "$d/a.h5" --shard-size 100 --cache-dir "$d/crash")
+    SC_FAULT=cache-writer-dies "${one[@]}" >"$d/crash.log" 2>&1
+    rc=$?
+    [ "$rc" -ne 0 ] && pass "writer killed mid-entry (rc $rc)" || failed "the fault did not fire"
+    ls "$d"/crash/*/ | grep -q '\.tmp\.' && pass "it left a temporary entry" \
+        || failed "no temporary entry left: $(ls "$d"/crash/*/)"
+    out=$("${one[@]}" --check 2>&1)
+    grep -q "removed .*an incomplete entry left by a writer that died" <<<"$out" \
+        && pass "the temporary is removed" || failed "temporary: $out"
+    grep -q "repairs 1," <<<"$out" && pass "and counted" || failed "repair count: $out"
+    grep -q "^cache check: ok" <<<"$out" && pass "after the crash the bytes are right" \
+        || failed "check after crash: $out"
+    entries=("$d"/crash/*/s*.h5)
+    truncate -s 2000 "${entries[0]}"
+    size=$(stat -c %s "${entries[1]}")
+    printf '\xff' | dd of="${entries[1]}" bs=1 seek=$((size - 300)) conv=notrunc status=none
+    out=$("${one[@]}" --check 2>&1)
+    grep -Eq "is truncated|damaged header" <<<"$out" && pass "truncated entry detected" || failed "truncation: $out"
+    grep -q "checksum does not match" <<<"$out" && pass "flipped byte detected" || failed "flip: $out"
+    grep -q "repairs 2" <<<"$out" && pass "both repaired" || failed "repairs: $out"
+    grep -q "^cache check: ok" <<<"$out" && pass "bytes right after repair" || failed "check: $out"
+else
+    echo "fault tests need SC_TESTING=ON (the debug preset)"; failed "fault hooks missing"
+fi
+finish

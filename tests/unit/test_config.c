@@ -1,0 +1,103 @@
+/* sc_config: defaults, SC_* environment, refusals naming the variable. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sc_test.h"
+
+static void test_defaults_and_env(void **state)
+{
+    (void)state;
+    sc_config c;
+    sc_error err;
+    unsetenv("SC_SEED");
+    unsetenv("SC_CACHE_BYTES");
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    assert_int_equal(c.shard_size, 1024);
+    assert_int_equal(c.mode, SC_SHUFFLE_STICKY);
+    assert_int_equal(c.cache_policy, SC_CACHE_BELADY);
+    assert_int_equal(c.cache_bytes, 0);
+
+    setenv("SC_SEED", "42", 1);
+    setenv("SC_CACHE_BYTES", "3G", 1);
+    setenv("SC_SHUFFLE", "global", 1);
+    setenv("SC_EXCHANGE", "0.25", 1);
+    setenv("SC_CACHE_DIR", "/scratch/x", 1);
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    assert_int_equal(c.seed, 42);
+    assert_int_equal(c.cache_bytes, UINT64_C(3) << 30);
+    assert_int_equal(c.mode, SC_SHUFFLE_GLOBAL);
+    assert_true(c.exchange == 0.25);
+    assert_string_equal(c.cache_dir, "/scratch/x");
+
+    SC_ASSERT_OK(sc_config_set(&c, "SC_CACHE_BYTES", "512MiB", &err), &err);
+    assert_int_equal(c.cache_bytes, UINT64_C(512) << 20);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_CACHE_BYTES", "64k", &err), &err);
+    assert_int_equal(c.cache_bytes, 64 << 10);
+    unsetenv("SC_SHUFFLE");
+    unsetenv("SC_EXCHANGE");
+    unsetenv("SC_CACHE_DIR");
+    unsetenv("SC_SEED");
+    unsetenv("SC_CACHE_BYTES");
+}
+
+static void test_bad_values_are_errors(void **state)
+{
+    (void)state;
+    sc_config c;
+    sc_error err;
+    static const char *bad[][3] = {
+        {"SC_SEED", "12x", "SC_SEED='12x'"},
+        {"SC_SEED", "-3", "SC_SEED='-3'"},
+        {"SC_CACHE_BYTES", "3Q", "SC_CACHE_BYTES='3Q'"},
+        {"SC_EXCHANGE", "1.5", "SC_EXCHANGE='1.5'"},
+        {"SC_SHUFFLE", "random", "choose global or sticky"},
+        {"SC_CACHE_POLICY", "fifo", "choose belady or lru"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        SC_ASSERT_RC(sc_config_init(&c, &err), SC_EINVAL, &err);
+        assert_non_null(strstr(err.msg, bad[i][2]));
+        assert_non_null(strstr(err.msg, "in the environment"));
+        unsetenv(bad[i][0]);
+    }
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    SC_ASSERT_RC(sc_config_set(&c, "SC_NOPE", "1", &err), SC_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "unknown setting SC_NOPE"));
+    char longpath[SC_PATH_MAX + 10];
+    memset(longpath, 'a', sizeof longpath - 1);
+    longpath[sizeof longpath - 1] = '\0';
+    SC_ASSERT_RC(sc_config_set(&c, "SC_SOURCE", longpath, &err), SC_EINVAL, &err);
+    assert_int_equal(sc_config_init(NULL, NULL), SC_EINVAL);
+}
+
+static void test_print_lists_every_setting(void **state)
+{
+    (void)state;
+    sc_config c;
+    SC_ASSERT_OK(sc_config_init(&c, NULL), NULL);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    SC_ASSERT_OK(sc_config_print(&c, f), NULL);
+    fclose(f);
+    static const char *names[] = {"SC_SOURCE=", "SC_SHARD_SIZE=1024", "SC_FIELDS=",
+                                  "SC_SEED=0", "SC_BATCH_SIZE=32", "SC_SHUFFLE=sticky",
+                                  "SC_EXCHANGE=0.1", "SC_REMAINDER=drop",
+                                  "SC_CACHE_DIR=", "SC_CACHE_BYTES=0",
+                                  "SC_CACHE_POLICY=belady", "SC_CACHE_CHECK=first",
+                                  "SC_LOG=1"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_non_null(strstr(text, names[i]));
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_env),
+        cmocka_unit_test(test_bad_values_are_errors),
+        cmocka_unit_test(test_print_lists_every_setting),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

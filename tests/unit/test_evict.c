@@ -1,0 +1,196 @@
+/*
+ * Eviction order against a brute-force oracle: for random access sequences,
+ * shard sizes and capacities, the victims chosen by runtime/evict are
+ * exactly those of the rule applied by scanning the future each time
+ * (Belady: furthest next use or never first, then least recently used,
+ * then lowest shard id) or by plain LRU.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "evict.h"
+#include "hash.h"
+#include "sc_test.h"
+
+enum { MAXS = 64, MAXN = 600 };
+
+typedef struct oracle {
+    int held[MAXS];
+    uint64_t last[MAXS], clock, bytes;
+} oracle;
+
+static uint64_t next_use(const uint32_t *seq, uint64_t n, uint64_t from, uint32_t s)
+{
+    for (uint64_t i = from; i < n; i++)
+        if (seq[i] == s)
+            return i;
+    return UINT64_MAX;
+}
+
+/* Victims the rule picks to admit seq[pos], appended to out. */
+static uint64_t oracle_admit(oracle *o, sc_cache_policy pol, const uint32_t *seq,
+                             uint64_t n, uint64_t pos, const uint64_t *size,
+                             uint64_t cap, uint32_t *out)
+{
+    uint64_t nv = 0;
+    uint32_t s = seq[pos];
+    if (size[s] > cap)
+        return 0;
+    while (o->bytes + size[s] > cap) {
+        int best = -1;
+        for (int c = 0; c < MAXS; c++) {
+            if (!o->held[c])
+                continue;
+            if (best < 0) {
+                best = c;
+                continue;
+            }
+            uint64_t nc = next_use(seq, n, pos + 1, (uint32_t)c);
+            uint64_t nb = next_use(seq, n, pos + 1, (uint32_t)best);
+            int better = pol == SC_CACHE_BELADY && nc != nb ? nc > nb
+                         : o->last[c] != o->last[best] ? o->last[c] < o->last[best]
+                                                       : c < best;
+            if (better)
+                best = c;
+        }
+        o->held[best] = 0;
+        o->bytes -= size[best];
+        out[nv++] = (uint32_t)best;
+    }
+    o->held[s] = 1;
+    o->bytes += size[s];
+    o->last[s] = ++o->clock;
+    return nv;
+}
+
+static void run(sc_cache_policy pol, sc__rng *r)
+{
+    uint32_t seq[MAXN], want[MAXS];
+    uint64_t size[MAXS];
+    uint64_t nshards = 2 + sc__rng_below(r, MAXS - 1), n = 1 + sc__rng_below(r, MAXN);
+    uint64_t total = 0;
+    for (uint64_t s = 0; s < nshards; s++) {
+        size[s] = 1 + sc__rng_below(r, 100);
+        total += size[s];
+    }
+    /* Epoch-like sequences: runs of a rank's shards, with repeats. */
+    for (uint64_t i = 0; i < n; i++)
+        seq[i] = (uint32_t)sc__rng_below(r, nshards);
+    uint64_t cap = 1 + sc__rng_below(r, total);
+
+    sc__evict *ev;
+    assert_int_equal(sc__evict_new(pol, cap, &ev), SC_OK);
+    assert_int_equal(sc__evict_future(ev, seq, n), SC_OK);
+    oracle o;
+    memset(&o, 0, sizeof o);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t s = seq[i];
+        if (o.held[s]) {
+            assert_true(sc__evict_has(ev, s));
+            sc__evict_touch(ev, s);
+            o.last[s] = ++o.clock;
+            continue;
+        }
+        assert_false(sc__evict_has(ev, s));
+        const uint32_t *victims;
+        uint64_t nv;
+        int rc = sc__evict_admit(ev, s, size[s], &victims, &nv);
+        uint64_t nw = oracle_admit(&o, pol, seq, n, i, size, cap, want);
+        if (size[s] > cap) {
+            assert_int_equal(rc, SC_EOVERFLOW);
+            assert_int_equal(nv, 0);
+            continue;
+        }
+        assert_int_equal(rc, SC_OK);
+        if (nv != nw || memcmp(victims, want, nv * sizeof *want) != 0)
+            print_error("policy %d at %llu: %llu victims, oracle %llu\n", pol,
+                        (unsigned long long)i, (unsigned long long)nv,
+                        (unsigned long long)nw);
+        assert_int_equal(nv, nw);
+        assert_memory_equal(victims, want, nv * sizeof *want);
+        assert_int_equal(sc__evict_bytes(ev), o.bytes);
+        assert_true(sc__evict_bytes(ev) <= cap);
+    }
+    sc__evict_free(ev);
+}
+
+static void test_belady_matches_oracle(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 11));
+    for (unsigned t = 0; t < sc_test_cases(300); t++)
+        run(SC_CACHE_BELADY, &r);
+}
+
+static void test_lru_matches_oracle(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 12));
+    for (unsigned t = 0; t < sc_test_cases(300); t++)
+        run(SC_CACHE_LRU, &r);
+}
+
+/* Belady never misses more than LRU on the same sequence (equal sizes). */
+static void test_belady_beats_lru(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 13));
+    uint32_t seq[2000];
+    for (int i = 0; i < 2000; i++)
+        seq[i] = (uint32_t)sc__rng_below(&r, 40);
+    uint64_t misses[2] = {0, 0};
+    for (int pol = 0; pol < 2; pol++) {
+        sc__evict *ev;
+        assert_int_equal(sc__evict_new((sc_cache_policy)pol, 10, &ev), SC_OK);
+        sc__evict_future(ev, seq, 2000);
+        for (int i = 0; i < 2000; i++) {
+            if (sc__evict_has(ev, seq[i])) {
+                sc__evict_touch(ev, seq[i]);
+            } else {
+                const uint32_t *v;
+                uint64_t nv;
+                misses[pol]++;
+                assert_int_equal(sc__evict_admit(ev, seq[i], 1, &v, &nv), SC_OK);
+            }
+        }
+        sc__evict_free(ev);
+    }
+    print_message("misses: belady %llu, lru %llu\n", (unsigned long long)misses[0],
+                  (unsigned long long)misses[1]);
+    assert_true(misses[0] < misses[1]);
+}
+
+static void test_remove_and_flags(void **state)
+{
+    (void)state;
+    sc__evict *ev;
+    const uint32_t *v;
+    uint64_t nv;
+    assert_int_equal(sc__evict_new(SC_CACHE_LRU, 0, &ev), SC_OK); /* unbounded */
+    for (uint32_t s = 0; s < 1000; s++)
+        assert_int_equal(sc__evict_admit(ev, s * 7919u, 5, &v, &nv), SC_OK);
+    assert_int_equal(sc__evict_count(ev), 1000);
+    for (uint32_t s = 0; s < 1000; s += 2)
+        sc__evict_remove(ev, s * 7919u);
+    for (uint32_t s = 0; s < 1000; s++)
+        assert_int_equal(sc__evict_has(ev, s * 7919u), s % 2 == 1);
+    sc__evict_set_flag(ev, 7919u, 1);
+    assert_int_equal(sc__evict_flag(ev, 7919u), 1);
+    assert_int_equal(sc__evict_flag(ev, 3 * 7919u), 0);
+    assert_int_equal(sc__evict_bytes(ev), 500 * 5);
+    sc__evict_free(ev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_belady_matches_oracle),
+        cmocka_unit_test(test_lru_matches_oracle),
+        cmocka_unit_test(test_belady_beats_lru),
+        cmocka_unit_test(test_remove_and_flags),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
