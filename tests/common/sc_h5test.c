@@ -56,3 +56,15 @@ void sc_t_rmtree(const char *path)
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", path);
 }
+
+int sc_t_mpi_finish(int failed, const char *tmpdir)
+{
+    int rank, any = failed;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0 && tmpdir)
+        sc_t_rmtree(tmpdir);
+    MPI_Finalize();
+    return any ? 1 : 0;
+}

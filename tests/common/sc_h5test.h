@@ -18,4 +18,11 @@ void sc_t_tmpdir(char *out, size_t n, const char *tag);
 /* rm -rf, for the tmpdir above. */
 void sc_t_rmtree(const char *path);
 
+/*
+ * Ends an MPI test program: the job fails if any rank's cmocka group
+ * failed, rank 0 removes `tmpdir` (may be NULL), and MPI is finalized.
+ * Returns the exit status for main().
+ */
+int sc_t_mpi_finish(int failed, const char *tmpdir);
+
 #endif

@@ -58,6 +58,13 @@ static sc_config config(uint64_t cap)
     return c;
 }
 
+static void open_both(const sc_config *cfg, sc_dataset **ds, sc_cache **c)
+{
+    sc_error err;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, cfg, ds, &err), &err);
+    SC_ASSERT_OK(sc_cache_open(*ds, MPI_COMM_WORLD, cfg, c, &err), &err);
+}
+
 typedef struct bufs {
     int32_t x[SHARD * W], x2[SHARD * W];
     int64_t y[SHARD], y2[SHARD];
@@ -85,8 +92,7 @@ static void test_sticky_epochs_read_only_moved_shards(void **state)
     sc_cache *c;
     sc_error err;
     bufs *b = malloc(sizeof *b);
-    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
-    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    open_both(&cfg, &ds, &c);
     const uint64_t *sizes;
     sc_dataset_shard_sizes(ds, &sizes);
     sc_dataset_info di;
@@ -234,8 +240,7 @@ static void test_damaged_entries_are_repaired(void **state)
     sc_error err;
     bufs *b = malloc(sizeof *b);
     snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/damage", dir);
-    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
-    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    open_both(&cfg, &ds, &c);
     uint64_t k1 = (uint64_t)(2 * rank), k2 = k1 + 1;
     read_checked(c, ds, k1, b);
     read_checked(c, ds, k2, b);
@@ -289,12 +294,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_second_process_gets_its_own_dir),
         cmocka_unit_test(test_damaged_entries_are_repaired),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    int any = failed;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0)
-        sc_t_rmtree(dir);
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }

@@ -12,6 +12,7 @@
 
 #include "comm.h"
 #include "plan.h"
+#include "sc_h5test.h"
 #include "sc_test.h"
 
 static int rank, size;
@@ -259,10 +260,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_root_failure_reaches_everyone),
         cmocka_unit_test(test_corrupted_payload),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* One rank's failure fails the job, even if the others passed. */
-    int any = failed;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), NULL);
 }

@@ -266,12 +266,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_sources),
         cmocka_unit_test(test_fingerprint_follows_the_source),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    int any = failed;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0)
-        sc_t_rmtree(dir);
-    MPI_Finalize();
-    return any ? 1 : 0;
+    return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
