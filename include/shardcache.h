@@ -386,6 +386,30 @@ SC_API int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out);
 SC_API const char *sc_cache_dir(const sc_cache *c);
 SC_API int sc_cache_close(sc_cache *c);
 
+/* ------------------------------------------------------------------------ */
+/* Exactly-once verification                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The verdict on one epoch, across the whole job.  In the default mode it
+ * comes from an order-independent sketch (count, sum of strong 64-bit hashes
+ * of (epoch, sample) and of their squares), one small reduction per epoch;
+ * with SC_VERIFY=full a per-sample count vector names every offender.
+ */
+typedef struct sc_exactly_once {
+    uint64_t epoch;
+    int verified;          /* 0 while the reduction is still in flight */
+    int ok;                /* every sample delivered (or dropped by policy) once */
+    int full;              /* 1: counted per sample (SC_VERIFY=full) */
+    uint64_t samples;      /* samples in the dataset */
+    uint64_t delivered;    /* deliveries, repeats for padding excluded */
+    uint64_t dropped;      /* dropped by the remainder policy */
+    uint64_t padded;       /* repeats delivered for padding (flagged) */
+    uint64_t duplicated;   /* extra deliveries (sketch: a lower bound) */
+    uint64_t skipped;      /* samples never delivered (sketch: a lower bound) */
+    char detail[256];      /* what went wrong, with sample ids in full mode */
+} sc_exactly_once;
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,11 +37,14 @@ sc_ensure_packages() {
     fi
 }
 
-# Open MPI refuses to start as root unless told twice.
+# Open MPI refuses to start as root unless told twice.  In containers the
+# shared-memory transport's single-copy mode (CMA) is usually forbidden, and
+# Open MPI 4.1's one-sided atomics then crash inside it: copy twice instead.
 sc_mpi_env() {
     if [ "$(id -u)" -eq 0 ]; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     fi
+    export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 }
 
 # sc_build PRESET: configure and build one CMake preset.

@@ -58,13 +58,13 @@ typedef struct plan_opts {
     sc_shuffle_mode mode;
     sc_remainder remainder;
     int check;
-    const char *sizes_file, *save;
+    const char *sizes_file, *save, *audit_dir;
 } plan_opts;
 
-static int parse(int argc, char **argv, plan_opts *o)
+static int parse(int argc, char **argv, plan_opts *o, const char *usage)
 {
     enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
-           EXCHANGE, REMAINDER, CHECK, SAVE };
+           EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT };
     static const struct option longopts[] = {
         {"shards", required_argument, 0, SHARDS},
         {"shard-size", required_argument, 0, SHARD_SIZE},
@@ -78,6 +78,8 @@ static int parse(int argc, char **argv, plan_opts *o)
         {"remainder", required_argument, 0, REMAINDER},
         {"check", no_argument, 0, CHECK},
         {"save", required_argument, 0, SAVE},
+        {"audit-dir", required_argument, 0, AUDIT},
+        {"plan-seed", required_argument, 0, SEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c, bad = 0;
@@ -97,6 +99,7 @@ static int parse(int argc, char **argv, plan_opts *o)
         case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
         case CHECK: o->check = 1; break;
         case SAVE: o->save = optarg; break;
+        case AUDIT: o->audit_dir = optarg; break;
         case MODE: {
             /* Indexed by sc_shuffle_mode and sc_remainder values. */
             static const char *const modes[] = {"global", "sticky"};
@@ -112,7 +115,7 @@ static int parse(int argc, char **argv, plan_opts *o)
             o->remainder = (sc_remainder)m;
             break;
         }
-        case 'h': fputs(plan_usage, stdout); return -1;
+        case 'h': fputs(usage, stdout); return -1;
         default: bad = 2; break;
         }
     }
@@ -121,7 +124,7 @@ static int parse(int argc, char **argv, plan_opts *o)
         bad = 2;
     }
     if (bad)
-        fprintf(stderr, "see `shardcache plan --help`\n");
+        fprintf(stderr, "see `shardcache %s --help`\n", argv[0]);
     return bad;
 }
 
@@ -133,6 +136,36 @@ static uint64_t sizes_fingerprint(const uint64_t *sizes, uint64_t n)
         for (int b = 0; b < 8; b++)
             h = (h ^ ((sizes[i] >> (8 * b)) & 0xff)) * UINT64_C(0x100000001b3);
     return h;
+}
+
+/* The shard sizes the flags describe (--shard-sizes, or --shards x --shard-size). */
+static int load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
+{
+    if (o->sizes_file)
+        return cli_read_counts(o->sizes_file, sizes, n);
+    *n = o->nshards;
+    if (!(*sizes = malloc(sizeof **sizes * *n))) {
+        fprintf(stderr, "shardcache: out of memory\n");
+        return 2;
+    }
+    for (uint64_t i = 0; i < *n; i++)
+        (*sizes)[i] = o->shard_size;
+    return 0;
+}
+
+static sc_plan_params params_of(const plan_opts *o, const uint64_t *sizes, uint64_t n)
+{
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = sizes;
+    p.nshards = n;
+    p.world_size = (uint32_t)o->ranks;
+    p.seed = o->seed;
+    p.batch_size = o->batch;
+    p.mode = o->mode;
+    p.exchange = o->exchange;
+    p.remainder = o->remainder;
+    p.fingerprint = sizes_fingerprint(sizes, n);
+    return p;
 }
 
 /* All ranks hold the same plan iff the max of hash and of ~hash agree. */
@@ -197,7 +230,7 @@ static int check_moved(const sc_plan_info *in, sc_error *err)
 int cmd_plan(int argc, char **argv)
 {
     plan_opts o;
-    int rc = parse(argc, argv, &o);
+    int rc = parse(argc, argv, &o, plan_usage);
     if (rc)
         return rc < 0 ? 0 : rc;
 
@@ -206,39 +239,18 @@ int cmd_plan(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
 
-    uint64_t *sizes = NULL, n = o.nshards;
-    if (o.sizes_file) {
-        if (cli_read_counts(o.sizes_file, &sizes, &n)) {
-            MPI_Finalize();
-            return 2;
-        }
-    } else if ((sizes = malloc(sizeof *sizes * n))) {
-        for (uint64_t i = 0; i < n; i++)
-            sizes[i] = o.shard_size;
-    }
+    uint64_t *sizes = NULL, n = 0;
     if (o.ranks == 0)
         o.ranks = (uint64_t)world;
-    if (!sizes || (world > 1 && o.ranks != (uint64_t)world)) {
-        if (rank == 0)
-            fprintf(stderr, sizes ? "shardcache plan: --ranks %" PRIu64
-                                    " but running on %d MPI ranks\n"
-                                  : "shardcache plan: out of memory\n",
+    if (load_sizes(&o, &sizes, &n) || (world > 1 && o.ranks != (uint64_t)world)) {
+        if (rank == 0 && sizes)
+            fprintf(stderr, "shardcache plan: --ranks %" PRIu64 " but running on %d MPI ranks\n",
                     o.ranks, world);
         free(sizes);
         MPI_Finalize();
         return 2;
     }
-
-    sc_plan_params p = SC_PLAN_PARAMS_INIT;
-    p.shard_sizes = sizes;
-    p.nshards = n;
-    p.world_size = (uint32_t)o.ranks;
-    p.seed = o.seed;
-    p.batch_size = o.batch;
-    p.mode = o.mode;
-    p.exchange = o.exchange;
-    p.remainder = o.remainder;
-    p.fingerprint = sizes_fingerprint(sizes, n);
+    sc_plan_params p = params_of(&o, sizes, n);
 
     if (rank == 0)
         printf("plan: %" PRIu64 " shards on %" PRIu64 " ranks%s, seed %" PRIu64
@@ -298,4 +310,206 @@ int cmd_plan(int argc, char **argv)
     free(sizes);
     MPI_Finalize();
     return status;
+}
+
+/* ---- shardcache verify ------------------------------------------------------ */
+
+static const char verify_usage[] =
+    "usage: shardcache verify --audit-dir DIR --plan-seed S [plan options]\n"
+    "\n"
+    "Checks exactly-once from a job's audit trail alone (SC_AUDIT_DIR: one\n"
+    "audit-r<rank>.bin per rank): re-derives every epoch's plan from the flags,\n"
+    "which must be the job's (--shards/--shard-size or --shard-sizes, --ranks,\n"
+    "--batch, --mode, --exchange, --remainder), and checks that each sample was\n"
+    "delivered once per epoch, on the rank that owned its shard, apart from the\n"
+    "samples the remainder policy drops or pads.  Prints\n"
+    "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
+    "offending sample ids, and exits 1 then.\n";
+
+typedef struct rec {
+    uint64_t epoch, id;
+    uint32_t rank;
+} rec;
+
+/* Reads every rank's audit file; *world from their headers. */
+static int read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
+{
+    uint64_t cap = 0, n = 0;
+    rec *all = NULL;
+    *world = 0;
+    for (uint64_t r = 0;; r++) {
+        char path[4200];
+        uint64_t head[3], pair[2];
+        snprintf(path, sizeof path, "%s/audit-r%" PRIu64 ".bin", dir, r);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            if (r == 0) {
+                fprintf(stderr, "shardcache verify: no audit file '%s'\n", path);
+                return 2;
+            }
+            if (r != *world) {
+                fprintf(stderr, "shardcache verify: '%s' is missing (the job had %" PRIu64
+                                " ranks)\n", path, *world);
+                return 1;
+            }
+            break;
+        }
+        if (fread(head, sizeof head, 1, f) != 1 || head[0] != UINT64_C(0x3154494455414353) ||
+            head[1] != r || (r > 0 && head[2] != *world)) {
+            fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64 "'s audit file\n",
+                    path, r);
+            fclose(f);
+            free(all);
+            return 1;
+        }
+        *world = head[2];
+        while (fread(pair, sizeof pair, 1, f) == 1) {
+            if (n == cap) {
+                rec *g = realloc(all, sizeof *g * (cap = cap ? 2 * cap : 4096));
+                if (!g) {
+                    fclose(f);
+                    free(all);
+                    return 2;
+                }
+                all = g;
+            }
+            all[n++] = (rec){pair[0], pair[1], (uint32_t)r};
+        }
+        fclose(f);
+    }
+    *out = all;
+    *nrec = n;
+    return 0;
+}
+
+static uint64_t shard_of(const uint64_t *first, uint64_t nshards, uint64_t id)
+{
+    uint64_t lo = 0, hi = nshards;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (first[mid] <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Checks one epoch's records against its plan; prints offenders; 0 if ok. */
+static int verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nshards,
+                        const rec *rs, uint64_t nrec, uint32_t *count, uint64_t *dup,
+                        uint64_t *skip, uint64_t *delivered)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    uint64_t nsamples = first[nshards], shown = 0, bad = 0;
+    memset(count, 0, sizeof *count * nsamples);
+    for (uint64_t i = 0; i < nrec; i++) {
+        if (rs[i].epoch != in.epoch)
+            continue;
+        uint64_t id = rs[i].id & ~(UINT64_C(1) << 63);
+        int padded = rs[i].id >> 63;
+        uint32_t owner = UINT32_MAX;
+        if (id < nsamples)
+            sc_plan_owner(plan, shard_of(first, nshards, id), &owner);
+        if (owner != rs[i].rank) {
+            if (shown++ < 10)
+                printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
+                       "rank %d\n", in.epoch, id, rs[i].rank, owner == UINT32_MAX ? -1 : (int)owner);
+            bad++;
+            continue;
+        }
+        if (!padded) {
+            count[id]++;
+            (*delivered)++;
+        }
+    }
+    /* Each rank may leave out exactly what the drop policy drops. */
+    for (uint32_t r = 0; r < in.world_size; r++) {
+        const uint32_t *mine;
+        uint64_t n, samples, zeros = 0;
+        sc_plan_rank(plan, r, &mine, &n, &samples);
+        uint64_t allowed = in.remainder == SC_REMAINDER_DROP
+                               ? samples - in.batches_per_rank * in.batch_size : 0;
+        for (uint64_t i = 0; i < n; i++)
+            for (uint64_t id = first[mine[i]]; id < first[mine[i] + 1]; id++) {
+                if (count[id] > 1) {
+                    *dup += count[id] - 1;
+                    if (shown++ < 10)
+                        printf("epoch %" PRIu64 ": sample %" PRIu64 " delivered %u times\n",
+                               in.epoch, id, count[id]);
+                }
+                zeros += count[id] == 0;
+            }
+        if (zeros > allowed) {
+            *skip += zeros - allowed;
+            for (uint64_t i = 0; i < n && shown < 10; i++)
+                for (uint64_t id = first[mine[i]]; id < first[mine[i] + 1] && shown < 10; id++)
+                    if (!count[id] && zeros > allowed)
+                        printf("epoch %" PRIu64 ": sample %" PRIu64 " (rank %u) not delivered\n",
+                               in.epoch, id, r), shown++;
+        }
+    }
+    return bad || *dup || *skip;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+    plan_opts o;
+    int rc = parse(argc, argv, &o, verify_usage);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!o.audit_dir) {
+        fprintf(stderr, "shardcache verify: --audit-dir is required\n");
+        return 2;
+    }
+    rec *rs = NULL;
+    uint64_t nrec = 0, world = 0, *sizes = NULL, n = 0;
+    if ((rc = read_audit(o.audit_dir, &rs, &nrec, &world)))
+        return rc;
+    if (o.ranks && o.ranks != world) {
+        fprintf(stderr, "shardcache verify: --ranks %" PRIu64 " but the audit trail has %" PRIu64
+                        " ranks\n", o.ranks, world);
+        free(rs);
+        return 1;
+    }
+    o.ranks = world;
+    if ((rc = load_sizes(&o, &sizes, &n))) {
+        free(rs);
+        return rc;
+    }
+    uint64_t *first = malloc(sizeof *first * (n + 1)), epochs = 0;
+    first[0] = 0;
+    for (uint64_t k = 0; k < n; k++)
+        first[k + 1] = first[k] + sizes[k];
+    for (uint64_t i = 0; i < nrec; i++)
+        epochs = rs[i].epoch + 1 > epochs ? rs[i].epoch + 1 : epochs;
+    uint32_t *count = malloc(sizeof *count * (first[n] + 1));
+    sc_plan_params p = params_of(&o, sizes, n);
+    sc_plan *prev = NULL;
+    uint64_t dup = 0, skip = 0, delivered = 0;
+    int bad = 0;
+    sc_error err = SC_ERROR_INIT;
+    for (uint64_t e = 0; e < epochs && rc == 0; e++) {
+        sc_plan *plan = NULL;
+        p.epoch = e;
+        if (sc_plan_create(&p, prev, &plan, &err) != SC_OK) {
+            cli_report("verify", 0, 1, &err);
+            rc = 1;
+            break;
+        }
+        bad |= verify_epoch(plan, first, n, rs, nrec, count, &dup, &skip, &delivered);
+        sc_plan_free(prev);
+        prev = plan;
+    }
+    sc_plan_free(prev);
+    if (rc == 0)
+        printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
+               " duplicated, %" PRIu64 " skipped)\n",
+               bad ? "FAILED" : "ok", epochs, delivered, dup, skip);
+    free(count);
+    free(first);
+    free(sizes);
+    free(rs);
+    return rc ? rc : bad;
 }

@@ -1,0 +1,521 @@
+/*
+ * ownership.c - claims in an RMA window, per-batch checks, and the
+ * end-of-epoch exactly-once sketch.
+ *
+ * Owner words: (epoch + 1) << 24 | rank, 0 when never claimed.  The word of
+ * shard s for epoch e is at displacement (e mod SLOTS) * per + s / R on rank
+ * s mod R.  A claim reads the word (MPI_NO_OP fetch); if it holds an older
+ * epoch it swaps in ours with MPI_Compare_and_swap, retrying if the word
+ * changed underneath; if it holds our epoch and another rank, that rank
+ * owns the shard and the claim fails naming it.  Whichever of two ranks
+ * claims second sees the first: a double claim is always caught.
+ *
+ * The sketch of an epoch on a rank is (count, sum h, sum h^2) over the ids
+ * it delivered or dropped by policy, with h = sc__sample_hash(epoch, id);
+ * beside it the same sketch of what its plan says it owns.  Both are summed
+ * over ranks, modulo 2^64, by one MPI_Iallreduce of six words: equal sums
+ * mean every sample was accounted for exactly once (a duplicate and a skip
+ * could cancel in the count, not in the two hash sums).
+ */
+#include "ownership.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "hash.h"
+#include "plan.h"
+
+#define RANK_BITS 24
+#define RANK_MASK ((UINT64_C(1) << RANK_BITS) - 1)
+
+enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, WORDS };
+
+typedef struct slot {
+    int used, posted, done;
+    uint64_t epoch;
+    const sc_plan *plan;
+    uint64_t sums[WORDS], total[WORDS];
+    uint32_t *counts, *counts_total; /* full mode, [nsamples] */
+    MPI_Request req[2];
+} slot;
+
+struct sc__ledger {
+    MPI_Comm comm;
+    MPI_Win win;
+    MPI_Op sum_op;
+    uint64_t *base; /* the window's memory */
+    int rank, size, full;
+    uint64_t nshards, nsamples, per; /* per: words per slot on each rank */
+    const uint64_t *first;
+    slot slots[SC__LEDGER_SLOTS];
+    sc_exactly_once done[SC__LEDGER_SLOTS]; /* verdicts awaiting their reader */
+    int ndone;
+    uint64_t *old, *res; /* claim scratch, [shards of this rank] */
+    uint64_t scratch_n;
+    FILE *audit;
+};
+
+uint64_t sc__sample_hash(uint64_t epoch, uint64_t id)
+{
+    return sc__mix64(sc__mix64(id ^ UINT64_C(0x6f776e6572736869)) + epoch);
+}
+
+/* Sums modulo 2^64, spelled out: MPI_SUM's overflow is not ours to assume. */
+static void sum_u64(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint64_t *a = in;
+    uint64_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] += a[i];
+}
+
+int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first,
+                    const sc__ledger_opts *opts, sc__ledger **out, sc_error *err)
+{
+    sc__ledger *l = calloc(1, sizeof *l);
+    int rc = SC_OK;
+    if (!l)
+        return sc__seterr(err, SC_ENOMEM, "no memory for the ownership ledger");
+    l->comm = MPI_COMM_NULL;
+    l->win = MPI_WIN_NULL;
+    l->sum_op = MPI_OP_NULL;
+    l->nshards = nshards;
+    l->first = shard_first;
+    l->nsamples = shard_first[nshards];
+    l->full = opts && opts->full;
+    int m = MPI_Comm_dup(comm, &l->comm);
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_rank(l->comm, &l->rank);
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_size(l->comm, &l->size);
+    if (m == MPI_SUCCESS && (uint64_t)l->size > RANK_MASK)
+        rc = sc__seterr(err, SC_EOVERFLOW, "the ledger holds %llu ranks at most",
+                        (unsigned long long)RANK_MASK);
+    l->per = (nshards + (uint64_t)l->size - 1) / (uint64_t)l->size;
+    MPI_Aint bytes = (MPI_Aint)(sizeof(uint64_t) * l->per * SC__LEDGER_SLOTS);
+    if (m == MPI_SUCCESS && rc == SC_OK)
+        m = MPI_Win_allocate(bytes, sizeof(uint64_t), MPI_INFO_NULL, l->comm, &l->base,
+                             &l->win);
+    if (m == MPI_SUCCESS && rc == SC_OK) {
+        memset(l->base, 0, (size_t)bytes);
+        /* Nothing else touches the window: lock it once for the run. */
+        m = MPI_Win_lock_all(MPI_MODE_NOCHECK, l->win);
+    }
+    if (m == MPI_SUCCESS && rc == SC_OK)
+        m = MPI_Op_create(sum_u64, 1, &l->sum_op);
+    if (m != MPI_SUCCESS)
+        rc = sc__mpi_err(err, m, "ledger setup", __FILE__, __LINE__);
+    if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
+        char path[4200];
+        mkdir(opts->audit_dir, 0777);
+        snprintf(path, sizeof path, "%s/audit-r%d.bin", opts->audit_dir, l->rank);
+        if (!(l->audit = fopen(path, "wb")))
+            rc = sc__seterr(err, SC_EIO, "rank %d: audit file '%s': %s", l->rank, path,
+                            strerror(errno));
+        else {
+            /* Header: magic, rank, world size. */
+            uint64_t head[3] = {UINT64_C(0x3154494455414353) /* "SCAUDIT1" */,
+                                (uint64_t)l->rank, (uint64_t)l->size};
+            fwrite(head, sizeof head, 1, l->audit);
+        }
+    }
+    if (rc != SC_OK) {
+        sc__ledger_close(l);
+        return rc;
+    }
+    *out = l;
+    return SC_OK;
+}
+
+static void slot_free(slot *s)
+{
+    if (s->posted && !s->done)
+        MPI_Waitall(2, s->req, MPI_STATUSES_IGNORE);
+    free(s->counts);
+    free(s->counts_total);
+    memset(s, 0, sizeof *s);
+}
+
+void sc__ledger_close(sc__ledger *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < SC__LEDGER_SLOTS; i++)
+        slot_free(&l->slots[i]);
+    if (l->win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(l->win);
+        MPI_Win_free(&l->win);
+    }
+    if (l->sum_op != MPI_OP_NULL)
+        MPI_Op_free(&l->sum_op);
+    if (l->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&l->comm);
+    if (l->audit)
+        fclose(l->audit);
+    free(l->old);
+    free(l->res);
+    free(l);
+}
+
+static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v);
+/* A free slot for `epoch`, waiting out the oldest one if need be. */
+static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
+
+static slot *find(sc__ledger *l, uint64_t epoch)
+{
+    for (int i = 0; i < SC__LEDGER_SLOTS; i++)
+        if (l->slots[i].used && l->slots[i].epoch == epoch)
+            return &l->slots[i];
+    return NULL;
+}
+
+/* Shard holding sample id (binary search over first ids). */
+static uint64_t shard_of(const sc__ledger *l, uint64_t id)
+{
+    uint64_t lo = 0, hi = l->nshards;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (l->first[mid] <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
+                 sc_error *err)
+{
+    uint64_t want = ((epoch + 1) << RANK_BITS) | (uint64_t)l->rank;
+    uint64_t sl = epoch % SC__LEDGER_SLOTS;
+    if (n > l->scratch_n) {
+        free(l->old);
+        free(l->res);
+        l->old = malloc(sizeof *l->old * n);
+        l->res = malloc(sizeof *l->res * n);
+        l->scratch_n = (!l->old || !l->res) ? 0 : n;
+        if (!l->scratch_n)
+            return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to claim %llu shards",
+                              l->rank, (unsigned long long)n);
+    }
+#define WHERE(s) ((int)((s) % (uint64_t)l->size)), (MPI_Aint)(sl * l->per + (s) / (uint64_t)l->size)
+    uint64_t unused = 0; /* NO_OP ignores its origin, but some MPIs read it */
+    for (uint64_t i = 0; i < n; i++)
+        SC_MPI_CHECK(err, MPI_Fetch_and_op(&unused, &l->old[i], MPI_UINT64_T, WHERE(mine[i]),
+                                           MPI_NO_OP, l->win));
+    SC_MPI_CHECK(err, MPI_Win_flush_all(l->win));
+    for (int round = 0; round < 64; round++) {
+        uint64_t pending = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t w = l->old[i], tag = w >> RANK_BITS;
+            if (w == want)
+                continue; /* ours already */
+            if (tag == epoch + 1)
+                return sc__seterr(err, SC_EOWNERSHIP,
+                                  "epoch %llu: shard %u claimed by rank %d is already "
+                                  "owned by rank %llu in this epoch",
+                                  (unsigned long long)epoch, mine[i], l->rank,
+                                  (unsigned long long)(w & RANK_MASK));
+            if (tag > epoch + 1)
+                return sc__seterr(err, SC_EOWNERSHIP,
+                                  "epoch %llu: rank %d claims shard %u, but rank %llu "
+                                  "already claimed it for epoch %llu: this rank is "
+                                  "more than %d epochs behind",
+                                  (unsigned long long)epoch, l->rank, mine[i],
+                                  (unsigned long long)(w & RANK_MASK),
+                                  (unsigned long long)(tag - 1), SC__LEDGER_SLOTS - 1);
+            SC_MPI_CHECK(err, MPI_Compare_and_swap(&want, &l->old[i], &l->res[i],
+                                                   MPI_UINT64_T, WHERE(mine[i]), l->win));
+            pending++;
+        }
+        if (!pending)
+            return SC_OK;
+        SC_MPI_CHECK(err, MPI_Win_flush_all(l->win));
+        /* A swap that met another value retries with what it met. */
+        for (uint64_t i = 0; i < n; i++)
+            if (l->old[i] != want)
+                l->old[i] = l->res[i] == l->old[i] ? want : l->res[i];
+    }
+#undef WHERE
+    return sc__seterr(err, SC_EOWNERSHIP, "epoch %llu: rank %d could not settle its claims",
+                      (unsigned long long)epoch, l->rank);
+}
+
+int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    if (in.world_size != (uint32_t)l->size || in.nshards != l->nshards)
+        return sc__seterr(err, SC_EPLAN,
+                          "rank %d: epoch %llu: the plan is for %u ranks and %llu shards, "
+                          "the ledger for %d and %llu",
+                          l->rank, (unsigned long long)in.epoch, in.world_size,
+                          (unsigned long long)in.nshards, l->size,
+                          (unsigned long long)l->nshards);
+    if (find(l, in.epoch))
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
+                          (unsigned long long)in.epoch);
+    slot *s = NULL;
+    int rc = take_slot(l, in.epoch, &s, err);
+    if (rc != SC_OK)
+        return rc;
+    memset(s, 0, sizeof *s);
+    s->epoch = in.epoch;
+    s->plan = plan;
+    s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+    if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
+                    !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
+        slot_free(s);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for SC_VERIFY=full counts",
+                          l->rank);
+    }
+    const uint32_t *mine;
+    uint64_t n;
+    sc_plan_rank(plan, (uint32_t)l->rank, &mine, &n, NULL);
+    /* The expected sketch: every sample of every shard this rank owns. */
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t id = l->first[mine[i]]; id < l->first[mine[i] + 1]; id++) {
+            uint64_t h = sc__sample_hash(in.epoch, id);
+            s->sums[EXP_N]++;
+            s->sums[EXP_H] += h;
+            s->sums[EXP_H2] += h * h;
+        }
+    s->used = 1;
+    if ((rc = claim(l, in.epoch, mine, n, err)) != SC_OK)
+        s->plan = NULL; /* the epoch stays open, to be abandoned */
+    return rc;
+}
+
+static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
+{
+    slot *s = NULL;
+    for (int i = 0; i < SC__LEDGER_SLOTS && !s; i++)
+        if (!l->slots[i].used)
+            s = &l->slots[i];
+    if (!s) {
+        /*
+         * The lookahead bound: a rank SLOTS epochs ahead of the slowest
+         * waits here for the oldest epoch's reduction, and keeps its
+         * verdict for sc__ledger_result.
+         */
+        slot *oldest = NULL;
+        for (int i = 0; i < SC__LEDGER_SLOTS; i++)
+            if (l->slots[i].posted && (!oldest || l->slots[i].epoch < oldest->epoch))
+                oldest = &l->slots[i];
+        if (!oldest || l->ndone == SC__LEDGER_SLOTS)
+            return sc__seterr(err, SC_EINVAL,
+                              "rank %d: epoch %llu begun while %d earlier epochs are open "
+                              "or unread",
+                              l->rank, (unsigned long long)epoch, SC__LEDGER_SLOTS);
+        SC_MPI_CHECK(err, MPI_Waitall(2, oldest->req, MPI_STATUSES_IGNORE));
+        oldest->done = 1;
+        verdict(l, oldest, &l->done[l->ndone++]);
+        slot_free(oldest);
+        s = oldest;
+    }
+    *out = s;
+    return SC_OK;
+}
+
+int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                     sc_error *err)
+{
+    slot *s = find(l, epoch);
+    if (!s || !s->plan)
+        return sc__seterr(err, SC_EOWNERSHIP,
+                          "rank %d: a batch of epoch %llu, which this rank has not begun",
+                          l->rank, (unsigned long long)epoch);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t owner = UINT32_MAX;
+        if (ids[i] >= l->nsamples)
+            return sc__seterr(err, SC_EOWNERSHIP,
+                              "epoch %llu: sample %llu on rank %d is outside the dataset "
+                              "(%llu samples)",
+                              (unsigned long long)epoch, (unsigned long long)ids[i],
+                              l->rank, (unsigned long long)l->nsamples);
+        uint64_t shard = shard_of(l, ids[i]);
+        sc_plan_owner(s->plan, shard, &owner);
+        if (owner != (uint32_t)l->rank)
+            return sc__seterr(err, SC_EOWNERSHIP,
+                              "epoch %llu: sample %llu (shard %llu) delivered on rank %d "
+                              "is owned by rank %u",
+                              (unsigned long long)epoch, (unsigned long long)ids[i],
+                              (unsigned long long)shard, l->rank, owner);
+    }
+    return SC_OK;
+}
+
+static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                  int padded, int dropped, sc_error *err)
+{
+    slot *s = find(l, epoch);
+    if (!s || s->posted)
+        return sc__seterr(err, SC_EOWNERSHIP,
+                          "rank %d: samples recorded for epoch %llu, which is %s",
+                          l->rank, (unsigned long long)epoch,
+                          s ? "already ended" : "not begun");
+    if (padded) {
+        s->sums[PADDED] += n;
+    } else {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t h = sc__sample_hash(epoch, ids[i]);
+            s->sums[GOT_N]++;
+            s->sums[GOT_H] += h;
+            s->sums[GOT_H2] += h * h;
+            if (s->counts && ids[i] < l->nsamples)
+                s->counts[ids[i]]++;
+        }
+        if (dropped)
+            s->sums[DROPPED] += n;
+    }
+    if (l->audit && !dropped) {
+        /* Records: epoch, then the id with bit 63 set for padding repeats. */
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t rec[2] = {epoch, ids[i] | ((uint64_t)!!padded << 63)};
+            fwrite(rec, sizeof rec, 1, l->audit);
+        }
+    }
+    return SC_OK;
+}
+
+int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                       int padded, sc_error *err)
+{
+    return record(l, epoch, ids, n, padded, 0, err);
+}
+
+int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                    sc_error *err)
+{
+    return record(l, epoch, ids, n, 0, 1, err);
+}
+
+int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
+{
+    slot *s = find(l, epoch);
+    int rc;
+    if (s && s->posted)
+        return SC_OK; /* ended already: the others have what they need */
+    if (!s) {
+        if ((rc = take_slot(l, epoch, &s, err)) != SC_OK)
+            return rc;
+        memset(s, 0, sizeof *s);
+        s->epoch = epoch;
+        s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+        if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
+                        !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
+            slot_free(s);
+            return sc__seterr(err, SC_ENOMEM, "rank %d: no memory", l->rank);
+        }
+        s->used = 1;
+    }
+    s->sums[FAILED] = 1;
+    return sc__ledger_end(l, epoch, err);
+}
+
+int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
+{
+    slot *s = find(l, epoch);
+    if (!s || s->posted)
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu %s", l->rank,
+                          (unsigned long long)epoch, s ? "ended twice" : "not begun");
+    if (l->audit)
+        fflush(l->audit);
+    SC_MPI_CHECK(err, MPI_Iallreduce(s->sums, s->total, WORDS, MPI_UINT64_T, l->sum_op,
+                                     l->comm, &s->req[0]));
+    if (s->counts)
+        SC_MPI_CHECK(err, MPI_Iallreduce(s->counts, s->counts_total, (int)l->nsamples,
+                                         MPI_UINT32_T, MPI_SUM, l->comm, &s->req[1]));
+    s->posted = 1;
+    return SC_OK;
+}
+
+static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
+{
+    const uint64_t *t = s->total;
+    memset(v, 0, sizeof *v);
+    v->epoch = s->epoch;
+    v->verified = 1;
+    v->full = s->counts != NULL;
+    v->samples = l->nsamples;
+    v->dropped = t[DROPPED];
+    v->padded = t[PADDED];
+    v->delivered = t[GOT_N] - t[DROPPED];
+    int same = t[GOT_N] == t[EXP_N] && t[GOT_H] == t[EXP_H] && t[GOT_H2] == t[EXP_H2];
+    v->ok = same && t[EXP_N] == l->nsamples;
+    if (t[FAILED]) {
+        v->ok = 0;
+        snprintf(v->detail, sizeof v->detail,
+                 "%llu rank(s) abandoned epoch %llu after an error; see their messages",
+                 (unsigned long long)t[FAILED], (unsigned long long)s->epoch);
+        return;
+    }
+    if (v->full) {
+        int shown = 0, off = 0;
+        v->ok = 1;
+        for (uint64_t id = 0; id < l->nsamples; id++) {
+            uint32_t c = s->counts_total[id];
+            if (c == 1)
+                continue;
+            v->ok = 0;
+            if (c == 0)
+                v->skipped++;
+            else
+                v->duplicated += c - 1;
+            if (shown < 8 && off < (int)sizeof v->detail - 40) {
+                off += snprintf(v->detail + off, sizeof v->detail - (size_t)off,
+                                "%ssample %llu x%u", shown ? ", " : "",
+                                (unsigned long long)id, c);
+                shown++;
+            }
+        }
+        return;
+    }
+    if (!v->ok) {
+        /* The count says the balance; the hashes say something is off. */
+        if (t[GOT_N] > t[EXP_N])
+            v->duplicated = t[GOT_N] - t[EXP_N];
+        else if (t[GOT_N] < t[EXP_N])
+            v->skipped = t[EXP_N] - t[GOT_N];
+        else
+            v->duplicated = v->skipped = 1;
+        snprintf(v->detail, sizeof v->detail,
+                 "%llu accounted for, %llu expected%s; SC_VERIFY=full names the samples",
+                 (unsigned long long)t[GOT_N], (unsigned long long)t[EXP_N],
+                 t[GOT_N] == t[EXP_N] ? " (as many duplicated as skipped)" : "");
+    }
+}
+
+int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *out,
+                      sc_error *err)
+{
+    slot *s = find(l, epoch);
+    memset(out, 0, sizeof *out);
+    out->epoch = epoch;
+    for (int i = 0; !s && i < l->ndone; i++)
+        if (l->done[i].epoch == epoch) {
+            *out = l->done[i];
+            l->done[i] = l->done[--l->ndone];
+            return SC_OK;
+        }
+    if (!s || !s->posted)
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu has not ended", l->rank,
+                          (unsigned long long)epoch);
+    if (!s->done) {
+        int flag = 0;
+        if (wait)
+            SC_MPI_CHECK(err, MPI_Waitall(2, s->req, MPI_STATUSES_IGNORE));
+        else
+            SC_MPI_CHECK(err, MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE));
+        s->done = wait || flag;
+    }
+    if (!s->done)
+        return SC_OK;
+    verdict(l, s, out);
+    slot_free(s);
+    return SC_OK;
+}

@@ -1,0 +1,85 @@
+/*
+ * ownership.h - the ledger: who owns which shard in which epoch, checked
+ * on every batch and verified exactly-once at every epoch's end.
+ *
+ * Claims go into an MPI RMA window of epoch-tagged owner words, one per
+ * shard and epoch slot, spread over the ranks (shard s lives on rank
+ * s mod R), updated with MPI_Fetch_and_op / MPI_Compare_and_swap under a
+ * passive-target lock_all: no barrier, and a rank that claims a shard
+ * another rank already holds for the same epoch learns who.  Each batch's
+ * sample ids are checked against the plan of that batch's epoch.  At the
+ * end of an epoch each rank folds what it delivered into a sketch and posts
+ * a non-blocking reduction whose result is read later, so fast ranks never
+ * wait for slow ones.  This module must never block in claim, check,
+ * consume or end, except for the RMA flushes of a claim; and it must never
+ * report ok for an epoch whose reduction has not completed.
+ */
+#ifndef SC_OWNERSHIP_H
+#define SC_OWNERSHIP_H
+
+#include <stdio.h>
+
+#include "shardcache.h"
+
+/* Epochs that can be open at once on a rank (the current, the next, and
+ * one whose verification is still in flight). */
+#define SC__LEDGER_SLOTS 3
+
+typedef struct sc__ledger sc__ledger;
+
+typedef struct sc__ledger_opts {
+    int full;              /* SC_VERIFY=full: per-sample counts */
+    const char *audit_dir; /* SC_AUDIT_DIR, or NULL */
+} sc__ledger_opts;
+
+/*
+ * Collective over comm (which it duplicates).  `shard_first` ([nshards+1],
+ * the first sample id of each shard) must outlive the ledger.
+ */
+int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first,
+                    const sc__ledger_opts *opts, sc__ledger **out, sc_error *err);
+void sc__ledger_close(sc__ledger *l);
+
+/*
+ * Starts an epoch on this rank: claims its shards of `plan` (which must
+ * outlive the epoch's verification) in the window.  SC_EOWNERSHIP names the
+ * epoch, shard, this rank and the owner on a conflict.  Needs no other
+ * rank to be in this epoch.
+ */
+int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err);
+
+/* Every id must lie in a shard this rank owns in `epoch`; else SC_EOWNERSHIP. */
+int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                     sc_error *err);
+
+/*
+ * Records deliveries (padded: repeats flagged for padding, not counted) or
+ * drops by the remainder policy, which count as accounted for.
+ */
+int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                       int padded, sc_error *err);
+int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                    sc_error *err);
+
+/*
+ * After an error in `epoch` (begun or not), still posts this rank's part of
+ * the reduction, marked failed, so that no other rank waits forever and
+ * every rank's verdict says the epoch is not exactly-once.
+ */
+int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err);
+
+/* This rank is done with `epoch`: posts the reduction, returns at once. */
+int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err);
+
+/*
+ * The verdict on `epoch`: with wait=0, out->verified is 0 while the
+ * reduction is in flight.  An epoch's slot is released once its verdict
+ * has been read with verified=1.
+ */
+int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *out,
+                      sc_error *err);
+
+/* The hash the sketches sum, exposed for tests: strong, keyed by epoch. */
+uint64_t sc__sample_hash(uint64_t epoch, uint64_t id);
+
+#endif /* SC_OWNERSHIP_H */
