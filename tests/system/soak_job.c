@@ -7,6 +7,7 @@
  * `shardcache verify` re-checks independently.
  *
  *   soak_job --jobs N --seed S --dir DIR [--fault NAME] [--verify SHARDCACHE]
+ *            [--world W]
  *
  * Faults (on the job's last rank): plan-seed, stale-plan, dup-shard,
  * skip-shard, world, fingerprint; "skew" (rank 0 runs an epoch ahead with
@@ -256,7 +257,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
 
 int main(int argc, char **argv)
 {
-    uint64_t jobs = 10, seed = 1;
+    uint64_t jobs = 10, seed = 1, force_world = 0;
     const char *dir = "/tmp", *fault = "", *verify = NULL;
     MPI_Init(&argc, &argv);
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -270,6 +271,8 @@ int main(int argc, char **argv)
             fault = argv[i + 1];
         else if (!strcmp(argv[i], "--verify"))
             verify = argv[i + 1];
+        else if (!strcmp(argv[i], "--world"))
+            force_world = strtoull(argv[i + 1], NULL, 10);
     }
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -282,6 +285,8 @@ int main(int argc, char **argv)
         j.id = t;
         make_job(&j, &r, size < 8 ? size : 8);
         j.skew = !strcmp(fault, "skew");
+        if (force_world && force_world <= (uint64_t)size && force_world <= j.nshards)
+            j.world = (uint32_t)force_world;
         if (*fault && !j.skew && size >= 2 && j.world < 2) {
             /* A fault needs someone to disagree with, and room to show. */
             j.world = 2;
@@ -328,6 +333,17 @@ int main(int argc, char **argv)
                      j.mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j.q,
                      j.remainder == SC_REMAINDER_PAD ? "pad" : "drop", dir, (unsigned long long)t,
                      (unsigned long long)j.epochs, dir, (unsigned long long)t);
+            char flagfile[1100];
+            snprintf(flagfile, sizeof flagfile, "%s/job%llu/flags", dir, (unsigned long long)t);
+            FILE *ff = fopen(flagfile, "w");
+            if (ff) {
+                fprintf(ff, "--plan-seed %llu --shard-sizes %s --ranks %u --batch %llu --mode %s "
+                        "--exchange %g --remainder %s\n", (unsigned long long)j.seed, sizes,
+                        j.world, (unsigned long long)j.batch,
+                        j.mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j.q,
+                        j.remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+                fclose(ff);
+            }
             if (system(cmd) != 0) {
                 good = 0;
                 snprintf(why, sizeof why, "shardcache verify disagrees: see %s/job%llu/verify.log",

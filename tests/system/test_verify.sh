@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `shardcache verify` on a real job's audit trail, then on that trail with a
+# sample duplicated, one skipped, one moved to the wrong rank, a rank
+# missing: each is named, with a non-zero exit.
+. "$(dirname "$0")/lib.sh"
+: "${SC_BUILD_DIR:?}"
+soak=$SC_BUILD_DIR/bin/soak_job
+d=$SC_T_TMP
+out=$("$MPIEXEC" -n 2 --oversubscribe "$soak" --jobs 1 --seed 3 --world 2 --dir "$d" --verify "$SC_BIN" 2>&1)
+grep -q "^1 passed, 0 failed$" <<<"$out" && pass "a clean job verifies" || { failed "clean job"; echo "$out" | tail; }
+job=$d/job0
+flags=$(cat "$job/flags")
+verify() { "$SC_BIN" verify --audit-dir "$1" $flags; }
+expect_ok "verify says ok" "^exactly-once: ok \([0-9]+ epochs, [0-9]+ samples, 0 duplicated, 0 skipped\)$" verify "$job"
+
+cp -r "$job" "$d/dup"; f=$d/dup/audit-r0.bin
+head -c 40 "$f" | tail -c 16 >> "$f"
+expect_fail "a duplicate is named" "delivered 2 times" verify "$d/dup"
+expect_fail "and counted" "exactly-once: FAILED .* 1 duplicated, 0 skipped" verify "$d/dup"
+
+cp -r "$job" "$d/skip"; f=$d/skip/audit-r0.bin
+{ head -c 24 "$f"; tail -c +41 "$f"; } > "$f.new" && mv "$f.new" "$f"
+expect_fail "a skip is named" "not delivered" verify "$d/skip"
+expect_fail "and counted" "exactly-once: FAILED .* 0 duplicated, 1 skipped" verify "$d/skip"
+
+cp -r "$job" "$d/moved"
+head -c 40 "$d/moved/audit-r0.bin" | tail -c 16 >> "$d/moved/audit-r1.bin"
+f=$d/moved/audit-r0.bin; { head -c 24 "$f"; tail -c +41 "$f"; } > "$f.new" && mv "$f.new" "$f"
+expect_fail "a sample on the wrong rank" "consumed on rank 1, owned by rank 0" verify "$d/moved"
+
+cp -r "$job" "$d/lost"; rm "$d/lost/audit-r1.bin"
+expect_fail "a missing rank" "audit-r1.bin' is missing \(the job had 2 ranks\)" verify "$d/lost"
+expect_fail "another seed" "exactly-once: FAILED" "$SC_BIN" verify --audit-dir "$job" \
+    $(sed 's/--plan-seed [0-9]*/--plan-seed 12345/' <<<"$flags")
+expect_fail "no audit dir" "no audit file" "$SC_BIN" verify --audit-dir "$d/none" --shards 4
+finish
