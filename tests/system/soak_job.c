@@ -132,6 +132,22 @@ static int consume(const job *j, sc__ledger *l, const sc_plan *plan, int rank,
     return rc;
 }
 
+typedef struct verdicts {
+    uint64_t ok_epochs;
+    int bad, evidence; /* evidence: bit 1 duplicates seen, bit 2 skips */
+} verdicts;
+
+static void tally(const sc_exactly_once *v, verdicts *t, char *why, size_t whylen)
+{
+    if (!v->verified)
+        return;
+    t->ok_epochs += v->ok;
+    t->bad |= !v->ok;
+    t->evidence |= (v->duplicated > 0) << 1 | (v->skipped > 0) << 2;
+    if (!v->ok)
+        snprintf(why, whylen, "epoch %llu: %s", (unsigned long long)v->epoch, v->detail);
+}
+
 /* Runs one job on comm; 1 if it ended as expected (ok, or the fault caught). */
 static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fault,
                    char *why, size_t whylen)
@@ -146,8 +162,8 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     sc__ledger *l = NULL;
     int rc = sc__ledger_open(comm, j->nshards, j->first, &opts, &l, &err);
     sc_plan *plans[64] = {0};
-    uint64_t ok_epochs = 0, begun = 0;
-    int bad_verdict = 0, evidence = 0;
+    uint64_t begun = 0;
+    verdicts t = {0, 0, 0};
     for (uint64_t e = 0; rc == SC_OK && e < j->epochs; e++) {
         sc_plan_params p = params(j, e);
         if (last && !strcmp(fault, "plan-seed"))
@@ -202,41 +218,28 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
         if (rc == SC_OK && e > 0) {
             sc_exactly_once v;
             sc__ledger_result(l, e - 1, 0, &v, NULL);
-            if (v.verified) {
-                ok_epochs += v.ok;
-                bad_verdict |= !v.ok;
-                evidence |= (v.duplicated > 0) << 1 | (v.skipped > 0) << 2;
-                if (!v.ok)
-                    snprintf(why, whylen, "epoch %llu: %s", (unsigned long long)v.epoch,
-                             v.detail);
-            }
+            tally(&v, &t, why, whylen);
         }
     }
     /* Whatever is still in flight, waited for at the end of the job. */
     for (uint64_t e = 0; e < begun && l; e++) {
         sc_exactly_once v;
-        if (sc__ledger_result(l, e, 1, &v, NULL) == SC_OK && v.verified) {
-            ok_epochs += v.ok;
-            bad_verdict |= !v.ok;
-            evidence |= (v.duplicated > 0) << 1 | (v.skipped > 0) << 2;
-            if (!v.ok)
-                snprintf(why, whylen, "epoch %llu: %s", (unsigned long long)v.epoch,
-                         v.detail);
-        }
+        if (sc__ledger_result(l, e, 1, &v, NULL) == SC_OK)
+            tally(&v, &t, why, whylen);
     }
     if (rc != SC_OK)
         snprintf(why, whylen, "%s: %s", sc_status_name(rc), err.msg);
     /* What the failing rank saw must name the fault, not just any error. */
     if (rc == SC_EPLAN && strstr(err.msg, "seed"))
-        evidence |= 1 << 3;
+        t.evidence |= 1 << 3;
     if (rc == SC_EPLAN && strstr(err.msg, "configured for"))
-        evidence |= 1 << 4;
+        t.evidence |= 1 << 4;
     if (rc == SC_EPLAN && strstr(err.msg, "dataset fingerprint"))
-        evidence |= 1 << 5;
+        t.evidence |= 1 << 5;
     if (rc == SC_EOWNERSHIP)
-        evidence |= 1 << 6;
+        t.evidence |= 1 << 6;
     /* Errors can be local to one rank: the job fails if any rank failed. */
-    int mine[3] = {rc != SC_OK, bad_verdict, evidence}, all[3];
+    int mine[3] = {rc != SC_OK, t.bad, t.evidence}, all[3];
     MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm);
     MPI_Allreduce(&mine[2], &all[2], 1, MPI_INT, MPI_BOR, comm);
     sc__ledger_close(l);
@@ -244,7 +247,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
         sc_plan_free(plans[e]);
     int caught = all[0] || all[1];
     if (!*fault || !strcmp(fault, "skew"))
-        return !caught && ok_epochs == j->epochs;
+        return !caught && t.ok_epochs == j->epochs;
     static const struct { const char *fault; int bits; } named[] = {
         {"dup-shard", 1 << 1}, {"skip-shard", 1 << 2}, {"plan-seed", 1 << 3},
         {"world", 1 << 4}, {"fingerprint", 1 << 5},
