@@ -375,6 +375,98 @@ static int open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
     return SC_OK;
 }
 
+/*
+ * Layout B's manifest, from rank 0 to all: its status (and message), then
+ * the fingerprint, the fields, and every file with its sample count, so
+ * that a job of R ranks opens each file once at start-up, not R times.
+ */
+static int share_manifest(sc_dataset *ds, int rc, sc_error *err)
+{
+    bytes m = {0};
+    uint64_t len = 0;
+    if (ds->rank == 0) {
+        put_u64(&m, (uint64_t)(int64_t)rc);
+        put_str(&m, rc == SC_OK || !err ? "" : err->msg);
+        if (rc == SC_OK) {
+            put_u64(&m, ds->fingerprint);
+            put_u64(&m, ds->nsamples);
+            put_u64(&m, (uint64_t)ds->nfields);
+            put(&m, ds->fields, sizeof ds->fields); /* one build, one ABI */
+            put_u64(&m, ds->nfiles);
+            for (uint64_t k = 0; k < ds->nfiles; k++) {
+                put_str(&m, ds->files[k]);
+                put_u64(&m, ds->shard_sizes[k]);
+            }
+        }
+        len = m.oom || m.len > INT_MAX ? 0 : m.len;
+    }
+    int e = MPI_Bcast(&len, 1, MPI_UINT64_T, 0, ds->comm);
+    if (e == MPI_SUCCESS && ds->rank != 0 && len && !(m.p = malloc(len)))
+        len = 0; /* cannot take part; still join the broadcast below */
+    if (e == MPI_SUCCESS && len)
+        e = MPI_Bcast(m.p, (int)len, MPI_BYTE, 0, ds->comm);
+    if (e != MPI_SUCCESS) {
+        free(m.p);
+        return sc__mpi_err(err, e, "MPI_Bcast of the source manifest", __FILE__, __LINE__);
+    }
+    if (ds->rank == 0 || rc != SC_OK) {
+        free(m.p);
+        return rc != SC_OK ? rc
+               : len ? SC_OK
+                     : sc__seterr(err, SC_ENOMEM, "source '%s': manifest too large", ds->path);
+    }
+    const unsigned char *p = m.p, *end = p + len;
+#define TAKE(n) (p + (n) <= end ? (p += (n), p - (n)) : NULL)
+    const unsigned char *w = len ? TAKE(8) : NULL;
+    int status = w ? (int)(int64_t)sc__get_u64(w) : SC_ENOMEM;
+    const unsigned char *ml = w ? TAKE(8) : NULL;
+    uint64_t mlen = ml ? sc__get_u64(ml) : 0;
+    const unsigned char *msg = ml ? TAKE(mlen) : NULL;
+    if (status != SC_OK) {
+        rc = sc__seterr(err, status == SC_OK ? SC_ENOMEM : status,
+                        "rank %d: rank 0 could not open the source: %.*s", ds->rank,
+                        msg ? (int)mlen : 0, msg ? (const char *)msg : "");
+        free(m.p);
+        return rc;
+    }
+    const unsigned char *h = TAKE(24), *f = h ? TAKE(sizeof ds->fields) : NULL,
+                        *nf = f ? TAKE(8) : NULL;
+    rc = nf ? SC_OK : SC_EFORMAT;
+    if (rc == SC_OK) {
+        ds->fingerprint = sc__get_u64(h);
+        ds->nsamples = sc__get_u64(h + 8);
+        ds->nfields = (int)sc__get_u64(h + 16);
+        memcpy(ds->fields, f, sizeof ds->fields);
+        ds->nshards = sc__get_u64(nf);
+        ds->shard_sizes = malloc(sizeof *ds->shard_sizes * (ds->nshards + 1));
+        rc = ds->shard_sizes ? SC_OK : SC_ENOMEM;
+    }
+    uint64_t cap = 0;
+    for (uint64_t k = 0; rc == SC_OK && k < ds->nshards; k++) {
+        const unsigned char *pl = TAKE(8);
+        uint64_t plen = pl ? sc__get_u64(pl) : 0;
+        const unsigned char *path = pl && plen < SC_PATH_MAX + 512 ? TAKE(plen) : NULL;
+        const unsigned char *sz = path ? TAKE(8) : NULL;
+        char name[SC_PATH_MAX + 512];
+        if (!sz) {
+            rc = SC_EFORMAT;
+            break;
+        }
+        memcpy(name, path, plen);
+        name[plen] = '\0';
+        ds->shard_sizes[k] = sc__get_u64(sz);
+        rc = add_file(ds, &cap, name, err);
+    }
+#undef TAKE
+    free(m.p);
+    if (rc == SC_EFORMAT)
+        return sc__seterr(err, rc, "rank %d: the source manifest from rank 0 is malformed",
+                          ds->rank);
+    return rc == SC_ENOMEM ? sc__seterr(err, rc, "rank %d: no memory for the manifest",
+                                        ds->rank)
+                           : rc;
+}
+
 int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
                     sc_error *err)
 {
@@ -403,19 +495,20 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
     ds->layout = !is_dir && H5Fis_hdf5(ds->path) > 0 ? 'A' : 'B';
     H5Eclear2(H5E_DEFAULT);
     put(&fp, &ds->layout, 1);
-    rc = ds->layout == 'A' ? open_layout_a(ds, cfg, &fp, err)
-                           : open_layout_b(ds, cfg, is_dir, &fp, err);
+    int size = 1;
+    MPI_Comm_size(comm, &size);
+    rc = SC_OK;
+    /* Layout B: rank 0 alone scans the files, then tells everyone. */
+    int scans = ds->layout == 'A' || ds->rank == 0 || size == 1;
+    if (ds->layout == 'A')
+        rc = open_layout_a(ds, cfg, &fp, err);
+    else if (scans)
+        rc = open_layout_b(ds, cfg, is_dir, &fp, err);
     sc__h5_unlock();
 
-    if (rc == SC_OK && !(ds->shard_first = malloc(sizeof *ds->shard_first * (ds->nshards + 1))))
-        rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    if (rc == SC_OK) {
-        ds->shard_first[0] = 0;
-        for (uint64_t k = 0; k < ds->nshards; k++)
-            ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
+    if (rc == SC_OK && scans) {
         for (int i = 0; i < ds->nfields; i++) {
             const sc__field *f = &ds->fields[i];
-            ds->sample_bytes += f->sample_bytes;
             put_str(&fp, f->name);
             put_u64(&fp, (uint64_t)f->dtype);
             put_u64(&fp, (uint64_t)f->ndims);
@@ -425,6 +518,17 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
         if (fp.oom)
             rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
         ds->fingerprint = sc__xxh64(fp.p, fp.len, 0);
+    }
+    if (ds->layout == 'B' && size > 1)
+        rc = share_manifest(ds, rc, err);
+    if (rc == SC_OK && !(ds->shard_first = malloc(sizeof *ds->shard_first * (ds->nshards + 1))))
+        rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    if (rc == SC_OK) {
+        ds->shard_first[0] = 0;
+        for (uint64_t k = 0; k < ds->nshards; k++)
+            ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
+        for (int i = 0; i < ds->nfields; i++)
+            ds->sample_bytes += ds->fields[i].sample_bytes;
     }
     free(fp.p);
     if (rc != SC_OK) {
