@@ -110,6 +110,21 @@ static void repair(sc_cache *c, uint64_t shard, const char *why)
             path, (unsigned long long)shard, why);
 }
 
+/* Admits a shard to the index and deletes the files of the entries it evicts. */
+static int admit(sc_cache *c, uint64_t shard, uint64_t bytes)
+{
+    const uint32_t *victims;
+    uint64_t nv;
+    int rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
+    for (uint64_t i = 0; i < nv; i++) {
+        char path[SC_PATH_MAX + 32];
+        entry_path(c, victims[i], path, sizeof path);
+        unlink(path);
+        c->st.evictions++;
+    }
+    return rc;
+}
+
 /* Learns what an earlier run left: entries, and temporaries of crashed writers. */
 static int scan(sc_cache *c, sc_error *err)
 {
@@ -134,17 +149,7 @@ static int scan(sc_cache *c, sc_error *err)
                            : "an entry for a shard this dataset does not have");
             continue;
         }
-        const uint32_t *victims;
-        uint64_t nv;
-        int rc = sc__evict_admit(c->ev, (uint32_t)shard, sc__shard_bytes(c->ds, shard),
-                                 &victims, &nv);
-        for (uint64_t i = 0; i < nv; i++) {
-            char path[SC_PATH_MAX + 32];
-            entry_path(c, victims[i], path, sizeof path);
-            unlink(path);
-            c->st.evictions++;
-        }
-        if (rc == SC_ENOMEM) {
+        if (admit(c, shard, sc__shard_bytes(c->ds, shard)) == SC_ENOMEM) {
             closedir(d);
             return sc__seterr(err, SC_ENOMEM, "cache '%s': no memory", c->dir);
         }
@@ -437,15 +442,7 @@ int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
     c->st.misses++;
     c->st.bytes_from_source += bytes;
 
-    const uint32_t *victims;
-    uint64_t nv;
-    rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
-    for (uint64_t i = 0; i < nv; i++) {
-        char path[SC_PATH_MAX + 32];
-        entry_path(c, victims[i], path, sizeof path);
-        unlink(path);
-        c->st.evictions++;
-    }
+    rc = admit(c, shard, bytes);
     if (rc == SC_EOVERFLOW) /* bigger than the whole cache: serve, don't keep */
         return sc__errok(err);
     if (rc != SC_OK)

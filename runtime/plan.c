@@ -546,7 +546,7 @@ int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
                         "epoch %llu: no memory to plan %llu shards on %u ranks",
                         (unsigned long long)params->epoch,
                         (unsigned long long)n, R);
-        goto fail;
+        goto out;
     }
 
     int reorder = 1;
@@ -586,25 +586,19 @@ int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
         for (uint64_t s = 0; s < n; s++)
             info->moved += plan->owner[s] != prev->owner[s];
     if ((rc = count_batches(info, plan->rank_samples, err)) != SC_OK)
-        goto fail;
-    if ((rc = sc__plan_seal(plan, err)) != SC_OK)
-        goto fail;
+        goto out;
+    rc = sc__plan_seal(plan, err);
 
+out:
     free(scratch);
     free(head);
     free(cursor);
     free(h.slot);
     free(h.load);
-    *out = plan;
-    return SC_OK;
-
-fail:
-    free(scratch);
-    free(head);
-    free(cursor);
-    free(h.slot);
-    free(h.load);
-    sc_plan_free(plan);
+    if (rc == SC_OK)
+        *out = plan;
+    else
+        sc_plan_free(plan);
     return rc;
 }
 
