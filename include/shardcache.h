@@ -231,6 +231,17 @@ typedef enum sc_cache_check {
     SC_CACHE_CHECK_ALWAYS = 1 /* verify on every read */
 } sc_cache_check;
 
+typedef enum sc_device_mode {
+    SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and one is visible */
+    SC_DEVICE_HOST = 1, /* batches stay in (pinned) host memory */
+    SC_DEVICE_CUDA = 2  /* the GPU, or an SC_ECUDA error at open */
+} sc_device_mode;
+
+typedef enum sc_verify_mode {
+    SC_VERIFY_SKETCH = 0, /* one 9-word reduction per epoch */
+    SC_VERIFY_FULL = 1    /* a per-sample count vector: names every offender */
+} sc_verify_mode;
+
 #define SC_PATH_MAX 4096
 
 /*
@@ -252,6 +263,14 @@ typedef struct sc_config {
     sc_cache_policy cache_policy; /* SC_CACHE_POLICY: belady | lru */
     sc_cache_check cache_check;   /* SC_CACHE_CHECK: first | always */
     int log_level;                /* SC_LOG: 0 errors only, 1 warnings, 2 info */
+    /* appended for the loader (sc_loader_*) */
+    int producers;                /* SC_PRODUCERS: producer threads; 0 = auto */
+    uint64_t prefetch_batches;    /* SC_PREFETCH_BATCHES: depth of the batch ring */
+    uint64_t shuffle_window;      /* SC_SHUFFLE_WINDOW: samples shuffled together; 0, 1: none */
+    uint64_t stream_bytes;        /* SC_STREAM_BYTES: shard bytes held in memory */
+    sc_device_mode device;        /* SC_DEVICE: auto | host | cuda */
+    sc_verify_mode verify;        /* SC_VERIFY: sketch | full */
+    char audit_dir[SC_PATH_MAX];  /* SC_AUDIT_DIR: per-rank consumed ids; empty = off */
 } sc_config;
 
 /*
@@ -409,6 +428,122 @@ typedef struct sc_exactly_once {
     uint64_t skipped;      /* samples never delivered (sketch: a lower bound) */
     char detail[256];      /* what went wrong, with sample ids in full mode */
 } sc_exactly_once;
+
+/* ------------------------------------------------------------------------ */
+/* The loader: what a training loop calls                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One loader per training process.  Collective calls (open, close) must be
+ * made by every rank of the communicator; the rest are local and never wait
+ * for another rank, except that a rank cannot begin epoch e before rank 0
+ * has broadcast its plan (rank 0 sends epoch e+1's plan when it begins
+ * epoch e) and cannot run more than SC__LEDGER_SLOTS epochs ahead of the
+ * slowest rank's verification.  Every MPI call the loader makes is made
+ * from the thread that calls it; its producer threads never call MPI, so
+ * MPI_THREAD_FUNNELED is enough.
+ *
+ *   sc_config cfg;  sc_loader *ld;  sc_batch b;
+ *   sc_config_init(&cfg, NULL);                  // SC_* environment
+ *   sc_loader_open(MPI_COMM_WORLD, &cfg, &ld);
+ *   for (uint64_t e = 0; e < epochs; e++) {
+ *       sc_epoch_begin(ld, e, NULL);
+ *       while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+ *           train_step(b.data[0], b.data[1], b.size);   // on b.device
+ *           sc_batch_release(ld, &b);
+ *       }
+ *       if (rc != SC_END_OF_EPOCH) fail(sc_last_error(ld));
+ *   }
+ *   sc_loader_close(ld);
+ */
+typedef struct sc_loader sc_loader;
+
+typedef struct sc_epoch_info {
+    uint64_t epoch;
+    uint64_t batches;          /* batches this epoch: the same on every rank */
+    uint64_t batch_size;
+    uint64_t shards;           /* shards this rank owns this epoch */
+    uint64_t samples;          /* samples in them */
+    uint64_t plan_hash;        /* equal on every rank */
+    double plan_wait_s;        /* time this call waited for the plan to arrive */
+} sc_epoch_info;
+
+typedef struct sc_batch {
+    uint64_t epoch;
+    uint64_t index;            /* 0 .. batches-1 within the epoch */
+    uint64_t size;             /* samples in the batch (the batch size) */
+    uint64_t padded;           /* the last `padded` samples repeat (SC_REMAINDER=pad) */
+    const uint64_t *ids;       /* global sample ids, [size] */
+    int nfields;
+    void *data[SC_MAX_FIELDS]; /* per field, contiguous: size * sample_bytes */
+    uint64_t bytes[SC_MAX_FIELDS];
+    int device;                /* -1: host memory; else the CUDA device of data[] */
+    void *ready;               /* cudaEvent_t to wait on before reading data[], or NULL */
+    uint64_t seq;              /* the loader's own sequence number: do not change */
+} sc_batch;
+
+typedef struct sc_epoch_summary {
+    sc_exactly_once exactly_once; /* verified = 0 while the job's check is in flight */
+    uint64_t epoch;
+    uint64_t batches;          /* delivered to this rank's consumer */
+    uint64_t samples;
+    uint64_t cache_hits;       /* this epoch, this rank */
+    uint64_t cache_misses;
+    uint64_t bytes_from_source;
+    uint64_t bytes_from_cache;
+    double wait_s;             /* consumer time blocked inside sc_next_batch */
+    double wall_s;             /* sc_epoch_begin to the end-of-epoch return */
+} sc_epoch_summary;
+
+/*
+ * Opens the dataset (cfg->source), this rank's cache and the ownership
+ * ledger, starts the producer threads and the broadcast of the first
+ * epoch's plan.  Collective.  On failure *out is NULL and the message is in
+ * `err` (and the same status on every rank when the cause is shared).
+ */
+SC_API int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                              sc_error *err);
+/* The same; on failure the message goes to stderr, prefixed by the rank. */
+SC_API int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out);
+
+/*
+ * Starts `epoch` on this rank: epochs are begun in order, the first one
+ * begun may be any.  Waits only for the plan's broadcast, which rank 0
+ * posts one epoch ahead.  `info` may be NULL.
+ */
+SC_API int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info);
+
+/*
+ * The next batch of the current epoch, SC_END_OF_EPOCH after its last one,
+ * or an error (a source read, a checksum, an ownership check) that stops
+ * the loader: every later call returns it too.  At most SC_PREFETCH_BATCHES
+ * batches may be held at once.
+ */
+SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
+
+/* Gives a batch's buffers back; with CUDA, once the kernels reading it are done. */
+SC_API int sc_batch_release(sc_loader *ld, sc_batch *batch);
+
+/*
+ * What happened in `epoch` on this rank, and the job's exactly-once verdict
+ * if its reduction has completed (exactly_once.verified); never waits.
+ * sc_epoch_wait() waits for the verdict.
+ */
+SC_API int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
+SC_API int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
+
+/* The dataset the loader reads: its fields, with sc_dataset_field(). */
+SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
+
+/* The message of the last failed call on this loader ("" if none). */
+SC_API const char *sc_last_error(const sc_loader *ld);
+
+/*
+ * Stops the producers, finishes every broadcast and reduction still in
+ * flight (an unfinished epoch counts as failed), closes everything.
+ * Collective; safe mid-epoch and after errors.  Returns the first error.
+ */
+SC_API int sc_loader_close(sc_loader *ld);
 
 #ifdef __cplusplus
 }

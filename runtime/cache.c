@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@
 #include "fault.h"
 #include "hash.h"
 #include "log.h"
+#include "comm.h"
 #include "source.h"
 
 #define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
@@ -51,6 +53,11 @@ struct sc_cache {
     sc_cache_check check;
     sc__evict *ev;
     sc_cache_stats st;
+    /*
+     * Guards ev, st and the directory's entries; never held across a warm
+     * read's I/O or a source read, so producer threads read in parallel.
+     */
+    pthread_mutex_t mu;
 };
 
 static int mkdirs(const char *path)
@@ -161,7 +168,6 @@ static int scan(sc_cache *c, sc_error *err)
 int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
                   sc_cache **out, sc_error *err)
 {
-    MPI_Comm node;
     int rc;
 
     if (!ds || !cfg || !out)
@@ -172,17 +178,16 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
         return sc__seterr(err, SC_ENOMEM, "no memory for a cache");
     c->ds = ds;
     c->lock_fd = -1;
+    pthread_mutex_init(&c->mu, NULL);
     c->check = cfg->cache_check;
     c->log_level = cfg->log_level;
     MPI_Comm_rank(comm, &c->rank);
     /* Ranks sharing a node share its local disk; their local rank names the dir. */
-    int m = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
-    if (m != MPI_SUCCESS) {
-        free(c);
-        return sc__mpi_err(err, m, "MPI_Comm_split_type", __FILE__, __LINE__);
+    rc = sc__node_local(comm, &c->local_rank, NULL, err);
+    if (rc != SC_OK) {
+        sc_cache_close(c);
+        return rc;
     }
-    MPI_Comm_rank(node, &c->local_rank);
-    MPI_Comm_free(&node);
 
     const char *base = cfg->cache_dir[0] ? cfg->cache_dir : getenv("SLURM_TMPDIR");
     if (!base || !*base)
@@ -229,6 +234,7 @@ int sc_cache_close(sc_cache *c)
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);
+    pthread_mutex_destroy(&c->mu);
     free(c);
     return SC_OK;
 }
@@ -375,7 +381,9 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, sc_error 
 }
 
 /* Reads one entry; returns NULL on success, or why it cannot be served. */
-static const char *read_entry(sc_cache *c, uint64_t shard, void *const *bufs)
+/* Reads an entry without touching the index (no lock held). */
+static const char *read_entry(const sc_cache *c, uint64_t shard, void *const *bufs,
+                              int verified)
 {
     const sc_dataset *ds = c->ds;
     char path[SC_PATH_MAX + 32];
@@ -406,17 +414,14 @@ static const char *read_entry(sc_cache *c, uint64_t shard, void *const *bufs)
     if (fd >= 0)
         close(fd);
 
-    int verified = sc__evict_flag(c->ev, (uint32_t)shard);
-    if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
-        if (checksum(ds, shard, bufs) != h.checksum)
-            why = "its checksum does not match its bytes";
-        else
-            sc__evict_set_flag(c->ev, (uint32_t)shard, 1);
-    }
+    if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified) &&
+        checksum(ds, shard, bufs) != h.checksum)
+        why = "its checksum does not match its bytes";
     return why;
 }
 
-int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
+int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
+                   sc_error *err)
 {
     if (!c || !bufs)
         return sc__seterr(err, SC_EINVAL, "sc_cache_read: NULL argument");
@@ -424,54 +429,84 @@ int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
+    uint32_t s32 = (uint32_t)shard;
+    if (hit)
+        *hit = 0;
 
-    if (sc__evict_has(c->ev, (uint32_t)shard)) {
-        const char *why = read_entry(c, shard, bufs);
+    pthread_mutex_lock(&c->mu);
+    int held = sc__evict_has(c->ev, s32);
+    int verified = held && sc__evict_flag(c->ev, s32);
+    pthread_mutex_unlock(&c->mu);
+    if (held) {
+        const char *why = read_entry(c, shard, bufs, verified);
+        pthread_mutex_lock(&c->mu);
+        /* An entry evicted while it was read was still whole: an open fd survives unlink. */
         if (!why) {
-            sc__evict_touch(c->ev, (uint32_t)shard);
+            if (sc__evict_has(c->ev, s32)) {
+                sc__evict_touch(c->ev, s32);
+                sc__evict_set_flag(c->ev, s32, 1);
+            }
             c->st.hits++;
             c->st.bytes_from_cache += bytes;
+            pthread_mutex_unlock(&c->mu);
+            if (hit)
+                *hit = 1;
             return sc__errok(err);
         }
-        repair(c, shard, why);
+        if (sc__evict_has(c->ev, s32))
+            repair(c, shard, why);
+        pthread_mutex_unlock(&c->mu);
     }
 
     int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
     if (rc != SC_OK)
         return rc;
+    pthread_mutex_lock(&c->mu);
     c->st.misses++;
     c->st.bytes_from_source += bytes;
-
-    rc = admit(c, shard, bytes);
-    if (rc == SC_EOVERFLOW) /* bigger than the whole cache: serve, don't keep */
-        return sc__errok(err);
-    if (rc != SC_OK)
-        return sc__seterr(err, rc, "cache '%s': no memory for its index", c->dir);
-    sc_error werr = SC_ERROR_INIT;
-    if (write_entry(c, shard, bufs, &werr) != SC_OK) {
-        /* The bytes in bufs are right; only the copy failed (disk full?). */
-        sc__evict_remove(c->ev, (uint32_t)shard);
-        sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
-    } else {
-        sc__evict_set_flag(c->ev, (uint32_t)shard, 1);
+    rc = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : admit(c, shard, bytes);
+    if (rc == SC_OK) {
+        sc_error werr = SC_ERROR_INIT;
+        if (write_entry(c, shard, bufs, &werr) != SC_OK) {
+            /* The bytes in bufs are right; only the copy failed (disk full?). */
+            sc__evict_remove(c->ev, s32);
+            sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
+        } else {
+            sc__evict_set_flag(c->ev, s32, 1);
+        }
     }
+    pthread_mutex_unlock(&c->mu);
+    /* SC_EOVERFLOW: bigger than the whole cache (or cached meanwhile): serve, don't keep. */
+    if (rc != SC_OK && rc != SC_EOVERFLOW)
+        return sc__seterr(err, rc, "cache '%s': no memory for its index", c->dir);
     return sc__errok(err);
+}
+
+int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
+{
+    return sc__cache_read(c, shard, bufs, NULL, err);
 }
 
 int sc_cache_plan_ahead(sc_cache *c, const uint32_t *shards, uint64_t n)
 {
     if (!c || (n && !shards))
         return SC_EINVAL;
-    return sc__evict_future(c->ev, shards, n);
+    pthread_mutex_lock(&c->mu);
+    int rc = sc__evict_future(c->ev, shards, n);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out)
 {
     if (!c || !out)
         return SC_EINVAL;
+    sc_cache *m = (sc_cache *)c; /* the lock is not part of the value */
+    pthread_mutex_lock(&m->mu);
     *out = c->st;
     out->entries = sc__evict_count(c->ev);
     out->bytes_cached = sc__evict_bytes(c->ev);
+    pthread_mutex_unlock(&m->mu);
     return SC_OK;
 }
 

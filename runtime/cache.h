@@ -13,4 +13,11 @@
 
 #include "shardcache.h"
 
+/*
+ * sc_cache_read, telling whether it was a hit.  Safe from several threads
+ * at once, for different shards.
+ */
+int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
+                   sc_error *err);
+
 #endif /* SC_CACHE_H */

@@ -158,6 +158,12 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
     }
 
     int root_status = -(int)(int64_t)b->head[2];
+    if (b->head[0] == 0 && root_status == SC_END_OF_EPOCH) {
+        release(b);
+        return sc__seterr(err, SC_EPLAN,
+                          "rank %d: rank %d closed its loader before epoch %llu",
+                          b->rank, b->root, e);
+    }
     if (b->head[0] == 0) {
         release(b);
         return sc__seterr(err, SC_EPLAN,
@@ -234,4 +240,21 @@ int sc_plan_share(MPI_Comm comm, const sc_plan_params *params,
     }
     *out = rank == 0 ? mine : got;
     return sc__errok(err);
+}
+
+int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *err)
+{
+    int rank = 0, lr = 0, ls = 1;
+    MPI_Comm node;
+    MPI_Comm_rank(comm, &rank);
+    SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                          &node));
+    MPI_Comm_rank(node, &lr);
+    MPI_Comm_size(node, &ls);
+    MPI_Comm_free(&node);
+    if (local_rank)
+        *local_rank = lr;
+    if (local_size)
+        *local_size = ls;
+    return SC_OK;
 }

@@ -58,4 +58,10 @@ int sc__plan_bcast_test(sc__plan_bcast *b, int *done, sc_error *err);
 int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
                           sc_plan **out, sc_error *err);
 
+/*
+ * This rank's index among the ranks sharing its node, and their number
+ * (either may be NULL).  Collective over comm.
+ */
+int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *err);
+
 #endif /* SC_COMM_H */

@@ -13,7 +13,7 @@
 
 #include "error.h"
 
-typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_INT } kind;
+typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_LEVEL, T_INT } kind;
 
 typedef struct setting {
     const char *env;
@@ -49,8 +49,22 @@ static const setting settings[] = {
      "eviction: the shard needed furthest ahead, or least recently used"},
     {"SC_CACHE_CHECK", T_ENUM, F(cache_check), "first", {"first", "always"},
      "verify cache checksums on an entry's first read, or on every read"},
-    {"SC_LOG", T_INT, F(log_level), "1", {0},
+    {"SC_LOG", T_LEVEL, F(log_level), "1", {0},
      "0: errors only, 1: warnings (repairs, fallbacks), 2: info"},
+    {"SC_PRODUCERS", T_INT, F(producers), "0", {0},
+     "producer threads per rank; 0: cores per node-local rank, at most 8"},
+    {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "8", {0},
+     "batches built ahead of the training loop (the ring depth)"},
+    {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "4096", {0},
+     "samples shuffled together within a rank's epoch, across shards; 0: none"},
+    {"SC_STREAM_BYTES", T_BYTES, F(stream_bytes), "256M", {0},
+     "shard bytes a rank holds in memory while it builds batches"},
+    {"SC_DEVICE", T_ENUM, F(device), "auto", {"auto", "host", "cuda"},
+     "where batches land: the GPU if there is one, host memory, or the GPU"},
+    {"SC_VERIFY", T_ENUM, F(verify), "sketch", {"sketch", "full"},
+     "exactly-once check: an O(1) sketch per epoch, or per-sample counts"},
+    {"SC_AUDIT_DIR", T_STR, F(audit_dir), "", {0},
+     "directory for per-rank audit trails of consumed ids; empty: none"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -98,11 +112,15 @@ static int apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
                               s->env, v, s->type == T_BYTES ? " byte count or" : "");
         memcpy(field, &u, sizeof u);
         return SC_OK;
-    case T_INT:
-        if (parse_u64(v, &u, 0) || u > 9)
-            return sc__seterr(err, SC_EINVAL, "%s='%s' is not a level 0..9", s->env, v);
+    case T_LEVEL:
+    case T_INT: {
+        uint64_t max = s->type == T_LEVEL ? 9 : 1024;
+        if (parse_u64(v, &u, 0) || u > max)
+            return sc__seterr(err, SC_EINVAL, "%s='%s' is not an integer 0..%llu", s->env,
+                              v, (unsigned long long)max);
         *(int *)(void *)field = (int)u;
         return SC_OK;
+    }
     case T_DBL: {
         char *end = NULL;
         errno = 0;
@@ -113,14 +131,18 @@ static int apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
         memcpy(field, &d, sizeof d);
         return SC_OK;
     }
-    case T_ENUM:
-        for (int i = 0; i < 3 && s->choices[i]; i++)
+    case T_ENUM: {
+        char list[64] = "";
+        for (int i = 0; i < 3 && s->choices[i]; i++) {
             if (!strcmp(v, s->choices[i])) {
                 *(int *)(void *)field = i; /* enums are int-sized */
                 return SC_OK;
             }
-        return sc__seterr(err, SC_EINVAL, "%s='%s': choose %s or %s", s->env, v,
-                          s->choices[0], s->choices[1]);
+            size_t at = strlen(list);
+            snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", s->choices[i]);
+        }
+        return sc__seterr(err, SC_EINVAL, "%s='%s': choose one of %s", s->env, v, list);
+    }
     }
     return sc__seterr(err, SC_EINVAL, "%s: unknown setting type", s->env);
 }
@@ -176,6 +198,7 @@ int sc_config_print(const sc_config *cfg, void *file)
             memcpy(&u, field, sizeof u);
             snprintf(val, sizeof val, "%llu", (unsigned long long)u);
             break;
+        case T_LEVEL:
         case T_INT:
             snprintf(val, sizeof val, "%d", *(const int *)(const void *)field);
             break;

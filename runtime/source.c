@@ -216,8 +216,17 @@ static int open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
     MPI_Comm_size(ds->comm, &size);
     if (cfg->shard_size == 0)
         return sc__seterr(err, SC_EINVAL, "source '%s': SC_SHARD_SIZE is 0", ds->path);
-    /* A shared file is read through MPI-IO when several ranks share it. */
-    if ((ds->file = open_file(ds->path, ds->comm, size > 1, err)) < 0)
+    /*
+     * A shared file is read through MPI-IO when several ranks share it, but
+     * only where MPI may be called from any thread: the loader reads shards
+     * from its producer threads while the caller's thread is in MPI.  Under
+     * a lower thread level each rank opens the file read-only on its own
+     * (the POSIX driver), which needs no MPI at all.
+     */
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    int parallel = size > 1 && level == MPI_THREAD_MULTIPLE;
+    if ((ds->file = open_file(ds->path, ds->comm, parallel, err)) < 0)
         return err ? err->code : SC_EHDF5;
     if ((rc = field_names(ds->file, ds->path, cfg->fields, &names, err)) != SC_OK)
         return rc;

@@ -51,8 +51,12 @@ static void test_bad_values_are_errors(void **state)
         {"SC_SEED", "-3", "SC_SEED='-3'"},
         {"SC_CACHE_BYTES", "3Q", "SC_CACHE_BYTES='3Q'"},
         {"SC_EXCHANGE", "1.5", "SC_EXCHANGE='1.5'"},
-        {"SC_SHUFFLE", "random", "choose global or sticky"},
-        {"SC_CACHE_POLICY", "fifo", "choose belady or lru"},
+        {"SC_SHUFFLE", "random", "choose one of global, sticky"},
+        {"SC_CACHE_POLICY", "fifo", "choose one of belady, lru"},
+        {"SC_DEVICE", "tpu", "choose one of auto, host, cuda"},
+        {"SC_VERIFY", "some", "choose one of sketch, full"},
+        {"SC_PRODUCERS", "two", "SC_PRODUCERS='two'"},
+        {"SC_STREAM_BYTES", "1T5", "SC_STREAM_BYTES='1T5'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i][0], bad[i][1], 1);

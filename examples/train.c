@@ -1,0 +1,277 @@
+/*
+ * train - a real training loop fed by shardcache: a linear softmax
+ * classifier over the /images field (uint8 pixels scaled to [0,1]) with
+ * /labels (int64) as targets, trained by SGD on the CPU, gradients averaged
+ * across ranks with MPI_Allreduce every step.
+ *
+ *   mpirun -np 4 train --epochs 3 [--lr 0.002] [--classes 10] [--step-ms X]
+ *                      [--source FILE] [--images /images] [--labels /labels]
+ *
+ * Everything else comes from the SC_* environment (sc_config_init).  Per
+ * epoch rank 0 prints loss, samples/s, consumer wait as a share of the
+ * epoch, cache hit rate and the exactly-once verdict; at the end four
+ * summary lines.  Exits 1 if any epoch is not exactly-once or the loss did
+ * not fall.  Only the public header is used: this is what a user writes.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <shardcache.h>
+
+typedef struct opts {
+    uint64_t epochs, classes;
+    double lr, step_ms;
+    const char *source, *images, *labels;
+} opts;
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
+                    "             [--source FILE] [--images NAME] [--labels NAME]\n");
+    return 2;
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!v)
+            return usage();
+        if (!strcmp(a, "--epochs"))
+            o->epochs = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--classes"))
+            o->classes = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--lr"))
+            o->lr = strtod(v, &end);
+        else if (!strcmp(a, "--step-ms"))
+            o->step_ms = strtod(v, &end);
+        else if (!strcmp(a, "--source"))
+            o->source = v, end = (char *)"";
+        else if (!strcmp(a, "--images"))
+            o->images = v, end = (char *)"";
+        else if (!strcmp(a, "--labels"))
+            o->labels = v, end = (char *)"";
+        else
+            return usage();
+        if (!end || *end || (o->epochs < 1) || o->classes < 2 || !(o->lr > 0) ||
+            o->step_ms < 0) {
+            fprintf(stderr, "train: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+        i++;
+    }
+    return 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The compute a real model would spend per step, for benchmarks. */
+static void busy_for(double ms)
+{
+    double until = now() + ms / 1e3;
+    while (now() < until)
+        ;
+}
+
+typedef struct model {
+    uint64_t d, k;
+    float *w, *grad; /* [k][d + 1]: the last column is the bias */
+} model;
+
+/* One SGD step on a batch; returns the batch's summed cross-entropy. */
+static double step(model *m, const uint8_t *x, const int64_t *y, uint64_t n,
+                   MPI_Comm comm, int nranks, double lr, int *bad_label)
+{
+    uint64_t d = m->d, k = m->k, row = d + 1;
+    double loss = 0;
+    float logits[256], p[256];
+    memset(m->grad, 0, sizeof *m->grad * k * row);
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *xi = x + i * d;
+        if (y[i] < 0 || (uint64_t)y[i] >= k) {
+            *bad_label = 1;
+            continue;
+        }
+        float mx = -INFINITY;
+        for (uint64_t c = 0; c < k; c++) {
+            const float *wc = m->w + c * row;
+            float z = wc[d];
+            for (uint64_t j = 0; j < d; j++)
+                z += wc[j] * (float)xi[j] * (1.0f / 255.0f);
+            logits[c] = z;
+            mx = z > mx ? z : mx;
+        }
+        float sum = 0;
+        for (uint64_t c = 0; c < k; c++)
+            sum += p[c] = expf(logits[c] - mx);
+        for (uint64_t c = 0; c < k; c++) {
+            p[c] /= sum;
+            float g = (p[c] - (c == (uint64_t)y[i])) / (float)n;
+            float *gc = m->grad + c * row;
+            for (uint64_t j = 0; j < d; j++)
+                gc[j] += g * (float)xi[j] * (1.0f / 255.0f);
+            gc[d] += g;
+        }
+        loss -= log(p[y[i]] > 1e-30f ? p[y[i]] : 1e-30f);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, m->grad, (int)(k * row), MPI_FLOAT, MPI_SUM, comm);
+    float scale = (float)(lr / nranks);
+    for (uint64_t i = 0; i < k * row; i++)
+        m->w[i] -= scale * m->grad[i];
+    return loss;
+}
+
+static int field_index(const sc_dataset *ds, const char *name, const char *dtype,
+                       sc_field_info *out)
+{
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    for (int i = 0; i < di.nfields; i++) {
+        sc_dataset_field(ds, i, out);
+        const char *n = out->name[0] == '/' ? out->name + 1 : out->name;
+        const char *want = name[0] == '/' ? name + 1 : name;
+        if (!strcmp(n, want))
+            return strcmp(out->dtype, dtype) ? -2 : i;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nranks, rc;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    opts o;
+    if ((rc = parse(argc, argv, &o)) != 0) {
+        MPI_Finalize();
+        return rc;
+    }
+
+    sc_config cfg;
+    sc_error err = SC_ERROR_INIT;
+    if (sc_config_init(&cfg, &err) != SC_OK ||
+        (o.source && sc_config_set(&cfg, "SC_SOURCE", o.source, &err) != SC_OK)) {
+        fprintf(stderr, "train: %s\n", err.msg);
+        MPI_Finalize();
+        return 2;
+    }
+    /* This trainer computes on the CPU: batches stay in host memory. */
+    cfg.device = SC_DEVICE_HOST;
+    sc_loader *ld = NULL;
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK) {
+        MPI_Finalize();
+        return 1;
+    }
+    sc_field_info fx, fy;
+    int ix = field_index(sc_loader_dataset(ld), o.images, "uint8", &fx);
+    int iy = field_index(sc_loader_dataset(ld), o.labels, "int64", &fy);
+    if (ix < 0 || iy < 0 || o.classes > 256) {
+        if (rank == 0)
+            fprintf(stderr, "train: needs a uint8 field '%s' and an int64 field '%s' "
+                            "(and at most 256 classes)\n", o.images, o.labels);
+        sc_loader_close(ld);
+        MPI_Finalize();
+        return 2;
+    }
+    model m = {fx.sample_bytes, o.classes, NULL, NULL};
+    m.w = calloc(m.k * (m.d + 1), sizeof *m.w);
+    m.grad = calloc(m.k * (m.d + 1), sizeof *m.grad);
+
+    double first_loss = NAN, last_loss = NAN, wait_all = 0, wall_all = 0;
+    uint64_t later_hits = 0, later_reads = 0, samples_all = 0, dup_all = 0, skip_all = 0;
+    int all_ok = 1, bad_label = 0;
+    for (uint64_t e = 0; e < o.epochs && rc == 0; e++) {
+        sc_epoch_info info;
+        if (sc_epoch_begin(ld, e, &info) != SC_OK) {
+            fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
+            rc = 1;
+            break;
+        }
+        double loss = 0, t0 = now();
+        uint64_t n = 0;
+        sc_batch b;
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+            loss += step(&m, b.data[ix], b.data[iy], b.size, MPI_COMM_WORLD, nranks, o.lr,
+                         &bad_label);
+            n += b.size;
+            if (o.step_ms > 0)
+                busy_for(o.step_ms);
+            sc_batch_release(ld, &b);
+        }
+        if (rc != SC_END_OF_EPOCH) {
+            fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
+            rc = 1;
+            break;
+        }
+        rc = 0;
+        double secs = now() - t0;
+        sc_epoch_summary rep;
+        if (sc_epoch_wait(ld, e, &rep) != SC_OK) {
+            fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
+            rc = 1;
+            break;
+        }
+        /* The job's figures: sums over ranks. */
+        double mine[6] = {loss, (double)n, rep.wait_s, rep.wall_s,
+                          (double)rep.cache_hits, (double)(rep.cache_hits + rep.cache_misses)};
+        double all[6];
+        MPI_Allreduce(mine, all, 6, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &secs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        double mean = all[0] / all[1];
+        if (e == 0)
+            first_loss = mean;
+        last_loss = mean;
+        wait_all += all[2];
+        wall_all += all[3];
+        if (e >= 1)
+            later_hits += (uint64_t)all[4], later_reads += (uint64_t)all[5];
+        const sc_exactly_once *v = &rep.exactly_once;
+        all_ok &= v->ok;
+        samples_all += v->delivered;
+        dup_all += v->duplicated;
+        skip_all += v->skipped;
+        if (rank == 0)
+            printf("epoch %llu: loss %.4f, %.0f samples/s, consumer wait %.1f%% of step "
+                   "time, cache hit rate %.1f%%, exactly-once %s%s%s\n",
+                   (unsigned long long)e, mean, all[1] / secs,
+                   all[3] > 0 ? 100.0 * all[2] / all[3] : 0.0,
+                   all[5] > 0 ? 100.0 * all[4] / all[5] : 0.0, v->ok ? "ok" : "FAILED",
+                   v->ok ? "" : ": ", v->ok ? "" : v->detail);
+        fflush(stdout);
+    }
+    int failed = rc != 0 || bad_label;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (sc_loader_close(ld) != SC_OK)
+        failed = 1;
+    int fell = last_loss < first_loss;
+    if (rank == 0 && !failed) {
+        printf("exactly-once: %s (%llu epochs, %llu samples, %llu duplicated, %llu skipped)\n",
+               all_ok ? "ok" : "FAILED", (unsigned long long)o.epochs,
+               (unsigned long long)samples_all, (unsigned long long)dup_all,
+               (unsigned long long)skip_all);
+        printf("loss: %.4f -> %.4f%s\n", first_loss, last_loss, fell ? "" : " (did not fall)");
+        printf("consumer wait: %.1f%% of step time\n",
+               wall_all > 0 ? 100.0 * wait_all / wall_all : 0.0);
+        if (o.epochs > 1)
+            printf("cache hit rate after epoch 1: %.1f%%\n",
+                   later_reads ? 100.0 * (double)later_hits / (double)later_reads : 0.0);
+    }
+    if (rank == 0 && bad_label)
+        fprintf(stderr, "train: a label is outside 0..%llu (--classes)\n",
+                (unsigned long long)(o.classes - 1));
+    free(m.w);
+    free(m.grad);
+    MPI_Finalize();
+    return failed || !all_ok || !fell ? 1 : 0;
+}

@@ -1,0 +1,753 @@
+/*
+ * loader.c - the public loader API: the glue between the plan broadcast,
+ * the ownership ledger, the cache and the stream, run from the caller's
+ * thread (the only thread of shardcache that calls MPI).
+ *
+ * Epoch e's life on one rank: its plan's broadcast is posted when epoch e-1
+ * begins (rank 0 computes it then), and tested on every sc_next_batch of
+ * epoch e-1; as soon as it has arrived and checked out, it is pushed to the
+ * stream, whose producers load its shards behind e-1's and build its first
+ * batch right after e-1's last.  sc_epoch_begin(e) claims the shards in the
+ * ledger and returns; every batch handed out is checked and recorded; the
+ * hand-out of the last batch posts the epoch's verification, whose verdict
+ * is picked up by later calls without waiting.  An error stops the loader:
+ * the epoch is abandoned in the ledger (so no other rank waits on it) and
+ * every later call returns the same status.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "device.h"
+#include "error.h"
+#include "fault.h"
+#include "log.h"
+#include "ownership.h"
+#include "plan.h"
+#include "source.h"
+#include "stream.h"
+
+/* Epochs a rank can hold state for: the verification lookahead, plus two. */
+#define NREC (SC__LEDGER_SLOTS + 5)
+
+typedef struct rec {
+    int used;
+    uint64_t epoch;
+    sc__plan_bcast bc;
+    int bc_live;      /* posted, not finished */
+    int have;         /* the plan arrived and was checked (or failed: status) */
+    int status;
+    sc_error err;     /* why the plan was refused, for sc_epoch_begin */
+    sc_plan *plan;    /* what this rank runs (rank 0: its own) */
+    sc_plan *extra;   /* a plan kept only for a fault (stale, own seed) */
+    int pushed, begun, ended, judged;
+} rec;
+
+struct sc_loader {
+    MPI_Comm comm, hdr, data;
+    int rank, size, local_rank, local_size;
+    sc_config cfg;
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc__ledger *ledger;
+    sc__dev *dev;
+    sc__stream *stream;
+    int device;
+    uint64_t nshards;
+    rec recs[NREC];
+    sc_plan *last_made;      /* rank 0: the newest plan computed (sticky's prev) */
+    int started;
+    uint64_t first, cur, posted_to; /* posted_to: one past the newest posted */
+    int in_epoch, ended_cur;
+    uint64_t settled_to;     /* every epoch below it is ended or abandoned here */
+    uint64_t delivered, nb;
+    double t_begin;
+    sc_epoch_summary *reps;   /* [nreps], by epoch - first */
+    uint64_t nreps;
+    int failed;
+    sc_error err;
+    int fault_rank;
+    uint64_t fault_epoch;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A test-only fault aimed at this rank and epoch (SC_FAULT_RANK, SC_FAULT_EPOCH). */
+static int fault(const sc_loader *ld, const char *name, uint64_t epoch)
+{
+    return sc__fault(name) && ld->rank == ld->fault_rank && epoch == ld->fault_epoch;
+}
+
+static rec *find_rec(sc_loader *ld, uint64_t epoch);
+
+/*
+ * After an error or at close: the epoch being begun or run is abandoned in
+ * the ledger (begun there or not), so no other rank waits for it forever.
+ */
+static void settle(sc_loader *ld)
+{
+    if (!ld->started || !ld->ledger || ld->settled_to > ld->cur)
+        return;
+    sc__ledger_abandon(ld->ledger, ld->cur, NULL);
+    ld->settled_to = ld->cur + 1;
+    ld->ended_cur = 1;
+    rec *r = find_rec(ld, ld->cur);
+    if (r)
+        r->ended = r->begun = 1;
+}
+
+/* Records the loader's first error and stops it; returns the code. */
+static int fail(sc_loader *ld, const sc_error *err)
+{
+    if (!ld->failed) {
+        ld->failed = 1;
+        ld->err = *err;
+        settle(ld);
+    }
+    return ld->err.code;
+}
+
+static rec *find_rec(sc_loader *ld, uint64_t epoch)
+{
+    for (int i = 0; i < NREC; i++)
+        if (ld->recs[i].used && ld->recs[i].epoch == epoch)
+            return &ld->recs[i];
+    return NULL;
+}
+
+static sc_epoch_summary *report_of(sc_loader *ld, uint64_t epoch)
+{
+    if (!ld->started || epoch < ld->first)
+        return NULL;
+    uint64_t i = epoch - ld->first;
+    if (i >= ld->nreps) {
+        uint64_t n = ld->nreps ? ld->nreps : 16;
+        while (n <= i)
+            n *= 2;
+        sc_epoch_summary *r = realloc(ld->reps, sizeof *r * n);
+        if (!r)
+            return NULL;
+        memset(r + ld->nreps, 0, sizeof *r * (n - ld->nreps));
+        for (uint64_t k = ld->nreps; k < n; k++)
+            r[k].epoch = r[k].exactly_once.epoch = ld->first + k;
+        ld->reps = r;
+        ld->nreps = n;
+    }
+    return &ld->reps[i];
+}
+
+static void rec_free(sc_loader *ld, rec *r)
+{
+    if (r->plan != ld->last_made) /* rank 0 still plans the next epoch from it */
+        sc_plan_free(r->plan);
+    sc_plan_free(r->extra);
+    memset(r, 0, sizeof *r);
+}
+
+/*
+ * Records are kept until their broadcast, their epoch and its verdict are
+ * done with, and at least until the next epoch has begun (a stale-plan
+ * fault re-uses the previous plan).
+ */
+static void retire(sc_loader *ld)
+{
+    for (int i = 0; i < NREC; i++) {
+        rec *r = &ld->recs[i];
+        if (r->used && !r->bc_live && r->begun && r->ended && r->judged &&
+            r->epoch + 1 < ld->cur)
+            rec_free(ld, r);
+    }
+}
+
+/* Picks up verdicts that have arrived; waits for `epoch`'s if wait. */
+static int poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
+{
+    for (int i = 0; i < NREC; i++) {
+        rec *r = &ld->recs[i];
+        if (!r->used || !r->ended || r->judged)
+            continue;
+        sc_exactly_once v;
+        sc_error err = SC_ERROR_INIT;
+        int rc = sc__ledger_result(ld->ledger, r->epoch, wait && r->epoch == epoch, &v,
+                                   &err);
+        if (rc != SC_OK)
+            return fail(ld, &err);
+        if (v.verified) {
+            sc_epoch_summary *rep = report_of(ld, r->epoch);
+            if (rep)
+                rep->exactly_once = v;
+            r->judged = 1;
+        }
+    }
+    retire(ld);
+    return SC_OK;
+}
+
+static sc_plan_params params_for(const sc_loader *ld, uint64_t epoch)
+{
+    sc_plan_params p;
+    sc_dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
+    if (fault(ld, "plan-seed", epoch))
+        p.seed++; /* as if this rank had its own SC_SEED */
+    if (fault(ld, "world", epoch))
+        p.world_size++;
+    if (fault(ld, "fingerprint", epoch))
+        p.fingerprint++;
+    return p;
+}
+
+/* Posts the broadcast of `epoch`'s plan (rank 0 computes it first). */
+static int post(sc_loader *ld, uint64_t epoch, int closing)
+{
+    rec *r = NULL;
+    for (int i = 0; i < NREC && !r; i++)
+        if (!ld->recs[i].used)
+            r = &ld->recs[i];
+    if (!r) {
+        sc_error err;
+        sc__seterr(&err, SC_EINVAL,
+                   "rank %d: epoch %llu: more than %d epochs in flight (verdicts unread?)",
+                   ld->rank, (unsigned long long)epoch, NREC);
+        return fail(ld, &err);
+    }
+    memset(r, 0, sizeof *r);
+    r->used = 1;
+    r->epoch = epoch;
+    int made = SC_OK;
+    sc_error err = SC_ERROR_INIT;
+    if (ld->rank == 0 && !closing) {
+        sc_plan_params p = params_for(ld, epoch);
+        sc_plan *prev = ld->last_made, *chain = NULL;
+        /* A sticky job begun at a later epoch replays the chain from epoch 0. */
+        for (uint64_t e = 0; p.mode == SC_SHUFFLE_STICKY && !prev && e < epoch &&
+                             made == SC_OK;
+             e++) {
+            sc_plan_params q = params_for(ld, e);
+            sc_plan *next = NULL;
+            made = sc_plan_create(&q, chain, &next, &err);
+            sc_plan_free(chain);
+            chain = next;
+        }
+        if (made == SC_OK)
+            made = sc_plan_create(&p, prev ? prev : chain, &r->plan, &err);
+        sc_plan_free(chain);
+        if (made == SC_OK) {
+            /* The plan it replaces is freed here unless a record still holds it. */
+            sc_plan *old = ld->last_made;
+            ld->last_made = r->plan;
+            int held = 0;
+            for (int i = 0; i < NREC; i++)
+                held |= ld->recs[i].used && ld->recs[i].plan == old;
+            if (!held)
+                sc_plan_free(old);
+        } else {
+            r->have = 1, r->status = made, r->err = err;
+        }
+    }
+    /* The broadcast before this one is still its `after` while in flight. */
+    rec *before = find_rec(ld, epoch - 1);
+    sc__plan_bcast *after = epoch > 0 && before && before->bc_live ? &before->bc : NULL;
+    int rc = sc__plan_bcast_start(&r->bc, after, ld->hdr, ld->data, 0,
+                                  ld->rank == 0 ? r->plan : NULL,
+                                  closing ? SC_END_OF_EPOCH : made, epoch, &err);
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    r->bc_live = 1;
+    ld->posted_to = epoch + 1;
+    return SC_OK;
+}
+
+/* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
+static int arrive(sc_loader *ld, rec *r)
+{
+    sc_error err = SC_ERROR_INIT;
+    sc_plan_params p = params_for(ld, r->epoch);
+    sc_plan *got = NULL;
+    int rc = sc__plan_bcast_finish(&r->bc, &p, &got, &err);
+    r->bc_live = 0;
+    if (r->have) /* rank 0 could not make it: its own reason stands */
+        return SC_OK;
+    r->have = 1;
+    if (rc != SC_OK) {
+        r->status = rc, r->err = err;
+        return SC_OK;
+    }
+    if (got)
+        r->plan = got;
+    const sc_plan *use = r->plan;
+    if (fault(ld, "own-plan", r->epoch)) {
+        /* The classic bug: this rank shuffles with its own RNG. */
+        sc_plan_params q = p;
+        q.seed ^= 0x9e3779b97f4a7c15ULL;
+        rc = sc_plan_create(&q, NULL, &r->extra, &err);
+        if (rc == SC_OK) {
+            sc_plan_free(r->plan);
+            r->plan = r->extra;
+            r->extra = NULL;
+            use = r->plan;
+        }
+    }
+    if (rc == SC_OK && fault(ld, "stale-plan", r->epoch)) {
+        /* Still on the previous epoch's assignment at the handoff. */
+        rec *old = find_rec(ld, r->epoch - 1);
+        if (old && old->plan) {
+            size_t len;
+            const void *wire = sc__plan_wire(old->plan, &len);
+            if ((rc = sc_plan_decode(wire, len, &r->extra, &err)) == SC_OK) {
+                r->extra->info.epoch = r->epoch;
+                use = r->extra;
+            }
+        }
+    }
+    unsigned faults = 0;
+    if (fault(ld, "dup-shard", r->epoch))
+        faults |= SC__STREAM_DUP_SHARD;
+    if (fault(ld, "skip-shard", r->epoch))
+        faults |= SC__STREAM_SKIP_SHARD;
+    if (rc == SC_OK)
+        rc = sc__stream_push(ld->stream, use, faults, &err);
+    if (rc != SC_OK) {
+        r->status = rc, r->err = err;
+        return SC_OK;
+    }
+    r->pushed = 1;
+    return SC_OK;
+}
+
+/* Lets the next epoch's plan arrive while this one runs; never waits. */
+static int progress(sc_loader *ld)
+{
+    rec *r = find_rec(ld, ld->cur + 1);
+    if (!r || !r->bc_live)
+        return SC_OK;
+    int done = 0;
+    sc_error err = SC_ERROR_INIT;
+    if (sc__plan_bcast_test(&r->bc, &done, &err) != SC_OK)
+        return fail(ld, &err);
+    return done ? arrive(ld, r) : SC_OK;
+}
+
+/* Tells the cache what this rank reads from now on, for Belady eviction. */
+static void plan_ahead(sc_loader *ld)
+{
+    uint32_t *seq = NULL;
+    uint64_t n = 0;
+    for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
+        rec *r = find_rec(ld, e);
+        if (!r || !r->plan)
+            continue;
+        const uint32_t *mine;
+        uint64_t k;
+        sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &k, NULL);
+        uint32_t *grown = realloc(seq, sizeof *seq * (n + k + 1));
+        if (!grown)
+            break;
+        seq = grown;
+        memcpy(seq + n, mine, sizeof *seq * k);
+        n += k;
+    }
+    sc_cache_plan_ahead(ld->cache, seq, n);
+    free(seq);
+}
+
+/* ---- open --------------------------------------------------------------------- */
+
+/*
+ * Open is collective step by step: a step that fails on one rank fails on
+ * all before the next collective step, so no rank waits in one alone.
+ */
+static int agree(const sc_loader *ld, int rc, sc_error *err)
+{
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, ld->comm);
+    if (rc == SC_OK && worst != SC_OK)
+        return sc__seterr(err, worst, "rank %d: another rank failed to open its loader (%s)",
+                          ld->rank, sc_status_name(worst));
+    return rc;
+}
+
+static int default_producers(const sc_loader *ld)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = (cores > 0 ? cores : 1) / (ld->local_size > 0 ? ld->local_size : 1);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
+int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                       sc_error *err)
+{
+    if (!cfg || !out)
+        return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
+    *out = NULL;
+    sc_loader *ld = calloc(1, sizeof *ld);
+    if (!ld)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a loader");
+    ld->cfg = *cfg;
+    ld->comm = ld->hdr = ld->data = MPI_COMM_NULL;
+    ld->device = -1;
+    int rc = SC_OK, level = MPI_THREAD_SINGLE;
+    MPI_Comm_rank(comm, &ld->rank);
+    MPI_Comm_size(comm, &ld->size);
+    ld->fault_rank = ld->size - 1;
+    ld->fault_epoch = 1;
+#ifdef SC_TESTING
+    const char *fr = getenv("SC_FAULT_RANK"), *fe = getenv("SC_FAULT_EPOCH");
+    if (fr && *fr)
+        ld->fault_rank = atoi(fr);
+    if (fe && *fe)
+        ld->fault_epoch = strtoull(fe, NULL, 10);
+#endif
+    MPI_Query_thread(&level);
+    if (level == MPI_THREAD_SINGLE)
+        sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
+                "MPI was initialized with MPI_THREAD_SINGLE; the loader runs producer "
+                "threads (which never call MPI): MPI_THREAD_FUNNELED says so");
+    if (MPI_Comm_dup(comm, &ld->comm) != MPI_SUCCESS ||
+        MPI_Comm_dup(comm, &ld->hdr) != MPI_SUCCESS ||
+        MPI_Comm_dup(comm, &ld->data) != MPI_SUCCESS)
+        rc = sc__seterr(err, SC_EMPI, "rank %d: MPI_Comm_dup failed", ld->rank);
+    if (rc == SC_OK)
+        rc = sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
+    if (rc == SC_OK)
+        rc = agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    if (rc == SC_OK)
+        rc = agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
+    if (rc == SC_OK) {
+        sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
+                              cfg->audit_dir[0] ? cfg->audit_dir : NULL};
+        ld->nshards = ld->ds->nshards;
+        rc = agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
+                                       &ld->ledger, err),
+                   err);
+    }
+    /* A GPU missing on one rank fails the open on every rank. */
+    if (rc == SC_OK)
+        rc = agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
+                   err);
+    if (rc == SC_OK) {
+        sc__stream_opts so = {
+            .producers = cfg->producers > 0 ? cfg->producers : default_producers(ld),
+            .depth = cfg->prefetch_batches,
+            .batch_size = cfg->batch_size,
+            .window = cfg->shuffle_window,
+            .mem_bytes = cfg->stream_bytes,
+            .seed = cfg->seed,
+            .rank = ld->rank,
+            .dev = ld->dev,
+            .device = ld->device,
+        };
+        rc = agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+    }
+    if (rc != SC_OK) {
+        sc_error keep = err ? *err : (sc_error)SC_ERROR_INIT;
+        ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
+        sc_loader_close(ld);
+        if (err)
+            *err = keep;
+        return rc;
+    }
+    *out = ld;
+    return sc__errok(err);
+}
+
+int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
+{
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_loader_open_err(comm, cfg, out, &err);
+    if (rc != SC_OK) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), err.msg);
+    }
+    return rc;
+}
+
+/* ---- epochs ------------------------------------------------------------------- */
+
+/* The end of `ld->cur` on this rank: its verification goes out, never waited for. */
+static int end_epoch(sc_loader *ld)
+{
+    sc_error err = SC_ERROR_INIT;
+    const uint64_t *dropped;
+    uint64_t nd;
+    sc__stream_counts c;
+    int rc = sc__stream_finish_epoch(ld->stream, ld->cur, &dropped, &nd, &c, &err);
+    if (rc == SC_OK)
+        rc = sc__ledger_drop(ld->ledger, ld->cur, dropped, nd, &err);
+    if (rc == SC_OK)
+        rc = sc__ledger_end(ld->ledger, ld->cur, &err);
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    ld->ended_cur = 1;
+    ld->settled_to = ld->cur + 1;
+    rec *r = find_rec(ld, ld->cur);
+    if (r)
+        r->ended = 1;
+    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    if (rep) {
+        rep->cache_hits = c.hits;
+        rep->cache_misses = c.misses;
+        rep->bytes_from_cache = c.bytes_from_cache;
+        rep->bytes_from_source = c.bytes_from_source;
+    }
+    return SC_OK;
+}
+
+/* Closes the wall clock of the current epoch, once. */
+static void stop_clock(sc_loader *ld)
+{
+    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    if (ld->in_epoch && ld->t_begin > 0 && rep) {
+        rep->wall_s = now() - ld->t_begin;
+        ld->t_begin = 0;
+    }
+}
+
+int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
+{
+    if (!ld)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    if (ld->in_epoch && !ld->ended_cur)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: epoch %llu begun while epoch %llu has %llu batches left",
+                          ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur,
+                          (unsigned long long)(ld->nb - ld->delivered));
+    if (ld->started && epoch != ld->cur + 1)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: epoch %llu begun after epoch %llu: epochs go in order",
+                          ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur);
+    stop_clock(ld);
+    double t0 = now();
+    int rc;
+    ld->cur = epoch;
+    ld->in_epoch = 0;
+    ld->ended_cur = 0;
+    if (!ld->started) {
+        ld->started = 1;
+        ld->first = ld->settled_to = epoch;
+        if ((rc = post(ld, epoch, 0)) != SC_OK)
+            return rc;
+    }
+    if ((rc = post(ld, epoch + 1, 0)) != SC_OK)
+        return rc;
+    rec *r = find_rec(ld, epoch);
+    if (!r) {
+        sc_error e2;
+        sc__seterr(&e2, SC_EINVAL, "rank %d: epoch %llu has no plan record", ld->rank,
+                   (unsigned long long)epoch);
+        return fail(ld, &e2);
+    }
+    if (r->bc_live && (rc = arrive(ld, r)) != SC_OK)
+        return rc;
+    if (r->status != SC_OK)
+        return fail(ld, &r->err);
+    double waited = now() - t0;
+
+    sc_error err = SC_ERROR_INIT;
+    ld->in_epoch = 1;
+    ld->ended_cur = 0;
+    r->begun = 1;
+    rc = sc__ledger_begin(ld->ledger, r->plan, &err);
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    plan_ahead(ld);
+    sc_plan_info pi;
+    sc_plan_get_info(r->plan, &pi);
+    const uint32_t *mine;
+    uint64_t nmine, samples;
+    sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &nmine, &samples);
+    ld->nb = pi.batches_per_rank;
+    ld->delivered = 0;
+    ld->t_begin = t0;
+    sc_epoch_summary *rep = report_of(ld, epoch);
+    if (!rep) {
+        sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for epoch reports", ld->rank);
+        return fail(ld, &err);
+    }
+    rep->epoch = epoch;
+    if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
+        return rc;
+    if (info) {
+        info->epoch = epoch;
+        info->batches = pi.batches_per_rank;
+        info->batch_size = pi.batch_size;
+        info->shards = nmine;
+        info->samples = samples;
+        info->plan_hash = pi.hash;
+        info->plan_wait_s = waited;
+    }
+    /* An epoch without batches ends as it begins. */
+    if (ld->nb == 0)
+        return end_epoch(ld);
+    return SC_OK;
+}
+
+int sc_next_batch(sc_loader *ld, sc_batch *batch)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    if (!ld->in_epoch)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_next_batch before sc_epoch_begin",
+                          ld->rank);
+    int rc = progress(ld);
+    if (rc != SC_OK)
+        return rc;
+    if (ld->delivered == ld->nb) {
+        stop_clock(ld);
+        return SC_END_OF_EPOCH;
+    }
+    sc_error err = SC_ERROR_INIT;
+    double waited = 0;
+    rc = sc__stream_next(ld->stream, batch, &waited, &err);
+    if (rc == SC_OK && (batch->epoch != ld->cur || batch->index != ld->delivered))
+        rc = sc__seterr(&err, SC_EINVAL,
+                        "rank %d: epoch %llu: the stream handed out batch %llu of epoch %llu "
+                        "where batch %llu was due",
+                        ld->rank, (unsigned long long)ld->cur,
+                        (unsigned long long)batch->index, (unsigned long long)batch->epoch,
+                        (unsigned long long)ld->delivered);
+    uint64_t real = batch->size - batch->padded;
+    if (rc == SC_OK)
+        rc = sc__ledger_check(ld->ledger, ld->cur, batch->ids, batch->size, &err);
+    if (rc == SC_OK)
+        rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids, real, 0, &err);
+    if (rc == SC_OK && batch->padded)
+        rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids + real, batch->padded, 1,
+                                &err);
+    if (rc != SC_OK) {
+        memset(batch, 0, sizeof *batch);
+        return fail(ld, &err);
+    }
+    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    rep->wait_s += waited;
+    rep->batches++;
+    rep->samples += batch->size;
+    if (++ld->delivered == ld->nb && (rc = end_epoch(ld)) != SC_OK)
+        return rc;
+    if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
+        return rc;
+    return SC_OK;
+}
+
+int sc_batch_release(sc_loader *ld, sc_batch *batch)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc__stream_release(ld->stream, batch, &err);
+    if (rc != SC_OK)
+        ld->err = err; /* a caller's mistake: reported, but the loader goes on */
+    return rc;
+}
+
+static int report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)
+{
+    if (!ld || !rep)
+        return SC_EINVAL;
+    sc_epoch_summary *mine = report_of(ld, epoch);
+    if (!mine || epoch > ld->cur)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: epoch %llu has not begun", ld->rank,
+                          (unsigned long long)epoch);
+    if (wait && epoch >= ld->settled_to)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: epoch %llu is still running (%llu of %llu batches taken)",
+                          ld->rank, (unsigned long long)epoch,
+                          (unsigned long long)ld->delivered, (unsigned long long)ld->nb);
+    if (!ld->failed) {
+        int rc = poll_verdicts(ld, wait, epoch);
+        if (rc != SC_OK)
+            return rc;
+    }
+    *rep = *report_of(ld, epoch);
+    return ld->failed ? ld->err.code : SC_OK;
+}
+
+int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
+{
+    return report(ld, epoch, rep, 0);
+}
+
+int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
+{
+    return report(ld, epoch, rep, 1);
+}
+
+const sc_dataset *sc_loader_dataset(const sc_loader *ld)
+{
+    return ld ? ld->ds : NULL;
+}
+
+const char *sc_last_error(const sc_loader *ld)
+{
+    return ld ? ld->err.msg : "no loader";
+}
+
+/* ---- close -------------------------------------------------------------------- */
+
+int sc_loader_close(sc_loader *ld)
+{
+    if (!ld)
+        return SC_OK;
+    int rc = ld->failed ? ld->err.code : SC_OK;
+    sc__stream_close(ld->stream);
+    ld->stream = NULL;
+    if (ld->ledger) {
+        /*
+         * Ranks may close in different epochs.  First what this rank can
+         * post alone: its unfinished epoch, abandoned; and on rank 0 one
+         * more (empty) plan broadcast, for a rank already waiting on it.
+         */
+        settle(ld);
+        if (ld->rank == 0 && ld->started)
+            post(ld, ld->posted_to, 1);
+        /* Then the same broadcasts and verifications on every rank. */
+        unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2];
+        MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm);
+        for (uint64_t e = ld->posted_to; e < all[0]; e++)
+            post(ld, e, 1);
+        for (uint64_t e = ld->settled_to; e < all[1]; e++)
+            sc__ledger_abandon(ld->ledger, e, NULL);
+        for (int i = 0; i < NREC; i++) {
+            rec *r = &ld->recs[i];
+            if (r->used && r->bc_live) {
+                sc_plan *got = NULL;
+                sc__plan_bcast_finish(&r->bc, NULL, &got, NULL);
+                sc_plan_free(got);
+                r->bc_live = 0;
+            }
+        }
+        for (uint64_t e = ld->started ? ld->first : 0; e < all[1]; e++) {
+            sc_exactly_once v;
+            sc__ledger_result(ld->ledger, e, 1, &v, NULL);
+        }
+        sc__ledger_close(ld->ledger);
+    }
+    for (int i = 0; i < NREC; i++)
+        rec_free(ld, &ld->recs[i]);
+    sc_plan_free(ld->last_made);
+    sc__dev_close(ld->dev);
+    sc_cache_close(ld->cache);
+    if (ld->ds)
+        sc_dataset_close(ld->ds);
+    if (ld->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->comm);
+    if (ld->hdr != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->hdr);
+    if (ld->data != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->data);
+    free(ld->reps);
+    free(ld);
+    return rc;
+}

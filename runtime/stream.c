@@ -1,0 +1,639 @@
+/*
+ * stream.c - producer threads, in-rank shuffle, batch assembly, the ring.
+ *
+ * All state is guarded by one mutex, held only to pick and to retire work,
+ * never across I/O, copies or the shuffle.  A producer takes, in order of
+ * preference: preparing a queued epoch (its shuffled schedule), building
+ * the next batch in sequence (when its shards are in memory and its ring
+ * slot is free), or loading the next shard in plan order (when it fits the
+ * memory bound, or when the oldest unbuilt batch needs it, so that the
+ * bound can never stall the pipeline).  Shards are loaded in plan order,
+ * possibly by several threads at once, and freed when the last batch that
+ * copies from them is built.
+ *
+ * The schedule of an epoch is a pure function of (plan, seed, rank): the
+ * rank's shards in plan order, cut into windows of `window` positions, each
+ * window shuffled by its own counter-based stream.  Dropped samples are the
+ * tail of the shuffled order; padding repeats the last samples backwards,
+ * which are the ones still in memory when the padding is built.
+ */
+#include "stream.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+#include "error.h"
+#include "hash.h"
+#include "source.h"
+
+#define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window" */
+#define FIELD_ALIGN 256
+
+enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
+enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD };
+enum { PREP_NO, PREP_BUSY, PREP_DONE };
+
+typedef struct ep {
+    struct ep *next;
+    uint64_t epoch, seq0, nb, want, m;
+    const sc_plan *plan;
+    unsigned faults;
+    int prep;
+    /* shards in load order */
+    uint32_t *shards;
+    uint64_t nsh;
+    uint64_t *start;         /* [nsh + 1]: first position of each shard */
+    unsigned char *state;    /* [nsh] SH_* */
+    uint64_t *refs;          /* [nsh] sample copies still to be built from it */
+    unsigned char **buf;     /* [nsh] the shard in memory, fields one after another */
+    uint64_t next_load, loaded_prefix;
+    /* the delivered order: position q of the epoch reads src_shard[q], src_off[q] */
+    uint32_t *src_shard, *src_off;
+    uint64_t *ids;           /* [want] */
+    uint64_t *need;          /* [nb]: highest shard index batch b reads */
+    uint64_t *dropped, ndropped;
+    uint64_t next_build;
+    sc__stream_counts counts;
+} ep;
+
+typedef struct rslot {
+    int state;
+    uint64_t seq, epoch, index, padded;
+    uint64_t *ids;
+    unsigned char *host;
+    unsigned char *dev;
+    void *event;
+} rslot;
+
+struct sc__stream {
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc__stream_opts o;
+    int nfields;
+    uint64_t fsb[SC_MAX_FIELDS];  /* a sample's bytes, per field */
+    uint64_t sfo[SC_MAX_FIELDS];  /* field offset within a sample's bytes */
+    uint64_t foff[SC_MAX_FIELDS]; /* field offset within a ring slot */
+    uint64_t slot_bytes;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work, ready;
+    ep *head, *tail, *retired;
+    uint64_t next_seq, take, held, resident;
+    rslot *ring;
+    pthread_t *threads;
+    int nthreads, stop, failed;
+    sc_error err;
+};
+
+/* ---- the schedule ------------------------------------------------------------- */
+
+static void ep_free_work(ep *e)
+{
+    free(e->shards);
+    free(e->start);
+    free(e->state);
+    free(e->refs);
+    if (e->buf)
+        for (uint64_t i = 0; i < e->nsh; i++)
+            free(e->buf[i]);
+    free(e->buf);
+    free(e->src_shard);
+    free(e->src_off);
+    free(e->ids);
+    free(e->need);
+    e->shards = NULL, e->start = NULL, e->state = NULL, e->refs = NULL;
+    e->buf = NULL, e->src_shard = NULL, e->src_off = NULL, e->ids = NULL;
+    e->need = NULL;
+}
+
+static void ep_free(ep *e)
+{
+    if (!e)
+        return;
+    ep_free_work(e);
+    free(e->dropped);
+    free(e);
+}
+
+static int prepare(const sc__stream *s, ep *e, sc_error *err)
+{
+    const sc_dataset *ds = s->ds;
+    const uint32_t *mine;
+    uint64_t n, B = s->o.batch_size;
+    sc_plan_rank(e->plan, (uint32_t)s->o.rank, &mine, &n, NULL);
+
+    int dup = (e->faults & SC__STREAM_DUP_SHARD) && n > 0;
+    int skip = (e->faults & SC__STREAM_SKIP_SHARD) && n > 1;
+    e->nsh = n + (uint64_t)dup - (uint64_t)skip;
+    e->shards = malloc(sizeof *e->shards * (e->nsh + 1));
+    e->start = malloc(sizeof *e->start * (e->nsh + 1));
+    e->state = calloc(e->nsh + 1, 1);
+    e->refs = calloc(e->nsh + 1, sizeof *e->refs);
+    e->buf = calloc(e->nsh + 1, sizeof *e->buf);
+    e->need = calloc(e->nb + 1, sizeof *e->need);
+    if (!e->shards || !e->start || !e->state || !e->refs || !e->buf || !e->need)
+        goto nomem;
+    uint64_t k = 0;
+    if (dup)
+        e->shards[k++] = mine[0];
+    for (uint64_t i = 0; i < n - (uint64_t)skip; i++)
+        e->shards[k++] = mine[i];
+    e->start[0] = 0;
+    for (uint64_t i = 0; i < e->nsh; i++)
+        e->start[i + 1] = e->start[i] + ds->shard_sizes[e->shards[i]];
+    e->m = e->start[e->nsh];
+    e->want = e->nb * B;
+    if (e->want && !e->m)
+        return sc__seterr(err, SC_EPLAN, "rank %d: epoch %llu: %llu batches but no samples",
+                          s->o.rank, (unsigned long long)e->epoch,
+                          (unsigned long long)e->nb);
+
+    /* The shuffled order of all m positions, window by window. */
+    uint64_t *perm = malloc(sizeof *perm * (e->m + 1));
+    uint32_t *pos_shard = malloc(sizeof *pos_shard * (e->m + 1));
+    e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
+    e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
+    e->ids = malloc(sizeof *e->ids * (e->want + 1));
+    e->ndropped = e->m > e->want ? e->m - e->want : 0;
+    e->dropped = malloc(sizeof *e->dropped * (e->ndropped + 1));
+    if (!perm || !pos_shard || !e->src_shard || !e->src_off || !e->ids || !e->dropped) {
+        free(perm);
+        free(pos_shard);
+        goto nomem;
+    }
+    for (uint64_t i = 0; i < e->nsh; i++)
+        for (uint64_t p = e->start[i]; p < e->start[i + 1]; p++)
+            pos_shard[p] = (uint32_t)i;
+    for (uint64_t p = 0; p < e->m; p++)
+        perm[p] = p;
+    uint64_t w = s->o.window > 1 ? s->o.window : 1;
+    for (uint64_t lo = 0, blk = 0; w > 1 && lo < e->m; lo += w, blk++) {
+        uint64_t len = e->m - lo < w ? e->m - lo : w;
+        sc__rng r;
+        sc__rng_init(&r, sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_WINDOW,
+                                     ((uint64_t)s->o.rank << 40) ^ blk));
+        for (uint64_t i = len - 1; i > 0; i--) {
+            uint64_t j = sc__rng_below(&r, i + 1);
+            uint64_t t = perm[lo + i];
+            perm[lo + i] = perm[lo + j];
+            perm[lo + j] = t;
+        }
+    }
+    for (uint64_t q = 0; q < e->want; q++) {
+        uint64_t p = q < e->m ? perm[q] : perm[e->m - 1 - (q - e->m) % e->m];
+        uint32_t i = pos_shard[p];
+        uint64_t off = p - e->start[i];
+        e->src_shard[q] = i;
+        e->src_off[q] = (uint32_t)off;
+        e->ids[q] = ds->shard_first[e->shards[i]] + off;
+        e->refs[i]++;
+        uint64_t b = q / B;
+        if (i > e->need[b])
+            e->need[b] = i;
+    }
+    for (uint64_t q = e->want; q < e->m; q++) {
+        uint32_t i = pos_shard[perm[q]];
+        e->dropped[q - e->want] = ds->shard_first[e->shards[i]] + (perm[q] - e->start[i]);
+    }
+    free(perm);
+    free(pos_shard);
+    /* A shard all of whose samples are dropped is never read. */
+    for (uint64_t i = 0; i < e->nsh; i++)
+        e->state[i] = e->refs[i] ? SH_WAIT : SH_FREED;
+    return SC_OK;
+nomem:
+    return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
+                      s->o.rank, (unsigned long long)e->epoch);
+}
+
+/* ---- picking work (mutex held) ------------------------------------------------ */
+
+typedef enum { T_NONE, T_PREPARE, T_LOAD, T_BUILD } task_kind;
+
+typedef struct task {
+    task_kind kind;
+    ep *e;
+    uint64_t i; /* shard index (load) or batch (build) */
+    rslot *slot;
+} task;
+
+static uint64_t shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
+{
+    return (e->start[i + 1] - e->start[i]) * s->ds->sample_bytes;
+}
+
+static void advance_prefix(ep *e)
+{
+    while (e->loaded_prefix < e->nsh && e->state[e->loaded_prefix] >= SH_LOADED)
+        e->loaded_prefix++;
+}
+
+static int pick(sc__stream *s, task *t)
+{
+    ep *build = NULL, *load = NULL;
+    for (ep *e = s->head; e; e = e->next) {
+        if (e->prep == PREP_NO) {
+            e->prep = PREP_BUSY;
+            *t = (task){T_PREPARE, e, 0, NULL};
+            return 1;
+        }
+        if (e->prep != PREP_DONE)
+            break; /* later epochs wait for this one's schedule */
+        while (e->next_load < e->nsh && e->state[e->next_load] != SH_WAIT)
+            e->next_load++;
+        if (!build && e->next_build < e->nb)
+            build = e;
+        if (!load && e->next_load < e->nsh)
+            load = e;
+        if (build && load)
+            break;
+    }
+    if (build) {
+        uint64_t b = build->next_build;
+        rslot *slot = &s->ring[(build->seq0 + b) % s->o.depth];
+        if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
+            build->next_build++;
+            slot->state = SL_BUILDING;
+            *t = (task){T_BUILD, build, b, slot};
+            return 1;
+        }
+    }
+    if (load) {
+        uint64_t i = load->next_load, bytes = shard_bytes(s, load, i);
+        int must = load == build && i <= build->need[build->next_build];
+        if (must || s->resident == 0 || s->resident + bytes <= s->o.mem_bytes) {
+            load->state[i] = SH_LOADING;
+            load->next_load++;
+            s->resident += bytes;
+            *t = (task){T_LOAD, load, i, NULL};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void fail(sc__stream *s, const sc_error *err)
+{
+    if (!s->failed) {
+        s->failed = 1;
+        s->err = *err;
+    }
+    s->stop = 1;
+    pthread_cond_broadcast(&s->ready);
+    pthread_cond_broadcast(&s->work);
+}
+
+/* ---- doing it (mutex not held) ------------------------------------------------ */
+
+static int load(sc__stream *s, ep *e, uint64_t i, int *hit, sc_error *err)
+{
+    uint64_t ns = e->start[i + 1] - e->start[i];
+    unsigned char *buf = malloc(shard_bytes(s, e, i) + 1);
+    if (!buf)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
+                          s->o.rank, (unsigned long long)e->epoch, e->shards[i]);
+    void *bufs[SC_MAX_FIELDS];
+    for (int f = 0; f < s->nfields; f++)
+        bufs[f] = buf + ns * s->sfo[f];
+    int rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, err);
+    if (rc != SC_OK) {
+        free(buf);
+        return sc__errctx(err, "rank %d: epoch %llu: shard %u", s->o.rank,
+                          (unsigned long long)e->epoch, e->shards[i]);
+    }
+    e->buf[i] = buf; /* published to builders under the mutex, by finish() */
+    return SC_OK;
+}
+
+static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc_error *err)
+{
+    uint64_t B = s->o.batch_size, q0 = b * B;
+    int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
+    if (rc != SC_OK)
+        return rc;
+    for (uint64_t k = 0; k < B; k++) {
+        uint64_t q = q0 + k, i = e->src_shard[q], off = e->src_off[q];
+        uint64_t ns = e->start[i + 1] - e->start[i];
+        const unsigned char *src = e->buf[i];
+        for (int f = 0; f < s->nfields; f++)
+            memcpy(slot->host + s->foff[f] + k * s->fsb[f],
+                   src + ns * s->sfo[f] + off * s->fsb[f], s->fsb[f]);
+    }
+    memcpy(slot->ids, e->ids + q0, sizeof *slot->ids * B);
+    slot->epoch = e->epoch;
+    slot->index = b;
+    slot->seq = e->seq0 + b;
+    uint64_t end = q0 + B;
+    slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
+    if (s->o.device >= 0) {
+        void *dst[SC_MAX_FIELDS], *src[SC_MAX_FIELDS];
+        size_t bytes[SC_MAX_FIELDS];
+        for (int f = 0; f < s->nfields; f++) {
+            dst[f] = slot->dev + s->foff[f];
+            src[f] = slot->host + s->foff[f];
+            bytes[f] = B * s->fsb[f];
+        }
+        rc = sc__dev_copy(s->o.dev, dst, src, bytes, s->nfields, slot->event, err);
+        if (rc != SC_OK)
+            return sc__errctx(err, "rank %d: epoch %llu: batch %llu", s->o.rank,
+                              (unsigned long long)e->epoch, (unsigned long long)b);
+    }
+    return SC_OK;
+}
+
+/* Retires a task's work (mutex held). */
+static void finish(sc__stream *s, const task *t, int hit)
+{
+    ep *e = t->e;
+    if (t->kind == T_PREPARE) {
+        e->prep = PREP_DONE;
+    } else if (t->kind == T_LOAD) {
+        e->state[t->i] = SH_LOADED;
+        advance_prefix(e);
+        uint64_t bytes = shard_bytes(s, e, t->i);
+        if (hit)
+            e->counts.hits++, e->counts.bytes_from_cache += bytes;
+        else
+            e->counts.misses++, e->counts.bytes_from_source += bytes;
+    } else {
+        uint64_t B = s->o.batch_size;
+        for (uint64_t q = t->i * B; q < (t->i + 1) * B; q++) {
+            uint32_t i = e->src_shard[q];
+            if (--e->refs[i] == 0) {
+                free(e->buf[i]);
+                e->buf[i] = NULL;
+                e->state[i] = SH_FREED;
+                s->resident -= shard_bytes(s, e, i);
+            }
+        }
+        t->slot->state = SL_READY;
+        pthread_cond_broadcast(&s->ready);
+    }
+    pthread_cond_broadcast(&s->work);
+}
+
+static void *producer(void *arg)
+{
+    sc__stream *s = arg;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc__dev_bind(s->o.dev, &err);
+    pthread_mutex_lock(&s->mu);
+    if (rc != SC_OK)
+        fail(s, &err);
+    while (!s->stop) {
+        task t;
+        if (!pick(s, &t)) {
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        int hit = 0;
+        if (t.kind == T_PREPARE)
+            rc = prepare(s, t.e, &err);
+        else if (t.kind == T_LOAD)
+            rc = load(s, t.e, t.i, &hit, &err);
+        else
+            rc = build(s, t.e, t.i, t.slot, &err);
+        pthread_mutex_lock(&s->mu);
+        if (rc != SC_OK)
+            fail(s, &err);
+        else
+            finish(s, &t, hit);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- the caller's side -------------------------------------------------------- */
+
+int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
+                    sc__stream **out, sc_error *err)
+{
+    *out = NULL;
+    if (o->producers < 1 || o->depth < 1 || o->batch_size < 1)
+        return sc__seterr(err, SC_EINVAL,
+                          "stream: %d producers, %llu ring slots and batches of %llu: "
+                          "each must be at least 1",
+                          o->producers, (unsigned long long)o->depth,
+                          (unsigned long long)o->batch_size);
+    sc__stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return sc__seterr(err, SC_ENOMEM, "no memory for the stream");
+    s->ds = ds;
+    s->cache = cache;
+    s->o = *o;
+    s->nfields = ds->nfields;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->ready, NULL);
+    uint64_t at = 0, in_sample = 0;
+    for (int f = 0; f < s->nfields; f++) {
+        s->fsb[f] = ds->fields[f].sample_bytes;
+        s->sfo[f] = in_sample;
+        in_sample += s->fsb[f];
+        s->foff[f] = at;
+        at += (o->batch_size * s->fsb[f] + FIELD_ALIGN - 1) / FIELD_ALIGN * FIELD_ALIGN;
+    }
+    s->slot_bytes = at;
+
+    int rc = SC_OK;
+    s->ring = calloc(o->depth, sizeof *s->ring);
+    s->threads = calloc((size_t)o->producers, sizeof *s->threads);
+    if (!s->ring || !s->threads)
+        rc = sc__seterr(err, SC_ENOMEM, "no memory for the batch ring");
+    for (uint64_t i = 0; rc == SC_OK && i < o->depth; i++) {
+        rslot *r = &s->ring[i];
+        r->host = sc__dev_host_alloc(o->dev, s->slot_bytes);
+        r->ids = malloc(sizeof *r->ids * o->batch_size);
+        if (!r->host || !r->ids)
+            rc = sc__seterr(err, SC_ENOMEM,
+                            "rank %d: no memory for %llu ring slots of %llu bytes",
+                            o->rank, (unsigned long long)o->depth,
+                            (unsigned long long)s->slot_bytes);
+        if (rc == SC_OK && o->device >= 0)
+            rc = sc__dev_alloc(o->dev, s->slot_bytes, (void **)&r->dev, err);
+        if (rc == SC_OK)
+            rc = sc__dev_event(o->dev, &r->event, err);
+    }
+    for (int i = 0; rc == SC_OK && i < o->producers; i++) {
+        if (pthread_create(&s->threads[i], NULL, producer, s) != 0)
+            rc = sc__seterr(err, SC_ENOMEM, "rank %d: cannot start producer thread %d",
+                            o->rank, i);
+        else
+            s->nthreads++;
+    }
+    if (rc != SC_OK) {
+        sc__stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return SC_OK;
+}
+
+int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    if (in.batch_size != s->o.batch_size)
+        return sc__seterr(err, SC_EPLAN,
+                          "rank %d: epoch %llu: the plan's batches are %llu samples, the "
+                          "stream's %llu",
+                          s->o.rank, (unsigned long long)in.epoch,
+                          (unsigned long long)in.batch_size,
+                          (unsigned long long)s->o.batch_size);
+    ep *e = calloc(1, sizeof *e);
+    if (!e)
+        return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
+    e->epoch = in.epoch;
+    e->plan = plan;
+    e->faults = faults;
+    e->nb = in.batches_per_rank;
+    pthread_mutex_lock(&s->mu);
+    e->seq0 = s->next_seq;
+    s->next_seq += e->nb;
+    if (s->tail)
+        s->tail->next = e;
+    else
+        s->head = e;
+    s->tail = e;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return SC_OK;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
+{
+    int rc = SC_OK;
+    *waited = 0.0;
+    pthread_mutex_lock(&s->mu);
+    rslot *slot = &s->ring[s->take % s->o.depth];
+    if (s->failed) {
+        rc = SC_EINVAL; /* replaced below by the producers' own error */
+    } else if (s->held >= s->o.depth) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: all %llu batch buffers (SC_PREFETCH_BATCHES) are held; "
+                          "release a batch before asking for the next",
+                          s->o.rank, (unsigned long long)s->o.depth);
+    } else if (!(slot->state == SL_READY && slot->seq == s->take)) {
+        double t0 = now();
+        while (!s->failed && !(slot->state == SL_READY && slot->seq == s->take))
+            pthread_cond_wait(&s->ready, &s->mu);
+        *waited = now() - t0;
+    }
+    if (s->failed) {
+        if (err)
+            *err = s->err;
+        rc = s->err.code;
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    memset(b, 0, sizeof *b);
+    b->epoch = slot->epoch;
+    b->index = slot->index;
+    b->size = s->o.batch_size;
+    b->padded = slot->padded;
+    b->ids = slot->ids;
+    b->nfields = s->nfields;
+    for (int f = 0; f < s->nfields; f++) {
+        b->data[f] = (s->o.device >= 0 ? slot->dev : slot->host) + s->foff[f];
+        b->bytes[f] = s->o.batch_size * s->fsb[f];
+    }
+    b->device = s->o.device;
+    b->ready = slot->event;
+    b->seq = slot->seq;
+    slot->state = SL_HELD;
+    s->held++;
+    s->take++;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    rslot *slot = &s->ring[b->seq % s->o.depth];
+    if (slot->state != SL_HELD || slot->seq != b->seq) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: batch %llu of epoch %llu released twice, or not handed "
+                          "out by this loader",
+                          s->o.rank, (unsigned long long)b->index,
+                          (unsigned long long)b->epoch);
+    }
+    slot->state = SL_FREE;
+    s->held--;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return SC_OK;
+}
+
+int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **dropped,
+                            uint64_t *ndropped, sc__stream_counts *counts,
+                            sc_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    ep *e = s->head;
+    int ok = e && e->epoch == epoch && e->prep == PREP_DONE && s->take >= e->seq0 + e->nb &&
+             e->next_build == e->nb;
+    if (!ok) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: epoch %llu finished before its batches were taken",
+                          s->o.rank, (unsigned long long)epoch);
+    }
+    /* Every batch was taken, so every build and load of e has retired. */
+    s->head = e->next;
+    if (!s->head)
+        s->tail = NULL;
+    ep_free(s->retired);
+    s->retired = e;
+    pthread_mutex_unlock(&s->mu);
+    ep_free_work(e);
+    *dropped = e->dropped;
+    *ndropped = e->ndropped;
+    *counts = e->counts;
+    return SC_OK;
+}
+
+void sc__stream_close(sc__stream *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->ready);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->nthreads; i++)
+        pthread_join(s->threads[i], NULL);
+    for (ep *e = s->head, *n; e; e = n) {
+        n = e->next;
+        ep_free(e);
+    }
+    ep_free(s->retired);
+    for (uint64_t i = 0; s->ring && i < s->o.depth; i++) {
+        rslot *r = &s->ring[i];
+        sc__dev_event_wait(s->o.dev, r->event, NULL);
+        sc__dev_event_free(s->o.dev, r->event);
+        sc__dev_free(s->o.dev, r->dev);
+        sc__dev_host_free(s->o.dev, r->host);
+        free(r->ids);
+    }
+    free(s->ring);
+    free(s->threads);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->ready);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
