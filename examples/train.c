@@ -37,7 +37,7 @@ static int usage(void)
 static int parse(int argc, char **argv, opts *o)
 {
     *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels"};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!v)
@@ -63,7 +63,6 @@ static int parse(int argc, char **argv, opts *o)
             fprintf(stderr, "train: bad value '%s' for %s\n", v, a);
             return 2;
         }
-        i++;
     }
     return 0;
 }

@@ -611,6 +611,10 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     sc_error err = SC_ERROR_INIT;
     double waited = 0;
     rc = sc__stream_next(ld->stream, batch, &waited, &err);
+    if (rc != SC_OK && sc__stream_status(ld->stream) == SC_OK) {
+        ld->err = err; /* every buffer held: the caller's mistake, the loader goes on */
+        return rc;
+    }
     if (rc == SC_OK && (batch->epoch != ld->cur || batch->index != ld->delivered))
         rc = sc__seterr(&err, SC_EINVAL,
                         "rank %d: epoch %llu: the stream handed out batch %llu of epoch %llu "

@@ -559,6 +559,14 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
     return rc;
 }
 
+int sc__stream_status(sc__stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->failed ? s->err.code : SC_OK;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err)
 {
     pthread_mutex_lock(&s->mu);

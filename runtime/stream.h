@@ -56,8 +56,13 @@ int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_erro
 /*
  * The next batch in sequence (the caller knows each epoch's batch count),
  * waiting for it if it is not built yet; *waited is the time spent waiting.
+ * Asking while every ring slot is held is the caller's mistake: SC_EINVAL,
+ * and the stream goes on (sc__stream_status stays SC_OK).
  */
 int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err);
+
+/* SC_OK, or the error that stopped the producers (sticky). */
+int sc__stream_status(sc__stream *s);
 int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err);
 
 /*

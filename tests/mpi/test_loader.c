@@ -1,0 +1,517 @@
+/*
+ * The loader (sc_loader_*) under mpiexec -n 1, 2 and 4.
+ *
+ * Every batch carries the right bytes for its ids; every epoch has the same
+ * batch count on every rank and is exactly-once by the runtime's verdict
+ * and by an independent count here; the in-rank shuffle is deterministic;
+ * a rank slowed 2x per step does not delay the others' next epoch; closing
+ * mid-epoch (also with ranks in different epochs) neither hangs nor leaks;
+ * a failing source read stops the loader with an error naming the file;
+ * every injected fault ends in an error or verdict that names it; misuse
+ * is an SC_EINVAL, never a crash.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "sc_h5test.h"
+#include "sc_test.h"
+
+static int rank, size;
+static char dir[1024], src[1200], srcb[1200];
+
+enum { NSHARDS = 40, SHARD = 24, W = 6, NSAMPLES = NSHARDS * SHARD - 5 };
+
+static int32_t xval(uint64_t id, int j)
+{
+    return (int32_t)(id * 2654435761u + (uint64_t)j * 40503u);
+}
+
+static void write_file(const char *path, uint64_t first, uint64_t n)
+{
+    int32_t *x = malloc(sizeof *x * n * W);
+    int64_t *y = malloc(sizeof *y * n);
+    for (uint64_t i = 0; i < n; i++) {
+        y[i] = (int64_t)(first + i);
+        for (int j = 0; j < W; j++)
+            x[i * W + j] = xval(first + i, j);
+    }
+    uint64_t dx[2] = {n, W}, dy[1] = {n};
+    assert_int_equal(sc_t_write(path, "/x", H5T_NATIVE_INT32, 2, dx, x, 1), 0);
+    assert_int_equal(sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0), 0);
+    free(x);
+    free(y);
+}
+
+/* Layout A (one file) and layout B (a directory of one file per shard). */
+static void make_sources(void)
+{
+    snprintf(src, sizeof src, "%s/src.h5", dir);
+    snprintf(srcb, sizeof srcb, "%s/b", dir);
+    if (rank == 0) {
+        write_file(src, 0, NSAMPLES);
+        mkdir(srcb, 0777);
+        for (int s = 0; s < NSHARDS; s++) {
+            char p[1400];
+            snprintf(p, sizeof p, "%s/part%03d.h5", srcb, s);
+            /* the same samples as layout A: the last shard is short */
+            write_file(p, (uint64_t)s * SHARD, s + 1 < NSHARDS ? SHARD : NSAMPLES % SHARD);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static int ncache;
+
+static sc_config config(const char *source)
+{
+    sc_config c;
+    sc_config_init(&c, NULL);
+    snprintf(c.source, sizeof c.source, "%s", source);
+    /* A fresh cache per configuration: tests never see each other's. */
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache%d", dir, ncache++);
+    c.shard_size = SHARD;
+    c.batch_size = 7;
+    c.seed = 1234;
+    c.mode = SC_SHUFFLE_GLOBAL;
+    c.device = SC_DEVICE_HOST;
+    c.log_level = 0;
+    return c;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* one clock for every rank of one node */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Every sample's bytes follow from its id, so a batch checks itself. */
+static void check_batch(const sc_batch *b, uint64_t batch_size)
+{
+    assert_int_equal(b->size, batch_size);
+    assert_int_equal(b->nfields, 2);
+    assert_int_equal(b->device, -1);
+    assert_int_equal(b->bytes[0], batch_size * W * sizeof(int32_t));
+    assert_int_equal(b->bytes[1], batch_size * sizeof(int64_t));
+    const int32_t *x = b->data[0];
+    const int64_t *y = b->data[1];
+    for (uint64_t k = 0; k < b->size; k++) {
+        assert_true(b->ids[k] < NSAMPLES);
+        assert_int_equal((uint64_t)y[k], b->ids[k]);
+        for (int j = 0; j < W; j++)
+            assert_int_equal(x[k * W + j], xval(b->ids[k], j));
+    }
+}
+
+/*
+ * Runs `epochs` epochs; returns a hash of the order this rank saw.  Checks
+ * data, equal batch counts, the verdicts, and exactly-once by counting
+ * here: the sum over ranks of each sample's real deliveries is 0 or 1, and
+ * the zeros are exactly the samples the verdict says were dropped.
+ */
+static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
+{
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, cfg, &ld, &err), &err);
+    uint64_t h = 0;
+    uint32_t *count = malloc(sizeof *count * NSAMPLES);
+    for (uint64_t e = 0; e < epochs; e++) {
+        sc_epoch_info info;
+        assert_int_equal(sc_epoch_begin(ld, e, &info), SC_OK);
+        assert_int_equal(info.epoch, e);
+        memset(count, 0, sizeof *count * NSAMPLES);
+        sc_batch b;
+        uint64_t n = 0;
+        int rc;
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+            check_batch(&b, cfg->batch_size);
+            assert_int_equal(b.index, n);
+            assert_int_equal(b.epoch, e);
+            for (uint64_t k = 0; k < b.size - b.padded; k++)
+                count[b.ids[k]]++;
+            for (uint64_t k = 0; k < b.size; k++)
+                h = sc__mix64(h ^ b.ids[k]);
+            n++;
+            assert_int_equal(sc_batch_release(ld, &b), SC_OK);
+        }
+        assert_int_equal(rc, SC_END_OF_EPOCH);
+        assert_int_equal(sc_next_batch(ld, &b), SC_END_OF_EPOCH); /* and it stays so */
+        assert_int_equal(n, info.batches);
+        uint64_t lo = n, hi = n;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        assert_int_equal(lo, hi);
+
+        sc_epoch_summary rep;
+        assert_int_equal(sc_epoch_wait(ld, e, &rep), SC_OK);
+        const sc_exactly_once *v = &rep.exactly_once;
+        assert_true(v->verified);
+        if (!v->ok)
+            fail_msg("epoch %llu: %s", (unsigned long long)e, v->detail);
+        assert_int_equal(rep.batches, n);
+        MPI_Allreduce(MPI_IN_PLACE, count, NSAMPLES, MPI_UINT32_T, MPI_SUM, MPI_COMM_WORLD);
+        uint64_t zeros = 0;
+        for (uint64_t id = 0; id < NSAMPLES; id++) {
+            assert_true(count[id] <= 1);
+            zeros += count[id] == 0;
+        }
+        assert_int_equal(zeros, v->dropped);
+        assert_int_equal(v->delivered + v->dropped, NSAMPLES);
+    }
+    free(count);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+    return h;
+}
+
+static void test_epochs_are_exactly_once(void **state)
+{
+    (void)state;
+    struct {
+        sc_shuffle_mode mode;
+        sc_remainder rem;
+        uint64_t window, depth, batch;
+        int producers, layout_b;
+    } cases[] = {
+        {SC_SHUFFLE_GLOBAL, SC_REMAINDER_DROP, 4096, 8, 7, 2, 0},
+        {SC_SHUFFLE_STICKY, SC_REMAINDER_PAD, 50, 3, 7, 3, 0},
+        {SC_SHUFFLE_STICKY, SC_REMAINDER_DROP, 0, 1, 5, 1, 1},
+        {SC_SHUFFLE_GLOBAL, SC_REMAINDER_PAD, 1, 2, 16, 4, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sc_config c = config(cases[i].layout_b ? srcb : src);
+        c.mode = cases[i].mode;
+        c.exchange = 0.3;
+        c.remainder = cases[i].rem;
+        c.shuffle_window = cases[i].window;
+        c.prefetch_batches = cases[i].depth;
+        c.batch_size = cases[i].batch;
+        c.producers = cases[i].producers;
+        c.stream_bytes = 1; /* the bound can never stall the pipeline */
+        run_epochs(&c, 3);
+    }
+}
+
+static void test_order_is_deterministic(void **state)
+{
+    (void)state;
+    sc_config c = config(src);
+    c.shuffle_window = 64;
+    c.producers = 3;
+    uint64_t a = run_epochs(&c, 2);
+    c.producers = 1; /* how many threads build it does not change it */
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache%d", dir, ncache++);
+    uint64_t b = run_epochs(&c, 2);
+    assert_int_equal(a, b);
+    c.seed++;
+    assert_int_not_equal(run_epochs(&c, 2), a);
+}
+
+static void test_straggler_does_not_delay_others(void **state)
+{
+    (void)state;
+    if (size < 2)
+        skip(); /* needs a fast and a slow rank */
+    enum { EPOCHS = 3 };
+    sc_config c = config(src);
+    c.batch_size = 8; /* 120 batches / size per epoch */
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    int slow = rank == size - 1;
+    double first[EPOCHS], end[EPOCHS];
+    for (int e = 0; e < EPOCHS; e++) {
+        assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
+        sc_batch b;
+        int rc, k = 0;
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+            if (k++ == 0)
+                first[e] = now();
+            usleep(slow ? 8000 : 4000);
+            sc_batch_release(ld, &b);
+        }
+        assert_int_equal(rc, SC_END_OF_EPOCH);
+        end[e] = now();
+    }
+    double slow_end[EPOCHS], fast_first[EPOCHS];
+    double mine_end[EPOCHS], mine_first[EPOCHS];
+    for (int e = 0; e < EPOCHS; e++) {
+        mine_end[e] = slow ? end[e] : 0;
+        mine_first[e] = slow ? 0 : first[e]; /* the latest fast rank counts */
+    }
+    MPI_Allreduce(mine_end, slow_end, EPOCHS, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(mine_first, fast_first, EPOCHS, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    for (int e = 0; e + 1 < EPOCHS; e++)
+        if (!(fast_first[e + 1] < slow_end[e]))
+            fail_msg("epoch %d: the fast ranks' first batch came %.1f ms after the slow "
+                     "rank finished epoch %d",
+                     e + 1, 1e3 * (fast_first[e + 1] - slow_end[e]), e);
+    for (int e = 0; e < EPOCHS; e++) {
+        sc_epoch_summary rep;
+        assert_int_equal(sc_epoch_wait(ld, (uint64_t)e, &rep), SC_OK);
+        assert_true(rep.exactly_once.ok);
+    }
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+}
+
+static void test_close_mid_epoch(void **state)
+{
+    (void)state;
+    sc_config c = config(src);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    /* Everyone mid-epoch, holding a batch. */
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
+    sc_batch b, held;
+    assert_int_equal(sc_next_batch(ld, &held), SC_OK);
+    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    sc_batch_release(ld, &b);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+
+    /* Rank 0 stops in epoch 0 while the others go on: they learn it, nobody hangs. */
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
+    if (rank == 0) {
+        assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+        assert_int_equal(sc_loader_close(ld), SC_OK);
+        return;
+    }
+    int rc = SC_OK;
+    for (uint64_t e = 0; rc == SC_OK; e++) {
+        if (e > 0 && (rc = sc_epoch_begin(ld, e, NULL)) != SC_OK)
+            break;
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+            sc_batch_release(ld, &b);
+        assert_int_equal(rc, SC_END_OF_EPOCH);
+        rc = SC_OK;
+        assert_true(e < 2);
+    }
+    assert_int_equal(rc, SC_EPLAN);
+    assert_non_null(strstr(sc_last_error(ld), "closed its loader"));
+    assert_int_equal(sc_loader_close(ld), SC_EPLAN);
+}
+
+static void test_source_error_stops_the_loader(void **state)
+{
+    (void)state;
+    sc_config c = config(srcb);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    char gone[1400];
+    snprintf(gone, sizeof gone, "%s/part%03d.h5", srcb, NSHARDS / 2);
+    char keep[1500];
+    snprintf(keep, sizeof keep, "%s.moved", gone);
+    if (rank == 0)
+        assert_int_equal(rename(gone, keep), 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
+    sc_batch b;
+    int rc;
+    while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+        sc_batch_release(ld, &b);
+    int failed = rc != SC_END_OF_EPOCH, nfailed = 0;
+    if (failed) {
+        assert_true(rc == SC_EHDF5 || rc == SC_EIO);
+        assert_non_null(strstr(sc_last_error(ld), gone));
+        assert_non_null(strstr(sc_last_error(ld), "epoch 0"));
+        assert_int_equal(sc_next_batch(ld, &b), rc); /* it stays stopped */
+        assert_int_equal(sc_epoch_begin(ld, 1, NULL), rc);
+    }
+    MPI_Allreduce(&failed, &nfailed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    assert_int_equal(nfailed, 1);
+    sc_epoch_summary rep;
+    if (!failed) {
+        /* The failing rank abandoned its epoch: nobody's verdict is ok. */
+        assert_int_equal(sc_epoch_wait(ld, 0, &rep), SC_OK);
+        assert_true(rep.exactly_once.verified);
+        assert_false(rep.exactly_once.ok);
+        assert_non_null(strstr(rep.exactly_once.detail, "abandoned"));
+    }
+    assert_int_equal(sc_loader_close(ld) != SC_OK, failed);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        assert_int_equal(rename(keep, gone), 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/*
+ * One job with a fault on the last rank in epoch 1.  Ranks stop together
+ * after an epoch in which any failed (as a job would abort).  Returns what
+ * was seen: the job's errors (any rank) and the verdict on epoch 1.
+ */
+typedef struct seen {
+    int code;           /* worst status any rank saw (0 if none) */
+    char msg[512];      /* the message of a rank that saw it */
+    int verdict_ok;     /* epoch 1, where known */
+    uint64_t dup, skip; /* epoch 1 */
+} seen;
+
+static seen run_fault(const char *name, sc_shuffle_mode mode)
+{
+    setenv("SC_FAULT", name, 1);
+    sc_config c = config(src);
+    c.mode = mode;
+    c.exchange = 0.5;
+    c.verify = SC_VERIFY_FULL;
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    int rc = SC_OK;
+    uint64_t e = 0;
+    for (; e < 3; e++) {
+        rc = sc_epoch_begin(ld, e, NULL);
+        sc_batch b;
+        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK)
+            sc_batch_release(ld, &b);
+        if (rc == SC_END_OF_EPOCH)
+            rc = SC_OK;
+        int bad = rc != SC_OK, any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any)
+            break;
+    }
+    seen s = {0, "", 1, 0, 0};
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    s.code = worst;
+    int who = rc == worst && rc != SC_OK ? rank : size, from = size;
+    MPI_Allreduce(&who, &from, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == from)
+        snprintf(s.msg, sizeof s.msg, "%s", sc_last_error(ld));
+    if (from < size)
+        MPI_Bcast(s.msg, sizeof s.msg, MPI_CHAR, from, MPI_COMM_WORLD);
+    /* Epoch 1's verdict, from a rank that ended it without an error. */
+    int have = 0, ok = 1;
+    uint64_t dup = 0, skip = 0;
+    sc_epoch_summary rep;
+    if (rc == SC_OK && e >= 1 && sc_epoch_wait(ld, 1, &rep) == SC_OK) {
+        have = 1;
+        ok = rep.exactly_once.ok;
+        dup = rep.exactly_once.duplicated;
+        skip = rep.exactly_once.skipped;
+    }
+    int all_ok = have ? ok : 1;
+    MPI_Allreduce(&all_ok, &s.verdict_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&dup, &s.dup, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&skip, &s.skip, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    sc_loader_close(ld);
+    unsetenv("SC_FAULT");
+    return s;
+}
+
+static void test_faults_are_caught(void **state)
+{
+    (void)state;
+    sc_features f;
+    sc_features_get(&f);
+    if (!f.testing)
+        skip(); /* the hooks exist only with SC_TESTING */
+    seen s = run_fault("dup-shard", SC_SHUFFLE_GLOBAL);
+    assert_int_equal(s.code, SC_OK);
+    assert_false(s.verdict_ok);
+    assert_true(s.dup >= SHARD - 5);
+
+    s = run_fault("skip-shard", SC_SHUFFLE_STICKY);
+    assert_int_equal(s.code, SC_OK);
+    assert_false(s.verdict_ok);
+    assert_true(s.skip >= SHARD - 5);
+
+    s = run_fault("world", SC_SHUFFLE_STICKY);
+    assert_int_equal(s.code, SC_EPLAN);
+    /* Named by a receiving rank, or by rank 0 when it is the one (at -n 1). */
+    if (!strstr(s.msg, "configured for") && !strstr(s.msg, "on 2"))
+        fail_msg("world fault not named: %s", s.msg);
+
+    /*
+     * With one rank there is nobody to disagree with (rank 0's plan is the
+     * plan) and every plan gives it everything: these are no faults there.
+     */
+    if (size < 2)
+        return;
+    s = run_fault("plan-seed", SC_SHUFFLE_GLOBAL);
+    assert_int_equal(s.code, SC_EPLAN);
+    assert_non_null(strstr(s.msg, "seed"));
+
+    s = run_fault("fingerprint", SC_SHUFFLE_GLOBAL);
+    assert_int_equal(s.code, SC_EPLAN);
+    assert_non_null(strstr(s.msg, "fingerprint"));
+
+    s = run_fault("own-plan", SC_SHUFFLE_GLOBAL);
+    assert_int_equal(s.code, SC_EOWNERSHIP);
+    assert_non_null(strstr(s.msg, "owned by rank"));
+
+    s = run_fault("stale-plan", SC_SHUFFLE_GLOBAL);
+    assert_int_equal(s.code, SC_EOWNERSHIP);
+    assert_non_null(strstr(s.msg, "epoch 1"));
+}
+
+static void test_misuse_is_an_error(void **state)
+{
+    (void)state;
+    sc_config c = config(src);
+    c.prefetch_batches = 2;
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    sc_batch b[3];
+    assert_int_equal(sc_next_batch(ld, &b[0]), SC_EINVAL);
+    assert_non_null(strstr(sc_last_error(ld), "before sc_epoch_begin"));
+    assert_int_equal(sc_epoch_begin(ld, 3, NULL), SC_OK); /* any first epoch */
+    assert_int_equal(sc_epoch_begin(ld, 5, NULL), SC_EINVAL);
+    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_next_batch(ld, &b[1]), SC_OK);
+    assert_int_equal(sc_next_batch(ld, &b[2]), SC_EINVAL); /* both buffers held */
+    assert_non_null(strstr(sc_last_error(ld), "SC_PREFETCH_BATCHES"));
+    assert_int_equal(sc_batch_release(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_batch_release(ld, &b[0]), SC_EINVAL);
+    assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
+    assert_int_equal(sc_epoch_begin(ld, 4, NULL), SC_EINVAL); /* epoch 3 not done */
+    sc_epoch_summary rep;
+    assert_int_equal(sc_epoch_wait(ld, 3, &rep), SC_EINVAL); /* still running */
+    assert_int_equal(sc_epoch_report(ld, 3, &rep), SC_OK);
+    assert_false(rep.exactly_once.verified);
+    assert_int_equal(rep.batches, 2);
+    assert_int_equal(sc_epoch_report(ld, 9, &rep), SC_EINVAL);
+    assert_int_equal(sc_next_batch(NULL, &b[0]), SC_EINVAL);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+
+    /* Asking for a GPU that is not there fails the open, on every rank. */
+    c.device = SC_DEVICE_CUDA;
+    int rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err);
+    assert_true(rc == SC_ECUDA || rc == SC_ENOTSUP);
+    assert_null(ld);
+    assert_non_null(strstr(err.msg, "SC_DEVICE=cuda"));
+
+    snprintf(c.source, sizeof c.source, "%s/missing.h5", dir);
+    c.device = SC_DEVICE_HOST;
+    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EIO);
+    assert_non_null(strstr(err.msg, "missing.h5"));
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sc_t_tmpdir(dir, sizeof dir, "loader");
+    make_sources();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_epochs_are_exactly_once),
+        cmocka_unit_test(test_order_is_deterministic),
+        cmocka_unit_test(test_straggler_does_not_delay_others),
+        cmocka_unit_test(test_close_mid_epoch),
+        cmocka_unit_test(test_source_error_stops_the_loader),
+        cmocka_unit_test(test_faults_are_caught),
+        cmocka_unit_test(test_misuse_is_an_error),
+    };
+    return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
+}
