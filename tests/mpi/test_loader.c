@@ -319,13 +319,17 @@ static void test_source_error_stops_the_loader(void **state)
     int failed = rc != SC_END_OF_EPOCH, nfailed = 0;
     if (failed) {
         assert_true(rc == SC_EHDF5 || rc == SC_EIO);
-        assert_non_null(strstr(sc_last_error(ld), gone));
-        assert_non_null(strstr(sc_last_error(ld), "epoch 0"));
+        /* Named: the file, and the epoch whose read failed (0, or 1 when
+         * this rank was prefetching the shard for its next epoch). */
+        const char *msg = sc_last_error(ld);
+        assert_non_null(strstr(msg, gone));
+        if (!strstr(msg, "epoch 0") && !strstr(msg, "epoch 1"))
+            fail_msg("no epoch named: %s", msg);
         assert_int_equal(sc_next_batch(ld, &b), rc); /* it stays stopped */
         assert_int_equal(sc_epoch_begin(ld, 1, NULL), rc);
     }
     MPI_Allreduce(&failed, &nfailed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    assert_int_equal(nfailed, 1);
+    assert_true(nfailed >= 1 && nfailed <= 2); /* its owners in epochs 0 and 1 */
     sc_epoch_summary rep;
     if (!failed) {
         /* The failing rank abandoned its epoch: nobody's verdict is ok. */
