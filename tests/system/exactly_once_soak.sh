@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The exactly-once soak (ctest label "soak"): SOAK_RUNS randomized clean
-# jobs over 1..8 ranks, checked by the runtime and by `shardcache verify`;
+# jobs on the real loader over 1..8 ranks, checked by the runtime and by
+# `shardcache verify`;
 # then each injected fault must be caught, and a skewed (epoch-ahead) run
 # must pass.  The last line is "N passed, N failed".
 . "$(dirname "$0")/lib.sh"
@@ -12,7 +13,7 @@ mpi=("$MPIEXEC" -n 8 --oversubscribe)
 out=$("${mpi[@]}" "$soak" --jobs "$runs" --seed "$seed" --dir "$SC_T_TMP" --verify "$SC_BIN" 2>&1)
 tail -n 1 <<<"$out" | grep -q "^$runs passed, 0 failed$" && pass "$runs clean jobs exactly-once" \
     || { failed "clean jobs"; grep -v " ok $" <<<"$out" | tail -20; }
-for fault in plan-seed stale-plan dup-shard skip-shard world fingerprint; do
+for fault in plan-seed own-plan stale-plan dup-shard skip-shard world fingerprint; do
     mkdir -p "$SC_T_TMP/$fault"
     out=$("${mpi[@]}" "$soak" --jobs 12 --seed "$seed" --dir "$SC_T_TMP/$fault" --fault "$fault" 2>&1)
     tail -n 1 <<<"$out" | grep -q "^12 passed, 0 failed$" && pass "fault $fault caught in 12 jobs" \

@@ -1,62 +1,119 @@
 /*
- * soak_job - many randomized jobs inside one mpirun, each consuming epochs
- * the way a training loop does (plan broadcast, claims, per-batch checks,
- * drop/pad, end-of-epoch sketch read one epoch later), with straggler
- * delays and, on request, one injected fault.  Each job runs on a random
- * sub-communicator of 1..8 ranks and writes an audit trail that
- * `shardcache verify` re-checks independently.
+ * soak_job - many randomized jobs inside one mpirun, each a training loop
+ * on the real loader (sc_loader_*): plan broadcast, claims, the per-batch
+ * ownership check, drop/pad, the in-rank shuffle, producer threads, the
+ * node-local cache, and the end-of-epoch verdict read one epoch later.
+ * Each job runs on a random sub-communicator of 1..8 ranks with random
+ * shard counts and sizes, seeds, modes, remainder policies, batch sizes,
+ * shuffle windows, ring depths, cache capacities, verification modes and a
+ * straggler rank; it checks every sample's bytes, equal batch counts on
+ * every rank, the runtime's verdicts, and (clean runs) its audit trail
+ * with `shardcache verify`, which re-derives the plans independently.
  *
  *   soak_job --jobs N --seed S --dir DIR [--fault NAME] [--verify SHARDCACHE]
- *            [--world W]
  *
- * Faults (on the job's last rank): plan-seed, stale-plan, dup-shard,
- * skip-shard, world, fingerprint; "skew" (rank 0 runs an epoch ahead with
- * delays) must pass.  The last line is "N passed, N failed".
+ * Faults are the library's own SC_FAULT hooks, on the job's last rank in
+ * epoch 1: plan-seed, own-plan, stale-plan, dup-shard, skip-shard, world,
+ * fingerprint.  Each must end in an error or verdict that names it.
+ * "skew" (rank 0 slowed, so the others run an epoch ahead) must pass.
+ * The last line is "N passed, N failed".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hash.h"
-#include "ownership.h"
 #include "plan.h"
+#include "sc_h5test.h"
+
+/* The datasets every job picks from: one layout-A file cut into shards of
+ * a random size, and layout-B directories of files of random sizes. */
+enum { NA = 1500, W = 2, NB = 2 };
+static const uint64_t b_files[NB] = {90, 40}, b_max[NB] = {40, 30};
 
 typedef struct job {
-    uint64_t id, seed, nshards, batch, epochs;
-    uint64_t *sizes, *first;
+    uint64_t id, seed, nshards, batch, epochs, shard_size, window, depth;
+    uint64_t cache_bytes;
+    uint64_t *sizes;
+    int dataset; /* -1: layout A; else the layout-B directory */
     uint32_t world;
     sc_shuffle_mode mode;
     sc_remainder remainder;
     double q;
-    int straggler, skew;
+    int straggler, skew, producers, full;
 } job;
 
 static int world_rank;
+static uint64_t *b_sizes[NB]; /* every rank knows them: drawn from one seed */
 
-static void make_job(job *j, sc__rng *r, int max_world)
+static int32_t xval(uint64_t id, int j)
 {
-    j->world = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
-    j->nshards = j->world + sc__rng_below(r, 200);
-    j->sizes = malloc(sizeof *j->sizes * j->nshards);
-    j->first = malloc(sizeof *j->first * (j->nshards + 1));
-    int skew = (int)sc__rng_below(r, 2);
-    uint64_t k = 1 + sc__rng_below(r, 40);
-    j->first[0] = 0;
-    for (uint64_t s = 0; s < j->nshards; s++) {
-        j->sizes[s] = skew ? 1 + sc__rng_below(r, 60) : k;
-        j->first[s + 1] = j->first[s] + j->sizes[s];
-    }
-    j->seed = sc__rng_next(r);
-    j->batch = 1 + sc__rng_below(r, 8);
-    j->epochs = 2 + sc__rng_below(r, 3);
-    j->mode = sc__rng_below(r, 2) ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL;
-    j->remainder = sc__rng_below(r, 2) ? SC_REMAINDER_PAD : SC_REMAINDER_DROP;
-    j->q = (double)sc__rng_below(r, 101) / 100.0;
-    j->straggler = (int)sc__rng_below(r, j->world);
+    return (int32_t)(id * 2654435761u + (uint64_t)j * 40503u);
 }
 
-static sc_plan_params params(const job *j, uint64_t epoch);
+static void write_samples(const char *path, uint64_t first, uint64_t n)
+{
+    int32_t *x = malloc(sizeof *x * n * W);
+    int64_t *y = malloc(sizeof *y * n);
+    for (uint64_t i = 0; i < n; i++) {
+        y[i] = (int64_t)(first + i);
+        for (int j = 0; j < W; j++)
+            x[i * W + j] = xval(first + i, j);
+    }
+    uint64_t dx[2] = {n, W}, dy[1] = {n};
+    if (sc_t_write(path, "/x", H5T_NATIVE_INT32, 2, dx, x, 1) ||
+        sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0)) {
+        fprintf(stderr, "soak_job: cannot write %s\n", path);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    free(x);
+    free(y);
+}
+
+static void make_datasets(const char *dir, uint64_t seed)
+{
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(seed, 0, 0xda7a, 0));
+    for (int d = 0; d < NB; d++) {
+        b_sizes[d] = malloc(sizeof *b_sizes[d] * b_files[d]);
+        for (uint64_t k = 0; k < b_files[d]; k++)
+            b_sizes[d][k] = 1 + sc__rng_below(&r, b_max[d]);
+    }
+    if (world_rank == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/a.h5", dir);
+        write_samples(path, 0, NA);
+        for (int d = 0; d < NB; d++) {
+            snprintf(path, sizeof path, "%s/b%d", dir, d);
+            mkdir(path, 0777);
+            uint64_t first = 0;
+            for (uint64_t k = 0; k < b_files[d]; k++) {
+                snprintf(path, sizeof path, "%s/b%d/part%04llu.h5", dir, d,
+                         (unsigned long long)k);
+                write_samples(path, first, b_sizes[d][k]);
+                first += b_sizes[d][k];
+            }
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static sc_plan_params params(const job *j, uint64_t epoch)
+{
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = j->sizes;
+    p.nshards = j->nshards;
+    p.world_size = j->world;
+    p.seed = j->seed;
+    p.epoch = epoch;
+    p.batch_size = j->batch;
+    p.mode = j->mode;
+    p.exchange = j->q;
+    p.remainder = j->remainder;
+    return p;
+}
 
 /*
  * A batch too big for the smallest rank, in any epoch, is a refusal under
@@ -79,68 +136,88 @@ static void settle_remainder(job *j)
     sc_plan_free(prev);
 }
 
-static sc_plan_params params(const job *j, uint64_t epoch)
+static void make_job(job *j, sc__rng *r, int max_world, const char *fault)
 {
-    sc_plan_params p = SC_PLAN_PARAMS_INIT;
-    p.shard_sizes = j->sizes;
-    p.nshards = j->nshards;
-    p.world_size = j->world;
-    p.seed = j->seed;
-    p.epoch = epoch;
-    p.batch_size = j->batch;
-    p.mode = j->mode;
-    p.exchange = j->q;
-    p.remainder = j->remainder;
-    p.fingerprint = 0xda7a + j->nshards;
-    return p;
+    int faulty = *fault && strcmp(fault, "skew");
+    j->world = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
+    if (faulty && max_world >= 2 && j->world < 2)
+        j->world = 2; /* a fault needs someone to disagree with */
+    j->dataset = faulty || sc__rng_below(r, 10) < 7 ? -1 : (int)sc__rng_below(r, NB);
+    if (j->dataset < 0) {
+        /* Faults need shards to spare on every rank to show. */
+        j->shard_size = faulty ? 6 + sc__rng_below(r, 10) : 8 + sc__rng_below(r, 53);
+        j->nshards = (NA + j->shard_size - 1) / j->shard_size;
+        j->sizes = malloc(sizeof *j->sizes * j->nshards);
+        for (uint64_t s = 0; s < j->nshards; s++)
+            j->sizes[s] = s + 1 < j->nshards ? j->shard_size : NA - s * j->shard_size;
+    } else {
+        j->nshards = b_files[j->dataset];
+        j->sizes = malloc(sizeof *j->sizes * j->nshards);
+        memcpy(j->sizes, b_sizes[j->dataset], sizeof *j->sizes * j->nshards);
+    }
+    j->seed = sc__rng_next(r);
+    j->batch = 1 + sc__rng_below(r, 12);
+    j->epochs = 2 + sc__rng_below(r, 3);
+    j->mode = !faulty && sc__rng_below(r, 2) ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL;
+    j->remainder = sc__rng_below(r, 2) ? SC_REMAINDER_PAD : SC_REMAINDER_DROP;
+    j->q = (double)sc__rng_below(r, 101) / 100.0;
+    uint64_t w = sc__rng_below(r, 4);
+    j->window = w == 0 ? 0 : w == 1 ? 1 : 2 + sc__rng_below(r, 400);
+    j->depth = 1 + sc__rng_below(r, 6);
+    j->producers = 1 + (int)sc__rng_below(r, 3);
+    j->full = sc__rng_below(r, 4) == 0;
+    /* A third of the jobs cache a third of the dataset: evictions. */
+    j->cache_bytes = sc__rng_below(r, 3) == 0 ? NA * (W * 4 + 8) / 3 : 0;
+    j->straggler = (int)sc__rng_below(r, j->world);
+    j->skew = !strcmp(fault, "skew");
+    settle_remainder(j);
 }
 
-/* One epoch on this rank: returns SC_OK or the first error. */
-static int consume(const job *j, sc__ledger *l, const sc_plan *plan, int rank,
-                   const char *fault, sc_error *err)
+static sc_config job_config(const job *j, const char *dir)
 {
-    sc_plan_info in;
-    sc_plan_get_info(plan, &in);
-    const uint32_t *mine;
-    uint64_t n, samples;
-    sc_plan_rank(plan, (uint32_t)rank, &mine, &n, &samples);
-    int last = rank == (int)j->world - 1;
-    uint64_t *order = malloc(sizeof *order * (samples + j->sizes[mine[0]] + 1));
-    uint64_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        if (last && !strcmp(fault, "skip-shard") && i == n - 1 && n > 1)
-            continue;
-        int times = last && !strcmp(fault, "dup-shard") && i == 0 ? 2 : 1;
-        for (int t = 0; t < times; t++)
-            for (uint64_t id = j->first[mine[i]]; id < j->first[mine[i] + 1]; id++)
-                order[m++] = id;
+    sc_config c;
+    sc_config_init(&c, NULL);
+    if (j->dataset < 0) {
+        snprintf(c.source, sizeof c.source, "%s/a.h5", dir);
+        c.shard_size = j->shard_size;
+    } else {
+        snprintf(c.source, sizeof c.source, "%s/b%d", dir, j->dataset);
     }
-    /* Batches: every rank delivers the plan's count; pad repeats, drop rest. */
-    uint64_t want = in.batches_per_rank * in.batch_size, at = 0;
-    int rc = SC_OK;
-    uint64_t batch[64];
-    for (uint64_t b = 0; rc == SC_OK && b < in.batches_per_rank; b++) {
-        uint64_t k = 0, padded = 0;
-        for (; k < in.batch_size; k++, at++) {
-            if (at < m)
-                batch[k] = order[at];
-            else
-                batch[k] = order[(at - m) % m], padded++;
+    /* One cache root for the soak: jobs on the same shards start warm. */
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache", dir);
+    snprintf(c.audit_dir, sizeof c.audit_dir, "%s/job%llu", dir, (unsigned long long)j->id);
+    c.seed = j->seed;
+    c.batch_size = j->batch;
+    c.mode = j->mode;
+    c.exchange = j->q;
+    c.remainder = j->remainder;
+    c.shuffle_window = j->window;
+    c.prefetch_batches = j->depth;
+    c.producers = j->producers;
+    c.cache_bytes = j->cache_bytes;
+    c.verify = j->full ? SC_VERIFY_FULL : SC_VERIFY_SKETCH;
+    c.device = SC_DEVICE_HOST;
+    c.log_level = 0;
+    return c;
+}
+
+/* Every sample's bytes follow from its id: a batch checks itself. */
+static int batch_ok(const sc_batch *b, char *why, size_t whylen)
+{
+    const int32_t *x = b->data[0];
+    const int64_t *y = b->data[1];
+    for (uint64_t k = 0; k < b->size; k++) {
+        int good = y[k] == (int64_t)b->ids[k];
+        for (int j = 0; j < W; j++)
+            good &= x[k * W + j] == xval(b->ids[k], j);
+        if (!good) {
+            snprintf(why, whylen, "epoch %llu batch %llu: sample %llu has another's bytes",
+                     (unsigned long long)b->epoch, (unsigned long long)b->index,
+                     (unsigned long long)b->ids[k]);
+            return 0;
         }
-        rc = sc__ledger_check(l, in.epoch, batch, k, err);
-        if (rc == SC_OK)
-            rc = sc__ledger_consume(l, in.epoch, batch, k - padded, 0, err);
-        if (rc == SC_OK && padded)
-            rc = sc__ledger_consume(l, in.epoch, batch + k - padded, padded, 1, err);
-        if (rank == j->straggler && b % 4 == 0)
-            usleep(200);
-        if (j->skew && rank == 0)
-            usleep(100);
     }
-    if (rc == SC_OK && m > want)
-        rc = sc__ledger_drop(l, in.epoch, order + want, m - want, err);
-    free(order);
-    return rc;
+    return 1;
 }
 
 typedef struct verdicts {
@@ -165,115 +242,150 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
 {
     int rank;
     MPI_Comm_rank(comm, &rank);
-    int last = rank == (int)j->world - 1;
+    int faulty = *fault && !j->skew;
+    if (faulty)
+        setenv("SC_FAULT", fault, 1); /* on rank world-1, epoch 1: the defaults */
+    sc_config c = job_config(j, dir);
+    sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    char audit[1024];
-    snprintf(audit, sizeof audit, "%s/job%llu", dir, (unsigned long long)j->id);
-    sc__ledger_opts opts = {0, audit};
-    sc__ledger *l = NULL;
-    int rc = sc__ledger_open(comm, j->nshards, j->first, &opts, &l, &err);
-    sc_plan *plans[64] = {0};
-    uint64_t begun = 0;
+    int rc = sc_loader_open_err(comm, &c, &ld, &err);
+    if (rc != SC_OK) {
+        unsetenv("SC_FAULT");
+        snprintf(why, whylen, "open: %s: %s", sc_status_name(rc), err.msg);
+        return 0;
+    }
     verdicts t = {0, 0, 0};
-    for (uint64_t e = 0; rc == SC_OK && e < j->epochs; e++) {
-        sc_plan_params p = params(j, e);
-        if (last && !strcmp(fault, "plan-seed"))
-            p.seed++;
-        if (last && !strcmp(fault, "world"))
-            p.world_size++;
-        if (last && !strcmp(fault, "fingerprint"))
-            p.fingerprint++;
-        rc = sc_plan_share(comm, &p, e ? plans[e - 1] : NULL, &plans[e], &err);
-        /* A rank still on the last epoch's plan at the handoff. */
-        const sc_plan *use = plans[e];
-        if (rc == SC_OK && last && e > 0 && !strcmp(fault, "stale-plan"))
-            use = plans[e - 1];
-        if (rc == SC_OK) {
-            sc_plan_info in;
-            sc_plan_get_info(use, &in);
-            if (in.epoch != e) {
-                /* The stale plan claims and checks as if it were this epoch's. */
-                sc_plan *relabel = NULL;
-                sc_plan_decode(use->wire, use->wire_len, &relabel, NULL);
-                relabel->info.epoch = e;
-                sc_plan_free(plans[e]);
-                plans[e] = relabel;
-                use = relabel;
-            }
-            rc = sc__ledger_begin(l, use, &err);
-            begun = e + 1;
+    uint64_t batches[8] = {0}, e = 0, ended = 0;
+    int early[8] = {0}; /* verdicts read before the end: 1 ok, 2 not ok */
+    int data_ok = 1;
+    for (; rc == SC_OK && e < j->epochs; e++) {
+        sc_epoch_info info;
+        rc = sc_epoch_begin(ld, e, &info);
+        sc_batch b;
+        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK) {
+            data_ok &= batch_ok(&b, why, whylen);
+            batches[e]++;
+            if (rank == j->straggler && b.index % 4 == 0)
+                usleep(200);
+            if (j->skew && rank == 0)
+                usleep(100);
+            sc_batch_release(ld, &b);
         }
-        if (rc == SC_OK)
-            rc = consume(j, l, use, rank, last ? fault : "", &err);
-        if (rc == SC_OK)
-            rc = sc__ledger_end(l, e, &err);
-        if (rc != SC_OK && l) {
-            sc__ledger_abandon(l, e, NULL);
-            begun = e + 1;
+        if (rc == SC_END_OF_EPOCH) {
+            rc = SC_OK;
+            ended = e + 1;
         }
         /*
-         * With a fault injected, a failing rank stops, and so must the others
-         * (as a job would abort); clean runs never synchronize here, so ranks
-         * drift apart by up to the ledger's lookahead.
+         * With a fault injected, a failing rank stops, and so must the
+         * others (as a job would abort); clean runs never synchronize here,
+         * so ranks drift apart by up to the lookahead.
          */
-        if (*fault) {
+        if (faulty) {
             int bad = rc != SC_OK, any = bad;
             MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
-            if (any && rc == SC_OK) {
-                rc = SC_EPLAN;
-                snprintf(err.msg, sizeof err.msg, "another rank failed");
-                begun = e + 1;
+            if (any) {
+                e++;
+                break;
             }
         }
-        /* The previous epoch's verdict, read one epoch later, never waited. */
-        if (rc == SC_OK && e > 0) {
-            sc_exactly_once v;
-            sc__ledger_result(l, e - 1, 0, &v, NULL);
-            tally(&v, &t, why, whylen);
+        /*
+         * The previous epoch's verdict may be read now without waiting; if
+         * it is in already, it must not change when waited for below.
+         */
+        sc_epoch_summary rep;
+        if (rc == SC_OK && e > 0 && sc_epoch_report(ld, e - 1, &rep) == SC_OK &&
+            rep.exactly_once.verified)
+            early[e - 1] = rep.exactly_once.ok ? 1 : 2;
+    }
+    /* Every verdict, waited for at the end of the job. */
+    for (uint64_t k = 0; k < ended && rc == SC_OK; k++) {
+        sc_epoch_summary rep;
+        if (sc_epoch_wait(ld, k, &rep) != SC_OK)
+            continue;
+        tally(&rep.exactly_once, &t, why, whylen);
+        if (early[k] && early[k] != (rep.exactly_once.ok ? 1 : 2)) {
+            t.bad = 1;
+            snprintf(why, whylen, "epoch %llu: the verdict changed", (unsigned long long)k);
         }
     }
-    /* Whatever is still in flight, waited for at the end of the job. */
-    for (uint64_t e = 0; e < begun && l; e++) {
-        sc_exactly_once v;
-        if (sc__ledger_result(l, e, 1, &v, NULL) == SC_OK)
-            tally(&v, &t, why, whylen);
-    }
     if (rc != SC_OK)
-        snprintf(why, whylen, "%s: %s", sc_status_name(rc), err.msg);
+        snprintf(why, whylen, "%s: %s", sc_status_name(rc), sc_last_error(ld));
     /* What the failing rank saw must name the fault, not just any error. */
-    if (rc == SC_EPLAN && strstr(err.msg, "seed"))
+    const char *msg = sc_last_error(ld);
+    if (rc == SC_EPLAN && strstr(msg, "seed"))
         t.evidence |= 1 << 3;
-    if (rc == SC_EPLAN && strstr(err.msg, "configured for"))
+    if (rc == SC_EPLAN && strstr(msg, "configured for"))
         t.evidence |= 1 << 4;
-    if (rc == SC_EPLAN && strstr(err.msg, "dataset fingerprint"))
+    if (rc == SC_EPLAN && strstr(msg, "fingerprint"))
         t.evidence |= 1 << 5;
     if (rc == SC_EOWNERSHIP)
         t.evidence |= 1 << 6;
+    sc_loader_close(ld);
+    unsetenv("SC_FAULT");
+
+    /* Equal batch counts on every rank, every epoch ended everywhere. */
+    uint64_t lo[8], hi[8];
+    MPI_Allreduce(batches, lo, 8, MPI_UINT64_T, MPI_MIN, comm);
+    MPI_Allreduce(batches, hi, 8, MPI_UINT64_T, MPI_MAX, comm);
+    int uneven = 0;
+    for (uint64_t k = 0; k < ended; k++)
+        uneven |= lo[k] != hi[k];
+    if (uneven && !faulty)
+        snprintf(why, whylen, "batch counts differ between ranks");
     /* Errors can be local to one rank: the job fails if any rank failed. */
-    int mine[3] = {rc != SC_OK, t.bad, t.evidence}, all[3];
-    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm);
-    MPI_Allreduce(&mine[2], &all[2], 1, MPI_INT, MPI_BOR, comm);
-    sc__ledger_close(l);
-    for (uint64_t e = 0; e < j->epochs; e++)
-        sc_plan_free(plans[e]);
+    int mine[4] = {rc != SC_OK, t.bad, !data_ok || uneven, t.evidence}, all[4];
+    MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, comm);
+    MPI_Allreduce(&mine[3], &all[3], 1, MPI_INT, MPI_BOR, comm);
+    if (all[2] && !faulty)
+        return 0;
     int caught = all[0] || all[1];
-    if (!*fault || !strcmp(fault, "skew"))
+    if (!faulty)
         return !caught && t.ok_epochs == j->epochs;
     static const struct { const char *fault; int bits; } named[] = {
         {"dup-shard", 1 << 1}, {"skip-shard", 1 << 2}, {"plan-seed", 1 << 3},
-        {"world", 1 << 4}, {"fingerprint", 1 << 5},
+        {"world", 1 << 4}, {"fingerprint", 1 << 5}, {"own-plan", 1 << 6},
         {"stale-plan", 1 << 6 | 1 << 1 | 1 << 2}};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (!strcmp(fault, named[i].fault))
-            return caught && (all[2] & named[i].bits);
+            return caught && (all[3] & named[i].bits);
+    return 0;
+}
+
+/* The audit trail, checked by the CLI alone; 1 if it agrees. */
+static int cli_verify(const job *j, const char *dir, const char *shardcache, char *why,
+                      size_t whylen)
+{
+    char sizes[1100], cmd[4096];
+    snprintf(sizes, sizeof sizes, "%s/job%llu/sizes.txt", dir, (unsigned long long)j->id);
+    FILE *f = fopen(sizes, "w");
+    for (uint64_t s = 0; f && s < j->nshards; s++)
+        fprintf(f, "%llu\n", (unsigned long long)j->sizes[s]);
+    if (f)
+        fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "%s verify --audit-dir %s/job%llu --plan-seed %llu --shard-sizes %s "
+             "--ranks %u --batch %llu --mode %s --exchange %g --remainder %s "
+             "> %s/job%llu/verify.log 2>&1 && grep -q "
+             "'^exactly-once: ok (%llu epochs' %s/job%llu/verify.log",
+             shardcache, dir, (unsigned long long)j->id, (unsigned long long)j->seed, sizes,
+             j->world, (unsigned long long)j->batch,
+             j->mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j->q,
+             j->remainder == SC_REMAINDER_PAD ? "pad" : "drop", dir,
+             (unsigned long long)j->id, (unsigned long long)j->epochs, dir,
+             (unsigned long long)j->id);
+    if (system(cmd) == 0)
+        return 1;
+    snprintf(why, whylen, "shardcache verify disagrees: see %s/job%llu/verify.log", dir,
+             (unsigned long long)j->id);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    uint64_t jobs = 10, seed = 1, force_world = 0;
+    uint64_t jobs = 10, seed = 1;
     const char *dir = "/tmp", *fault = "", *verify = NULL;
-    MPI_Init(&argc, &argv);
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--jobs"))
             jobs = strtoull(argv[i + 1], NULL, 10);
@@ -285,40 +397,18 @@ int main(int argc, char **argv)
             fault = argv[i + 1];
         else if (!strcmp(argv[i], "--verify"))
             verify = argv[i + 1];
-        else if (!strcmp(argv[i], "--world"))
-            force_world = strtoull(argv[i + 1], NULL, 10);
     }
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    make_datasets(dir, seed);
     sc__rng r;
     sc__rng_init(&r, sc__rng_key(seed, 0, 42, 0));
     uint64_t passed = 0, failed = 0;
     for (uint64_t t = 0; t < jobs; t++) {
         job j = {0};
         j.id = t;
-        make_job(&j, &r, size < 8 ? size : 8);
-        j.skew = !strcmp(fault, "skew");
-        if (force_world && force_world <= (uint64_t)size && force_world <= j.nshards)
-            j.world = (uint32_t)force_world;
-        if (*fault && !j.skew && size >= 2 && j.world < 2) {
-            /* A fault needs someone to disagree with, and room to show. */
-            j.world = 2;
-        }
-        if (*fault && !j.skew) {
-            uint64_t more = 20 * j.world;
-            if (j.nshards < more) {
-                j.nshards = more;
-                j.sizes = realloc(j.sizes, sizeof *j.sizes * more);
-                j.first = realloc(j.first, sizeof *j.first * (more + 1));
-                for (uint64_t s = 0; s < more; s++) {
-                    j.sizes[s] = 3;
-                    j.first[s + 1] = j.first[s] + 3;
-                }
-            }
-            j.mode = SC_SHUFFLE_GLOBAL; /* consecutive plans differ */
-        }
-        settle_remainder(&j);
+        make_job(&j, &r, size < 8 ? size : 8, fault);
         MPI_Comm comm;
         MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j.world ? 0 : MPI_UNDEFINED,
                        world_rank, &comm);
@@ -328,57 +418,27 @@ int main(int argc, char **argv)
             good = run_job(&j, comm, dir, fault, why, sizeof why);
             MPI_Comm_free(&comm);
         }
-        /* The audit trail, checked by the CLI alone (clean runs only). */
-        if (good && world_rank == 0 && verify && !*fault) {
-            char cmd[4096], sizes[1100];
-            snprintf(sizes, sizeof sizes, "%s/job%llu/sizes.txt", dir, (unsigned long long)t);
-            FILE *f = fopen(sizes, "w");
-            for (uint64_t s = 0; f && s < j.nshards; s++)
-                fprintf(f, "%llu\n", (unsigned long long)j.sizes[s]);
-            if (f)
-                fclose(f);
-            snprintf(cmd, sizeof cmd,
-                     "%s verify --audit-dir %s/job%llu --plan-seed %llu --shard-sizes %s "
-                     "--ranks %u --batch %llu --mode %s --exchange %g --remainder %s "
-                     "> %s/job%llu/verify.log 2>&1 && grep -q "
-                     "'^exactly-once: ok (%llu epochs' %s/job%llu/verify.log",
-                     verify, dir, (unsigned long long)t, (unsigned long long)j.seed, sizes,
-                     j.world, (unsigned long long)j.batch,
-                     j.mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j.q,
-                     j.remainder == SC_REMAINDER_PAD ? "pad" : "drop", dir, (unsigned long long)t,
-                     (unsigned long long)j.epochs, dir, (unsigned long long)t);
-            char flagfile[1100];
-            snprintf(flagfile, sizeof flagfile, "%s/job%llu/flags", dir, (unsigned long long)t);
-            FILE *ff = fopen(flagfile, "w");
-            if (ff) {
-                fprintf(ff, "--plan-seed %llu --shard-sizes %s --ranks %u --batch %llu --mode %s "
-                        "--exchange %g --remainder %s\n", (unsigned long long)j.seed, sizes,
-                        j.world, (unsigned long long)j.batch,
-                        j.mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j.q,
-                        j.remainder == SC_REMAINDER_PAD ? "pad" : "drop");
-                fclose(ff);
-            }
-            if (system(cmd) != 0) {
-                good = 0;
-                snprintf(why, sizeof why, "shardcache verify disagrees: see %s/job%llu/verify.log",
-                         dir, (unsigned long long)t);
-            }
-        }
+        if (good && world_rank == 0 && verify && !*fault)
+            good = cli_verify(&j, dir, verify, why, sizeof why);
         int all = good;
         MPI_Allreduce(&good, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (world_rank == 0 && (!all || *why))
-            printf("job %llu (%u ranks, %llu shards, %s, %s, B=%llu): %s %s\n",
+            printf("job %llu (%u ranks, %llu shards, %s, %s, B=%llu, window %llu, "
+                   "depth %llu, %d producers%s%s): %s %s\n",
                    (unsigned long long)t, j.world, (unsigned long long)j.nshards,
                    j.mode == SC_SHUFFLE_STICKY ? "sticky" : "global",
                    j.remainder == SC_REMAINDER_PAD ? "pad" : "drop",
-                   (unsigned long long)j.batch, all ? "ok" : "FAILED", why);
+                   (unsigned long long)j.batch, (unsigned long long)j.window,
+                   (unsigned long long)j.depth, j.producers, j.full ? ", full" : "",
+                   j.cache_bytes ? ", capped cache" : "", all ? "ok" : "FAILED", why);
         all ? passed++ : failed++;
         free(j.sizes);
-        free(j.first);
     }
     if (world_rank == 0)
         printf("%llu passed, %llu failed\n", (unsigned long long)passed,
                (unsigned long long)failed);
+    for (int d = 0; d < NB; d++)
+        free(b_sizes[d]);
     MPI_Finalize();
     return failed ? 1 : 0;
 }
