@@ -20,4 +20,20 @@
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
                    sc_error *err);
 
+/* A cache entry mapped read-only: field[i] is the shard's field i. */
+typedef struct sc__mapping {
+    void *base;
+    size_t len;
+    const unsigned char *field[SC_MAX_FIELDS];
+} sc__mapping;
+
+/*
+ * A warm hit without a copy: maps the entry (checked as a read would be)
+ * and counts the hit.  When the shard is not cached, or its entry had to
+ * be repaired, m->base is NULL and the caller reads it with
+ * sc__cache_read (which goes to the source).  Unmap with sc__cache_unmap.
+ */
+int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, sc_error *err);
+void sc__cache_unmap(sc__mapping *m);
+
 #endif /* SC_CACHE_H */

@@ -11,7 +11,7 @@
 #ifdef SC_TESTING
 int sc__fault(const char *name);
 #else
-#define sc__fault(name) 0
+#define sc__fault(name) ((void)(name), 0)
 #endif
 
 #endif /* SC_FAULT_H */

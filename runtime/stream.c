@@ -48,7 +48,12 @@ typedef struct ep {
     uint64_t *start;         /* [nsh + 1]: first position of each shard */
     unsigned char *state;    /* [nsh] SH_* */
     uint64_t *refs;          /* [nsh] sample copies still to be built from it */
-    unsigned char **buf;     /* [nsh] the shard in memory, fields one after another */
+    /* A shard in memory is a mapped cache entry (a warm hit: no copy) or a
+     * heap buffer holding its fields one after another (read from the source). */
+    sc__mapping *map;        /* [nsh] */
+    unsigned char **buf;     /* [nsh] */
+    uint64_t *cap;           /* [nsh] bytes allocated for buf[i] (a pooled one may be larger) */
+    const unsigned char **fp; /* [nsh * nfields] where each field of each shard is */
     uint64_t next_load, loaded_prefix;
     /* the delivered order: position q of the epoch reads src_shard[q], src_off[q] */
     uint32_t *src_shard, *src_off;
@@ -86,6 +91,14 @@ struct sc__stream {
     pthread_t *threads;
     int nthreads, stop, failed;
     sc_error err;
+    /*
+     * Shard buffers freed by builders, kept for the next loads: a fresh
+     * malloc of a shard-sized block is an mmap whose every page faults on
+     * first touch, which costs more than the copy into it (bench/stream).
+     * At most mem_bytes are pooled.
+     */
+    unsigned char **pool;
+    uint64_t *pool_cap, npool, pool_bytes;
 };
 
 /* ---- the schedule ------------------------------------------------------------- */
@@ -96,15 +109,22 @@ static void ep_free_work(ep *e)
     free(e->start);
     free(e->state);
     free(e->refs);
+    free(e->cap);
+    free(e->fp);
     if (e->buf)
         for (uint64_t i = 0; i < e->nsh; i++)
             free(e->buf[i]);
+    if (e->map)
+        for (uint64_t i = 0; i < e->nsh; i++)
+            sc__cache_unmap(&e->map[i]);
     free(e->buf);
+    free(e->map);
     free(e->src_shard);
     free(e->src_off);
     free(e->ids);
     free(e->need);
-    e->shards = NULL, e->start = NULL, e->state = NULL, e->refs = NULL;
+    e->shards = NULL, e->start = NULL, e->state = NULL, e->refs = NULL, e->cap = NULL;
+    e->fp = NULL, e->map = NULL;
     e->buf = NULL, e->src_shard = NULL, e->src_off = NULL, e->ids = NULL;
     e->need = NULL;
 }
@@ -133,8 +153,12 @@ static int prepare(const sc__stream *s, ep *e, sc_error *err)
     e->state = calloc(e->nsh + 1, 1);
     e->refs = calloc(e->nsh + 1, sizeof *e->refs);
     e->buf = calloc(e->nsh + 1, sizeof *e->buf);
+    e->cap = calloc(e->nsh + 1, sizeof *e->cap);
+    e->map = calloc(e->nsh + 1, sizeof *e->map);
+    e->fp = calloc((e->nsh + 1) * (uint64_t)s->nfields, sizeof *e->fp);
     e->need = calloc(e->nb + 1, sizeof *e->need);
-    if (!e->shards || !e->start || !e->state || !e->refs || !e->buf || !e->need)
+    if (!e->shards || !e->start || !e->state || !e->refs || !e->buf || !e->cap || !e->map ||
+        !e->fp || !e->need)
         goto nomem;
     uint64_t k = 0;
     if (dup)
@@ -218,7 +242,45 @@ typedef struct task {
     ep *e;
     uint64_t i; /* shard index (load) or batch (build) */
     rslot *slot;
+    unsigned char *buf; /* load: a pooled buffer of cap bytes, or NULL */
+    uint64_t cap;
 } task;
+
+/* The smallest pooled buffer of at least `bytes`, or NULL. */
+static unsigned char *pool_take(sc__stream *s, uint64_t bytes, uint64_t *cap)
+{
+    uint64_t best = s->npool;
+    for (uint64_t k = 0; k < s->npool; k++)
+        if (s->pool_cap[k] >= bytes && (best == s->npool || s->pool_cap[k] < s->pool_cap[best]))
+            best = k;
+    if (best == s->npool)
+        return NULL;
+    unsigned char *b = s->pool[best];
+    *cap = s->pool_cap[best];
+    s->pool_bytes -= *cap;
+    s->npool--;
+    s->pool[best] = s->pool[s->npool];
+    s->pool_cap[best] = s->pool_cap[s->npool];
+    return b;
+}
+
+static void pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
+{
+    if (s->pool_bytes + cap <= s->o.mem_bytes) {
+        unsigned char **p = realloc(s->pool, sizeof *p * (s->npool + 1));
+        if (p)
+            s->pool = p;
+        uint64_t *c = p ? realloc(s->pool_cap, sizeof *c * (s->npool + 1)) : NULL;
+        if (c) {
+            s->pool_cap = c;
+            s->pool[s->npool] = b;
+            s->pool_cap[s->npool++] = cap;
+            s->pool_bytes += cap;
+            return;
+        }
+    }
+    free(b);
+}
 
 static uint64_t shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
 {
@@ -237,7 +299,7 @@ static int pick(sc__stream *s, task *t)
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;
-            *t = (task){T_PREPARE, e, 0, NULL};
+            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0};
             return 1;
         }
         if (e->prep != PREP_DONE)
@@ -257,7 +319,7 @@ static int pick(sc__stream *s, task *t)
         if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
             build->next_build++;
             slot->state = SL_BUILDING;
-            *t = (task){T_BUILD, build, b, slot};
+            *t = (task){T_BUILD, build, b, slot, NULL, 0};
             return 1;
         }
     }
@@ -268,7 +330,8 @@ static int pick(sc__stream *s, task *t)
             load->state[i] = SH_LOADING;
             load->next_load++;
             s->resident += bytes;
-            *t = (task){T_LOAD, load, i, NULL};
+            *t = (task){T_LOAD, load, i, NULL, NULL, 0};
+            t->buf = pool_take(s, bytes, &t->cap);
             return 1;
         }
     }
@@ -288,23 +351,40 @@ static void fail(sc__stream *s, const sc_error *err)
 
 /* ---- doing it (mutex not held) ------------------------------------------------ */
 
-static int load(sc__stream *s, ep *e, uint64_t i, int *hit, sc_error *err)
+static int load(sc__stream *s, task *t, int *hit, sc_error *err)
 {
-    uint64_t ns = e->start[i + 1] - e->start[i];
-    unsigned char *buf = malloc(shard_bytes(s, e, i) + 1);
+    ep *e = t->e;
+    uint64_t i = t->i, ns = e->start[i + 1] - e->start[i];
+    const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
+    sc__mapping *m = &e->map[i];
+    int rc = sc__cache_map(s->cache, e->shards[i], m, err);
+    if (rc == SC_OK && m->base) {
+        *hit = 1;
+        for (int f = 0; f < s->nfields; f++)
+            fp[f] = m->field[f];
+        return SC_OK; /* published to builders under the mutex, by finish() */
+    }
+    unsigned char *buf = t->buf;
+    if (!buf)
+        buf = malloc(t->cap = shard_bytes(s, e, i) + 1);
+    t->buf = NULL; /* the shard's now, or freed below */
     if (!buf)
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
                           s->o.rank, (unsigned long long)e->epoch, e->shards[i]);
     void *bufs[SC_MAX_FIELDS];
     for (int f = 0; f < s->nfields; f++)
         bufs[f] = buf + ns * s->sfo[f];
-    int rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, err);
+    if (rc == SC_OK)
+        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, err);
     if (rc != SC_OK) {
         free(buf);
         return sc__errctx(err, "rank %d: epoch %llu: shard %u", s->o.rank,
                           (unsigned long long)e->epoch, e->shards[i]);
     }
-    e->buf[i] = buf; /* published to builders under the mutex, by finish() */
+    e->buf[i] = buf;
+    e->cap[i] = t->cap;
+    for (int f = 0; f < s->nfields; f++)
+        fp[f] = buf + ns * s->sfo[f];
     return SC_OK;
 }
 
@@ -315,12 +395,11 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc_error *err)
     if (rc != SC_OK)
         return rc;
     for (uint64_t k = 0; k < B; k++) {
-        uint64_t q = q0 + k, i = e->src_shard[q], off = e->src_off[q];
-        uint64_t ns = e->start[i + 1] - e->start[i];
-        const unsigned char *src = e->buf[i];
+        uint64_t q = q0 + k, off = e->src_off[q];
+        const unsigned char **fp = e->fp + e->src_shard[q] * (uint64_t)s->nfields;
         for (int f = 0; f < s->nfields; f++)
-            memcpy(slot->host + s->foff[f] + k * s->fsb[f],
-                   src + ns * s->sfo[f] + off * s->fsb[f], s->fsb[f]);
+            memcpy(slot->host + s->foff[f] + k * s->fsb[f], fp[f] + off * s->fsb[f],
+                   s->fsb[f]);
     }
     memcpy(slot->ids, e->ids + q0, sizeof *slot->ids * B);
     slot->epoch = e->epoch;
@@ -363,7 +442,10 @@ static void finish(sc__stream *s, const task *t, int hit)
         for (uint64_t q = t->i * B; q < (t->i + 1) * B; q++) {
             uint32_t i = e->src_shard[q];
             if (--e->refs[i] == 0) {
-                free(e->buf[i]);
+                if (e->map[i].base)
+                    sc__cache_unmap(&e->map[i]);
+                else
+                    pool_put(s, e->buf[i], e->cap[i]);
                 e->buf[i] = NULL;
                 e->state[i] = SH_FREED;
                 s->resident -= shard_bytes(s, e, i);
@@ -394,10 +476,12 @@ static void *producer(void *arg)
         if (t.kind == T_PREPARE)
             rc = prepare(s, t.e, &err);
         else if (t.kind == T_LOAD)
-            rc = load(s, t.e, t.i, &hit, &err);
+            rc = load(s, &t, &hit, &err);
         else
             rc = build(s, t.e, t.i, t.slot, &err);
         pthread_mutex_lock(&s->mu);
+        if (t.buf) /* a pooled buffer a failed load never used */
+            pool_put(s, t.buf, t.cap);
         if (rc != SC_OK)
             fail(s, &err);
         else
@@ -638,6 +722,10 @@ void sc__stream_close(sc__stream *s)
         sc__dev_host_free(s->o.dev, r->host);
         free(r->ids);
     }
+    for (uint64_t k = 0; k < s->npool; k++)
+        free(s->pool[k]);
+    free(s->pool);
+    free(s->pool_cap);
     free(s->ring);
     free(s->threads);
     pthread_cond_destroy(&s->work);

@@ -197,6 +197,57 @@ static void test_epochs_are_exactly_once(void **state)
     }
 }
 
+/* Flips the first byte of field 0 in every cache entry under `root`; returns how many. */
+static int corrupt_entries(const char *root)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "find '%s' -name 's*.h5'", root);
+    FILE *list = popen(cmd, "r");
+    char path[1400];
+    int n = 0;
+    while (list && fgets(path, sizeof path, list)) {
+        path[strcspn(path, "\n")] = 0;
+        FILE *f = fopen(path, "r+b");
+        unsigned char off[8];
+        /* The entry header (docs/cache.md): field 0's offset at byte 48. */
+        if (!f || fseek(f, 48, SEEK_SET) || fread(off, 8, 1, f) != 1) {
+            if (f)
+                fclose(f);
+            continue;
+        }
+        long at = 0;
+        for (int i = 7; i >= 0; i--)
+            at = at << 8 | off[i];
+        int c;
+        if (fseek(f, at, SEEK_SET) == 0 && (c = fgetc(f)) != EOF &&
+            fseek(f, at, SEEK_SET) == 0 && fputc(c ^ 0xff, f) != EOF)
+            n++;
+        fclose(f);
+    }
+    if (list)
+        pclose(list);
+    return n;
+}
+
+/*
+ * Warm reads map the cache entries (no copy); an entry whose bytes no
+ * longer match its checksum must be repaired from the source, never
+ * served: every batch of the next job still checks out.
+ */
+static void test_corrupt_cache_entries_are_not_served(void **state)
+{
+    (void)state;
+    sc_config c = config(src);
+    c.cache_check = SC_CACHE_CHECK_FIRST;
+    run_epochs(&c, 1);
+    int n = 0;
+    if (rank == 0)
+        n = corrupt_entries(c.cache_dir);
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    assert_true(n >= NSHARDS / 2); /* sticky-free epoch 0 cached what it read */
+    run_epochs(&c, 2);
+}
+
 static void test_order_is_deterministic(void **state)
 {
     (void)state;
@@ -511,6 +562,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epochs_are_exactly_once),
         cmocka_unit_test(test_order_is_deterministic),
+        cmocka_unit_test(test_corrupt_cache_entries_are_not_served),
         cmocka_unit_test(test_straggler_does_not_delay_others),
         cmocka_unit_test(test_close_mid_epoch),
         cmocka_unit_test(test_source_error_stops_the_loader),

@@ -11,6 +11,7 @@
  * with `shardcache verify`, which re-derives the plans independently.
  *
  *   soak_job --jobs N --seed S --dir DIR [--fault NAME] [--verify SHARDCACHE]
+ *            [--world W]
  *
  * Faults are the library's own SC_FAULT hooks, on the job's last rank in
  * epoch 1: plan-seed, own-plan, stale-plan, dup-shard, skip-shard, world,
@@ -136,10 +137,12 @@ static void settle_remainder(job *j)
     sc_plan_free(prev);
 }
 
-static void make_job(job *j, sc__rng *r, int max_world, const char *fault)
+static void make_job(job *j, sc__rng *r, int max_world, int force_world, const char *fault)
 {
     int faulty = *fault && strcmp(fault, "skew");
     j->world = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
+    if (force_world >= 1 && force_world <= max_world)
+        j->world = (uint32_t)force_world;
     if (faulty && max_world >= 2 && j->world < 2)
         j->world = 2; /* a fault needs someone to disagree with */
     j->dataset = faulty || sc__rng_below(r, 10) < 7 ? -1 : (int)sc__rng_below(r, NB);
@@ -355,24 +358,30 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
 static int cli_verify(const job *j, const char *dir, const char *shardcache, char *why,
                       size_t whylen)
 {
-    char sizes[1100], cmd[4096];
+    char sizes[1100], cmd[8192], flags[1400];
     snprintf(sizes, sizeof sizes, "%s/job%llu/sizes.txt", dir, (unsigned long long)j->id);
     FILE *f = fopen(sizes, "w");
     for (uint64_t s = 0; f && s < j->nshards; s++)
         fprintf(f, "%llu\n", (unsigned long long)j->sizes[s]);
     if (f)
         fclose(f);
-    snprintf(cmd, sizeof cmd,
-             "%s verify --audit-dir %s/job%llu --plan-seed %llu --shard-sizes %s "
-             "--ranks %u --batch %llu --mode %s --exchange %g --remainder %s "
-             "> %s/job%llu/verify.log 2>&1 && grep -q "
-             "'^exactly-once: ok (%llu epochs' %s/job%llu/verify.log",
-             shardcache, dir, (unsigned long long)j->id, (unsigned long long)j->seed, sizes,
-             j->world, (unsigned long long)j->batch,
+    /* The job's plan flags, also kept in the job's directory for tests. */
+    snprintf(flags, sizeof flags,
+             "--plan-seed %llu --shard-sizes %s --ranks %u --batch %llu --mode %s "
+             "--exchange %g --remainder %s",
+             (unsigned long long)j->seed, sizes, j->world, (unsigned long long)j->batch,
              j->mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j->q,
-             j->remainder == SC_REMAINDER_PAD ? "pad" : "drop", dir,
-             (unsigned long long)j->id, (unsigned long long)j->epochs, dir,
-             (unsigned long long)j->id);
+             j->remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+    snprintf(cmd, sizeof cmd, "%s/job%llu/flags", dir, (unsigned long long)j->id);
+    if ((f = fopen(cmd, "w"))) {
+        fprintf(f, "%s\n", flags);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s verify --audit-dir %s/job%llu %s > %s/job%llu/verify.log 2>&1 && grep -q "
+             "'^exactly-once: ok (%llu epochs' %s/job%llu/verify.log",
+             shardcache, dir, (unsigned long long)j->id, flags, dir, (unsigned long long)j->id,
+             (unsigned long long)j->epochs, dir, (unsigned long long)j->id);
     if (system(cmd) == 0)
         return 1;
     snprintf(why, whylen, "shardcache verify disagrees: see %s/job%llu/verify.log", dir,
@@ -383,6 +392,7 @@ static int cli_verify(const job *j, const char *dir, const char *shardcache, cha
 int main(int argc, char **argv)
 {
     uint64_t jobs = 10, seed = 1;
+    int force_world = 0;
     const char *dir = "/tmp", *fault = "", *verify = NULL;
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -397,6 +407,8 @@ int main(int argc, char **argv)
             fault = argv[i + 1];
         else if (!strcmp(argv[i], "--verify"))
             verify = argv[i + 1];
+        else if (!strcmp(argv[i], "--world"))
+            force_world = atoi(argv[i + 1]);
     }
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -408,7 +420,7 @@ int main(int argc, char **argv)
     for (uint64_t t = 0; t < jobs; t++) {
         job j = {0};
         j.id = t;
-        make_job(&j, &r, size < 8 ? size : 8, fault);
+        make_job(&j, &r, size < 8 ? size : 8, force_world, fault);
         MPI_Comm comm;
         MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j.world ? 0 : MPI_UNDEFINED,
                        world_rank, &comm);

@@ -1,0 +1,255 @@
+/*
+ * bench/stream - what the training loop receives: batches delivered by the
+ * loader (sc_next_batch, warm node-local cache, sample-level window
+ * shuffle, batch assembly, ownership checks on) against the machine's
+ * memcpy bandwidth for the same bytes, measured side by side in one run;
+ * then the consumer's wait when each step computes for as long as one
+ * batch takes to produce.
+ *
+ *   bench_stream [--size MiB] [--batch B] [--producers LIST] [--runs N]
+ *                [--dir DIR] [--doc FILE]
+ *
+ * One rank (an MPI singleton): the figures are per process.  The memcpy
+ * limit copies the same number of bytes, batch by batch, from a source the
+ * size of the dataset (so it comes from DRAM, as a cache read does), with
+ * one thread.  Each figure is the median of N epochs, interleaved with the
+ * memcpy runs so that machine noise hits both alike.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_doc.h"
+#include "shardcache.h"
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench_stream: %s: %s\n", what, msg);
+    exit(1);
+}
+
+typedef struct epoch_fig {
+    double secs, wait, bytes;
+} epoch_fig;
+
+/*
+ * A training step of `s` seconds: spinning on the CPU (a CPU model, which
+ * takes a core from the producers), or sleeping, as the consumer thread
+ * does while it waits for a GPU kernel.
+ */
+static void compute_for(double s, int spin)
+{
+    if (!spin) {
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        nanosleep(&ts, NULL);
+        return;
+    }
+    double until = bench_now() + s;
+    while (bench_now() < until)
+        ;
+}
+
+static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spin)
+{
+    epoch_fig f = {0, 0, 0};
+    sc_batch b;
+    int rc;
+    if (sc_epoch_begin(ld, epoch, NULL) != SC_OK)
+        die("epoch begin", sc_last_error(ld));
+    double t0 = bench_now();
+    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        for (int i = 0; i < b.nfields; i++)
+            f.bytes += (double)b.bytes[i];
+        if (step_s > 0)
+            compute_for(step_s, spin);
+        sc_batch_release(ld, &b);
+    }
+    f.secs = bench_now() - t0;
+    if (rc != SC_END_OF_EPOCH)
+        die("next batch", sc_last_error(ld));
+    sc_epoch_summary rep;
+    if (sc_epoch_wait(ld, epoch, &rep) != SC_OK || !rep.exactly_once.ok)
+        die("exactly-once", rep.exactly_once.detail);
+    f.wait = rep.wait_s;
+    return f;
+}
+
+/*
+ * The limit: the same bytes, batch by batch, one thread, from a source the
+ * size of the dataset into a ring of as many batch buffers as the loader's
+ * (SC_PREFETCH_BATCHES), so both read and write memory alike.
+ */
+static double memcpy_run(const unsigned char *src, size_t total, unsigned char *ring,
+                         size_t batch_bytes, size_t depth)
+{
+    double t0 = bench_now();
+    size_t k = 0;
+    for (size_t at = 0; at + batch_bytes <= total; at += batch_bytes, k++)
+        memcpy(ring + (k % depth) * batch_bytes, src + at, batch_bytes);
+    double t = bench_now() - t0;
+    if (ring[batch_bytes / 2] != src[batch_bytes / 2]) /* keep the copies */
+        die("memcpy", "copy mismatch");
+    return t;
+}
+
+static sc_loader *open_loader(const char *data, const char *cache, uint64_t batch,
+                              int producers)
+{
+    sc_config c;
+    sc_error err = SC_ERROR_INIT;
+    if (sc_config_init(&c, &err) != SC_OK)
+        die("config", err.msg);
+    snprintf(c.source, sizeof c.source, "%s", data);
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s", cache);
+    c.shard_size = 1024;
+    c.batch_size = batch;
+    c.producers = producers;
+    c.device = SC_DEVICE_HOST;
+    c.log_level = 0;
+    sc_loader *ld = NULL;
+    if (sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
+        die("open", err.msg);
+    return ld;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t mib = 512, batch = 256;
+    int runs = 3, plist[8] = {1, 2, 4}, np = 3;
+    const char *doc = NULL, *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char prod_arg[64] = "1,2,4";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--size"))
+            mib = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--batch"))
+            batch = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--runs"))
+            runs = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dir"))
+            base = argv[i + 1];
+        else if (!strcmp(argv[i], "--doc"))
+            doc = argv[i + 1];
+        else if (!strcmp(argv[i], "--producers")) {
+            snprintf(prod_arg, sizeof prod_arg, "%s", argv[i + 1]);
+            np = 0;
+            for (char *s = argv[i + 1]; *s && np < 8; s = strchr(s, ',') ? strchr(s, ',') + 1 : "")
+                plist[np++] = atoi(s);
+        } else {
+            fprintf(stderr, "bench_stream: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 21 || batch < 1 || mib < 16 || np < 1)
+        return 2;
+    for (int i = 0; i < np; i++)
+        if (plist[i] < 1)
+            return 2;
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+
+    char dir[4096], data[4200], cache[4200];
+    snprintf(dir, sizeof dir, "%s/bench_stream.XXXXXX", base);
+    if (!mkdtemp(dir))
+        die("mkdtemp", dir);
+    snprintf(data, sizeof data, "%s/data.h5", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    const uint64_t sample = 3 * 64 * 64 + 8; /* the images and the label */
+    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sp.out = data;
+    sp.samples = (mib << 20) / sample;
+    sp.seed = 1;
+    sc_error err = SC_ERROR_INIT;
+    if (sc_dataset_make(&sp, NULL, NULL, &err) != SC_OK)
+        die("make-dataset", err.msg);
+
+    /* Warm the cache and verify every entry once (what epoch 0 of a job does). */
+    sc_loader *ld = open_loader(data, cache, batch, plist[np - 1]);
+    epoch_fig cold = run_epoch(ld, 0, 0, 0);
+    sc_loader_close(ld);
+
+    size_t total = (size_t)sp.samples * sample, bb = (size_t)(batch * sample);
+    size_t depth = 8; /* SC_PREFETCH_BATCHES's default, which the loaders use */
+    unsigned char *src = malloc(total), *dst = malloc(bb * depth);
+    if (!src || !dst)
+        die("memory", "for the memcpy limit");
+    memset(src, 1, total);
+    memset(dst, 0, bb * depth);
+    double mem[8 * 21], deliv[8][21], gbps_mem, gbps[8];
+    int nmem = 0;
+    double bytes = 0;
+    for (int i = 0; i < np; i++) {
+        ld = open_loader(data, cache, batch, plist[i]);
+        run_epoch(ld, 0, 0, 0); /* the producers' buffers come from the pool after it */
+        for (int r = 0; r < runs; r++) {
+            epoch_fig f = run_epoch(ld, (uint64_t)r + 1, 0, 0);
+            deliv[i][r] = f.bytes / f.secs;
+            bytes = f.bytes;
+            mem[nmem++] = (double)(total - total % bb) / memcpy_run(src, total, dst, bb, depth);
+        }
+        sc_loader_close(ld);
+        gbps[i] = bench_median(deliv[i], runs) / 1e9;
+    }
+    gbps_mem = bench_median(mem, nmem) / 1e9;
+
+    /*
+     * Starvation: a step that computes exactly as long as the pipeline
+     * takes to produce one batch (its best producer count, from the runs
+     * above) must still find its next batch ready: the consumer's wait is
+     * the pipeline's failure to overlap.
+     */
+    int best = 0;
+    for (int i = 1; i < np; i++)
+        best = gbps[i] > gbps[best] ? i : best;
+    double per_batch = (double)bb / (gbps[best] * 1e9);
+    double waitpct[2][21], wait_med[2];
+    ld = open_loader(data, cache, batch, plist[best]);
+    run_epoch(ld, 0, 0, 0);
+    for (int r = 0; r < runs; r++)
+        for (int spin = 0; spin < 2; spin++) {
+            epoch_fig f = run_epoch(ld, 2 * (uint64_t)r + 1 + (uint64_t)spin, per_batch, spin);
+            waitpct[spin][r] = 100.0 * f.wait / f.secs;
+        }
+    sc_loader_close(ld);
+    wait_med[0] = bench_median(waitpct[0], runs);
+    wait_med[1] = bench_median(waitpct[1], runs);
+
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char text[4096];
+    int n = snprintf(text, sizeof text,
+                     "`bench_stream --size %llu --batch %llu --producers %s --runs %d` "
+                     "(one rank, %.0f MiB delivered per epoch, %llu-byte samples, median of "
+                     "%d epochs, %ld cores online)\n\n"
+                     "| delivery | GB/s | ratio to memcpy |\n| --- | ---: | ---: |\n"
+                     "| memcpy of the same bytes into a ring of 8 batches, one thread (the limit) | %.2f | 1.00 |\n",
+                     (unsigned long long)mib, (unsigned long long)batch, prod_arg, runs,
+                     bytes / 1048576.0, (unsigned long long)sample, runs, cores, gbps_mem);
+    for (int i = 0; i < np; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "| sc_next_batch, warm cache, %d producer%s | %.2f | %.2f |\n", plist[i],
+                      plist[i] > 1 ? "s" : "", gbps[i], gbps[i] / gbps_mem);
+    n += snprintf(text + n, sizeof text - (size_t)n,
+                  "| cold epoch (source read + cache write), %d producers | %.2f | %.2f |\n",
+                  plist[np - 1], cold.bytes / cold.secs / 1e9,
+                  cold.bytes / cold.secs / 1e9 / gbps_mem);
+    snprintf(text + n, sizeof text - (size_t)n,
+             "\nConsumer wait, with each step as long as one batch's production (%.3f ms, "
+             "%d producers): %.2f%% of the epoch when the step sleeps (the consumer waits for "
+             "a GPU), %.2f%% when it spins on a CPU core (which the producers then lack).\n",
+             per_batch * 1e3, plist[best], wait_med[0], wait_med[1]);
+    printf("%s", text);
+    int rc = 0;
+    if (doc && bench_doc_write(doc, "stream", text) != 0) {
+        fprintf(stderr, "bench_stream: cannot write %s\n", doc);
+        rc = 1;
+    }
+    free(src);
+    free(dst);
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_stream: could not remove %s\n", dir);
+    MPI_Finalize();
+    return rc;
+}
