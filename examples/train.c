@@ -1,11 +1,15 @@
 /*
  * train - a real training loop fed by shardcache: a linear softmax
  * classifier over the /images field (uint8 pixels scaled to [0,1]) with
- * /labels (int64) as targets, trained by SGD on the CPU, gradients averaged
- * across ranks with MPI_Allreduce every step.
+ * /labels (int64) as targets, trained by SGD, gradients averaged across
+ * ranks every step.  On the CPU the batch stays in host memory and
+ * MPI_Allreduce sums the gradients; when the build has CUDA (nvcc) and a
+ * GPU is visible, the loader puts batches on the device and CUDA kernels
+ * (train_gpu.cu) train there, with ncclAllReduce when built with NCCL.
  *
  *   mpirun -np 4 train --epochs 3 [--lr 0.002] [--classes 10] [--step-ms X]
- *                      [--source FILE] [--images /images] [--labels /labels]
+ *                      [--device auto|cpu|gpu] [--source FILE]
+ *                      [--images /images] [--labels /labels]
  *
  * Everything else comes from the SC_* environment (sc_config_init).  Per
  * epoch rank 0 prints loss, samples/s, consumer wait as a share of the
@@ -21,22 +25,27 @@
 
 #include <shardcache.h>
 
+#ifdef TRAIN_HAVE_CUDA
+#include "train_gpu.h"
+#endif
+
 typedef struct opts {
     uint64_t epochs, classes;
     double lr, step_ms;
-    const char *source, *images, *labels;
+    const char *source, *images, *labels, *device;
 } opts;
 
 static int usage(void)
 {
     fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
-                    "             [--source FILE] [--images NAME] [--labels NAME]\n");
+                    "             [--device auto|cpu|gpu] [--source FILE] [--images NAME]\n"
+                    "             [--labels NAME]\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels"};
+    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto"};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -56,6 +65,9 @@ static int parse(int argc, char **argv, opts *o)
             o->images = v, end = (char *)"";
         else if (!strcmp(a, "--labels"))
             o->labels = v, end = (char *)"";
+        else if (!strcmp(a, "--device") &&
+                 (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu")))
+            o->device = v, end = (char *)"";
         else
             return usage();
         if (!end || *end || (o->epochs < 1) || o->classes < 2 || !(o->lr > 0) ||
@@ -165,8 +177,25 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    /* This trainer computes on the CPU: batches stay in host memory. */
-    cfg.device = SC_DEVICE_HOST;
+    /*
+     * The GPU when this build can train there and a device is visible
+     * (--device auto), else the CPU, with batches in host memory.
+     */
+    sc_features f;
+    sc_features_get(&f);
+    int gpu = 0;
+#ifdef TRAIN_HAVE_CUDA
+    gpu = strcmp(o.device, "cpu") != 0 && f.cuda_devices > 0;
+#endif
+    if (!strcmp(o.device, "gpu") && !gpu) {
+        if (rank == 0)
+            fprintf(stderr, "train: --device gpu, but %s\n",
+                    f.cuda_devices ? "this build has no nvcc-built GPU model"
+                                   : "no CUDA device is visible");
+        MPI_Finalize();
+        return 2;
+    }
+    cfg.device = gpu ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
     sc_loader *ld = NULL;
     if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK) {
         MPI_Finalize();
@@ -186,6 +215,9 @@ int main(int argc, char **argv)
     model m = {fx.sample_bytes, o.classes, NULL, NULL};
     m.w = calloc(m.k * (m.d + 1), sizeof *m.w);
     m.grad = calloc(m.k * (m.d + 1), sizeof *m.grad);
+#ifdef TRAIN_HAVE_CUDA
+    tg_model *g = NULL;
+#endif
 
     double first_loss = NAN, last_loss = NAN, wait_all = 0, wall_all = 0;
     uint64_t later_hits = 0, later_reads = 0, samples_all = 0, dup_all = 0, skip_all = 0;
@@ -201,6 +233,21 @@ int main(int argc, char **argv)
         uint64_t n = 0;
         sc_batch b;
         while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+#ifdef TRAIN_HAVE_CUDA
+            if (gpu) {
+                /* The model lives where the loader puts the batches. */
+                char msg[256];
+                double bl = 0;
+                if ((!g && tg_open(b.device, m.d, m.k, MPI_COMM_WORLD, &g, msg, sizeof msg)) ||
+                    tg_step(g, b.data[ix], b.data[iy], b.size, b.ready, o.lr, &bl,
+                            &bad_label, msg, sizeof msg)) {
+                    /* The other ranks are in the gradient all-reduce: stop them too. */
+                    fprintf(stderr, "train[rank %d]: GPU %d: %s\n", rank, b.device, msg);
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                loss += bl;
+            } else
+#endif
             loss += step(&m, b.data[ix], b.data[iy], b.size, MPI_COMM_WORLD, nranks, o.lr,
                          &bad_label);
             n += b.size;
@@ -271,6 +318,9 @@ int main(int argc, char **argv)
                 (unsigned long long)(o.classes - 1));
     free(m.w);
     free(m.grad);
+#ifdef TRAIN_HAVE_CUDA
+    tg_close(g);
+#endif
     MPI_Finalize();
     return failed || !all_ok || !fell ? 1 : 0;
 }

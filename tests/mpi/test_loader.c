@@ -200,10 +200,10 @@ static void test_epochs_are_exactly_once(void **state)
 /* Flips the first byte of field 0 in every cache entry under `root`; returns how many. */
 static int corrupt_entries(const char *root)
 {
-    char cmd[1400];
+    char cmd[SC_PATH_MAX + 64];
     snprintf(cmd, sizeof cmd, "find '%s' -name 's*.h5'", root);
     FILE *list = popen(cmd, "r");
-    char path[1400];
+    char path[SC_PATH_MAX + 64];
     int n = 0;
     while (list && fgets(path, sizeof path, list)) {
         path[strcspn(path, "\n")] = 0;
