@@ -271,6 +271,9 @@ typedef struct sc_config {
     sc_device_mode device;        /* SC_DEVICE: auto | host | cuda */
     sc_verify_mode verify;        /* SC_VERIFY: sketch | full */
     char audit_dir[SC_PATH_MAX];  /* SC_AUDIT_DIR: per-rank consumed ids; empty = off */
+    /* appended for tracing */
+    char trace[SC_PATH_MAX];      /* SC_TRACE: path prefix of PREFIX.rankR.json; empty = off */
+    uint64_t trace_events;        /* SC_TRACE_EVENTS: ring size per thread */
 } sc_config;
 
 /*

@@ -318,11 +318,12 @@ static int full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
 }
 
 /* Writes one entry: temporary file, data, header (the mark), rename. */
-static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
+static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
+                       sc_error *err)
 {
     const sc_dataset *ds = c->ds;
     char tmp[SC_PATH_MAX + 64], path[SC_PATH_MAX + 32];
-    header h = {shard, ds->fingerprint, checksum(ds, shard, bufs), (uint64_t)ds->nfields,
+    header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields,
                 {0}, {0}};
     int bad;
     entry_path(c, shard, path, sizeof path);
@@ -391,9 +392,25 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, sc_error 
  * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  Returns
  * NULL on success, or why the entry cannot be served.
  */
-static const char *read_entry(const sc_cache *c, uint64_t shard, void *const *bufs,
-                              sc__mapping *m, int verified)
+/* One traced stage of a shard's read, for the caller's thread. */
+static void span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
+                 uint64_t bytes)
 {
+    if (tc)
+        sc__trace_span(tc->ring, st, t0, sc__trace_now(tc->ring), tc->epoch,
+                       (int64_t)shard, -1, bytes);
+}
+
+static sc__tring *ring_of(const sc__tctx *tc)
+{
+    return tc ? tc->ring : NULL;
+}
+
+static const char *read_entry(const sc_cache *c, uint64_t shard, void *const *bufs,
+                              sc__mapping *m, int verified, const sc__tctx *tc)
+{
+    uint64_t t0 = sc__trace_now(ring_of(tc));
+    sc__trace_slow(SC__ST_CACHE_READ);
     const sc_dataset *ds = c->ds;
     char path[SC_PATH_MAX + 32];
     unsigned char block[USERBLOCK];
@@ -433,10 +450,14 @@ static const char *read_entry(const sc_cache *c, uint64_t shard, void *const *bu
     }
     if (fd >= 0)
         close(fd);
+    span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
-    if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified) &&
-        checksum(ds, shard, bufs) != h.checksum)
-        why = "its checksum does not match its bytes";
+    if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
+        t0 = sc__trace_now(ring_of(tc));
+        if (checksum(ds, shard, bufs) != h.checksum)
+            why = "its checksum does not match its bytes";
+        span(tc, SC__ST_CHECKSUM, t0, shard, sc__shard_bytes(ds, shard));
+    }
     if (why && m)
         sc__cache_unmap(m);
     return why;
@@ -455,7 +476,7 @@ void sc__cache_unmap(sc__mapping *m)
  * could not be served, in which case it has been repaired (dropped).
  */
 static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
-                             sc__mapping *m)
+                             sc__mapping *m, const sc__tctx *tc)
 {
     uint32_t s32 = (uint32_t)shard;
     pthread_mutex_lock(&c->mu);
@@ -464,7 +485,7 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
     pthread_mutex_unlock(&c->mu);
     if (!held)
         return "it is not cached";
-    const char *why = read_entry(c, shard, bufs, m, verified);
+    const char *why = read_entry(c, shard, bufs, m, verified, tc);
     pthread_mutex_lock(&c->mu);
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
     if (!why) {
@@ -481,18 +502,19 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
     return why;
 }
 
-int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, sc_error *err)
+int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *tc,
+                  sc_error *err)
 {
     memset(m, 0, sizeof *m);
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    hit_entry(c, shard, NULL, m);
+    hit_entry(c, shard, NULL, m, tc);
     return sc__errok(err);
 }
 
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
-                   sc_error *err)
+                   const sc__tctx *tc, sc_error *err)
 {
     if (!c || !bufs)
         return sc__seterr(err, SC_EINVAL, "sc_cache_read: NULL argument");
@@ -503,22 +525,31 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     uint32_t s32 = (uint32_t)shard;
     if (hit)
         *hit = 0;
-    if (!hit_entry(c, shard, bufs, NULL)) {
+    if (!hit_entry(c, shard, bufs, NULL, tc)) {
         if (hit)
             *hit = 1;
         return sc__errok(err);
     }
 
+    uint64_t t0 = sc__trace_now(ring_of(tc));
+    sc__trace_slow(SC__ST_SOURCE_READ);
     int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
+    span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
     if (rc != SC_OK)
         return rc;
+    t0 = sc__trace_now(ring_of(tc));
+    uint64_t sum = checksum(c->ds, shard, bufs);
+    span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
     pthread_mutex_lock(&c->mu);
     c->st.misses++;
     c->st.bytes_from_source += bytes;
     rc = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : admit(c, shard, bytes);
     if (rc == SC_OK) {
         sc_error werr = SC_ERROR_INIT;
-        if (write_entry(c, shard, bufs, &werr) != SC_OK) {
+        t0 = sc__trace_now(ring_of(tc));
+        int wrc = write_entry(c, shard, bufs, sum, &werr);
+        span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
+        if (wrc != SC_OK) {
             /* The bytes in bufs are right; only the copy failed (disk full?). */
             sc__evict_remove(c->ev, s32);
             sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
@@ -535,7 +566,7 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
 
 int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
 {
-    return sc__cache_read(c, shard, bufs, NULL, err);
+    return sc__cache_read(c, shard, bufs, NULL, NULL, err);
 }
 
 int sc_cache_plan_ahead(sc_cache *c, const uint32_t *shards, uint64_t n)

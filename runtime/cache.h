@@ -12,13 +12,15 @@
 #define SC_CACHE_H
 
 #include "shardcache.h"
+#include "trace.h"
 
 /*
- * sc_cache_read, telling whether it was a hit.  Safe from several threads
- * at once, for different shards.
+ * sc_cache_read, telling whether it was a hit, and tracing its stages
+ * (cache read, checksum, source read, cache write) into `tc` (may be
+ * NULL).  Safe from several threads at once, for different shards.
  */
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
-                   sc_error *err);
+                   const sc__tctx *tc, sc_error *err);
 
 /* A cache entry mapped read-only: field[i] is the shard's field i. */
 typedef struct sc__mapping {
@@ -33,7 +35,8 @@ typedef struct sc__mapping {
  * be repaired, m->base is NULL and the caller reads it with
  * sc__cache_read (which goes to the source).  Unmap with sc__cache_unmap.
  */
-int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, sc_error *err);
+int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *tc,
+                  sc_error *err);
 void sc__cache_unmap(sc__mapping *m);
 
 #endif /* SC_CACHE_H */

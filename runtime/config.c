@@ -65,6 +65,10 @@ static const setting settings[] = {
      "exactly-once check: an O(1) sketch per epoch, or per-sample counts"},
     {"SC_AUDIT_DIR", T_STR, F(audit_dir), "", {0},
      "directory for per-rank audit trails of consumed ids; empty: none"},
+    {"SC_TRACE", T_STR, F(trace), "", {0},
+     "trace path prefix: each rank writes PREFIX.rankR.json; empty: off"},
+    {"SC_TRACE_EVENTS", T_U64, F(trace_events), "65536", {0},
+     "trace ring size per thread, in events; a full ring drops (and counts)"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

@@ -29,6 +29,7 @@
 #include "plan.h"
 #include "source.h"
 #include "stream.h"
+#include "trace.h"
 
 /* Epochs a rank can hold state for: the verification lookahead, plus two. */
 #define NREC (SC__LEDGER_SLOTS + 5)
@@ -71,6 +72,9 @@ struct sc_loader {
     sc_error err;
     int fault_rank;
     uint64_t fault_epoch;
+    sc__trace *trace;        /* NULL: SC_TRACE unset */
+    sc__tring *tr;           /* the caller's thread */
+    uint64_t t_ret;          /* when sc_next_batch last returned a batch: the step began */
 };
 
 static double now(void)
@@ -226,6 +230,7 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
     if (ld->rank == 0 && !closing) {
         sc_plan_params p = params_for(ld, epoch);
         sc_plan *prev = ld->last_made, *chain = NULL;
+        uint64_t t0 = sc__trace_now(ld->tr);
         /* A sticky job begun at a later epoch replays the chain from epoch 0. */
         for (uint64_t e = 0; p.mode == SC_SHUFFLE_STICKY && !prev && e < epoch &&
                              made == SC_OK;
@@ -238,6 +243,8 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
         }
         if (made == SC_OK)
             made = sc_plan_create(&p, prev ? prev : chain, &r->plan, &err);
+        sc__trace_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__trace_now(ld->tr), epoch, -1, -1,
+                       0);
         sc_plan_free(chain);
         if (made == SC_OK) {
             /* The plan it replaces is freed here unless a record still holds it. */
@@ -428,6 +435,11 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
                                        &ld->ledger, err),
                    err);
     }
+    if (rc == SC_OK) {
+        rc = agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
+                   err);
+        ld->tr = sc__trace_ring(ld->trace, "consumer");
+    }
     /* A GPU missing on one rank fails the open on every rank. */
     if (rc == SC_OK)
         rc = agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
@@ -443,6 +455,7 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
             .rank = ld->rank,
             .dev = ld->dev,
             .device = ld->device,
+            .trace = ld->trace,
         };
         rc = agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
     }
@@ -479,6 +492,7 @@ static int end_epoch(sc_loader *ld)
     const uint64_t *dropped;
     uint64_t nd;
     sc__stream_counts c;
+    uint64_t t0 = sc__trace_now(ld->tr);
     int rc = sc__stream_finish_epoch(ld->stream, ld->cur, &dropped, &nd, &c, &err);
     if (rc == SC_OK)
         rc = sc__ledger_drop(ld->ledger, ld->cur, dropped, nd, &err);
@@ -486,6 +500,12 @@ static int end_epoch(sc_loader *ld)
         rc = sc__ledger_end(ld->ledger, ld->cur, &err);
     if (rc != SC_OK)
         return fail(ld, &err);
+    uint64_t t1 = sc__trace_now(ld->tr);
+    sc__trace_span(ld->tr, SC__ST_VERIFY, t0, t1, ld->cur, -1, -1, 0);
+    sc__trace_epoch_end(ld->tr, t1, ld->cur);
+    if (c.hits + c.misses)
+        sc__trace_counter(ld->tr, SC__CT_HIT_RATE, t1,
+                          100.0 * (double)c.hits / (double)(c.hits + c.misses));
     ld->ended_cur = 1;
     ld->settled_to = ld->cur + 1;
     rec *r = find_rec(ld, ld->cur);
@@ -528,7 +548,13 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
                           ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur);
     stop_clock(ld);
     double t0 = now();
+    uint64_t tw = sc__trace_now(ld->tr);
     int rc;
+    sc_error terr = SC_ERROR_INIT;
+    /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
+    if ((rc = sc__trace_flush(ld->trace, &terr)) != SC_OK)
+        return fail(ld, &terr);
+    ld->t_ret = 0;
     ld->cur = epoch;
     ld->in_epoch = 0;
     ld->ended_cur = 0;
@@ -552,6 +578,7 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     if (r->status != SC_OK)
         return fail(ld, &r->err);
     double waited = now() - t0;
+    sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
 
     sc_error err = SC_ERROR_INIT;
     ld->in_epoch = 1;
@@ -601,6 +628,11 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     if (!ld->in_epoch)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_next_batch before sc_epoch_begin",
                           ld->rank);
+    /* The time since the last batch was handed out is the training step. */
+    if (ld->t_ret)
+        sc__trace_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__trace_now(ld->tr), ld->cur, -1,
+                       (int64_t)ld->delivered - 1, 0);
+    ld->t_ret = 0;
     int rc = progress(ld);
     if (rc != SC_OK)
         return rc;
@@ -611,6 +643,13 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     sc_error err = SC_ERROR_INIT;
     double waited = 0;
     rc = sc__stream_next(ld->stream, batch, &waited, &err);
+    if (ld->tr && rc == SC_OK) {
+        uint64_t t = sc__trace_now(ld->tr);
+        if (waited > 0)
+            sc__trace_span(ld->tr, SC__ST_CONSUMER_WAIT, t - (uint64_t)(waited * 1e9), t,
+                           ld->cur, -1, (int64_t)batch->index, 0);
+        sc__trace_counter(ld->tr, SC__CT_RING, t, (double)sc__stream_ready(ld->stream));
+    }
     if (rc != SC_OK && sc__stream_status(ld->stream) == SC_OK) {
         ld->err = err; /* every buffer held: the caller's mistake, the loader goes on */
         return rc;
@@ -642,6 +681,7 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
         return rc;
     if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
         return rc;
+    ld->t_ret = sc__trace_now(ld->tr);
     return SC_OK;
 }
 
@@ -670,7 +710,10 @@ static int report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait
                           ld->rank, (unsigned long long)epoch,
                           (unsigned long long)ld->delivered, (unsigned long long)ld->nb);
     if (!ld->failed) {
+        uint64_t t0 = sc__trace_now(wait ? ld->tr : NULL);
         int rc = poll_verdicts(ld, wait, epoch);
+        sc__trace_span(wait ? ld->tr : NULL, SC__ST_VERIFY, t0, sc__trace_now(ld->tr), epoch,
+                       -1, -1, 0);
         if (rc != SC_OK)
             return rc;
     }
@@ -707,6 +750,13 @@ int sc_loader_close(sc_loader *ld)
     int rc = ld->failed ? ld->err.code : SC_OK;
     sc__stream_close(ld->stream);
     ld->stream = NULL;
+    /* The producers are joined: every ring can be drained and the file finished. */
+    sc_error terr = SC_ERROR_INIT;
+    if (sc__trace_close(ld->trace, &terr) != SC_OK && rc == SC_OK) {
+        rc = terr.code;
+        ld->err = terr;
+    }
+    ld->trace = NULL;
     if (ld->ledger) {
         /*
          * Ranks may close in different epochs.  First what this rank can

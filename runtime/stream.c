@@ -20,6 +20,7 @@
 #include "stream.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -89,7 +90,7 @@ struct sc__stream {
     uint64_t next_seq, take, held, resident;
     rslot *ring;
     pthread_t *threads;
-    int nthreads, stop, failed;
+    int nthreads, named, stop, failed;
     sc_error err;
     /*
      * Shard buffers freed by builders, kept for the next loads: a fresh
@@ -244,6 +245,7 @@ typedef struct task {
     rslot *slot;
     unsigned char *buf; /* load: a pooled buffer of cap bytes, or NULL */
     uint64_t cap;
+    int ring_full;      /* nothing picked: the next batch waits for a free slot */
 } task;
 
 /* The smallest pooled buffer of at least `bytes`, or NULL. */
@@ -296,10 +298,11 @@ static void advance_prefix(ep *e)
 static int pick(sc__stream *s, task *t)
 {
     ep *build = NULL, *load = NULL;
+    t->ring_full = 0;
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;
-            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0};
+            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0};
             return 1;
         }
         if (e->prep != PREP_DONE)
@@ -316,10 +319,14 @@ static int pick(sc__stream *s, task *t)
     if (build) {
         uint64_t b = build->next_build;
         rslot *slot = &s->ring[(build->seq0 + b) % s->o.depth];
+        /* Its shards are in, its slot is not: the ring is full (traced as such). */
+        t->ring_full = build->loaded_prefix > build->need[b] && slot->state != SL_FREE;
+        t->e = build;
+        t->i = b;
         if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
             build->next_build++;
             slot->state = SL_BUILDING;
-            *t = (task){T_BUILD, build, b, slot, NULL, 0};
+            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0};
             return 1;
         }
     }
@@ -330,7 +337,7 @@ static int pick(sc__stream *s, task *t)
             load->state[i] = SH_LOADING;
             load->next_load++;
             s->resident += bytes;
-            *t = (task){T_LOAD, load, i, NULL, NULL, 0};
+            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
             t->buf = pool_take(s, bytes, &t->cap);
             return 1;
         }
@@ -351,13 +358,14 @@ static void fail(sc__stream *s, const sc_error *err)
 
 /* ---- doing it (mutex not held) ------------------------------------------------ */
 
-static int load(sc__stream *s, task *t, int *hit, sc_error *err)
+static int load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
 {
     ep *e = t->e;
     uint64_t i = t->i, ns = e->start[i + 1] - e->start[i];
     const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
     sc__mapping *m = &e->map[i];
-    int rc = sc__cache_map(s->cache, e->shards[i], m, err);
+    sc__tctx tc = {tr, e->epoch};
+    int rc = sc__cache_map(s->cache, e->shards[i], m, &tc, err);
     if (rc == SC_OK && m->base) {
         *hit = 1;
         for (int f = 0; f < s->nfields; f++)
@@ -375,7 +383,7 @@ static int load(sc__stream *s, task *t, int *hit, sc_error *err)
     for (int f = 0; f < s->nfields; f++)
         bufs[f] = buf + ns * s->sfo[f];
     if (rc == SC_OK)
-        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, err);
+        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
     if (rc != SC_OK) {
         free(buf);
         return sc__errctx(err, "rank %d: epoch %llu: shard %u", s->o.rank,
@@ -388,12 +396,15 @@ static int load(sc__stream *s, task *t, int *hit, sc_error *err)
     return SC_OK;
 }
 
-static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc_error *err)
+static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                 sc_error *err)
 {
     uint64_t B = s->o.batch_size, q0 = b * B;
+    uint64_t t0 = sc__trace_now(tr);
     int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
     if (rc != SC_OK)
         return rc;
+    sc__trace_slow(SC__ST_ASSEMBLY);
     for (uint64_t k = 0; k < B; k++) {
         uint64_t q = q0 + k, off = e->src_off[q];
         const unsigned char **fp = e->fp + e->src_shard[q] * (uint64_t)s->nfields;
@@ -407,6 +418,10 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc_error *err)
     slot->seq = e->seq0 + b;
     uint64_t end = q0 + B;
     slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
+    uint64_t t1 = sc__trace_now(tr);
+    sc__trace_span(tr, SC__ST_ASSEMBLY, t0, t1, e->epoch, -1, (int64_t)b,
+                   B * s->ds->sample_bytes);
+    t0 = t1;
     if (s->o.device >= 0) {
         void *dst[SC_MAX_FIELDS], *src[SC_MAX_FIELDS];
         size_t bytes[SC_MAX_FIELDS];
@@ -416,6 +431,9 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc_error *err)
             bytes[f] = B * s->fsb[f];
         }
         rc = sc__dev_copy(s->o.dev, dst, src, bytes, s->nfields, slot->event, err);
+        /* With CUDA this is the copy's issue; the copy itself overlaps. */
+        sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
+                       B * s->ds->sample_bytes);
         if (rc != SC_OK)
             return sc__errctx(err, "rank %d: epoch %llu: batch %llu", s->o.rank,
                               (unsigned long long)e->epoch, (unsigned long long)b);
@@ -463,12 +481,21 @@ static void *producer(void *arg)
     sc_error err = SC_ERROR_INIT;
     int rc = sc__dev_bind(s->o.dev, &err);
     pthread_mutex_lock(&s->mu);
+    char name[32];
+    snprintf(name, sizeof name, "producer %d", ++s->named);
+    pthread_mutex_unlock(&s->mu);
+    sc__tring *tr = sc__trace_ring(s->o.trace, name);
+    pthread_mutex_lock(&s->mu);
     if (rc != SC_OK)
         fail(s, &err);
     while (!s->stop) {
         task t;
         if (!pick(s, &t)) {
+            uint64_t t0 = t.ring_full ? sc__trace_now(tr) : 0;
             pthread_cond_wait(&s->work, &s->mu);
+            if (t.ring_full)
+                sc__trace_span(tr, SC__ST_RING_WAIT, t0, sc__trace_now(tr), t.e->epoch, -1,
+                               (int64_t)t.i, 0);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
@@ -476,9 +503,9 @@ static void *producer(void *arg)
         if (t.kind == T_PREPARE)
             rc = prepare(s, t.e, &err);
         else if (t.kind == T_LOAD)
-            rc = load(s, &t, &hit, &err);
+            rc = load(s, &t, tr, &hit, &err);
         else
-            rc = build(s, t.e, t.i, t.slot, &err);
+            rc = build(s, t.e, t.i, t.slot, tr, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
             pool_put(s, t.buf, t.cap);
@@ -641,6 +668,16 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
     s->take++;
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+uint64_t sc__stream_ready(sc__stream *s)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (uint64_t i = 0; i < s->o.depth; i++)
+        n += s->ring[i].state == SL_READY;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 int sc__stream_status(sc__stream *s)

@@ -18,6 +18,7 @@
 
 #include "device.h"
 #include "shardcache.h"
+#include "trace.h"
 
 typedef struct sc__stream sc__stream;
 
@@ -31,6 +32,7 @@ typedef struct sc__stream_opts {
     int rank;            /* whose shards, in every pushed plan */
     sc__dev *dev;        /* memory and copies */
     int device;          /* -1: batches stay in host memory */
+    sc__trace *trace;    /* NULL: not traced */
 } sc__stream_opts;
 
 /* Test-only misbehaviour of one epoch (SC_FAULT), done on purpose. */
@@ -60,6 +62,9 @@ int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_erro
  * and the stream goes on (sc__stream_status stays SC_OK).
  */
 int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err);
+
+/* Batches built and not yet taken (for the trace's ring counter). */
+uint64_t sc__stream_ready(sc__stream *s);
 
 /* SC_OK, or the error that stopped the producers (sticky). */
 int sc__stream_status(sc__stream *s);

@@ -46,5 +46,6 @@ int cmd_plan(int argc, char **argv);
 int cmd_make_dataset(int argc, char **argv);
 int cmd_stage(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 #endif /* SC_CLI_H */
