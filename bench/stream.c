@@ -9,7 +9,8 @@
  *   bench_stream [--size MiB] [--batch B] [--producers LIST] [--runs N]
  *                [--dir DIR] [--doc FILE]
  *
- * One rank (an MPI singleton): the figures are per process.  The memcpy
+ * One rank (an MPI singleton): the figures are per process.  Last, the
+ * cost of leaving tracing on (SC_TRACE).  The memcpy
  * limit copies the same number of bytes, batch by batch, from a source the
  * size of the dataset (so it comes from DRAM, as a cache read does), with
  * one thread.  Each figure is the median of N epochs, interleaved with the
@@ -23,6 +24,7 @@
 
 #include "bench_doc.h"
 #include "shardcache.h"
+#include "trace.h"
 
 static void die(const char *what, const char *msg)
 {
@@ -94,8 +96,31 @@ static double memcpy_run(const unsigned char *src, size_t total, unsigned char *
     return t;
 }
 
+/* Seconds to record one span and write it out (ring, drain, JSON line). */
+static double event_cost(const char *dir)
+{
+    enum { N = 1 << 20, RING = 1 << 16 };
+    char prefix[4300];
+    snprintf(prefix, sizeof prefix, "%s/cost", dir);
+    sc__trace *t = NULL;
+    sc_error err = SC_ERROR_INIT;
+    if (sc__trace_open(MPI_COMM_SELF, prefix, RING, &t, &err) != SC_OK)
+        die("trace", err.msg);
+    sc__tring *r = sc__trace_ring(t, "bench");
+    double t0 = bench_now();
+    for (int i = 0; i < N; i++) {
+        uint64_t a = sc__trace_now(r);
+        sc__trace_span(r, SC__ST_ASSEMBLY, a, sc__trace_now(r), 1, -1, i, 4096);
+        if (i % (RING / 2) == 0 && sc__trace_flush(t, &err) != SC_OK)
+            die("trace", err.msg);
+    }
+    if (sc__trace_close(t, &err) != SC_OK)
+        die("trace", err.msg);
+    return (bench_now() - t0) / N;
+}
+
 static sc_loader *open_loader(const char *data, const char *cache, uint64_t batch,
-                              int producers)
+                              int producers, const char *trace)
 {
     sc_config c;
     sc_error err = SC_ERROR_INIT;
@@ -108,6 +133,7 @@ static sc_loader *open_loader(const char *data, const char *cache, uint64_t batc
     c.producers = producers;
     c.device = SC_DEVICE_HOST;
     c.log_level = 0;
+    snprintf(c.trace, sizeof c.trace, "%s", trace ? trace : "");
     sc_loader *ld = NULL;
     if (sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
         die("open", err.msg);
@@ -165,7 +191,7 @@ int main(int argc, char **argv)
         die("make-dataset", err.msg);
 
     /* Warm the cache and verify every entry once (what epoch 0 of a job does). */
-    sc_loader *ld = open_loader(data, cache, batch, plist[np - 1]);
+    sc_loader *ld = open_loader(data, cache, batch, plist[np - 1], NULL);
     epoch_fig cold = run_epoch(ld, 0, 0, 0);
     sc_loader_close(ld);
 
@@ -180,7 +206,7 @@ int main(int argc, char **argv)
     int nmem = 0;
     double bytes = 0;
     for (int i = 0; i < np; i++) {
-        ld = open_loader(data, cache, batch, plist[i]);
+        ld = open_loader(data, cache, batch, plist[i], NULL);
         run_epoch(ld, 0, 0, 0); /* the producers' buffers come from the pool after it */
         for (int r = 0; r < runs; r++) {
             epoch_fig f = run_epoch(ld, (uint64_t)r + 1, 0, 0);
@@ -204,7 +230,7 @@ int main(int argc, char **argv)
         best = gbps[i] > gbps[best] ? i : best;
     double per_batch = (double)bb / (gbps[best] * 1e9);
     double waitpct[2][21], wait_med[2];
-    ld = open_loader(data, cache, batch, plist[best]);
+    ld = open_loader(data, cache, batch, plist[best], NULL);
     run_epoch(ld, 0, 0, 0);
     for (int r = 0; r < runs; r++)
         for (int spin = 0; spin < 2; spin++) {
@@ -214,6 +240,43 @@ int main(int argc, char **argv)
     sc_loader_close(ld);
     wait_med[0] = bench_median(waitpct[0], runs);
     wait_med[1] = bench_median(waitpct[1], runs);
+
+    /*
+     * Tracing on (SC_TRACE) against off, epochs interleaved between two
+     * loaders so that noise hits both alike: what it costs to leave on.
+     */
+    char prefix[4300];
+    snprintf(prefix, sizeof prefix, "%s/trace", dir);
+    sc_loader *off = open_loader(data, cache, batch, plist[best], NULL);
+    sc_loader *on = open_loader(data, cache, batch, plist[best], prefix);
+    double t_off[21], t_on[21];
+    run_epoch(off, 0, 0, 0);
+    run_epoch(on, 0, 0, 0);
+    for (int r = 0; r < runs; r++) {
+        epoch_fig a = run_epoch(off, (uint64_t)r + 1, 0, 0);
+        epoch_fig b = run_epoch(on, (uint64_t)r + 1, 0, 0);
+        t_off[r] = a.bytes / a.secs;
+        t_on[r] = b.bytes / b.secs;
+    }
+    sc_loader_close(off);
+    sc_loader_close(on);
+    double gb_off = bench_median(t_off, runs) / 1e9, gb_on = bench_median(t_on, runs) / 1e9;
+
+    /*
+     * The machine's noise (+-10% between epochs here) hides a cost that
+     * small, so also the stable figure: events recorded per batch in the
+     * traced epochs, times what recording and writing one event costs.
+     */
+    char tfile[4400];
+    snprintf(tfile, sizeof tfile, "%s.rank0.json", prefix);
+    double lines = 0;
+    FILE *tf = fopen(tfile, "r");
+    for (int ch; tf && (ch = fgetc(tf)) != EOF;)
+        lines += ch == '\n';
+    if (tf)
+        fclose(tf);
+    double batches = (double)(runs + 1) * (bytes / (double)bb);
+    double per_event = event_cost(dir);
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     char text[4096];
@@ -238,6 +301,14 @@ int main(int argc, char **argv)
              "%d producers): %.2f%% of the epoch when the step sleeps (the consumer waits for "
              "a GPU), %.2f%% when it spins on a CPU core (which the producers then lack).\n",
              per_batch * 1e3, plist[best], wait_med[0], wait_med[1]);
+    n = (int)strlen(text);
+    snprintf(text + n, sizeof text - (size_t)n,
+             "\nTracing (SC_TRACE) on: %.2f GB/s against %.2f GB/s off, %d producers, epochs "
+             "interleaved (a %.1f%% difference, inside this machine's noise).  Recording and "
+             "writing one event costs %.0f ns; the traced epochs recorded %.1f events per "
+             "batch: %.2f%% of a batch's production time.\n",
+             gb_on, gb_off, plist[best], 100.0 * (1.0 - gb_on / gb_off), per_event * 1e9,
+             lines / batches, 100.0 * per_event * (lines / batches) / per_batch);
     printf("%s", text);
     int rc = 0;
     if (doc && bench_doc_write(doc, "stream", text) != 0) {

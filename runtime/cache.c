@@ -415,7 +415,7 @@ static const char *read_entry(const sc_cache *c, uint64_t shard, void *const *bu
     char path[SC_PATH_MAX + 32];
     unsigned char block[USERBLOCK];
     const char *why = NULL;
-    header h;
+    header h = {0};
     struct stat st;
     entry_path(c, shard, path, sizeof path);
 

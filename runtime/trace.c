@@ -266,35 +266,106 @@ void sc__trace_slow(sc__stage st)
 #endif
 }
 
-/* Microseconds on rank 0's clock, as Chrome's "ts" wants them. */
-static double us(const sc__trace *t, uint64_t ns)
+/*
+ * The event lines are built by hand: printf's float formatting was most of
+ * the cost of an event (bench/stream), and every number here is an integer
+ * or a count of thousandths.
+ */
+typedef struct line {
+    char b[384];
+    size_t n;
+} line;
+
+static void l_str(line *l, const char *s)
 {
-    return (double)((int64_t)ns + t->offset_ns) / 1e3;
+    size_t k = strlen(s);
+    memcpy(l->b + l->n, s, k);
+    l->n += k;
+}
+
+static void l_u64(line *l, uint64_t v)
+{
+    char tmp[24];
+    int i = 0;
+    do
+        tmp[i++] = (char)('0' + v % 10);
+    while (v /= 10);
+    while (i)
+        l->b[l->n++] = tmp[--i];
+}
+
+static void l_i64(line *l, int64_t v)
+{
+    if (v < 0) {
+        l->b[l->n++] = '-';
+        l_u64(l, (uint64_t)(-(v + 1)) + 1);
+    } else {
+        l_u64(l, (uint64_t)v);
+    }
+}
+
+/* v thousandths as a decimal with three places: 1234567 -> "1234.567". */
+static void l_milli(line *l, int64_t v)
+{
+    if (v < 0) {
+        l->b[l->n++] = '-';
+        v = -v;
+    }
+    l_u64(l, (uint64_t)v / 1000);
+    l->b[l->n++] = '.';
+    l->b[l->n++] = (char)('0' + v / 100 % 10);
+    l->b[l->n++] = (char)('0' + v / 10 % 10);
+    l->b[l->n++] = (char)('0' + v % 10);
+}
+
+static void l_head(line *l, const sc__trace *t, const sc__tring *r, const char *ph,
+                   const char *name, uint64_t ts_ns)
+{
+    l_str(l, ",\n{\"ph\":\"");
+    l_str(l, ph);
+    l_str(l, "\",\"pid\":");
+    l_i64(l, t->rank);
+    l_str(l, ",\"tid\":");
+    l_i64(l, r->tid);
+    l_str(l, ",\"name\":\"");
+    l_str(l, name);
+    l_str(l, "\",\"ts\":"); /* microseconds on rank 0's clock, as Chrome wants */
+    l_milli(l, (int64_t)ts_ns + t->offset_ns);
 }
 
 static void write_event(sc__trace *t, const sc__tring *r, const event *e)
 {
     static const char *const counters[] = {"ring occupancy", "cache hit rate"};
     static const char *const counter_keys[] = {"batches", "percent"};
-    if (e->kind == EV_SPAN)
-        put_line(t,
-                 ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"ts\":%.3f,"
-                 "\"dur\":%.3f,\"args\":{\"epoch\":%llu,\"shard\":%lld,\"batch\":%lld,"
-                 "\"bytes\":%llu}}",
-                 t->rank, r->tid, sc__stage_name((sc__stage)e->what), us(t, e->t0),
-                 (double)(e->t1 - e->t0) / 1e3, (unsigned long long)e->epoch,
-                 (long long)e->shard, (long long)e->batch, (unsigned long long)e->bytes);
-    else if (e->kind == EV_COUNTER)
-        put_line(t,
-                 ",\n{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"ts\":%.3f,"
-                 "\"args\":{\"%s\":%.3f}}",
-                 t->rank, r->tid, counters[e->what], us(t, e->t0), counter_keys[e->what],
-                 e->value);
-    else
-        put_line(t,
-                 ",\n{\"ph\":\"i\",\"s\":\"p\",\"pid\":%d,\"tid\":%d,\"name\":\"epoch end\","
-                 "\"ts\":%.3f,\"args\":{\"epoch\":%llu}}",
-                 t->rank, r->tid, us(t, e->t0), (unsigned long long)e->epoch);
+    line l = {.n = 0};
+    if (e->kind == EV_SPAN) {
+        l_head(&l, t, r, "X", sc__stage_name((sc__stage)e->what), e->t0);
+        l_str(&l, ",\"dur\":");
+        l_milli(&l, (int64_t)(e->t1 - e->t0));
+        l_str(&l, ",\"args\":{\"epoch\":");
+        l_u64(&l, e->epoch);
+        l_str(&l, ",\"shard\":");
+        l_i64(&l, e->shard);
+        l_str(&l, ",\"batch\":");
+        l_i64(&l, e->batch);
+        l_str(&l, ",\"bytes\":");
+        l_u64(&l, e->bytes);
+        l_str(&l, "}}");
+    } else if (e->kind == EV_COUNTER) {
+        l_head(&l, t, r, "C", counters[e->what], e->t0);
+        l_str(&l, ",\"args\":{\"");
+        l_str(&l, counter_keys[e->what]);
+        l_str(&l, "\":");
+        l_milli(&l, (int64_t)(e->value * 1000.0 + (e->value < 0 ? -0.5 : 0.5)));
+        l_str(&l, "}}");
+    } else {
+        l_head(&l, t, r, "i\",\"s\":\"p", "epoch end", e->t0);
+        l_str(&l, ",\"args\":{\"epoch\":");
+        l_u64(&l, e->epoch);
+        l_str(&l, "}}");
+    }
+    if (fwrite(l.b, 1, l.n, t->f) != l.n)
+        t->io_failed = 1;
 }
 
 int sc__trace_flush(sc__trace *t, sc_error *err)

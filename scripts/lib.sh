@@ -5,8 +5,9 @@
 SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
 libhdf5-openmpi-dev hdf5-tools libcmocka-dev"
 # Packages the full test suite adds: clang and libFuzzer for the fuzz test,
-# valgrind for the unit tests.
-SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind"
+# valgrind for the unit tests, Chromium and Python to render a trace plot
+# and check that it is not blank.
+SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind chromium python3"
 
 sc_missing_packages() {
     local p missing=""
