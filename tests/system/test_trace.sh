@@ -78,8 +78,8 @@ expect_fail "SC_TRACE on some ranks only is refused" "SC_TRACE is (set|unset) he
 
 # A rank that died mid-write: its file ends inside an event.
 cp "$d/t1/job.rank1.json" "$d/cut.rank1.json"
-size=$(stat -c %s "$d/cut.rank1.json")
-truncate -s $((size / 2)) "$d/cut.rank1.json"
+half=$(( $(wc -l <"$d/cut.rank1.json") / 2 ))
+truncate -s $(( $(head -n "$half" "$d/cut.rank1.json" | wc -c) + 20 )) "$d/cut.rank1.json"
 mkdir -p "$d/t5" && mv "$d/cut.rank1.json" "$d/t5/"
 out=$("$SC_BIN" trace merge "$d/t5" -o "$d/cut.json" 2>&1)
 grep -q "ends mid-event" <<<"$out" && grep -q "^merged [1-9][0-9]* events" <<<"$out" \
