@@ -1,13 +1,17 @@
+# shellcheck shell=bash
 # Shared by scripts/demo and scripts/test: what a fresh Debian 12 machine
 # needs, installed when we are root, or the exact command when we are not.
 
-# Packages every build needs.
+# Packages every build needs (the lists are used by the scripts that source this).
+# shellcheck disable=SC2034
 SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
 libhdf5-openmpi-dev hdf5-tools libcmocka-dev"
 # Packages the full test suite adds: clang and libFuzzer for the fuzz test,
 # valgrind for the unit tests, Chromium and Python to render a trace plot
-# and check that it is not blank.
-SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind chromium python3"
+# and check that it is not blank, shellcheck for the scripts, and Slurm
+# (slurm-wlm, munge) for the batch scripts on a real single-host cluster.
+# shellcheck disable=SC2034
+SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind chromium python3 shellcheck slurm-wlm munge"
 
 sc_missing_packages() {
     local p missing=""
