@@ -235,6 +235,19 @@ static int load(const char *path, model *m)
     return 0;
 }
 
+/* load(), and a trace without a single span is an error for `cmd`. */
+static int load_spans(const char *path, const char *cmd, model *m)
+{
+    int rc = load(path, m);
+    if (!rc && !m->nspans) {
+        fprintf(stderr, "shardcache trace %s: '%s' holds no spans\n", cmd, path);
+        rc = 1;
+    }
+    if (rc)
+        model_free(m);
+    return rc;
+}
+
 /* ---- merge and check ---------------------------------------------------------- */
 
 static int cmp_str(const void *a, const void *b)
@@ -475,16 +488,9 @@ static int cmp_double(const void *a, const void *b)
 static int summary(const char *path)
 {
     model m = {0};
-    int rc = load(path, &m);
-    if (rc) {
-        model_free(&m);
+    int rc = load_spans(path, "summary", &m);
+    if (rc)
         return rc;
-    }
-    if (!m.nspans) {
-        fprintf(stderr, "shardcache trace summary: '%s' holds no spans\n", path);
-        model_free(&m);
-        return 1;
-    }
     qsort(m.spans, m.nspans, sizeof *m.spans, cmp_span);
     int R = m.nranks;
     double *wall = calloc((size_t)R, sizeof *wall), *t_lo = calloc((size_t)R, sizeof *t_lo);
@@ -680,16 +686,9 @@ static int cmp_thread(const void *a, const void *b)
 static int plot(const char *path, const char *out)
 {
     model m = {0};
-    int rc = load(path, &m);
-    if (rc) {
-        model_free(&m);
+    int rc = load_spans(path, "plot", &m);
+    if (rc)
         return rc;
-    }
-    if (!m.nspans) {
-        fprintf(stderr, "shardcache trace plot: '%s' holds no spans\n", path);
-        model_free(&m);
-        return 1;
-    }
     /* Every (rank, thread) that has spans gets a lane, named if it was. */
     for (size_t i = 0; i < m.nspans; i++) {
         int have = 0;

@@ -68,3 +68,28 @@ int sc_t_mpi_finish(int failed, const char *tmpdir)
     MPI_Finalize();
     return any ? 1 : 0;
 }
+
+int32_t sc_t_xval(uint64_t id, int j)
+{
+    return (int32_t)(id * 2654435761u + (uint64_t)j * 40503u);
+}
+
+int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width)
+{
+    int32_t *x = malloc(sizeof *x * n * (uint64_t)width + 1);
+    int64_t *y = malloc(sizeof *y * n + 1);
+    int rc = x && y ? 0 : -1;
+    for (uint64_t i = 0; !rc && i < n; i++) {
+        y[i] = (int64_t)(first + i);
+        for (int j = 0; j < width; j++)
+            x[i * (uint64_t)width + (uint64_t)j] = sc_t_xval(first + i, j);
+    }
+    uint64_t dx[2] = {n, (uint64_t)width}, dy[1] = {n};
+    if (!rc)
+        rc = sc_t_write(path, "/x", H5T_NATIVE_INT32, 2, dx, x, 1);
+    if (!rc)
+        rc = sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0);
+    free(x);
+    free(y);
+    return rc;
+}

@@ -12,6 +12,14 @@
 int sc_t_write(const char *path, const char *name, hid_t type, int nd,
                const uint64_t *dims, const void *buf, int truncate_file);
 
+/*
+ * Self-checking samples: /x is int32 [n][width] with x[i][j] =
+ * sc_t_xval(first + i, j), /y is int64 [n] holding each sample's global id,
+ * so that any delivered sample can be checked from its id alone.
+ */
+int32_t sc_t_xval(uint64_t id, int j);
+int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width);
+
 /* A fresh directory under $TMPDIR or /tmp, the same on every rank of comm. */
 void sc_t_tmpdir(char *out, size_t n, const char *tag);
 

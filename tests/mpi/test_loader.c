@@ -26,25 +26,9 @@ static char dir[1024], src[1200], srcb[1200];
 
 enum { NSHARDS = 40, SHARD = 24, W = 6, NSAMPLES = NSHARDS * SHARD - 5 };
 
-static int32_t xval(uint64_t id, int j)
-{
-    return (int32_t)(id * 2654435761u + (uint64_t)j * 40503u);
-}
-
 static void write_file(const char *path, uint64_t first, uint64_t n)
 {
-    int32_t *x = malloc(sizeof *x * n * W);
-    int64_t *y = malloc(sizeof *y * n);
-    for (uint64_t i = 0; i < n; i++) {
-        y[i] = (int64_t)(first + i);
-        for (int j = 0; j < W; j++)
-            x[i * W + j] = xval(first + i, j);
-    }
-    uint64_t dx[2] = {n, W}, dy[1] = {n};
-    assert_int_equal(sc_t_write(path, "/x", H5T_NATIVE_INT32, 2, dx, x, 1), 0);
-    assert_int_equal(sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0), 0);
-    free(x);
-    free(y);
+    assert_int_equal(sc_t_write_samples(path, first, n, W), 0);
 }
 
 /* Layout A (one file) and layout B (a directory of one file per shard). */
@@ -104,7 +88,7 @@ static void check_batch(const sc_batch *b, uint64_t batch_size)
         assert_true(b->ids[k] < NSAMPLES);
         assert_int_equal((uint64_t)y[k], b->ids[k]);
         for (int j = 0; j < W; j++)
-            assert_int_equal(x[k * W + j], xval(b->ids[k], j));
+            assert_int_equal(x[k * W + j], sc_t_xval(b->ids[k], j));
     }
 }
 

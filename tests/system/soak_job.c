@@ -49,28 +49,12 @@ typedef struct job {
 static int world_rank;
 static uint64_t *b_sizes[NB]; /* every rank knows them: drawn from one seed */
 
-static int32_t xval(uint64_t id, int j)
-{
-    return (int32_t)(id * 2654435761u + (uint64_t)j * 40503u);
-}
-
 static void write_samples(const char *path, uint64_t first, uint64_t n)
 {
-    int32_t *x = malloc(sizeof *x * n * W);
-    int64_t *y = malloc(sizeof *y * n);
-    for (uint64_t i = 0; i < n; i++) {
-        y[i] = (int64_t)(first + i);
-        for (int j = 0; j < W; j++)
-            x[i * W + j] = xval(first + i, j);
-    }
-    uint64_t dx[2] = {n, W}, dy[1] = {n};
-    if (sc_t_write(path, "/x", H5T_NATIVE_INT32, 2, dx, x, 1) ||
-        sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0)) {
+    if (sc_t_write_samples(path, first, n, W)) {
         fprintf(stderr, "soak_job: cannot write %s\n", path);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    free(x);
-    free(y);
 }
 
 static void make_datasets(const char *dir, uint64_t seed)
@@ -212,7 +196,7 @@ static int batch_ok(const sc_batch *b, char *why, size_t whylen)
     for (uint64_t k = 0; k < b->size; k++) {
         int good = y[k] == (int64_t)b->ids[k];
         for (int j = 0; j < W; j++)
-            good &= x[k * W + j] == xval(b->ids[k], j);
+            good &= x[k * W + j] == sc_t_xval(b->ids[k], j);
         if (!good) {
             snprintf(why, whylen, "epoch %llu batch %llu: sample %llu has another's bytes",
                      (unsigned long long)b->epoch, (unsigned long long)b->index,
