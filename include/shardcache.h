@@ -382,6 +382,7 @@ typedef struct sc_cache_stats {
     uint64_t repairs;           /* entries dropped: crashed, truncated, corrupt */
     uint64_t entries;           /* entries held now */
     uint64_t bytes_cached;      /* their bytes */
+    uint64_t neighbor_hits;     /* of hits: read from another local rank's cache */
 } sc_cache_stats;
 
 /*

@@ -50,7 +50,8 @@
 struct sc_cache {
     sc_dataset *ds;
     char dir[SC_PATH_MAX];
-    int lock_fd, rank, local_rank, log_level;
+    char node[SC_PATH_MAX]; /* the node's directories, less the local rank */
+    int lock_fd, rank, local_rank, local_size, log_level;
     sc_cache_check check;
     sc__evict *ev;
     sc_cache_stats st;
@@ -184,7 +185,7 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
     c->log_level = cfg->log_level;
     MPI_Comm_rank(comm, &c->rank);
     /* Ranks sharing a node share its local disk; their local rank names the dir. */
-    rc = sc__node_local(comm, &c->local_rank, NULL, err);
+    rc = sc__node_local(comm, &c->local_rank, &c->local_size, err);
     if (rc != SC_OK) {
         sc_cache_close(c);
         return rc;
@@ -195,8 +196,15 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
         base = getenv("TMPDIR");
     if (!base || !*base)
         base = "/tmp";
-    if (snprintf(c->dir, sizeof c->dir, "%s/shardcache-%016llx-l%d", base,
-                 (unsigned long long)ds->fingerprint, c->local_rank) >= (int)sizeof c->dir - 32) {
+    /* The base must leave room for the rank, the "-p<pid>" suffix and entries. */
+    if (strlen(base) > sizeof c->node - 96) {
+        free(c);
+        return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
+    }
+    snprintf(c->node, sizeof c->node, "%.4000s/shardcache-%016llx-l", base,
+             (unsigned long long)ds->fingerprint);
+    if (snprintf(c->dir, sizeof c->dir, "%s%d", c->node, c->local_rank) >=
+        (int)sizeof c->dir - 32) {
         free(c);
         return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
     }
@@ -406,18 +414,17 @@ static sc__tring *ring_of(const sc__tctx *tc)
     return tc ? tc->ring : NULL;
 }
 
-static const char *read_entry(const sc_cache *c, uint64_t shard, void *const *bufs,
-                              sc__mapping *m, int verified, const sc__tctx *tc)
+static const char *read_entry(const sc_cache *c, const char *path, uint64_t shard,
+                              void *const *bufs, sc__mapping *m, int verified,
+                              const sc__tctx *tc)
 {
     uint64_t t0 = sc__trace_now(ring_of(tc));
     sc__trace_slow(SC__ST_CACHE_READ);
     const sc_dataset *ds = c->ds;
-    char path[SC_PATH_MAX + 32];
     unsigned char block[USERBLOCK];
     const char *why = NULL;
     header h = {0};
     struct stat st;
-    entry_path(c, shard, path, sizeof path);
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0)
@@ -472,6 +479,35 @@ void sc__cache_unmap(sc__mapping *m)
 }
 
 /*
+ * A shard this rank has not cached, from another local rank's cache on the
+ * same node: the node's disk already holds it, so a global shuffle (or a
+ * sticky move between ranks of one node) costs a read, not a source read
+ * and a cache write.  Its entry is checked in full (we cannot know whether
+ * its owner verified it) and served from where it is: entries are
+ * immutable, and an unlink by their owner leaves our mapping whole.
+ * Returns NULL when served (and counted as a hit).
+ */
+static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
+                                  sc__mapping *m, const sc__tctx *tc)
+{
+    char path[SC_PATH_MAX + 64];
+    for (int lr = 0; lr < c->local_size; lr++) {
+        if (lr == c->local_rank)
+            continue;
+        snprintf(path, sizeof path, "%s%d/s%llu.h5", c->node, lr, (unsigned long long)shard);
+        if (access(path, R_OK) != 0 || read_entry(c, path, shard, bufs, m, 0, tc))
+            continue;
+        pthread_mutex_lock(&c->mu);
+        c->st.hits++;
+        c->st.neighbor_hits++;
+        c->st.bytes_from_cache += sc__shard_bytes(c->ds, shard);
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    return "it is not cached on this node";
+}
+
+/*
  * A warm hit: the entry read (or mapped), checked, and counted; or why it
  * could not be served, in which case it has been repaired (dropped).
  */
@@ -484,8 +520,10 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
     int verified = held && sc__evict_flag(c->ev, s32);
     pthread_mutex_unlock(&c->mu);
     if (!held)
-        return "it is not cached";
-    const char *why = read_entry(c, shard, bufs, m, verified, tc);
+        return neighbor_entry(c, shard, bufs, m, tc);
+    char path[SC_PATH_MAX + 32];
+    entry_path(c, shard, path, sizeof path);
+    const char *why = read_entry(c, path, shard, bufs, m, verified, tc);
     pthread_mutex_lock(&c->mu);
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
     if (!why) {

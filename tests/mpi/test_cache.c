@@ -98,7 +98,7 @@ static void test_sticky_epochs_read_only_moved_shards(void **state)
     sc_dataset_info di;
     sc_dataset_get_info(ds, &di);
 
-    unsigned char held[NSHARDS] = {0};
+    unsigned char held[NSHARDS] = {0}, node_held[NSHARDS] = {0};
     sc_plan *prev = NULL;
     uint64_t moved_total = 0;
     for (uint64_t e = 0; e < 3; e++) {
@@ -111,23 +111,41 @@ static void test_sticky_epochs_read_only_moved_shards(void **state)
         sc_plan_rank(plan, (uint32_t)rank, &mine, &n, NULL);
         SC_ASSERT_OK(sc_cache_plan_ahead(c, mine, n), NULL);
 
-        uint64_t want_bytes = 0, want_new = 0;
+        /*
+         * A shard this rank does not hold comes from another local rank's
+         * cache when one of them holds it (every rank here shares the node;
+         * it is served from there, not copied), else from the source.
+         */
+        uint64_t want_bytes = 0, want_new = 0, want_neighbor = 0;
         for (uint64_t i = 0; i < n; i++)
-            if (!held[mine[i]]) {
+            if (!held[mine[i]] && !node_held[mine[i]]) {
                 want_bytes += sizes[mine[i]] * di.sample_bytes;
                 want_new++;
+            } else if (!held[mine[i]]) {
+                want_neighbor++;
             }
         sc_cache_stats before, after;
         sc_cache_get_stats(c, &before);
         for (uint64_t i = 0; i < n; i++) {
             read_checked(c, ds, mine[i], b);
-            held[mine[i]] = 1;
+            /* Read from the source, so cached here; a neighbor's stays there. */
+            held[mine[i]] |= !node_held[mine[i]];
         }
         sc_cache_get_stats(c, &after);
-        /* Exactly the shards this rank never held came from the source. */
+        /* Exactly the shards nobody on the node held came from the source. */
         assert_int_equal(after.bytes_from_source - before.bytes_from_source, want_bytes);
         assert_int_equal(after.misses - before.misses, want_new);
+        assert_int_equal(after.neighbor_hits - before.neighbor_hits, want_neighbor);
         assert_int_equal(after.hits - before.hits, n - want_new);
+        /* Every rank's reads of this epoch are cached before the next begins. */
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (uint32_t r = 0; r < (uint32_t)size; r++) {
+            const uint32_t *theirs;
+            uint64_t k;
+            sc_plan_rank(plan, r, &theirs, &k, NULL);
+            for (uint64_t i = 0; i < k; i++)
+                node_held[theirs[i]] = 1;
+        }
         if (e > 0) {
             sc_plan_info in;
             sc_plan_get_info(plan, &in);
@@ -174,7 +192,8 @@ static void test_capacity_bound(void **state)
     sc_cache *c;
     sc_error err;
     bufs *b = malloc(sizeof *b);
-    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/capped", dir);
+    /* A directory per rank: no neighbor's cache serves this rank's reads. */
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/capped-r%d", dir, rank);
     SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
     sc_dataset_info di;
     sc_dataset_get_info(ds, &di);

@@ -37,7 +37,7 @@ for want in "^trace .*: 4 ranks, 2 epochs" "^[0-3] +[0-9.]+ +[0-9.]+%" "^job " \
     "^shuffle/assembly +[0-9.]+%" "^epoch end spread:" "^stragglers: " "^(bottleneck|verdict): "; do
     grep -Eq -- "$want" <<<"$out" && pass "summary: /$want/" || { failed "summary lacks /$want/"; echo "$out"; }
 done
-expect_ok "plot" "^wrote .*job.svg: 8 lanes" "$SC_BIN" trace plot "$d/job.json" -o "$d/job.svg"
+expect_ok "plot" "^wrote .*job.svg: [0-9]+ lanes" "$SC_BIN" trace plot "$d/job.json" -o "$d/job.svg"
 grep -q "<rect " "$d/job.svg" && grep -q "</svg>" "$d/job.svg" && pass "plot is an SVG with shapes" \
     || failed "plot is not an SVG"
 

@@ -1,0 +1,119 @@
+/*
+ * bench/deliver - what a job's training loops receive from shardcache,
+ * across all ranks: samples/s and MB/s of batches delivered by
+ * sc_next_batch, and, with a training step of --step-ms per batch, the
+ * consumer's wait and the loop's utilization (step time / wall time).
+ *
+ *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X] [--spin]
+ *
+ * The dataset and every loader setting come from SC_* (SC_SOURCE,
+ * SC_SHUFFLE, SC_BATCH_SIZE, ...).  The first W epochs warm the cache and
+ * are not counted.  A step sleeps by default (the consumer thread waits
+ * for a GPU); --spin makes it compute on the CPU.  Rank 0 prints one line:
+ *
+ *   deliver: R ranks, E epochs: N samples/s, M MB/s, wait P%, utilization U%, exactly-once ok
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_doc.h"
+#include "shardcache.h"
+
+static void step(double s, int spin)
+{
+    if (s <= 0)
+        return;
+    if (!spin) {
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        nanosleep(&ts, NULL);
+        return;
+    }
+    double until = bench_now() + s;
+    while (bench_now() < until)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, size, spin = 0;
+    uint64_t epochs = 2, warmup = 1;
+    double step_ms = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--epochs"))
+            epochs = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--warmup"))
+            warmup = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--step-ms"))
+            step_ms = strtod(v, NULL), i++;
+        else if (!strcmp(a, "--spin"))
+            spin = 1;
+        else {
+            if (rank == 0)
+                fprintf(stderr, "bench_deliver: unknown option '%s'\n", a);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    sc_config cfg;
+    sc_error err = SC_ERROR_INIT;
+    sc_loader *ld = NULL;
+    if (sc_config_init(&cfg, &err) != SC_OK) {
+        fprintf(stderr, "bench_deliver: %s\n", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    cfg.device = SC_DEVICE_HOST;
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0;
+    int ok = 1;
+    for (uint64_t e = 0; e < warmup + epochs; e++) {
+        int counted = e >= warmup;
+        if (sc_epoch_begin(ld, e, NULL) != SC_OK) {
+            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Barrier(MPI_COMM_WORLD); /* the clock starts together on every rank */
+        double t0 = bench_now();
+        sc_batch b;
+        int rc;
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+            for (int f = 0; counted && f < b.nfields; f++)
+                bytes += (double)b.bytes[f];
+            samples += counted ? (double)b.size : 0;
+            double s0 = bench_now();
+            step(step_ms / 1e3, spin);
+            busy += counted ? bench_now() - s0 : 0;
+            sc_batch_release(ld, &b);
+        }
+        if (rc != SC_END_OF_EPOCH) {
+            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        double t = bench_now() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sc_epoch_summary rep;
+        if (sc_epoch_wait(ld, e, &rep) != SC_OK)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        ok &= rep.exactly_once.ok;
+        if (counted)
+            secs += t, wait += rep.wait_s;
+    }
+    double mine[4] = {bytes, samples, wait, busy}, all[4];
+    MPI_Reduce(mine, all, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("deliver: %d ranks, %llu epochs: %.0f samples/s, %.1f MB/s, wait %.2f%%, "
+               "utilization %.1f%%, exactly-once %s\n",
+               size, (unsigned long long)epochs, all[1] / secs, all[0] / secs / 1e6,
+               100.0 * all[2] / (secs * size), 100.0 * all[3] / (secs * size),
+               ok ? "ok" : "FAILED");
+    sc_loader_close(ld);
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}

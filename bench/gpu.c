@@ -1,0 +1,149 @@
+/*
+ * bench/gpu - batches delivered to the GPU against the bus's limit, in one
+ * run on one GPU: host-to-device bandwidth of cudaMemcpyAsync from pinned
+ * memory alone (the PCIe/NVLink-C2C limit), then sc_next_batch with
+ * SC_DEVICE=cuda from a warm cache (shuffle, assembly into pinned slots,
+ * the copy on the loader's stream, waiting on each batch's event as a
+ * kernel would).  Needs a GPU: without one it says so and exits 1.
+ *
+ *   bench_gpu [--size MiB] [--batch B] [--producers P] [--runs N] [--doc FILE]
+ *             [--label TEXT] [--note TEXT]
+ *
+ * --label (the date and the GPU) heads the table; --note follows it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_doc.h"
+#include "device.h"
+#include "shardcache.h"
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench_gpu: %s: %s\n", what, msg);
+    exit(1);
+}
+
+/* GB/s of pinned host -> device copies of `bytes`, `n` times, one stream. */
+static double h2d_limit(sc__dev *dev, size_t bytes, int n)
+{
+    sc_error err = SC_ERROR_INIT;
+    void *host = sc__dev_host_alloc(dev, bytes), *devbuf = NULL, *ev = NULL;
+    if (!host || sc__dev_alloc(dev, bytes, &devbuf, &err) || sc__dev_event(dev, &ev, &err))
+        die("device memory", err.msg);
+    memset(host, 1, bytes);
+    size_t len[1] = {bytes};
+    double t0 = 0;
+    for (int i = -1; i < n; i++) { /* one copy first, untimed */
+        if (i == 0)
+            t0 = bench_now();
+        if (sc__dev_copy(dev, &devbuf, &host, len, 1, ev, &err) ||
+            sc__dev_event_wait(dev, ev, &err))
+            die("copy", err.msg);
+    }
+    double secs = bench_now() - t0;
+    sc__dev_event_free(dev, ev);
+    sc__dev_free(dev, devbuf);
+    sc__dev_host_free(dev, host);
+    return (double)bytes * n / secs / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t mib = 1024, batch = 256;
+    int runs = 3, producers = 4;
+    const char *doc = NULL, *label = "", *note = "";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--size"))
+            mib = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--batch"))
+            batch = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--producers"))
+            producers = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--runs"))
+            runs = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--doc"))
+            doc = argv[i + 1];
+        else if (!strcmp(argv[i], "--label"))
+            label = argv[i + 1];
+        else if (!strcmp(argv[i], "--note"))
+            note = argv[i + 1];
+    }
+    if (runs < 1 || runs > 21 || producers < 1 || batch < 1 || mib < 16)
+        return 2;
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    sc_error err = SC_ERROR_INIT;
+    sc__dev *dev = NULL;
+    int device = -1;
+    if (sc__dev_open(SC_DEVICE_CUDA, 0, &dev, &device, &err) != SC_OK)
+        die("no GPU", err.msg);
+
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char dir[2048], data[2200], cmd[2300];
+    snprintf(dir, sizeof dir, "%s/bench_gpu.XXXXXX", base);
+    if (!mkdtemp(dir))
+        die("mkdtemp", dir);
+    snprintf(data, sizeof data, "%s/data.h5", dir);
+    const uint64_t sample = 3 * 64 * 64 + 8;
+    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sp.out = data;
+    sp.samples = (mib << 20) / sample;
+    if (sc_dataset_make(&sp, NULL, NULL, &err) != SC_OK)
+        die("make-dataset", err.msg);
+
+    sc_config c;
+    sc_config_init(&c, NULL);
+    snprintf(c.source, sizeof c.source, "%s", data);
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache", dir);
+    c.batch_size = batch;
+    c.producers = producers;
+    c.device = SC_DEVICE_CUDA;
+    c.log_level = 0;
+    sc_loader *ld = NULL;
+    if (sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
+        die("open", err.msg);
+    double deliv[21], limit[21];
+    for (int r = -1; r < runs; r++) { /* epoch 0 warms the cache, untimed */
+        if (sc_epoch_begin(ld, (uint64_t)(r + 1), NULL) != SC_OK)
+            die("epoch", sc_last_error(ld));
+        double bytes = 0, t0 = bench_now();
+        sc_batch b;
+        int rc;
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+            if (sc__dev_event_wait(NULL, b.ready, &err) != SC_OK) /* as a kernel would */
+                die("event", err.msg);
+            for (int f = 0; f < b.nfields; f++)
+                bytes += (double)b.bytes[f];
+            sc_batch_release(ld, &b);
+        }
+        if (rc != SC_END_OF_EPOCH)
+            die("next batch", sc_last_error(ld));
+        if (r >= 0) {
+            deliv[r] = bytes / (bench_now() - t0) / 1e9;
+            limit[r] = h2d_limit(dev, (size_t)(batch * sample), 200);
+        }
+    }
+    sc_loader_close(ld);
+    double gd = bench_median(deliv, runs), gl = bench_median(limit, runs);
+    char text[4096];
+    snprintf(text, sizeof text,
+             "%s%s`bench_gpu --size %llu --batch %llu --producers %d --runs %d` (device %d, "
+             "median of %d epochs)\n\n"
+             "| delivery | GB/s | ratio to the limit |\n| --- | ---: | ---: |\n"
+             "| cudaMemcpyAsync, pinned host to device, one stream (the limit) | %.2f | 1.00 |\n"
+             "| sc_next_batch to the device, warm cache, %d producers | %.2f | %.2f |\n%s%s%s",
+             label, *label ? ": " : "", (unsigned long long)mib, (unsigned long long)batch, producers, runs, device, runs,
+             gl, producers, gd, gd / gl, *note ? "\n" : "", note, *note ? "\n" : "");
+    printf("%s", text);
+    int rc = 0;
+    if (doc && bench_doc_write(doc, "gpu", text) != 0)
+        rc = 1;
+    sc__dev_close(dev);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_gpu: could not remove %s\n", dir);
+    MPI_Finalize();
+    return rc;
+}

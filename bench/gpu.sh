@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# bench/gpu.sh: the GPU figures, on a machine with a GPU, in under 5 minutes.
+# Builds with CUDA and NCCL required (build/gpu), then:
+#   - bench_gpu: batches delivered to the device against cudaMemcpyAsync of
+#     pinned memory alone (the bus's limit);
+#   - the example trainer on the GPU (CUDA kernels as the step, one rank):
+#     the consumer's wait with a real kernel;
+# and writes both, with the date and the GPU's name, into docs/benchmarks.md.
+# Never part of CI (no GPU there).  Usage: bench/gpu.sh [--size MiB]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+sc_ensure_packages $SC_BUILD_PACKAGES
+sc_mpi_env
+size=1024
+[ "${1:-}" = --size ] && size=${2:?--size needs MiB}
+cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DSC_WITH_CUDA=ON -DSC_WITH_NCCL=ON \
+    -DSC_TESTING=OFF -DBUILD_TESTING=OFF >build-gpu.log 2>&1 || { cat build-gpu.log; exit 1; }
+cmake --build build/gpu -j "$(nproc)" --target bench_gpu train shardcache_cli >>build-gpu.log 2>&1 \
+    || { tail -40 build-gpu.log; exit 1; }
+rm -f build-gpu.log
+bin=build/gpu/bin
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+[ -n "$gpu" ] || { echo "bench/gpu.sh: no GPU visible (nvidia-smi)" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/shardcache-gpu.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+"$bin/shardcache" make-dataset --out "$work/data.h5" --samples 65536 --shape 3x64x64 \
+    --labels 10 --seed 1 >/dev/null 2>&1
+out=$(SC_SOURCE=$work/data.h5 SC_CACHE_DIR=$work/cache SC_BATCH_SIZE=256 SC_SHARD_SIZE=1024 \
+      mpirun -np 1 "$bin/train" --epochs 3 --device gpu 2>&1) || { echo "$out"; exit 1; }
+echo "$out"
+wait_line=$(grep "^consumer wait:" <<<"$out")
+loss_line=$(grep "^loss:" <<<"$out")
+"$bin/bench_gpu" --size "$size" --runs 3 --doc docs/benchmarks.md \
+    --label "$(date -u +%Y-%m-%d), $gpu" \
+    --note "The example trainer on this GPU (CUDA kernels as the step, 1 rank, 65,536 samples of 3x64x64, 3 epochs): $wait_line; $loss_line."
