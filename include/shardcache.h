@@ -57,7 +57,8 @@ extern "C" {
     X(EIO, -11, "I/O error")                                                 \
     X(ECHECKSUM, -12, "checksum mismatch")                                   \
     X(EOWNERSHIP, -13, "shard owned by another rank")                        \
-    X(ENOTSUP, -14, "not supported by this build")
+    X(ENOTSUP, -14, "not supported by this build")                          \
+    X(ETRANSFORM, -15, "a transform or augmentation callback failed")
 
 typedef enum sc_status {
 #define SC__STATUS_ENUM(name, value, text) SC_##name = (value),
@@ -244,6 +245,8 @@ typedef enum sc_verify_mode {
 
 #define SC_PATH_MAX 4096
 
+typedef struct sc_transform sc_transform; /* below, with the datasets */
+
 /*
  * Everything a job can set, each with an SC_* environment variable.  One
  * table in runtime/config.c makes the defaults, the environment parsing and
@@ -274,6 +277,8 @@ typedef struct sc_config {
     /* appended for tracing */
     char trace[SC_PATH_MAX];      /* SC_TRACE: path prefix of PREFIX.rankR.json; empty = off */
     uint64_t trace_events;        /* SC_TRACE_EVENTS: ring size per thread */
+    /* appended for transforms (no environment variable: code, not a setting) */
+    const sc_transform *transform; /* NULL: the source's fields as they are */
 } sc_config;
 
 /*
@@ -323,7 +328,49 @@ typedef struct sc_dataset_info {
     uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
 } sc_dataset_info;
 
-/* Collective over comm: layout A files are opened with the MPI-IO driver. */
+/*
+ * Transform once, augment every time.
+ *
+ * `shard` runs on a producer thread when a shard is first read from the
+ * source and maps the source's fields (in[i]: nsamples * their sample
+ * bytes, in sc_dataset_field order of the source) to the declared output
+ * fields (out[i]: nsamples * the declared sample bytes).  The cache keeps
+ * the output, so later epochs (and jobs) skip the transform; `name` and
+ * `version` are part of the cache key, so changing either invalidates the
+ * entries.  NULL keeps the source's fields (and `out` is ignored).
+ *
+ * `augment` runs on a producer thread on every delivery of every sample,
+ * in the batch's buffers (fields[i] points at this sample's bytes of field
+ * i), with `seed` a function of (SC_SEED, epoch, sample) only: runs are
+ * reproducible whatever the thread count.  NULL: none.
+ *
+ * Either returns 0, or non-zero with a reason in msg: the loader stops with
+ * SC_ETRANSFORM naming the shard (transform) or the sample (augment), and
+ * nothing half-transformed is cached.  Both may run concurrently on several
+ * threads, for different shards and samples.
+ */
+typedef int (*sc_shard_fn)(void *arg, uint64_t shard, uint64_t first_sample,
+                           uint64_t nsamples, const void *const *in, void *const *out,
+                           char *msg, size_t msglen);
+typedef int (*sc_augment_fn)(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed,
+                             void *const *fields, char *msg, size_t msglen);
+
+struct sc_transform {
+    const char *name;                  /* e.g. "normalize-crop56"; part of the cache key */
+    const char *version;               /* e.g. "1"; part of the cache key */
+    int nout;                          /* output fields, 1..SC_MAX_FIELDS */
+    sc_field_info out[SC_MAX_FIELDS];  /* name, dtype, ndims, dims (sample_bytes is computed) */
+    sc_shard_fn shard;                 /* NULL: no transform */
+    sc_augment_fn augment;             /* NULL: no augmentation */
+    void *arg;
+};
+
+/*
+ * Collective over comm: layout A files are opened with the MPI-IO driver.
+ * With cfg->transform, the dataset's fields (sc_dataset_field) are the
+ * transform's outputs, sc_dataset_read_shard returns them, and the
+ * fingerprint covers the transform's name, version and outputs.
+ */
 SC_API int sc_dataset_open(MPI_Comm comm, const sc_config *cfg,
                            sc_dataset **out, sc_error *err);
 SC_API int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out);

@@ -461,6 +461,7 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
             .dev = ld->dev,
             .device = ld->device,
             .trace = ld->trace,
+            .tf = cfg->transform,
         };
         rc = agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
     }

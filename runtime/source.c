@@ -476,6 +476,67 @@ static int share_manifest(sc_dataset *ds, int rc, sc_error *err)
                            : rc;
 }
 
+/*
+ * With a shard transform, the dataset delivers its declared outputs: they
+ * replace fields[] (the source's move to src[]), and the fingerprint, which
+ * keys the cache, takes in the transform's name, version and outputs.
+ */
+static int transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *err)
+{
+    if (!tf)
+        return SC_OK;
+    if (!tf->name || !*tf->name || !tf->version || !*tf->version)
+        return sc__seterr(err, SC_EINVAL, "source '%s': a transform needs a name and a version "
+                          "(they key the cache)", ds->path);
+    if (!tf->shard)
+        return SC_OK; /* augmentation only: the cached shards are the source's */
+    if (tf->nout < 1 || tf->nout > SC_MAX_FIELDS)
+        return sc__seterr(err, SC_EINVAL, "transform '%s': %d output fields (1 to %d)", tf->name,
+                          tf->nout, SC_MAX_FIELDS);
+    bytes fp = {0};
+    put_u64(&fp, ds->fingerprint);
+    put_str(&fp, tf->name);
+    put_str(&fp, tf->version);
+    memcpy(ds->src, ds->fields, sizeof ds->src);
+    ds->nsrc = ds->nfields;
+    for (int i = 0; i < tf->nout; i++) {
+        const sc_field_info *o = &tf->out[i];
+        sc__field *f = &ds->fields[i];
+        memset(f, 0, sizeof *f);
+        snprintf(f->name, sizeof f->name, "%s", o->name);
+        f->dtype = sc__dtype_parse(o->dtype);
+        f->ndims = o->ndims;
+        if (!o->name[0] || f->dtype == SC__DT_INVALID || o->ndims < 0 || o->ndims > SC_MAX_DIMS) {
+            free(fp.p);
+            return sc__seterr(err, SC_EINVAL,
+                              "transform '%s': output field %d ('%s', %s, %d dims) is not a "
+                              "named numeric field of at most %d dimensions",
+                              tf->name, i, o->name, o->dtype, o->ndims, SC_MAX_DIMS);
+        }
+        f->sample_bytes = sc__dtype_size(f->dtype);
+        for (int d = 0; d < o->ndims; d++) {
+            f->dims[d] = o->dims[d];
+            f->sample_bytes *= o->dims[d];
+        }
+        if (!f->sample_bytes) {
+            free(fp.p);
+            return sc__seterr(err, SC_EINVAL, "transform '%s': output field '%s' is empty",
+                              tf->name, o->name);
+        }
+        put_str(&fp, f->name);
+        put_u64(&fp, (uint64_t)f->dtype);
+        put_u64(&fp, (uint64_t)f->ndims);
+        for (int d = 0; d < f->ndims; d++)
+            put_u64(&fp, f->dims[d]);
+    }
+    ds->nfields = tf->nout;
+    ds->tf = tf;
+    int oom = fp.oom;
+    ds->fingerprint = sc__xxh64(fp.p, fp.len, 0);
+    free(fp.p);
+    return oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path) : SC_OK;
+}
+
 int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
                     sc_error *err)
 {
@@ -536,7 +597,8 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
         ds->shard_first[0] = 0;
         for (uint64_t k = 0; k < ds->nshards; k++)
             ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
-        for (int i = 0; i < ds->nfields; i++)
+        rc = transform_fields(ds, cfg->transform, err);
+        for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
             ds->sample_bytes += ds->fields[i].sample_bytes;
     }
     free(fp.p);
@@ -594,38 +656,33 @@ static int read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count
     return rc;
 }
 
-int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard, void *const *bufs,
-                          sc_error *err)
+/* The source's own fields of one shard (src[], or fields[] without a transform). */
+static int read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
+                       void *const *bufs, sc_error *err)
 {
     int rc = SC_OK;
-    if (!ds || !bufs)
-        return sc__seterr(err, SC_EINVAL, "sc_dataset_read_shard: NULL argument");
-    if (shard >= ds->nshards)
-        return sc__seterr(err, SC_EINVAL, "source '%s': shard %llu of %llu",
-                          ds->path, (unsigned long long)shard,
-                          (unsigned long long)ds->nshards);
     sc__h5_lock();
     if (ds->layout == 'A') {
-        for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
-            rc = read_rows(ds->dset[i], &ds->fields[i], ds->shard_first[shard],
+        for (int i = 0; rc == SC_OK && i < nfields; i++)
+            rc = read_rows(ds->dset[i], &fields[i], ds->shard_first[shard],
                            ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
     } else {
         const char *path = ds->files[shard];
         hid_t f = open_file(path, MPI_COMM_SELF, 0, err);
         rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
-        for (int i = 0; rc == SC_OK && i < ds->nfields; i++) {
+        for (int i = 0; rc == SC_OK && i < nfields; i++) {
             sc__field now;
             uint64_t n = 0;
             hid_t d = H5I_INVALID_HID;
-            rc = describe(f, path, ds->fields[i].name, &now, &n, &d, err);
-            if (rc == SC_OK && (!same_field(&now, &ds->fields[i]) ||
+            rc = describe(f, path, fields[i].name, &now, &n, &d, err);
+            if (rc == SC_OK && (!same_field(&now, &fields[i]) ||
                                 n != ds->shard_sizes[shard]))
                 rc = sc__seterr(err, SC_EIO,
                                 "source file '%s' (shard %llu) changed since the "
                                 "dataset was opened: field '%s'",
                                 path, (unsigned long long)shard, now.name);
             if (rc == SC_OK)
-                rc = read_rows(d, &ds->fields[i], 0, n, bufs[i], path, shard, err);
+                rc = read_rows(d, &fields[i], 0, n, bufs[i], path, shard, err);
             if (d >= 0)
                 H5Dclose(d);
         }
@@ -634,6 +691,48 @@ int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard, void *const *bufs,
     }
     sc__h5_unlock();
     return rc;
+}
+
+/* Reads the source's fields into scratch buffers and runs the transform (no lock held). */
+static int read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
+{
+    const sc_transform *tf = ds->tf;
+    uint64_t n = ds->shard_sizes[shard], total = 0;
+    for (int i = 0; i < ds->nsrc; i++)
+        total += n * ds->src[i].sample_bytes;
+    unsigned char *scratch = malloc(total + 1);
+    if (!scratch)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
+                          ds->path, (unsigned long long)shard);
+    void *in[SC_MAX_FIELDS];
+    for (int i = 0, at = 0; i < ds->nsrc; at += (int)(n * ds->src[i].sample_bytes), i++)
+        in[i] = scratch + at;
+    int rc = read_source(ds, shard, ds->src, ds->nsrc, in, err);
+    char msg[256] = "";
+    if (rc == SC_OK && tf->shard(tf->arg, shard, ds->shard_first[shard], n,
+                                 (const void *const *)in, bufs, msg, sizeof msg) != 0)
+        rc = sc__seterr(err, SC_ETRANSFORM,
+                        "source '%s': shard %llu (samples %llu..%llu): transform '%s' "
+                        "version %s failed: %s",
+                        ds->path, (unsigned long long)shard,
+                        (unsigned long long)ds->shard_first[shard],
+                        (unsigned long long)(ds->shard_first[shard] + n - 1), tf->name,
+                        tf->version, msg[0] ? msg : "(no reason given)");
+    free(scratch);
+    return rc;
+}
+
+int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard, void *const *bufs,
+                          sc_error *err)
+{
+    if (!ds || !bufs)
+        return sc__seterr(err, SC_EINVAL, "sc_dataset_read_shard: NULL argument");
+    if (shard >= ds->nshards)
+        return sc__seterr(err, SC_EINVAL, "source '%s': shard %llu of %llu",
+                          ds->path, (unsigned long long)shard,
+                          (unsigned long long)ds->nshards);
+    return ds->tf ? read_transformed(ds, shard, bufs, err)
+                  : read_source(ds, shard, ds->fields, ds->nfields, bufs, err);
 }
 
 int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)

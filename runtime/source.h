@@ -36,6 +36,14 @@ struct sc_dataset {
     uint64_t *shard_sizes; /* [nshards] */
     uint64_t *shard_first; /* [nshards + 1] */
     uint64_t fingerprint;
+    /*
+     * With a shard transform, fields[] are its outputs (what is cached and
+     * delivered) and src[] the source's own fields, read and then handed
+     * to it.  Without, src[] is unused.
+     */
+    const sc_transform *tf;
+    sc__field src[SC_MAX_FIELDS];
+    int nsrc;
     hid_t file; /* layout A */
     hid_t dset[SC_MAX_FIELDS];
     MPI_Comm comm;

@@ -31,6 +31,7 @@
 #include "source.h"
 
 #define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window" */
+#define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
 #define FIELD_ALIGN 256
 
 enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
@@ -396,6 +397,34 @@ static int load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
     return SC_OK;
 }
 
+/*
+ * The user's augmentation, on every sample of a built batch, in place; its
+ * seed depends on (seed, epoch, sample) only, so the bytes delivered do
+ * not depend on which thread built the batch.
+ */
+static int augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
+{
+    const sc_transform *tf = s->o.tf;
+    if (!tf || !tf->augment)
+        return SC_OK;
+    for (uint64_t k = 0; k < s->o.batch_size; k++) {
+        void *fields[SC_MAX_FIELDS];
+        for (int f = 0; f < s->nfields; f++)
+            fields[f] = slot->host + s->foff[f] + k * s->fsb[f];
+        uint64_t id = e->ids[b * s->o.batch_size + k];
+        uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
+        char msg[256] = "";
+        if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
+            return sc__seterr(err, SC_ETRANSFORM,
+                              "rank %d: epoch %llu: batch %llu: sample %llu: augmentation of "
+                              "'%s' version %s failed: %s",
+                              s->o.rank, (unsigned long long)e->epoch, (unsigned long long)b,
+                              (unsigned long long)id, tf->name, tf->version,
+                              msg[0] ? msg : "(no reason given)");
+    }
+    return SC_OK;
+}
+
 static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
                  sc_error *err)
 {
@@ -413,6 +442,8 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
                    s->fsb[f]);
     }
     memcpy(slot->ids, e->ids + q0, sizeof *slot->ids * B);
+    if ((rc = augment(s, e, b, slot, err)) != SC_OK)
+        return rc;
     slot->epoch = e->epoch;
     slot->index = b;
     slot->seq = e->seq0 + b;

@@ -33,6 +33,7 @@ typedef struct sc__stream_opts {
     sc__dev *dev;        /* memory and copies */
     int device;          /* -1: batches stay in host memory */
     sc__trace *trace;    /* NULL: not traced */
+    const sc_transform *tf; /* its augment runs on every sample built; NULL: none */
 } sc__stream_opts;
 
 /* Test-only misbehaviour of one epoch (SC_FAULT), done on purpose. */
