@@ -8,8 +8,13 @@
  * (train_gpu.cu) train there, with ncclAllReduce when built with NCCL.
  *
  *   mpirun -np 4 train --epochs 3 [--lr 0.002] [--classes 10] [--step-ms X]
- *                      [--device auto|cpu|gpu] [--source FILE]
- *                      [--images /images] [--labels /labels]
+ *                      [--device auto|cpu|gpu] [--transform MARGIN]
+ *                      [--source FILE] [--images /images] [--labels /labels]
+ *
+ * --transform M (CPU model) registers an sc_transform (transforms.c): the
+ * images are scaled to [0,1] and cropped by M pixels a side once, when a
+ * shard is first read, and cached so; every delivery flips a sample
+ * left-right with probability 1/2, reproducibly.
  *
  * Everything else comes from the SC_* environment (sc_config_init).  Per
  * epoch rank 0 prints loss, samples/s, consumer wait as a share of the
@@ -25,6 +30,8 @@
 
 #include <shardcache.h>
 
+#include "transforms.h"
+
 #ifdef TRAIN_HAVE_CUDA
 #include "train_gpu.h"
 #endif
@@ -33,19 +40,20 @@ typedef struct opts {
     uint64_t epochs, classes;
     double lr, step_ms;
     const char *source, *images, *labels, *device;
+    uint64_t crop; /* --transform M: normalize and crop M pixels a side, once; flip per delivery */
 } opts;
 
 static int usage(void)
 {
     fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
-                    "             [--device auto|cpu|gpu] [--source FILE] [--images NAME]\n"
-                    "             [--labels NAME]\n");
+                    "             [--device auto|cpu|gpu] [--transform MARGIN] [--source FILE]\n"
+                    "             [--images NAME] [--labels NAME]\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto"};
+    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto", 0};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -65,6 +73,8 @@ static int parse(int argc, char **argv, opts *o)
             o->images = v, end = (char *)"";
         else if (!strcmp(a, "--labels"))
             o->labels = v, end = (char *)"";
+        else if (!strcmp(a, "--transform"))
+            o->crop = strtoull(v, &end, 10);
         else if (!strcmp(a, "--device") &&
                  (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu")))
             o->device = v, end = (char *)"";
@@ -99,8 +109,8 @@ typedef struct model {
     float *w, *grad; /* [k][d + 1]: the last column is the bias */
 } model;
 
-/* One SGD step on a batch; returns the batch's summed cross-entropy. */
-static double step(model *m, const uint8_t *x, const int64_t *y, uint64_t n,
+/* One SGD step on a batch of inputs in [0,1]; returns its summed cross-entropy. */
+static double step(model *m, const float *x, const int64_t *y, uint64_t n,
                    MPI_Comm comm, int nranks, double lr, int *bad_label)
 {
     uint64_t d = m->d, k = m->k, row = d + 1;
@@ -108,7 +118,7 @@ static double step(model *m, const uint8_t *x, const int64_t *y, uint64_t n,
     float logits[256], p[256];
     memset(m->grad, 0, sizeof *m->grad * k * row);
     for (uint64_t i = 0; i < n; i++) {
-        const uint8_t *xi = x + i * d;
+        const float *xi = x + i * d;
         if (y[i] < 0 || (uint64_t)y[i] >= k) {
             *bad_label = 1;
             continue;
@@ -118,7 +128,7 @@ static double step(model *m, const uint8_t *x, const int64_t *y, uint64_t n,
             const float *wc = m->w + c * row;
             float z = wc[d];
             for (uint64_t j = 0; j < d; j++)
-                z += wc[j] * (float)xi[j] * (1.0f / 255.0f);
+                z += wc[j] * xi[j];
             logits[c] = z;
             mx = z > mx ? z : mx;
         }
@@ -130,7 +140,7 @@ static double step(model *m, const uint8_t *x, const int64_t *y, uint64_t n,
             float g = (p[c] - (c == (uint64_t)y[i])) / (float)n;
             float *gc = m->grad + c * row;
             for (uint64_t j = 0; j < d; j++)
-                gc[j] += g * (float)xi[j] * (1.0f / 255.0f);
+                gc[j] += g * xi[j];
             gc[d] += g;
         }
         loss -= log(p[y[i]] > 1e-30f ? p[y[i]] : 1e-30f);
@@ -196,13 +206,37 @@ int main(int argc, char **argv)
         return 2;
     }
     cfg.device = gpu ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
+    /* The transform needs the images' shape: a look at the dataset first. */
+    ex_crop crop = {0, 0, 0, o.crop};
+    sc_transform tf;
+    if (o.crop) {
+        sc_dataset *ds = NULL;
+        sc_field_info fi;
+        int ok = !gpu && sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err) == SC_OK &&
+                 field_index(ds, o.images, "uint8", &fi) >= 0 && fi.ndims == 3;
+        if (ok) {
+            crop.c = fi.dims[0], crop.h = fi.dims[1], crop.w = fi.dims[2];
+            ok = ex_crop_transform(&crop, 1, &tf) == SC_OK;
+        }
+        sc_dataset_close(ds);
+        if (!ok) {
+            if (rank == 0)
+                fprintf(stderr, "train: --transform %llu needs the CPU model and a uint8 "
+                                "[C][H][W] field '%s' larger than the crop%s%s\n",
+                        (unsigned long long)o.crop, o.images, err.msg[0] ? ": " : "",
+                        err.msg);
+            MPI_Finalize();
+            return 2;
+        }
+        cfg.transform = &tf;
+    }
     sc_loader *ld = NULL;
     if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK) {
         MPI_Finalize();
         return 1;
     }
     sc_field_info fx, fy;
-    int ix = field_index(sc_loader_dataset(ld), o.images, "uint8", &fx);
+    int ix = field_index(sc_loader_dataset(ld), o.images, o.crop ? "float32" : "uint8", &fx);
     int iy = field_index(sc_loader_dataset(ld), o.labels, "int64", &fy);
     if (ix < 0 || iy < 0 || o.classes > 256) {
         if (rank == 0)
@@ -212,7 +246,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    model m = {fx.sample_bytes, o.classes, NULL, NULL};
+    /* Inputs in [0,1]: the transform's floats, or the bytes scaled here. */
+    model m = {o.crop ? fx.sample_bytes / sizeof(float) : fx.sample_bytes, o.classes, NULL, NULL};
+    float *scaled = NULL;
+    uint64_t scaled_n = 0;
     m.w = calloc(m.k * (m.d + 1), sizeof *m.w);
     m.grad = calloc(m.k * (m.d + 1), sizeof *m.grad);
 #ifdef TRAIN_HAVE_CUDA
@@ -248,8 +285,24 @@ int main(int argc, char **argv)
                 loss += bl;
             } else
 #endif
-            loss += step(&m, b.data[ix], b.data[iy], b.size, MPI_COMM_WORLD, nranks, o.lr,
-                         &bad_label);
+            {
+            const float *x = b.data[ix];
+            if (!o.crop) {
+                if (scaled_n < b.size * m.d) {
+                    free(scaled);
+                    scaled = malloc(sizeof *scaled * (scaled_n = b.size * m.d));
+                    if (!scaled) {
+                        fprintf(stderr, "train[rank %d]: out of memory\n", rank);
+                        MPI_Abort(MPI_COMM_WORLD, 1);
+                    }
+                }
+                const uint8_t *px = b.data[ix];
+                for (uint64_t j = 0; j < b.size * m.d; j++)
+                    scaled[j] = (float)px[j] * (1.0f / 255.0f);
+                x = scaled;
+            }
+            loss += step(&m, x, b.data[iy], b.size, MPI_COMM_WORLD, nranks, o.lr, &bad_label);
+            }
             n += b.size;
             if (o.step_ms > 0)
                 busy_for(o.step_ms);
@@ -318,6 +371,7 @@ int main(int argc, char **argv)
                 (unsigned long long)(o.classes - 1));
     free(m.w);
     free(m.grad);
+    free(scaled);
 #ifdef TRAIN_HAVE_CUDA
     tg_close(g);
 #endif
