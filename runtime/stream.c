@@ -59,9 +59,8 @@ typedef struct ep {
     uint64_t next_load, loaded_prefix;
     /* the delivered order: position q of the epoch reads src_shard[q], src_off[q] */
     uint32_t *src_shard, *src_off;
-    uint64_t *ids;           /* [want] */
+    sc__sched sched;         /* the ids, slot by slot, and the drops */
     uint64_t *need;          /* [nb]: highest shard index batch b reads */
-    uint64_t *dropped, ndropped;
     uint64_t next_build;
     sc__stream_counts counts;
 } ep;
@@ -123,11 +122,10 @@ static void ep_free_work(ep *e)
     free(e->map);
     free(e->src_shard);
     free(e->src_off);
-    free(e->ids);
     free(e->need);
     e->shards = NULL, e->start = NULL, e->state = NULL, e->refs = NULL, e->cap = NULL;
     e->fp = NULL, e->map = NULL;
-    e->buf = NULL, e->src_shard = NULL, e->src_off = NULL, e->ids = NULL;
+    e->buf = NULL, e->src_shard = NULL, e->src_off = NULL;
     e->need = NULL;
 }
 
@@ -136,21 +134,151 @@ static void ep_free(ep *e)
     if (!e)
         return;
     ep_free_work(e);
-    free(e->dropped);
+    sc__sched_free(&e->sched);
     free(e);
 }
 
+void sc__sched_free(sc__sched *sc)
+{
+    free(sc->ids);
+    free(sc->dropped);
+    memset(sc, 0, sizeof *sc);
+}
+
+int sc__schedule(const sc_dataset *ds, const sc_plan *plan, uint32_t rank, uint64_t B,
+                 uint64_t window, uint64_t seed, unsigned faults, sc__sched *out, sc_error *err)
+{
+    const uint32_t *mine;
+    uint64_t n;
+    sc_plan_info in;
+    memset(out, 0, sizeof *out);
+    sc_plan_get_info(plan, &in);
+    sc_plan_rank(plan, rank, &mine, &n, NULL);
+
+    /* Test-only faults change which shards this rank reads, on purpose. */
+    int dup = (faults & SC__STREAM_DUP_SHARD) && n > 0;
+    int skip = (faults & SC__STREAM_SKIP_SHARD) && n > 1;
+    uint64_t nsh = n + (uint64_t)dup - (uint64_t)skip, m = 0;
+    uint64_t *first = malloc(sizeof *first * (nsh + 1)), *len = malloc(sizeof *len * (nsh + 1));
+    if (!first || !len) {
+        free(first);
+        free(len);
+        return sc__seterr(err, SC_ENOMEM, "rank %u: epoch %llu: no memory for the schedule",
+                          rank, (unsigned long long)in.epoch);
+    }
+    for (uint64_t i = 0; i < nsh; i++) {
+        uint32_t shard = mine[i < (uint64_t)dup ? 0 : i - (uint64_t)dup];
+        first[i] = ds->shard_first[shard];
+        len[i] = ds->shard_sizes[shard];
+        m += len[i];
+    }
+    uint64_t want = in.batches_per_rank * B;
+    if (want && !m) {
+        free(first);
+        free(len);
+        return sc__seterr(err, SC_EPLAN, "rank %u: epoch %llu: %llu batches but no samples",
+                          rank, (unsigned long long)in.epoch,
+                          (unsigned long long)in.batches_per_rank);
+    }
+    /* The rank's positions in plan order, then shuffled window by window. */
+    uint64_t *perm = malloc(sizeof *perm * (m + 1));
+    out->nslots = want;
+    out->nreal = m < want ? m : want;
+    out->ndropped = m > want ? m - want : 0;
+    out->ids = malloc(sizeof *out->ids * (want + 1));
+    out->dropped = malloc(sizeof *out->dropped * (out->ndropped + 1));
+    if (!perm || !out->ids || !out->dropped) {
+        free(perm);
+        free(first);
+        free(len);
+        sc__sched_free(out);
+        return sc__seterr(err, SC_ENOMEM, "rank %u: epoch %llu: no memory for the schedule",
+                          rank, (unsigned long long)in.epoch);
+    }
+    for (uint64_t i = 0, p = 0; i < nsh; i++)
+        for (uint64_t off = 0; off < len[i]; off++)
+            perm[p++] = first[i] + off;
+    uint64_t w = window > 1 ? window : 1;
+    for (uint64_t lo = 0, blk = 0; w > 1 && lo < m; lo += w, blk++) {
+        uint64_t cnt = m - lo < w ? m - lo : w;
+        sc__rng r;
+        sc__rng_init(&r, sc__rng_key(seed, in.epoch, SC__PURPOSE_WINDOW,
+                                     ((uint64_t)rank << 40) ^ blk));
+        for (uint64_t i = cnt - 1; i > 0; i--) {
+            uint64_t j = sc__rng_below(&r, i + 1);
+            uint64_t t = perm[lo + i];
+            perm[lo + i] = perm[lo + j];
+            perm[lo + j] = t;
+        }
+    }
+    /* Padding repeats the last samples backwards: still in memory when built. */
+    for (uint64_t q = 0; q < want; q++)
+        out->ids[q] = q < m ? perm[q] : perm[m - 1 - (q - m) % m];
+    for (uint64_t q = want; q < m; q++)
+        out->dropped[q - want] = perm[q];
+    free(perm);
+    free(first);
+    free(len);
+    return SC_OK;
+}
+
+/* The shard holding sample id (binary search over the first ids). */
+static uint64_t shard_of(const sc_dataset *ds, uint64_t id)
+{
+    uint64_t lo = 0, hi = ds->nshards;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (ds->shard_first[mid] <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * Turns an epoch's slot list into its work: the shards it reads, in order
+ * of first use (the order they are loaded in), and per slot the shard and
+ * offset to copy from.
+ */
 static int prepare(const sc__stream *s, ep *e, sc_error *err)
 {
     const sc_dataset *ds = s->ds;
-    const uint32_t *mine;
-    uint64_t n, B = s->o.batch_size;
-    sc_plan_rank(e->plan, (uint32_t)s->o.rank, &mine, &n, NULL);
-
-    int dup = (e->faults & SC__STREAM_DUP_SHARD) && n > 0;
-    int skip = (e->faults & SC__STREAM_SKIP_SHARD) && n > 1;
-    e->nsh = n + (uint64_t)dup - (uint64_t)skip;
-    e->shards = malloc(sizeof *e->shards * (e->nsh + 1));
+    uint64_t B = s->o.batch_size;
+    int rc = SC_OK;
+    if (e->plan)
+        rc = sc__schedule(ds, e->plan, (uint32_t)s->o.rank, B, s->o.window, s->o.seed,
+                          e->faults, &e->sched, err);
+    if (rc != SC_OK)
+        return rc;
+    const sc__sched *sc = &e->sched;
+    e->want = sc->nslots;
+    e->m = sc->nreal;
+    uint32_t *index = malloc(sizeof *index * (ds->nshards + 1)); /* shard -> ours */
+    e->shards = malloc(sizeof *e->shards * (e->want + 1));
+    e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
+    e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
+    e->need = calloc(e->nb + 1, sizeof *e->need);
+    if (!index || !e->shards || !e->src_shard || !e->src_off || !e->need) {
+        free(index);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
+                          s->o.rank, (unsigned long long)e->epoch);
+    }
+    memset(index, 0xff, sizeof *index * ds->nshards);
+    e->nsh = 0;
+    for (uint64_t q = 0; q < e->want; q++) {
+        uint64_t id = sc->ids[q], shard = shard_of(ds, id);
+        if (index[shard] == UINT32_MAX) {
+            index[shard] = (uint32_t)e->nsh;
+            e->shards[e->nsh++] = (uint32_t)shard;
+        }
+        uint32_t i = index[shard];
+        e->src_shard[q] = i;
+        e->src_off[q] = (uint32_t)(id - ds->shard_first[shard]);
+        if (i > e->need[q / B])
+            e->need[q / B] = i;
+    }
+    free(index);
     e->start = malloc(sizeof *e->start * (e->nsh + 1));
     e->state = calloc(e->nsh + 1, 1);
     e->refs = calloc(e->nsh + 1, sizeof *e->refs);
@@ -158,81 +286,17 @@ static int prepare(const sc__stream *s, ep *e, sc_error *err)
     e->cap = calloc(e->nsh + 1, sizeof *e->cap);
     e->map = calloc(e->nsh + 1, sizeof *e->map);
     e->fp = calloc((e->nsh + 1) * (uint64_t)s->nfields, sizeof *e->fp);
-    e->need = calloc(e->nb + 1, sizeof *e->need);
-    if (!e->shards || !e->start || !e->state || !e->refs || !e->buf || !e->cap || !e->map ||
-        !e->fp || !e->need)
-        goto nomem;
-    uint64_t k = 0;
-    if (dup)
-        e->shards[k++] = mine[0];
-    for (uint64_t i = 0; i < n - (uint64_t)skip; i++)
-        e->shards[k++] = mine[i];
+    if (!e->start || !e->state || !e->refs || !e->buf || !e->cap || !e->map || !e->fp)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
+                          s->o.rank, (unsigned long long)e->epoch);
     e->start[0] = 0;
     for (uint64_t i = 0; i < e->nsh; i++)
         e->start[i + 1] = e->start[i] + ds->shard_sizes[e->shards[i]];
-    e->m = e->start[e->nsh];
-    e->want = e->nb * B;
-    if (e->want && !e->m)
-        return sc__seterr(err, SC_EPLAN, "rank %d: epoch %llu: %llu batches but no samples",
-                          s->o.rank, (unsigned long long)e->epoch,
-                          (unsigned long long)e->nb);
-
-    /* The shuffled order of all m positions, window by window. */
-    uint64_t *perm = malloc(sizeof *perm * (e->m + 1));
-    uint32_t *pos_shard = malloc(sizeof *pos_shard * (e->m + 1));
-    e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
-    e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
-    e->ids = malloc(sizeof *e->ids * (e->want + 1));
-    e->ndropped = e->m > e->want ? e->m - e->want : 0;
-    e->dropped = malloc(sizeof *e->dropped * (e->ndropped + 1));
-    if (!perm || !pos_shard || !e->src_shard || !e->src_off || !e->ids || !e->dropped) {
-        free(perm);
-        free(pos_shard);
-        goto nomem;
-    }
+    for (uint64_t q = 0; q < e->want; q++)
+        e->refs[e->src_shard[q]]++;
     for (uint64_t i = 0; i < e->nsh; i++)
-        for (uint64_t p = e->start[i]; p < e->start[i + 1]; p++)
-            pos_shard[p] = (uint32_t)i;
-    for (uint64_t p = 0; p < e->m; p++)
-        perm[p] = p;
-    uint64_t w = s->o.window > 1 ? s->o.window : 1;
-    for (uint64_t lo = 0, blk = 0; w > 1 && lo < e->m; lo += w, blk++) {
-        uint64_t len = e->m - lo < w ? e->m - lo : w;
-        sc__rng r;
-        sc__rng_init(&r, sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_WINDOW,
-                                     ((uint64_t)s->o.rank << 40) ^ blk));
-        for (uint64_t i = len - 1; i > 0; i--) {
-            uint64_t j = sc__rng_below(&r, i + 1);
-            uint64_t t = perm[lo + i];
-            perm[lo + i] = perm[lo + j];
-            perm[lo + j] = t;
-        }
-    }
-    for (uint64_t q = 0; q < e->want; q++) {
-        uint64_t p = q < e->m ? perm[q] : perm[e->m - 1 - (q - e->m) % e->m];
-        uint32_t i = pos_shard[p];
-        uint64_t off = p - e->start[i];
-        e->src_shard[q] = i;
-        e->src_off[q] = (uint32_t)off;
-        e->ids[q] = ds->shard_first[e->shards[i]] + off;
-        e->refs[i]++;
-        uint64_t b = q / B;
-        if (i > e->need[b])
-            e->need[b] = i;
-    }
-    for (uint64_t q = e->want; q < e->m; q++) {
-        uint32_t i = pos_shard[perm[q]];
-        e->dropped[q - e->want] = ds->shard_first[e->shards[i]] + (perm[q] - e->start[i]);
-    }
-    free(perm);
-    free(pos_shard);
-    /* A shard all of whose samples are dropped is never read. */
-    for (uint64_t i = 0; i < e->nsh; i++)
-        e->state[i] = e->refs[i] ? SH_WAIT : SH_FREED;
+        e->state[i] = SH_WAIT;
     return SC_OK;
-nomem:
-    return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
-                      s->o.rank, (unsigned long long)e->epoch);
 }
 
 /* ---- picking work (mutex held) ------------------------------------------------ */
@@ -411,7 +475,7 @@ static int augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc
         void *fields[SC_MAX_FIELDS];
         for (int f = 0; f < s->nfields; f++)
             fields[f] = slot->host + s->foff[f] + k * s->fsb[f];
-        uint64_t id = e->ids[b * s->o.batch_size + k];
+        uint64_t id = e->sched.ids[b * s->o.batch_size + k];
         uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
         char msg[256] = "";
         if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
@@ -441,7 +505,7 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
             memcpy(slot->host + s->foff[f] + k * s->fsb[f], fp[f] + off * s->fsb[f],
                    s->fsb[f]);
     }
-    memcpy(slot->ids, e->ids + q0, sizeof *slot->ids * B);
+    memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
     if ((rc = augment(s, e, b, slot, err)) != SC_OK)
         return rc;
     slot->epoch = e->epoch;
@@ -762,8 +826,8 @@ int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **drop
     s->retired = e;
     pthread_mutex_unlock(&s->mu);
     ep_free_work(e);
-    *dropped = e->dropped;
-    *ndropped = e->ndropped;
+    *dropped = e->sched.dropped;
+    *ndropped = e->sched.ndropped;
     *counts = e->counts;
     return SC_OK;
 }

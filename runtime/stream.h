@@ -42,6 +42,28 @@ enum {
     SC__STREAM_SKIP_SHARD = 1u << 1, /* never read the last shard */
 };
 
+/*
+ * What a rank delivers in one epoch, slot by slot: ids[nslots] (nslots =
+ * batches * batch size), of which the first nreal are real deliveries and
+ * the rest padding repeats; dropped[ndropped] are the samples the remainder
+ * policy leaves out.
+ */
+typedef struct sc__sched {
+    uint64_t *ids, nslots, nreal;
+    uint64_t *dropped, ndropped;
+} sc__sched;
+
+/*
+ * The schedule of `rank` in an epoch of `plan`: its shards in plan order,
+ * cut into windows of `window` positions, each shuffled by its own
+ * counter-based stream of (seed, epoch, rank, window): a pure function, so
+ * any rank can compute any rank's (a resume needs the old ranks').
+ */
+int sc__schedule(const sc_dataset *ds, const sc_plan *plan, uint32_t rank, uint64_t batch,
+                 uint64_t window, uint64_t seed, unsigned faults, sc__sched *out,
+                 sc_error *err);
+void sc__sched_free(sc__sched *sc);
+
 /* What one epoch did on this rank, for sc_epoch_report. */
 typedef struct sc__stream_counts {
     uint64_t hits, misses, bytes_from_source, bytes_from_cache;
