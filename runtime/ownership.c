@@ -37,6 +37,7 @@ typedef struct slot {
     int used, posted, done;
     uint64_t epoch;
     const sc_plan *plan;
+    uint64_t *share, nshare; /* a resumed epoch: this rank's ids, sorted (no plan) */
     uint64_t sums[WORDS], total[WORDS];
     uint32_t *counts, *counts_total; /* full mode, [nsamples] */
     MPI_Request req[2];
@@ -148,6 +149,7 @@ static void slot_free(slot *s)
         MPI_Waitall(2, s->req, MPI_STATUSES_IGNORE);
     free(s->counts);
     free(s->counts_total);
+    free(s->share);
     memset(s, 0, sizeof *s);
 }
 
@@ -175,6 +177,7 @@ void sc__ledger_close(sc__ledger *l)
 static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v);
 /* A free slot for `epoch`, waiting out the oldest one if need be. */
 static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
+static int open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
 
 static slot *find(sc__ledger *l, uint64_t epoch)
 {
@@ -271,19 +274,10 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
                           (unsigned long long)in.epoch);
     slot *s = NULL;
-    int rc = take_slot(l, in.epoch, &s, err);
+    int rc = open_slot(l, in.epoch, &s, err);
     if (rc != SC_OK)
         return rc;
-    memset(s, 0, sizeof *s);
-    s->epoch = in.epoch;
     s->plan = plan;
-    s->req[0] = s->req[1] = MPI_REQUEST_NULL;
-    if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
-                    !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
-        slot_free(s);
-        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for SC_VERIFY=full counts",
-                          l->rank);
-    }
     const uint32_t *mine;
     uint64_t n;
     sc_plan_rank(plan, (uint32_t)l->rank, &mine, &n, NULL);
@@ -300,6 +294,93 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
     if ((rc = claim(l, in.epoch, mine, n, err)) != SC_OK)
         s->plan = NULL; /* the epoch stays open, to be abandoned */
     return rc;
+}
+
+/* A fresh slot for `epoch` (full mode: with its count vectors), not yet used. */
+static int open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
+{
+    slot *s = NULL;
+    int rc = take_slot(l, epoch, &s, err);
+    if (rc != SC_OK)
+        return rc;
+    memset(s, 0, sizeof *s);
+    s->epoch = epoch;
+    s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+    if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
+                    !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
+        slot_free(s);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for SC_VERIFY=full counts",
+                          l->rank);
+    }
+    *out = s;
+    return SC_OK;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Adds ids to the expected sketch (and, got, to the accounted one). */
+static void expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n, int got)
+{
+    uint64_t key = epoch_key(epoch);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t h = keyed_hash(key, ids[i]);
+        s->sums[EXP_N]++;
+        s->sums[EXP_H] += h;
+        s->sums[EXP_H2] += h * h;
+        if (got) {
+            s->sums[GOT_N]++;
+            s->sums[GOT_H] += h;
+            s->sums[GOT_H2] += h * h;
+        }
+    }
+}
+
+int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                           sc_error *err)
+{
+    if (find(l, epoch))
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
+                          (unsigned long long)epoch);
+    slot *s = NULL;
+    int rc = open_slot(l, epoch, &s, err);
+    if (rc != SC_OK)
+        return rc;
+    if (!(s->share = malloc(sizeof *s->share * (n + 1)))) {
+        slot_free(s);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for epoch %llu's share",
+                          l->rank, (unsigned long long)epoch);
+    }
+    memcpy(s->share, ids, sizeof *ids * n);
+    qsort(s->share, n, sizeof *s->share, cmp_u64);
+    s->nshare = n;
+    expect(s, epoch, ids, n, 0);
+    s->used = 1;
+    return SC_OK;
+}
+
+int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                       int dropped, sc_error *err)
+{
+    slot *s = find(l, epoch);
+    if (!s || s->posted)
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s", l->rank,
+                          (unsigned long long)epoch, s ? "already ended" : "not begun");
+    expect(s, epoch, ids, n, 1);
+    for (uint64_t i = 0; s->counts && i < n; i++)
+        if (ids[i] < l->nsamples)
+            s->counts[ids[i]]++;
+    if (dropped) {
+        s->sums[DROPPED] += n;
+        for (uint64_t i = 0; l->audit && i < n; i++) {
+            uint64_t rec[2] = {epoch, ids[i] | SC__AUDIT_DROPPED};
+            fwrite(rec, sizeof rec, 1, l->audit);
+        }
+    }
+    return SC_OK;
 }
 
 static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
@@ -337,10 +418,18 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
                      sc_error *err)
 {
     slot *s = find(l, epoch);
-    if (!s || !s->plan)
+    if (!s || (!s->plan && !s->share))
         return sc__seterr(err, SC_EOWNERSHIP,
                           "rank %d: a batch of epoch %llu, which this rank has not begun",
                           l->rank, (unsigned long long)epoch);
+    for (uint64_t i = 0; s->share && i < n; i++)
+        if (!bsearch(&ids[i], s->share, s->nshare, sizeof *s->share, cmp_u64))
+            return sc__seterr(err, SC_EOWNERSHIP,
+                              "epoch %llu: sample %llu delivered on rank %d is not in its "
+                              "share of the resumed epoch",
+                              (unsigned long long)epoch, (unsigned long long)ids[i], l->rank);
+    if (s->share)
+        return SC_OK;
     /* Batches hold runs of one shard: remember the last one checked. */
     uint64_t lo = 1, hi = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -391,10 +480,11 @@ static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n
         if (dropped)
             s->sums[DROPPED] += n;
     }
-    if (l->audit && !dropped) {
-        /* Records: epoch, then the id with bit 63 set for padding repeats. */
+    if (l->audit) {
+        /* Records: epoch, then the id, flagged for padding repeats and policy drops. */
+        uint64_t flag = padded ? SC__AUDIT_PADDED : dropped ? SC__AUDIT_DROPPED : 0;
         for (uint64_t i = 0; i < n; i++) {
-            uint64_t rec[2] = {epoch, ids[i] | ((uint64_t)!!padded << 63)};
+            uint64_t rec[2] = {epoch, ids[i] | flag};
             fwrite(rec, sizeof rec, 1, l->audit);
         }
     }
@@ -420,20 +510,18 @@ int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
     if (s && s->posted)
         return SC_OK; /* ended already: the others have what they need */
     if (!s) {
-        if ((rc = take_slot(l, epoch, &s, err)) != SC_OK)
+        if ((rc = open_slot(l, epoch, &s, err)) != SC_OK)
             return rc;
-        memset(s, 0, sizeof *s);
-        s->epoch = epoch;
-        s->req[0] = s->req[1] = MPI_REQUEST_NULL;
-        if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
-                        !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
-            slot_free(s);
-            return sc__seterr(err, SC_ENOMEM, "rank %d: no memory", l->rank);
-        }
         s->used = 1;
     }
     s->sums[FAILED] = 1;
     return sc__ledger_end(l, epoch, err);
+}
+
+void sc__ledger_flush(sc__ledger *l)
+{
+    if (l && l->audit)
+        fflush(l->audit);
 }
 
 int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)

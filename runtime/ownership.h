@@ -48,6 +48,30 @@ void sc__ledger_close(sc__ledger *l);
  */
 int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err);
 
+/*
+ * A resumed epoch (sc_loader_resume): no plan, no claims; this rank's share
+ * is given as ids (what it delivers and drops), checked on every batch
+ * instead of shard owners, and expected in the sketch.
+ */
+int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                           sc_error *err);
+
+/*
+ * Accounts ids in `epoch` that this run does not deliver: delivered before
+ * the checkpoint it resumed from (dropped = 0; already in that run's audit
+ * trail), or dropped by the remainder policy (1; written to the trail).
+ * They count as expected and accounted on this rank.
+ */
+int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                       int dropped, sc_error *err);
+
+/* Writes the audit trail through, e.g. when a checkpoint is taken. */
+void sc__ledger_flush(sc__ledger *l);
+
+/* Audit records are (epoch, id | flags). */
+#define SC__AUDIT_PADDED (UINT64_C(1) << 63)  /* a padding repeat */
+#define SC__AUDIT_DROPPED (UINT64_C(1) << 62) /* left out by the remainder policy */
+
 /* Every id must lie in a shard this rank owns in `epoch`; else SC_EOWNERSHIP. */
 int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                      sc_error *err);

@@ -681,6 +681,21 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     return SC_OK;
 }
 
+/* Queues an epoch behind the others: its batches follow theirs. */
+static void enqueue(sc__stream *s, ep *e)
+{
+    pthread_mutex_lock(&s->mu);
+    e->seq0 = s->next_seq;
+    s->next_seq += e->nb;
+    if (s->tail)
+        s->tail->next = e;
+    else
+        s->head = e;
+    s->tail = e;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
 int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err)
 {
     sc_plan_info in;
@@ -699,16 +714,28 @@ int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_erro
     e->plan = plan;
     e->faults = faults;
     e->nb = in.batches_per_rank;
-    pthread_mutex_lock(&s->mu);
-    e->seq0 = s->next_seq;
-    s->next_seq += e->nb;
-    if (s->tail)
-        s->tail->next = e;
-    else
-        s->head = e;
-    s->tail = e;
-    pthread_cond_broadcast(&s->work);
-    pthread_mutex_unlock(&s->mu);
+    enqueue(s, e);
+    return SC_OK;
+}
+
+int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err)
+{
+    uint64_t B = s->o.batch_size;
+    if (sched->nslots % B || sched->nreal > sched->nslots || (sched->nslots && !sched->nreal))
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: epoch %llu: a schedule of %llu slots (%llu real) is not "
+                          "whole batches of %llu",
+                          s->o.rank, (unsigned long long)epoch,
+                          (unsigned long long)sched->nslots, (unsigned long long)sched->nreal,
+                          (unsigned long long)B);
+    ep *e = calloc(1, sizeof *e);
+    if (!e)
+        return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
+    e->epoch = epoch;
+    e->nb = sched->nslots / B;
+    e->sched = *sched;
+    memset(sched, 0, sizeof *sched);
+    enqueue(s, e);
     return SC_OK;
 }
 

@@ -79,6 +79,12 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
 int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err);
 
 /*
+ * Queues an epoch given by its schedule (a resumed epoch, whose slots are
+ * not a plan's); takes the schedule's arrays (*sched is emptied).
+ */
+int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err);
+
+/*
  * The next batch in sequence (the caller knows each epoch's batch count),
  * waiting for it if it is not built yet; *waited is the time spent waiting.
  * Asking while every ring slot is held is the caller's mistake: SC_EINVAL,

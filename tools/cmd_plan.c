@@ -58,13 +58,15 @@ typedef struct plan_opts {
     sc_shuffle_mode mode;
     sc_remainder remainder;
     int check;
-    const char *sizes_file, *save, *audit_dir;
+    const char *sizes_file, *save;
+    const char *audit_dirs[8];
+    int naudit, union_mode;
 } plan_opts;
 
 static int parse(int argc, char **argv, plan_opts *o, const char *usage)
 {
     enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
-           EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT };
+           EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION };
     static const struct option longopts[] = {
         {"shards", required_argument, 0, SHARDS},
         {"shard-size", required_argument, 0, SHARD_SIZE},
@@ -79,6 +81,7 @@ static int parse(int argc, char **argv, plan_opts *o, const char *usage)
         {"check", no_argument, 0, CHECK},
         {"save", required_argument, 0, SAVE},
         {"audit-dir", required_argument, 0, AUDIT},
+        {"union", no_argument, 0, UNION},
         {"plan-seed", required_argument, 0, SEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -99,7 +102,15 @@ static int parse(int argc, char **argv, plan_opts *o, const char *usage)
         case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
         case CHECK: o->check = 1; break;
         case SAVE: o->save = optarg; break;
-        case AUDIT: o->audit_dir = optarg; break;
+        case AUDIT:
+            if (o->naudit == 8) {
+                fprintf(stderr, "shardcache verify: at most 8 --audit-dir\n");
+                bad = 2;
+            } else {
+                o->audit_dirs[o->naudit++] = optarg;
+            }
+            break;
+        case UNION: o->union_mode = 1; break;
         case MODE: {
             /* Indexed by sc_shuffle_mode and sc_remainder values. */
             static const char *const modes[] = {"global", "sticky"};
@@ -324,12 +335,77 @@ static const char verify_usage[] =
     "delivered once per epoch, on the rank that owned its shard, apart from the\n"
     "samples the remainder policy drops or pads.  Prints\n"
     "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
-    "offending sample ids, and exits 1 then.\n";
+    "offending sample ids, and exits 1 then.\n"
+    "\n"
+    "  --union   several trails of one job, given as several --audit-dir (a run\n"
+    "            and its resumption from a checkpoint, possibly on another\n"
+    "            number of ranks): checks that, epoch by epoch, every sample\n"
+    "            was delivered or dropped by the remainder policy exactly once\n"
+    "            across them all; ownership is not checked (a resumed epoch\n"
+    "            has no plan).  Needs the dataset's shard flags for its size.\n";
 
 typedef struct rec {
     uint64_t epoch, id;
     uint32_t rank;
 } rec;
+
+/* Audit records are (epoch, id | flags) (docs/ownership.md). */
+#define AUDIT_PADDED (UINT64_C(1) << 63)  /* a padding repeat */
+#define AUDIT_DROPPED (UINT64_C(1) << 62) /* left out by the remainder policy */
+#define AUDIT_FLAGS (AUDIT_PADDED | AUDIT_DROPPED)
+
+/*
+ * Several trails of one job (a run, and its resumption from a checkpoint):
+ * every sample of every epoch they cover delivered or dropped exactly once
+ * across them all.
+ */
+static int verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples, uint64_t *epochs,
+                        uint64_t *dup, uint64_t *skip, uint64_t *delivered)
+{
+    uint64_t lo = UINT64_MAX, hi = 0, shown = 0;
+    for (uint64_t i = 0; i < nrec; i++) {
+        lo = rs[i].epoch < lo ? rs[i].epoch : lo;
+        hi = rs[i].epoch + 1 > hi ? rs[i].epoch + 1 : hi;
+    }
+    uint32_t *count = calloc(nsamples + 1, sizeof *count);
+    if (!count)
+        return 2;
+    *epochs = 0;
+    for (uint64_t e = lo; e < hi; e++) {
+        memset(count, 0, sizeof *count * nsamples);
+        int seen = 0;
+        for (uint64_t i = 0; i < nrec; i++) {
+            uint64_t id = rs[i].id & ~AUDIT_FLAGS;
+            if (rs[i].epoch != e || (rs[i].id & AUDIT_PADDED))
+                continue;
+            seen = 1;
+            if (id >= nsamples) {
+                if (shown++ < 10)
+                    printf("epoch %" PRIu64 ": sample %" PRIu64 " is outside the dataset\n", e, id);
+                (*dup)++;
+                continue;
+            }
+            count[id]++;
+            *delivered += !(rs[i].id & AUDIT_DROPPED);
+        }
+        if (!seen)
+            continue;
+        (*epochs)++;
+        for (uint64_t id = 0; id < nsamples; id++) {
+            if (count[id] == 1)
+                continue;
+            if (count[id])
+                *dup += count[id] - 1;
+            else
+                (*skip)++;
+            if (shown++ < 10)
+                printf("epoch %" PRIu64 ": sample %" PRIu64 " %s\n", e, id,
+                       count[id] ? "delivered more than once" : "not delivered");
+        }
+    }
+    free(count);
+    return *dup || *skip;
+}
 
 /* Reads every rank's audit file; *world from their headers. */
 static int read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
@@ -407,8 +483,10 @@ static int verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nsh
     for (uint64_t i = 0; i < nrec; i++) {
         if (rs[i].epoch != in.epoch)
             continue;
-        uint64_t id = rs[i].id & ~(UINT64_C(1) << 63);
-        int padded = rs[i].id >> 63;
+        if (rs[i].id & AUDIT_DROPPED)
+            continue; /* a policy drop: the plan says which are allowed, below */
+        uint64_t id = rs[i].id & ~AUDIT_FLAGS;
+        int padded = !!(rs[i].id & AUDIT_PADDED);
         uint32_t owner = UINT32_MAX;
         if (id < nsamples)
             sc_plan_owner(plan, shard_of(first, nshards, id), &owner);
@@ -459,22 +537,54 @@ int cmd_verify(int argc, char **argv)
     int rc = parse(argc, argv, &o, verify_usage);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!o.audit_dir) {
-        fprintf(stderr, "shardcache verify: --audit-dir is required\n");
+    if (!o.naudit || (o.naudit > 1 && !o.union_mode)) {
+        fprintf(stderr, "shardcache verify: %s\n",
+                o.naudit ? "several --audit-dir need --union" : "--audit-dir is required");
         return 2;
     }
     rec *rs = NULL;
     uint64_t nrec = 0, world = 0, *sizes = NULL, n = 0;
-    if ((rc = read_audit(o.audit_dir, &rs, &nrec, &world)))
-        return rc;
-    if (o.ranks && o.ranks != world) {
+    for (int d = 0; d < o.naudit; d++) {
+        rec *part = NULL;
+        uint64_t np = 0;
+        if ((rc = read_audit(o.audit_dirs[d], &part, &np, &world))) {
+            free(rs);
+            return rc;
+        }
+        rec *all = realloc(rs, sizeof *all * (nrec + np + 1));
+        if (!all) {
+            free(part);
+            free(rs);
+            return 2;
+        }
+        rs = all;
+        if (np)
+            memcpy(rs + nrec, part, sizeof *part * np);
+        nrec += np;
+        free(part);
+    }
+    if (!o.union_mode && o.ranks && o.ranks != world) {
         fprintf(stderr, "shardcache verify: --ranks %" PRIu64 " but the audit trail has %" PRIu64
                         " ranks\n", o.ranks, world);
         free(rs);
         return 1;
     }
-    o.ranks = world;
+    if (!o.union_mode)
+        o.ranks = world;
     if ((rc = load_sizes(&o, &sizes, &n))) {
+        free(rs);
+        return rc;
+    }
+    if (o.union_mode) {
+        uint64_t total = 0, epochs = 0, dup = 0, skip = 0, delivered = 0;
+        for (uint64_t k = 0; k < n; k++)
+            total += sizes[k];
+        rc = verify_union(rs, nrec, total, &epochs, &dup, &skip, &delivered);
+        if (rc < 2)
+            printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
+                   " duplicated, %" PRIu64 " skipped; %d trails)\n",
+                   rc ? "FAILED" : "ok", epochs, delivered, dup, skip, o.naudit);
+        free(sizes);
         free(rs);
         return rc;
     }
