@@ -583,6 +583,35 @@ SC_API int sc_batch_release(sc_loader *ld, sc_batch *batch);
 SC_API int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
 SC_API int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
 
+/*
+ * Checkpoint and resume.
+ *
+ * sc_loader_checkpoint writes this rank's position into buf (at most
+ * SC_CHECKPOINT_BYTES): a small, versioned, self-checking record of the
+ * epoch, the batches taken in it, and every input the rank's schedule
+ * depends on (seed, mode, exchange, remainder, batch size, shuffle window,
+ * dataset fingerprint, world size).  Take it between batches, on every
+ * rank, and save all of them with the model: every batch handed out so far
+ * counts as consumed.  Local; never waits.
+ *
+ * sc_loader_resume, right after sc_loader_open and before any epoch, takes
+ * the records of all ranks of the checkpointed job (rank 0's copies count;
+ * other ranks may pass none) and sets the loader to continue the
+ * interrupted epoch, returned in *epoch: begin it next.  On the same number
+ * of ranks every rank continues at exactly its next batch; on another, the
+ * samples not yet consumed are dealt out again across the new ranks, each
+ * exactly once, with equal batch counts; later epochs are planned for the
+ * new size (sticky mode starts a new chain).  The epoch's verdict covers
+ * both runs.  Records of different epochs, jobs or datasets, or taken with
+ * other settings, are refused naming the difference.  Collective.
+ * (A checkpoint inside an epoch resumed on another number of ranks is
+ * refused with SC_ENOTSUP; take it once that epoch has ended.)
+ */
+#define SC_CHECKPOINT_BYTES 128
+SC_API int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len);
+SC_API int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens,
+                            int nblobs, uint64_t *epoch);
+
 /* The dataset the loader reads: its fields, with sc_dataset_field(). */
 SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
 

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "ownership.h"
 #include "plan.h"
+#include "resume.h"
 #include "source.h"
 #include "stream.h"
 #include "trace.h"
@@ -75,6 +76,13 @@ struct sc_loader {
     sc__trace *trace;        /* NULL: SC_TRACE unset */
     sc__tring *tr;           /* the caller's thread */
     uint64_t t_ret;          /* when sc_next_batch last returned a batch: the step began */
+    /* sc_loader_resume: the interrupted epoch, this rank's part of it */
+    int resuming;            /* resumed, its epoch not begun yet */
+    sc__resume res;
+    uint64_t resume_epoch;
+    uint64_t resume_offset;  /* batches of its schedule consumed before (same world) */
+    int resliced;            /* dealt out again (another world): no checkpoint inside it */
+    uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
 };
 
 static double now(void)
@@ -229,23 +237,11 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
     sc_error err = SC_ERROR_INIT;
     if (ld->rank == 0 && !closing) {
         sc_plan_params p = params_for(ld, epoch);
-        sc_plan *prev = ld->last_made, *chain = NULL;
         uint64_t t0 = sc__trace_now(ld->tr);
         /* A sticky job begun at a later epoch replays the chain from epoch 0. */
-        for (uint64_t e = 0; p.mode == SC_SHUFFLE_STICKY && !prev && e < epoch &&
-                             made == SC_OK;
-             e++) {
-            sc_plan_params q = params_for(ld, e);
-            sc_plan *next = NULL;
-            made = sc_plan_create(&q, chain, &next, &err);
-            sc_plan_free(chain);
-            chain = next;
-        }
-        if (made == SC_OK)
-            made = sc_plan_create(&p, prev ? prev : chain, &r->plan, &err);
+        made = sc__plan_at(&p, ld->last_made, &r->plan, &err);
         sc__trace_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__trace_now(ld->tr), epoch, -1, -1,
                        0);
-        sc_plan_free(chain);
         if (made == SC_OK) {
             /* The plan it replaces is freed here unless a record still holds it. */
             sc_plan *old = ld->last_made;
@@ -270,6 +266,46 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
     r->bc_live = 1;
     ld->posted_to = epoch + 1;
     return SC_OK;
+}
+
+/* The resumed epoch's schedule, to the stream (a copy: the ledger needs it too). */
+static int push_resumed(sc_loader *ld, sc_error *err)
+{
+    const sc__sched *from = &ld->res.sched;
+    sc__sched copy = {malloc(sizeof *copy.ids * (from->nslots + 1)), from->nslots, from->nreal,
+                      malloc(sizeof *copy.dropped * (from->ndropped + 1)), from->ndropped};
+    if (!copy.ids || !copy.dropped) {
+        sc__sched_free(&copy);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to resume epoch %llu", ld->rank,
+                          (unsigned long long)ld->resume_epoch);
+    }
+    memcpy(copy.ids, from->ids, sizeof *copy.ids * copy.nslots);
+    memcpy(copy.dropped, from->dropped, sizeof *copy.dropped * copy.ndropped);
+    int rc = sc__stream_push_sched(ld->stream, ld->resume_epoch, &copy, err);
+    sc__sched_free(&copy);
+    return rc;
+}
+
+/*
+ * The resumed epoch in the ledger: this rank's share, and on rank 0 what
+ * the run before delivered or dropped, so that the verdict covers both.
+ */
+static int begin_resumed(sc_loader *ld, sc_error *err)
+{
+    const sc__resume *r = &ld->res;
+    uint64_t e = ld->resume_epoch;
+    int rc = sc__ledger_begin_share(ld->ledger, e, r->sched.ids, r->sched.nslots,
+                                    r->sched.nreal, r->sched.dropped, r->sched.ndropped, err);
+    if (rc == SC_OK)
+        rc = sc__ledger_account(ld->ledger, e, r->before, r->nbefore, 0, 0, err);
+    if (rc == SC_OK)
+        rc = sc__ledger_account(ld->ledger, e, r->dropped_old, r->ndropped_old, 1, 0, err);
+    if (rc == SC_OK)
+        rc = sc__ledger_account(ld->ledger, e, r->dropped_new, r->ndropped_new, 1, 1, err);
+    ld->nb = r->sched.nslots / ld->cfg.batch_size;
+    ld->resuming = 0;
+    sc__resume_free(&ld->res);
+    return rc;
 }
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
@@ -319,7 +355,9 @@ static int arrive(sc_loader *ld, rec *r)
         faults |= SC__STREAM_DUP_SHARD;
     if (fault(ld, "skip-shard", r->epoch))
         faults |= SC__STREAM_SKIP_SHARD;
-    if (rc == SC_OK)
+    if (rc == SC_OK && ld->resuming && r->epoch == ld->resume_epoch)
+        rc = push_resumed(ld, &err);
+    else if (rc == SC_OK)
         rc = sc__stream_push(ld->stream, use, faults, &err);
     if (rc != SC_OK) {
         r->status = rc, r->err = err;
@@ -552,6 +590,11 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: epoch %llu begun after epoch %llu: epochs go in order",
                           ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur);
+    if (ld->resuming && epoch != ld->resume_epoch)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: resumed in epoch %llu: begin that epoch first, not %llu",
+                          ld->rank, (unsigned long long)ld->resume_epoch,
+                          (unsigned long long)epoch);
     stop_clock(ld);
     double t0 = now();
     uint64_t tw = sc__trace_now(ld->tr);
@@ -590,16 +633,23 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     ld->in_epoch = 1;
     ld->ended_cur = 0;
     r->begun = 1;
-    rc = sc__ledger_begin(ld->ledger, r->plan, &err);
-    if (rc != SC_OK)
-        return fail(ld, &err);
-    plan_ahead(ld);
     sc_plan_info pi;
     sc_plan_get_info(r->plan, &pi);
     const uint32_t *mine;
     uint64_t nmine, samples;
     sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &nmine, &samples);
     ld->nb = pi.batches_per_rank;
+    ld->plan_nb = pi.batches_per_rank;
+    if (ld->resuming) {
+        samples = ld->res.sched.nreal;
+        rc = begin_resumed(ld, &err); /* sets ld->nb */
+    } else {
+        ld->resume_offset = 0, ld->resliced = 0;
+        rc = sc__ledger_begin(ld->ledger, r->plan, &err);
+    }
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    plan_ahead(ld);
     ld->delivered = 0;
     ld->t_begin = t0;
     sc_epoch_summary *rep = report_of(ld, epoch);
@@ -612,7 +662,7 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
         return rc;
     if (info) {
         info->epoch = epoch;
-        info->batches = pi.batches_per_rank;
+        info->batches = ld->nb;
         info->batch_size = pi.batch_size;
         info->shards = nmine;
         info->samples = samples;
@@ -742,6 +792,116 @@ const sc_dataset *sc_loader_dataset(const sc_loader *ld)
     return ld ? ld->ds : NULL;
 }
 
+/* ---- checkpoint and resume ------------------------------------------------------ */
+
+static uint64_t bits_of(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
+{
+    if (!ld || !buf || !len)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    if (!ld->started)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: no epoch begun yet: nothing to checkpoint", ld->rank);
+    if (cap < SC__CKPT_BYTES)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: a checkpoint needs %d bytes, not %zu",
+                          ld->rank, SC__CKPT_BYTES, cap);
+    int done = ld->in_epoch && ld->delivered == ld->nb;
+    sc__ckpt c = {ld->cur, ld->resume_offset + ld->delivered, (uint64_t)ld->rank,
+                  (uint64_t)ld->size, ld->cfg.seed, (uint64_t)ld->cfg.mode,
+                  bits_of(ld->cfg.exchange), (uint64_t)ld->cfg.remainder, ld->cfg.batch_size,
+                  ld->cfg.shuffle_window, ld->ds->fingerprint, ld->nshards, ld->plan_nb};
+    if (ld->resliced) {
+        /* Its schedule is not its plan's: only its end can be resumed from. */
+        if (!done)
+            return sc__seterr(&ld->err, SC_ENOTSUP,
+                              "rank %d: epoch %llu was resumed on another number of ranks: "
+                              "take the checkpoint once it has ended",
+                              ld->rank, (unsigned long long)ld->cur);
+        c.epoch = ld->cur + 1, c.consumed = 0;
+        c.batches = UINT64_MAX; /* the next plan's, unknown yet: never "ended" */
+    }
+    sc__ledger_flush(ld->ledger); /* the audit trail covers what the checkpoint says */
+    sc__ckpt_encode(&c, buf);
+    *len = SC__CKPT_BYTES;
+    return SC_OK;
+}
+
+int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens, int nblobs,
+                     uint64_t *epoch)
+{
+    if (!ld || !epoch)
+        return SC_EINVAL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = ld->failed ? ld->err.code : SC_OK, n = 0;
+    if (rc == SC_OK && (ld->started || ld->resuming))
+        rc = sc__seterr(&err, SC_EINVAL,
+                        "rank %d: sc_loader_resume comes right after sc_loader_open, before "
+                        "any epoch", ld->rank);
+    /* Rank 0's records count: it checks them, then every rank gets them. */
+    sc__ckpt *ck = NULL;
+    unsigned char *wire = NULL;
+    if (ld->rank == 0 && rc == SC_OK) {
+        n = nblobs;
+        ck = calloc((size_t)(n > 0 ? n : 1), sizeof *ck);
+        wire = malloc((size_t)(n > 0 ? n : 1) * SC__CKPT_BYTES);
+        if (!ck || !wire)
+            rc = sc__seterr(&err, SC_ENOMEM, "rank 0: no memory for %d checkpoints", n);
+        for (int i = 0; rc == SC_OK && i < n; i++)
+            rc = sc__ckpt_decode(blobs ? blobs[i] : NULL, lens ? lens[i] : 0, i, &ck[i], &err);
+        if (rc == SC_OK)
+            rc = sc__ckpt_check(ck, n, ld->ds, &ld->cfg, &err);
+        for (int i = 0; rc == SC_OK && i < n; i++)
+            sc__ckpt_encode(&ck[i], wire + (size_t)i * SC__CKPT_BYTES);
+    }
+    int head[2] = {rc, n};
+    MPI_Bcast(head, 2, MPI_INT, 0, ld->comm);
+    if (ld->rank != 0 && head[0] != SC_OK && rc == SC_OK)
+        rc = sc__seterr(&err, head[0], "rank %d: rank 0 refused the checkpoints (%s); its "
+                        "own error says why", ld->rank, sc_status_name(head[0]));
+    if (head[0] == SC_OK) {
+        n = head[1];
+        if (ld->rank != 0) {
+            ck = calloc((size_t)n, sizeof *ck);
+            wire = malloc((size_t)n * SC__CKPT_BYTES);
+        }
+        int have = ck && wire;
+        MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, ld->comm);
+        if (have) {
+            MPI_Bcast(wire, n * SC__CKPT_BYTES, MPI_BYTE, 0, ld->comm);
+            for (int i = 0; rc == SC_OK && i < n; i++)
+                rc = sc__ckpt_decode(wire + (size_t)i * SC__CKPT_BYTES, SC__CKPT_BYTES, i,
+                                     &ck[i], &err);
+            if (rc == SC_OK)
+                rc = sc__resume_compute(ld->ds, &ld->cfg, ck, (uint32_t)ld->size,
+                                        (uint32_t)ld->rank, &ld->res, &err);
+        } else if (rc == SC_OK) {
+            rc = sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for %d checkpoints", ld->rank,
+                            n);
+        }
+        rc = agree(ld, rc, &err);
+    }
+    if (rc == SC_OK) {
+        ld->resuming = 1;
+        ld->resume_epoch = *epoch = ld->res.epoch;
+        ld->resliced = ck[0].world != (uint64_t)ld->size;
+        ld->resume_offset = ld->resliced ? 0 : ck[ld->rank].consumed;
+    } else {
+        sc__resume_free(&ld->res);
+        ld->err = err;
+    }
+    free(ck);
+    free(wire);
+    return rc;
+}
+
 const char *sc_last_error(const sc_loader *ld)
 {
     return ld ? ld->err.msg : "no loader";
@@ -796,6 +956,7 @@ int sc_loader_close(sc_loader *ld)
     }
     for (int i = 0; i < NREC; i++)
         rec_free(ld, &ld->recs[i]);
+    sc__resume_free(&ld->res);
     sc_plan_free(ld->last_made);
     sc__dev_close(ld->dev);
     sc_cache_close(ld->cache);

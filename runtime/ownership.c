@@ -339,8 +339,9 @@ static void expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n, int
     }
 }
 
-int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                           sc_error *err)
+int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *slots,
+                           uint64_t nslots, uint64_t nreal, const uint64_t *dropped,
+                           uint64_t ndropped, sc_error *err)
 {
     if (find(l, epoch))
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
@@ -349,21 +350,24 @@ int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *ids, u
     int rc = open_slot(l, epoch, &s, err);
     if (rc != SC_OK)
         return rc;
+    uint64_t n = nslots + ndropped;
     if (!(s->share = malloc(sizeof *s->share * (n + 1)))) {
         slot_free(s);
         return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for epoch %llu's share",
                           l->rank, (unsigned long long)epoch);
     }
-    memcpy(s->share, ids, sizeof *ids * n);
+    memcpy(s->share, slots, sizeof *slots * nslots);
+    memcpy(s->share + nslots, dropped, sizeof *dropped * ndropped);
     qsort(s->share, n, sizeof *s->share, cmp_u64);
     s->nshare = n;
-    expect(s, epoch, ids, n, 0);
+    expect(s, epoch, slots, nreal, 0); /* padding repeats are not expected */
+    expect(s, epoch, dropped, ndropped, 0);
     s->used = 1;
     return SC_OK;
 }
 
 int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                       int dropped, sc_error *err)
+                       int dropped, int audit, sc_error *err)
 {
     slot *s = find(l, epoch);
     if (!s || s->posted)
@@ -375,7 +379,7 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
             s->counts[ids[i]]++;
     if (dropped) {
         s->sums[DROPPED] += n;
-        for (uint64_t i = 0; l->audit && i < n; i++) {
+        for (uint64_t i = 0; audit && l->audit && i < n; i++) {
             uint64_t rec[2] = {epoch, ids[i] | SC__AUDIT_DROPPED};
             fwrite(rec, sizeof rec, 1, l->audit);
         }

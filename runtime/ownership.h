@@ -50,20 +50,23 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err);
 
 /*
  * A resumed epoch (sc_loader_resume): no plan, no claims; this rank's share
- * is given as ids (what it delivers and drops), checked on every batch
- * instead of shard owners, and expected in the sketch.
+ * is given as its slots (the first nreal real, the rest padding repeats)
+ * and the samples it drops.  Every batch is checked against the share
+ * instead of shard owners; the real slots and the drops are expected in
+ * the sketch.
  */
-int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                           sc_error *err);
+int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *slots,
+                           uint64_t nslots, uint64_t nreal, const uint64_t *dropped,
+                           uint64_t ndropped, sc_error *err);
 
 /*
  * Accounts ids in `epoch` that this run does not deliver: delivered before
- * the checkpoint it resumed from (dropped = 0; already in that run's audit
- * trail), or dropped by the remainder policy (1; written to the trail).
- * They count as expected and accounted on this rank.
+ * the checkpoint it resumed from (dropped = 0), or dropped by the remainder
+ * policy (1).  They count as expected and accounted on this rank; `audit`
+ * writes the drops to this run's trail (0: the earlier run's has them).
  */
 int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                       int dropped, sc_error *err);
+                       int dropped, int audit, sc_error *err);
 
 /* Writes the audit trail through, e.g. when a checkpoint is taken. */
 void sc__ledger_flush(sc__ledger *l);

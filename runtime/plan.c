@@ -792,3 +792,24 @@ int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
                           e, (unsigned long long)in->hash);
     return sc__errok(err);
 }
+
+int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out,
+                sc_error *err)
+{
+    sc_plan *chain = NULL;
+    int rc = SC_OK;
+    for (uint64_t e = 0; params->mode == SC_SHUFFLE_STICKY && !prev && e < params->epoch &&
+                         rc == SC_OK;
+         e++) {
+        sc_plan_params q = *params;
+        sc_plan *next = NULL;
+        q.epoch = e;
+        rc = sc_plan_create(&q, chain, &next, err);
+        sc_plan_free(chain);
+        chain = next;
+    }
+    if (rc == SC_OK)
+        rc = sc_plan_create(params, prev ? prev : chain, out, err);
+    sc_plan_free(chain);
+    return rc;
+}

@@ -57,6 +57,14 @@ int sc__plan_alloc(uint32_t world_size, uint64_t nshards, sc_plan **out,
 /* owner[] is derived from the rank lists (order[], rank_off[]): it never travels. */
 void sc__plan_fill_owner(sc_plan *plan);
 
+/*
+ * The plan of params->epoch, wherever a job starts: sticky mode chains from
+ * `prev` (the plan of the epoch before) when given, else replays the chain
+ * from epoch 0 with the same params; global mode needs neither.
+ */
+int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out,
+                sc_error *err);
+
 /* Encodes and hashes a plan whose arrays and info are complete. */
 int sc__plan_seal(sc_plan *plan, sc_error *err);
 
