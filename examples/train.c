@@ -9,7 +9,13 @@
  *
  *   mpirun -np 4 train --epochs 3 [--lr 0.002] [--classes 10] [--step-ms X]
  *                      [--device auto|cpu|gpu] [--transform MARGIN]
+ *                      [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]
  *                      [--source FILE] [--images /images] [--labels /labels]
+ *
+ * --checkpoint DIR saves every rank's loader record and the weights after
+ * every step (checkpoint.c); --resume DIR continues from them, on this
+ * run's number of ranks, whatever it was before.  --kill-after N (for
+ * tests) makes every rank SIGKILL itself right after checkpointing step N.
  *
  * --transform M (CPU model) registers an sc_transform (transforms.c): the
  * images are scaled to [0,1] and cropped by M pixels a side once, when a
@@ -30,7 +36,10 @@
 
 #include <shardcache.h>
 
+#include "checkpoint.h"
 #include "transforms.h"
+
+#include <signal.h>
 
 #ifdef TRAIN_HAVE_CUDA
 #include "train_gpu.h"
@@ -41,19 +50,22 @@ typedef struct opts {
     double lr, step_ms;
     const char *source, *images, *labels, *device;
     uint64_t crop; /* --transform M: normalize and crop M pixels a side, once; flip per delivery */
+    const char *ckpt, *resume;
+    uint64_t kill_after;
 } opts;
 
 static int usage(void)
 {
     fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
                     "             [--device auto|cpu|gpu] [--transform MARGIN] [--source FILE]\n"
+                    "             [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]\n"
                     "             [--images NAME] [--labels NAME]\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto", 0};
+    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto", 0, NULL, NULL, 0};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -75,6 +87,12 @@ static int parse(int argc, char **argv, opts *o)
             o->labels = v, end = (char *)"";
         else if (!strcmp(a, "--transform"))
             o->crop = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--checkpoint"))
+            o->ckpt = v, end = (char *)"";
+        else if (!strcmp(a, "--resume"))
+            o->resume = v, end = (char *)"";
+        else if (!strcmp(a, "--kill-after"))
+            o->kill_after = strtoull(v, &end, 10);
         else if (!strcmp(a, "--device") &&
                  (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu")))
             o->device = v, end = (char *)"";
@@ -259,7 +277,16 @@ int main(int argc, char **argv)
     double first_loss = NAN, last_loss = NAN, wait_all = 0, wall_all = 0;
     uint64_t later_hits = 0, later_reads = 0, samples_all = 0, dup_all = 0, skip_all = 0;
     int all_ok = 1, bad_label = 0;
-    for (uint64_t e = 0; e < o.epochs && rc == 0; e++) {
+    uint64_t e0 = 0, steps = 0;
+    if ((o.ckpt || o.resume) && gpu) {
+        if (rank == 0)
+            fprintf(stderr, "train: --checkpoint and --resume run the CPU model\n");
+        rc = 2;
+    } else if (o.resume && ex_ckpt_load(MPI_COMM_WORLD, o.resume, ld, m.w, m.k * (m.d + 1),
+                                        &e0) != 0) {
+        rc = 1;
+    }
+    for (uint64_t e = e0; e < o.epochs && rc == 0; e++) {
         sc_epoch_info info;
         if (sc_epoch_begin(ld, e, &info) != SC_OK) {
             fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
@@ -307,6 +334,11 @@ int main(int argc, char **argv)
             if (o.step_ms > 0)
                 busy_for(o.step_ms);
             sc_batch_release(ld, &b);
+            steps++;
+            if (o.ckpt && ex_ckpt_save(MPI_COMM_WORLD, o.ckpt, ld, m.w, m.k * (m.d + 1)) != 0)
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            if (o.kill_after && steps == o.kill_after)
+                raise(SIGKILL); /* a test's crash, right after a checkpoint */
         }
         if (rc != SC_END_OF_EPOCH) {
             fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
@@ -328,12 +360,12 @@ int main(int argc, char **argv)
         MPI_Allreduce(mine, all, 6, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         MPI_Allreduce(MPI_IN_PLACE, &secs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         double mean = all[0] / all[1];
-        if (e == 0)
+        if (e == e0)
             first_loss = mean;
         last_loss = mean;
         wait_all += all[2];
         wall_all += all[3];
-        if (e >= 1)
+        if (e > e0)
             later_hits += (uint64_t)all[4], later_reads += (uint64_t)all[5];
         const sc_exactly_once *v = &rep.exactly_once;
         all_ok &= v->ok;
@@ -356,13 +388,13 @@ int main(int argc, char **argv)
     int fell = last_loss < first_loss;
     if (rank == 0 && !failed) {
         printf("exactly-once: %s (%llu epochs, %llu samples, %llu duplicated, %llu skipped)\n",
-               all_ok ? "ok" : "FAILED", (unsigned long long)o.epochs,
+               all_ok ? "ok" : "FAILED", (unsigned long long)(o.epochs - e0),
                (unsigned long long)samples_all, (unsigned long long)dup_all,
                (unsigned long long)skip_all);
         printf("loss: %.4f -> %.4f%s\n", first_loss, last_loss, fell ? "" : " (did not fall)");
         printf("consumer wait: %.1f%% of step time\n",
                wall_all > 0 ? 100.0 * wait_all / wall_all : 0.0);
-        if (o.epochs > 1)
+        if (o.epochs > e0 + 1)
             printf("cache hit rate after epoch 1: %.1f%%\n",
                    later_reads ? 100.0 * (double)later_hits / (double)later_reads : 0.0);
     }

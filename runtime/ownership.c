@@ -586,7 +586,15 @@ static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
         }
         return;
     }
-    if (!v->ok) {
+    if (same && t[EXP_N] != l->nsamples) {
+        /* What was delivered matches what was expected, but not the whole dataset. */
+        v->skipped = t[EXP_N] < l->nsamples ? l->nsamples - t[EXP_N] : 0;
+        v->duplicated = t[EXP_N] > l->nsamples ? t[EXP_N] - l->nsamples : 0;
+        snprintf(v->detail, sizeof v->detail,
+                 "the ranks' shares of epoch %llu cover %llu samples of %llu",
+                 (unsigned long long)s->epoch, (unsigned long long)t[EXP_N],
+                 (unsigned long long)l->nsamples);
+    } else if (!v->ok) {
         /* The count says the balance; the hashes say something is off. */
         if (t[GOT_N] > t[EXP_N])
             v->duplicated = t[GOT_N] - t[EXP_N];
