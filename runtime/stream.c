@@ -837,6 +837,15 @@ int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **drop
 {
     pthread_mutex_lock(&s->mu);
     ep *e = s->head;
+    /* An epoch without batches may end before a producer has prepared it. */
+    while (e && e->epoch == epoch && e->nb == 0 && e->prep != PREP_DONE && !s->failed)
+        pthread_cond_wait(&s->work, &s->mu);
+    if (s->failed) {
+        if (err)
+            *err = s->err;
+        pthread_mutex_unlock(&s->mu);
+        return s->err.code;
+    }
     int ok = e && e->epoch == epoch && e->prep == PREP_DONE && s->take >= e->seq0 + e->nb &&
              e->next_build == e->nb;
     if (!ok) {

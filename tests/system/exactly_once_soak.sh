@@ -2,8 +2,10 @@
 # The exactly-once soak (ctest label "soak"): SOAK_RUNS randomized clean
 # jobs on the real loader over 1..8 ranks, checked by the runtime and by
 # `shardcache verify`;
-# then each injected fault must be caught, and a skewed (epoch-ahead) run
-# must pass.  The last line is "N passed, N failed".
+# then each injected fault must be caught, jobs killed at random points
+# and resumed on random numbers of ranks must stay exactly-once (their two
+# audit trails checked together by `shardcache verify --union`), and a
+# skewed (epoch-ahead) run must pass.  The last line is "N passed, N failed".
 . "$(dirname "$0")/lib.sh"
 soak=$1
 runs=${SOAK_RUNS:-${2:-200}}
@@ -19,6 +21,11 @@ for fault in plan-seed own-plan stale-plan dup-shard skip-shard world fingerprin
     tail -n 1 <<<"$out" | grep -q "^12 passed, 0 failed$" && pass "fault $fault caught in 12 jobs" \
         || { failed "fault $fault"; tail -15 <<<"$out"; }
 done
+mkdir -p "$SC_T_TMP/resume"
+out=$("${mpi[@]}" "$soak" --jobs 40 --seed "$seed" --dir "$SC_T_TMP/resume" --fault resume --verify "$SC_BIN" 2>&1)
+tail -n 1 <<<"$out" | grep -q "^40 passed, 0 failed$" \
+    && pass "40 jobs killed at random points and resumed on random rank counts stay exactly-once" \
+    || { failed "resume"; grep -v " ok $" <<<"$out" | tail -15; }
 mkdir -p "$SC_T_TMP/skew"
 out=$("${mpi[@]}" "$soak" --jobs 12 --seed "$seed" --dir "$SC_T_TMP/skew" --fault skew 2>&1)
 tail -n 1 <<<"$out" | grep -q "^12 passed, 0 failed$" && pass "ranks an epoch apart stay exactly-once" \

@@ -44,6 +44,9 @@ typedef struct job {
     sc_remainder remainder;
     double q;
     int straggler, skew, producers, full;
+    /* --fault resume: killed after batch kill_batch of epoch kill_epoch, resumed on world2 */
+    uint64_t kill_epoch, kill_batch;
+    uint32_t world2;
 } job;
 
 static int world_rank;
@@ -123,7 +126,7 @@ static void settle_remainder(job *j)
 
 static void make_job(job *j, sc__rng *r, int max_world, int force_world, const char *fault)
 {
-    int faulty = *fault && strcmp(fault, "skew");
+    int faulty = *fault && strcmp(fault, "skew") && strcmp(fault, "resume");
     j->world = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
     if (force_world >= 1 && force_world <= max_world)
         j->world = (uint32_t)force_world;
@@ -157,6 +160,9 @@ static void make_job(job *j, sc__rng *r, int max_world, int force_world, const c
     j->cache_bytes = sc__rng_below(r, 3) == 0 ? NA * (W * 4 + 8) / 3 : 0;
     j->straggler = (int)sc__rng_below(r, j->world);
     j->skew = !strcmp(fault, "skew");
+    j->kill_epoch = sc__rng_below(r, j->epochs);
+    j->kill_batch = sc__rng_below(r, 12);
+    j->world2 = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
     settle_remainder(j);
 }
 
@@ -338,6 +344,122 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     return 0;
 }
 
+/*
+ * A job killed at a random point right after its checkpoint, then resumed
+ * on a random number of ranks: every verdict of the resumed run is ok and
+ * the union of both audit trails is exactly once (`shardcache verify
+ * --union`, on rank 0).  Called by every rank of the world.
+ */
+static int run_resume_job(const job *j, const char *dir, const char *shardcache, char *why,
+                          size_t whylen)
+{
+    unsigned char *blobs = malloc((size_t)j->world * SC_CHECKPOINT_BYTES);
+    int good = blobs != NULL, rc = SC_OK;
+    char a1[1200], a2[1200];
+    snprintf(a1, sizeof a1, "%s/job%llu", dir, (unsigned long long)j->id);
+    if (world_rank == 0)
+        mkdir(a1, 0777); /* the audit directories' parent */
+    MPI_Barrier(MPI_COMM_WORLD);
+    snprintf(a1, sizeof a1, "%s/job%llu/a1", dir, (unsigned long long)j->id);
+    snprintf(a2, sizeof a2, "%s/job%llu/a2", dir, (unsigned long long)j->id);
+    MPI_Comm comm;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j->world ? 0 : MPI_UNDEFINED, world_rank,
+                   &comm);
+    if (comm != MPI_COMM_NULL) {
+        sc_config c = job_config(j, dir);
+        snprintf(c.audit_dir, sizeof c.audit_dir, "%s", a1);
+        sc_loader *ld = NULL;
+        sc_error err = SC_ERROR_INIT;
+        rc = sc_loader_open_err(comm, &c, &ld, &err);
+        for (uint64_t e = 0; rc == SC_OK && e <= j->kill_epoch; e++) {
+            sc_batch b;
+            rc = sc_epoch_begin(ld, e, NULL);
+            for (uint64_t k = 0; rc == SC_OK && (e < j->kill_epoch || k < j->kill_batch) &&
+                                 (rc = sc_next_batch(ld, &b)) == SC_OK;
+                 k++) {
+                good &= batch_ok(&b, why, whylen);
+                sc_batch_release(ld, &b);
+            }
+            if (rc == SC_END_OF_EPOCH)
+                rc = SC_OK;
+        }
+        unsigned char mine[SC_CHECKPOINT_BYTES];
+        size_t len;
+        if (rc == SC_OK)
+            rc = sc_loader_checkpoint(ld, mine, sizeof mine, &len);
+        if (rc != SC_OK)
+            snprintf(why, whylen, "first run: %s: %s", sc_status_name(rc),
+                     ld ? sc_last_error(ld) : err.msg);
+        MPI_Gather(mine, SC_CHECKPOINT_BYTES, MPI_BYTE, blobs, SC_CHECKPOINT_BYTES, MPI_BYTE, 0,
+                   comm);
+        sc_loader_close(ld); /* mid-epoch, as if killed */
+        MPI_Comm_free(&comm);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j->world2 ? 0 : MPI_UNDEFINED, world_rank,
+                   &comm);
+    if (comm != MPI_COMM_NULL && rc == SC_OK) {
+        sc_config c = job_config(j, dir);
+        snprintf(c.audit_dir, sizeof c.audit_dir, "%s", a2);
+        const void *ptrs[8];
+        size_t lens[8];
+        for (uint32_t i = 0; i < j->world; i++)
+            ptrs[i] = blobs + (size_t)i * SC_CHECKPOINT_BYTES, lens[i] = SC_CHECKPOINT_BYTES;
+        sc_loader *ld = NULL;
+        sc_error err = SC_ERROR_INIT;
+        uint64_t e0 = 0;
+        int r2 = sc_loader_open_err(comm, &c, &ld, &err);
+        if (r2 == SC_OK)
+            r2 = sc_loader_resume(ld, ptrs, lens, world_rank == 0 ? (int)j->world : 0, &e0);
+        for (uint64_t e = e0; r2 == SC_OK && e < j->epochs; e++) {
+            sc_batch b;
+            r2 = sc_epoch_begin(ld, e, NULL);
+            while (r2 == SC_OK && (r2 = sc_next_batch(ld, &b)) == SC_OK) {
+                good &= batch_ok(&b, why, whylen);
+                sc_batch_release(ld, &b);
+            }
+            if (r2 == SC_END_OF_EPOCH)
+                r2 = SC_OK;
+        }
+        for (uint64_t e = e0; r2 == SC_OK && e < j->epochs; e++) {
+            sc_epoch_summary rep;
+            if ((r2 = sc_epoch_wait(ld, e, &rep)) == SC_OK && !rep.exactly_once.ok) {
+                good = 0;
+                snprintf(why, whylen, "resumed on %u ranks: epoch %llu: %s", j->world2,
+                         (unsigned long long)e, rep.exactly_once.detail);
+            }
+        }
+        if (r2 != SC_OK) {
+            good = 0;
+            snprintf(why, whylen, "resumed on %u ranks: %s: %s", j->world2, sc_status_name(r2),
+                     ld ? sc_last_error(ld) : err.msg);
+        }
+        sc_loader_close(ld);
+        MPI_Comm_free(&comm);
+    }
+    good &= rc == SC_OK;
+    MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (good && world_rank == 0 && shardcache) {
+        char sizes[1200], cmd[8192];
+        snprintf(sizes, sizeof sizes, "%s/job%llu/sizes.txt", dir, (unsigned long long)j->id);
+        FILE *f = fopen(sizes, "w");
+        for (uint64_t s = 0; f && s < j->nshards; s++)
+            fprintf(f, "%llu\n", (unsigned long long)j->sizes[s]);
+        if (f)
+            fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "%s verify --union --audit-dir %s --audit-dir %s --shard-sizes %s > %s.log 2>&1 "
+                 "&& grep -q '^exactly-once: ok (%llu epochs' %s.log",
+                 shardcache, a1, a2, sizes, a2, (unsigned long long)j->epochs, a2);
+        if (system(cmd) != 0) {
+            good = 0;
+            snprintf(why, whylen, "shardcache verify --union disagrees: see %s.log", a2);
+        }
+    }
+    free(blobs);
+    return good;
+}
+
 /* The audit trail, checked by the CLI alone; 1 if it agrees. */
 static int cli_verify(const job *j, const char *dir, const char *shardcache, char *why,
                       size_t whylen)
@@ -406,15 +528,21 @@ int main(int argc, char **argv)
         j.id = t;
         make_job(&j, &r, size < 8 ? size : 8, force_world, fault);
         MPI_Comm comm;
-        MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j.world ? 0 : MPI_UNDEFINED,
-                       world_rank, &comm);
         int good = 1;
         char why[600] = "";
+        if (!strcmp(fault, "resume")) {
+            good = run_resume_job(&j, dir, verify, why, sizeof why);
+            comm = MPI_COMM_NULL;
+        } else {
+            MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j.world ? 0 : MPI_UNDEFINED,
+                           world_rank, &comm);
+        }
         if (comm != MPI_COMM_NULL) {
             good = run_job(&j, comm, dir, fault, why, sizeof why);
             MPI_Comm_free(&comm);
         }
-        if (good && world_rank == 0 && verify && !*fault)
+        if (good && world_rank == 0 && verify && (!*fault || !strcmp(fault, "skew")) &&
+            strcmp(fault, "resume"))
             good = cli_verify(&j, dir, verify, why, sizeof why);
         int all = good;
         MPI_Allreduce(&good, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
