@@ -453,7 +453,7 @@ static int run_resume_job(const job *j, const char *dir, const char *shardcache,
                  shardcache, a1, a2, sizes, a2, (unsigned long long)j->epochs, a2);
         if (system(cmd) != 0) {
             good = 0;
-            snprintf(why, whylen, "shardcache verify --union disagrees: see %s.log", a2);
+            snprintf(why, whylen, "shardcache verify --union disagrees: see %.400s.log", a2);
         }
     }
     free(blobs);
