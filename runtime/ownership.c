@@ -187,20 +187,6 @@ static slot *find(sc__ledger *l, uint64_t epoch)
     return NULL;
 }
 
-/* Shard holding sample id (binary search over first ids). */
-static uint64_t shard_of(const sc__ledger *l, uint64_t id)
-{
-    uint64_t lo = 0, hi = l->nshards;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (l->first[mid] <= id)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static int claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
                  sc_error *err)
 {
@@ -446,7 +432,7 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
                               "(%llu samples)",
                               (unsigned long long)epoch, (unsigned long long)ids[i],
                               l->rank, (unsigned long long)l->nsamples);
-        uint64_t shard = shard_of(l, ids[i]);
+        uint64_t shard = sc__shard_of(l->first, l->nshards, ids[i]);
         sc_plan_owner(s->plan, shard, &owner);
         if (owner != (uint32_t)l->rank)
             return sc__seterr(err, SC_EOWNERSHIP,

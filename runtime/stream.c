@@ -28,6 +28,7 @@
 #include "cache.h"
 #include "error.h"
 #include "hash.h"
+#include "plan.h"
 #include "source.h"
 
 #define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window" */
@@ -222,20 +223,6 @@ int sc__schedule(const sc_dataset *ds, const sc_plan *plan, uint32_t rank, uint6
     return SC_OK;
 }
 
-/* The shard holding sample id (binary search over the first ids). */
-static uint64_t shard_of(const sc_dataset *ds, uint64_t id)
-{
-    uint64_t lo = 0, hi = ds->nshards;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (ds->shard_first[mid] <= id)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /*
  * Turns an epoch's slot list into its work: the shards it reads, in order
  * of first use (the order they are loaded in), and per slot the shard and
@@ -267,7 +254,7 @@ static int prepare(const sc__stream *s, ep *e, sc_error *err)
     memset(index, 0xff, sizeof *index * ds->nshards);
     e->nsh = 0;
     for (uint64_t q = 0; q < e->want; q++) {
-        uint64_t id = sc->ids[q], shard = shard_of(ds, id);
+        uint64_t id = sc->ids[q], shard = sc__shard_of(ds->shard_first, ds->nshards, id);
         if (index[shard] == UINT32_MAX) {
             index[shard] = (uint32_t)e->nsh;
             e->shards[e->nsh++] = (uint32_t)shard;

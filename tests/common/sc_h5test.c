@@ -1,5 +1,7 @@
 #include "sc_h5test.h"
 
+#include "shardcache.h"
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,4 +94,22 @@ int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width)
     free(x);
     free(y);
     return rc;
+}
+
+int sc_t_samples_ok(const sc_batch *b, int width, uint64_t nsamples, char *why, size_t whylen)
+{
+    const int32_t *x = b->data[0];
+    const int64_t *y = b->data[1];
+    for (uint64_t k = 0; k < b->size; k++) {
+        int good = b->ids[k] < nsamples && y[k] == (int64_t)b->ids[k];
+        for (int j = 0; good && j < width; j++)
+            good = x[k * (uint64_t)width + (uint64_t)j] == sc_t_xval(b->ids[k], j);
+        if (!good) {
+            snprintf(why, whylen, "epoch %llu batch %llu: sample %llu has another's bytes",
+                     (unsigned long long)b->epoch, (unsigned long long)b->index,
+                     (unsigned long long)b->ids[k]);
+            return 0;
+        }
+    }
+    return 1;
 }

@@ -20,6 +20,15 @@ int sc_t_write(const char *path, const char *name, hid_t type, int nd,
 int32_t sc_t_xval(uint64_t id, int j);
 int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width);
 
+/*
+ * 1 if every sample of a delivered batch (data[0] the x, data[1] the y of
+ * sc_t_write_samples) carries its own id's bytes and lies below nsamples;
+ * else 0, naming the first that does not in why.
+ */
+struct sc_batch;
+int sc_t_samples_ok(const struct sc_batch *b, int width, uint64_t nsamples, char *why,
+                    size_t whylen);
+
 /* A fresh directory under $TMPDIR or /tmp, the same on every rank of comm. */
 void sc_t_tmpdir(char *out, size_t n, const char *tag);
 

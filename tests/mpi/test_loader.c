@@ -82,14 +82,9 @@ static void check_batch(const sc_batch *b, uint64_t batch_size)
     assert_int_equal(b->device, -1);
     assert_int_equal(b->bytes[0], batch_size * W * sizeof(int32_t));
     assert_int_equal(b->bytes[1], batch_size * sizeof(int64_t));
-    const int32_t *x = b->data[0];
-    const int64_t *y = b->data[1];
-    for (uint64_t k = 0; k < b->size; k++) {
-        assert_true(b->ids[k] < NSAMPLES);
-        assert_int_equal((uint64_t)y[k], b->ids[k]);
-        for (int j = 0; j < W; j++)
-            assert_int_equal(x[k * W + j], sc_t_xval(b->ids[k], j));
-    }
+    char why[256];
+    if (!sc_t_samples_ok(b, W, NSAMPLES, why, sizeof why))
+        fail_msg("%s", why);
 }
 
 /*

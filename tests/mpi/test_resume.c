@@ -45,14 +45,9 @@ static sc_config config(sc_shuffle_mode mode, sc_remainder rem)
 
 static void check_bytes(const sc_batch *b)
 {
-    const int32_t *x = b->data[0];
-    const int64_t *y = b->data[1];
-    for (uint64_t k = 0; k < b->size; k++) {
-        assert_true(b->ids[k] < NSAMPLES);
-        assert_int_equal((uint64_t)y[k], b->ids[k]);
-        for (int j = 0; j < W; j++)
-            assert_int_equal(x[k * W + j], sc_t_xval(b->ids[k], j));
-    }
+    char why[256];
+    if (!sc_t_samples_ok(b, W, NSAMPLES, why, sizeof why))
+        fail_msg("%s", why);
 }
 
 /*

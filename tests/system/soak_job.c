@@ -197,20 +197,7 @@ static sc_config job_config(const job *j, const char *dir)
 /* Every sample's bytes follow from its id: a batch checks itself. */
 static int batch_ok(const sc_batch *b, char *why, size_t whylen)
 {
-    const int32_t *x = b->data[0];
-    const int64_t *y = b->data[1];
-    for (uint64_t k = 0; k < b->size; k++) {
-        int good = y[k] == (int64_t)b->ids[k];
-        for (int j = 0; j < W; j++)
-            good &= x[k * W + j] == sc_t_xval(b->ids[k], j);
-        if (!good) {
-            snprintf(why, whylen, "epoch %llu batch %llu: sample %llu has another's bytes",
-                     (unsigned long long)b->epoch, (unsigned long long)b->index,
-                     (unsigned long long)b->ids[k]);
-            return 0;
-        }
-    }
-    return 1;
+    return sc_t_samples_ok(b, W, UINT64_MAX, why, whylen);
 }
 
 typedef struct verdicts {
@@ -344,6 +331,17 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     return 0;
 }
 
+/* The job's shard sizes, one per line, for `shardcache verify --shard-sizes`. */
+static void write_sizes(const job *j, const char *dir, char *path, size_t n)
+{
+    snprintf(path, n, "%s/job%llu/sizes.txt", dir, (unsigned long long)j->id);
+    FILE *f = fopen(path, "w");
+    for (uint64_t s = 0; f && s < j->nshards; s++)
+        fprintf(f, "%llu\n", (unsigned long long)j->sizes[s]);
+    if (f)
+        fclose(f);
+}
+
 /*
  * A job killed at a random point right after its checkpoint, then resumed
  * on a random number of ranks: every verdict of the resumed run is ok and
@@ -441,12 +439,7 @@ static int run_resume_job(const job *j, const char *dir, const char *shardcache,
     MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (good && world_rank == 0 && shardcache) {
         char sizes[1200], cmd[8192];
-        snprintf(sizes, sizeof sizes, "%s/job%llu/sizes.txt", dir, (unsigned long long)j->id);
-        FILE *f = fopen(sizes, "w");
-        for (uint64_t s = 0; f && s < j->nshards; s++)
-            fprintf(f, "%llu\n", (unsigned long long)j->sizes[s]);
-        if (f)
-            fclose(f);
+        write_sizes(j, dir, sizes, sizeof sizes);
         snprintf(cmd, sizeof cmd,
                  "%s verify --union --audit-dir %s --audit-dir %s --shard-sizes %s > %s.log 2>&1 "
                  "&& grep -q '^exactly-once: ok (%llu epochs' %s.log",
@@ -464,13 +457,9 @@ static int run_resume_job(const job *j, const char *dir, const char *shardcache,
 static int cli_verify(const job *j, const char *dir, const char *shardcache, char *why,
                       size_t whylen)
 {
-    char sizes[1100], cmd[8192], flags[1400];
-    snprintf(sizes, sizeof sizes, "%s/job%llu/sizes.txt", dir, (unsigned long long)j->id);
-    FILE *f = fopen(sizes, "w");
-    for (uint64_t s = 0; f && s < j->nshards; s++)
-        fprintf(f, "%llu\n", (unsigned long long)j->sizes[s]);
-    if (f)
-        fclose(f);
+    char sizes[1200], cmd[8192], flags[1400];
+    write_sizes(j, dir, sizes, sizeof sizes);
+    FILE *f;
     /* The job's plan flags, also kept in the job's directory for tests. */
     snprintf(flags, sizeof flags,
              "--plan-seed %llu --shard-sizes %s --ranks %u --batch %llu --mode %s "
