@@ -39,20 +39,6 @@ static inline const void *sc__plan_wire(const sc_plan *p, size_t *len)
     return p->wire;
 }
 
-/* The shard holding sample id, given each shard's first id (binary search). */
-static inline uint64_t sc__shard_of(const uint64_t *first, uint64_t nshards, uint64_t id)
-{
-    uint64_t lo = 0, hi = nshards;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (first[mid] <= id)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Bytes the wire form of a plan of this size takes, or 0 on overflow. */
 size_t sc__plan_wire_bytes(uint32_t world_size, uint64_t nshards);
 

@@ -254,7 +254,8 @@ static int prepare(const sc__stream *s, ep *e, sc_error *err)
     memset(index, 0xff, sizeof *index * ds->nshards);
     e->nsh = 0;
     for (uint64_t q = 0; q < e->want; q++) {
-        uint64_t id = sc->ids[q], shard = sc__shard_of(ds->shard_first, ds->nshards, id);
+        uint64_t id = sc->ids[q], shard = 0;
+        sc_shard_of(ds->shard_first, ds->nshards, id, &shard); /* ids come from the dataset */
         if (index[shard] == UINT32_MAX) {
             index[shard] = (uint32_t)e->nsh;
             e->shards[e->nsh++] = (uint32_t)shard;

@@ -458,19 +458,6 @@ static int read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *worl
     return 0;
 }
 
-static uint64_t shard_of(const uint64_t *first, uint64_t nshards, uint64_t id)
-{
-    uint64_t lo = 0, hi = nshards;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (first[mid] <= id)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Checks one epoch's records against its plan; prints offenders; 0 if ok. */
 static int verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nshards,
                         const rec *rs, uint64_t nrec, uint32_t *count, uint64_t *dup,
@@ -488,8 +475,9 @@ static int verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nsh
         uint64_t id = rs[i].id & ~AUDIT_FLAGS;
         int padded = !!(rs[i].id & AUDIT_PADDED);
         uint32_t owner = UINT32_MAX;
-        if (id < nsamples)
-            sc_plan_owner(plan, shard_of(first, nshards, id), &owner);
+        uint64_t shard;
+        if (sc_shard_of(first, nshards, id, &shard) == SC_OK)
+            sc_plan_owner(plan, shard, &owner);
         if (owner != rs[i].rank) {
             if (shown++ < 10)
                 printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "

@@ -110,11 +110,28 @@ static void test_accessors_refuse_bad_input(void **state)
     sc_plan_free(NULL);
 }
 
+/* Sample -> shard over uneven shards, every boundary, and what lies outside. */
+static void test_shard_of(void **state)
+{
+    (void)state;
+    const uint64_t first[] = {0, 3, 3, 10, 11}; /* shard 1 is empty */
+    uint64_t shard = 99;
+    for (uint64_t id = 0; id < 11; id++) {
+        assert_int_equal(sc_shard_of(first, 4, id, &shard), SC_OK);
+        assert_true(first[shard] <= id && id < first[shard + 1]);
+    }
+    assert_int_equal(sc_shard_of(first, 4, 11, &shard), SC_EINVAL);
+    assert_int_equal(sc_shard_of(first, 0, 0, &shard), SC_EINVAL);
+    assert_int_equal(sc_shard_of(NULL, 4, 0, &shard), SC_EINVAL);
+    assert_int_equal(sc_shard_of(first, 4, 0, NULL), SC_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_accessors_refuse_bad_input),
+        cmocka_unit_test(test_shard_of),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
