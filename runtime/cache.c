@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -60,6 +61,7 @@ struct sc_cache {
      * read's I/O or a source read, so producer threads read in parallel.
      */
     pthread_mutex_t mu;
+    pthread_cond_t written; /* an entry being written (ENTRY_WRITING) is done */
 };
 
 static int mkdirs(const char *path)
@@ -75,6 +77,9 @@ static int mkdirs(const char *path)
         }
     return mkdir(tmp, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
+
+/* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
+enum { ENTRY_WRITING = 2 };
 
 static void entry_path(const sc_cache *c, uint64_t shard, char *out, size_t n)
 {
@@ -181,6 +186,7 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
     c->ds = ds;
     c->lock_fd = -1;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->written, NULL);
     c->check = cfg->cache_check;
     c->log_level = cfg->log_level;
     MPI_Comm_rank(comm, &c->rank);
@@ -244,6 +250,7 @@ int sc_cache_close(sc_cache *c)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);
     pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->written);
     free(c);
     return SC_OK;
 }
@@ -334,8 +341,10 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
     header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields,
                 {0}, {0}};
     int bad;
+    static _Atomic unsigned long writers; /* names each writer's temporary */
     entry_path(c, shard, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(),
+             (unsigned long)atomic_fetch_add(&writers, 1));
 
     sc__h5_lock();
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
@@ -351,8 +360,8 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
         snprintf(name, sizeof name, "f%d", i);
         hid_t sp = H5Screate_simple(1, &n, NULL);
         hid_t d = H5Dcreate2(f, name, H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        bad = d < 0 || H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                bufs[i]) < 0;
+        /* Space only: the bytes go in by pwrite below, outside the HDF5 lock. */
+        bad = d < 0;
         haddr_t at = bad ? HADDR_UNDEF : H5Dget_offset(d);
         bad = bad || at == HADDR_UNDEF;
         h.off[i] = (uint64_t)at;
@@ -376,7 +385,11 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
         unsigned char block[USERBLOCK];
         encode_header(&h, block);
         int fd = open(tmp, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || full_io(fd, block, USERBLOCK, 0, 1) != 0)
+        for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
+            if (full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
+                rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", tmp, i,
+                                strerror(errno));
+        if (rc == SC_OK && (fd < 0 || full_io(fd, block, USERBLOCK, 0, 1) != 0))
             rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", tmp,
                             strerror(errno));
         if (fd >= 0 && close(fd) != 0 && rc == SC_OK)
@@ -516,8 +529,11 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
 {
     uint32_t s32 = (uint32_t)shard;
     pthread_mutex_lock(&c->mu);
-    int held = sc__evict_has(c->ev, s32);
-    int verified = held && sc__evict_flag(c->ev, s32);
+    int held, verified = 0;
+    /* Another thread is writing it: wait for its entry rather than read the source too. */
+    while ((held = sc__evict_has(c->ev, s32)) &&
+           (verified = sc__evict_flag(c->ev, s32)) == ENTRY_WRITING)
+        pthread_cond_wait(&c->written, &c->mu);
     pthread_mutex_unlock(&c->mu);
     if (!held)
         return neighbor_entry(c, shard, bufs, m, tc);
@@ -551,6 +567,65 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
     return sc__errok(err);
 }
 
+/*
+ * A miss: the shard is reserved in the index (marked being written) before
+ * the source is read, so that another thread wanting it waits for this
+ * entry instead of reading the source (and running a transform) twice;
+ * then the source read, the checksum, and the entry's write, all without
+ * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
+ */
+static int miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
+                sc_error *err)
+{
+    uint64_t bytes = sc__shard_bytes(c->ds, shard);
+    uint32_t s32 = (uint32_t)shard;
+    pthread_mutex_lock(&c->mu);
+    c->st.misses++;
+    c->st.bytes_from_source += bytes;
+    /* SC_EOVERFLOW: bigger than the whole cache (or held meanwhile): serve, don't keep. */
+    int kept = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : admit(c, shard, bytes);
+    if (kept == SC_OK)
+        sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
+    pthread_mutex_unlock(&c->mu);
+    if (kept != SC_OK && kept != SC_EOVERFLOW)
+        return sc__seterr(err, kept, "cache '%s': no memory for its index", c->dir);
+
+    uint64_t t0 = sc__trace_now(ring_of(tc));
+    sc__trace_slow(SC__ST_SOURCE_READ);
+    int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
+    span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
+    int wrc = rc;
+    sc_error werr = SC_ERROR_INIT;
+    if (rc == SC_OK && kept == SC_OK) {
+        t0 = sc__trace_now(ring_of(tc));
+        uint64_t sum = checksum(c->ds, shard, bufs);
+        span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
+        t0 = sc__trace_now(ring_of(tc));
+        wrc = write_entry(c, shard, bufs, sum, &werr);
+        span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
+    }
+    if (kept != SC_OK)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    int held = sc__evict_has(c->ev, s32);
+    if (wrc != SC_OK) {
+        if (held)
+            sc__evict_remove(c->ev, s32);
+        /* The bytes in bufs are right; only the copy failed (disk full?). */
+        if (rc == SC_OK)
+            sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
+    } else if (!held) {
+        char path[SC_PATH_MAX + 32]; /* evicted while it was written */
+        entry_path(c, shard, path, sizeof path);
+        unlink(path);
+    } else {
+        sc__evict_set_flag(c->ev, s32, 1);
+    }
+    pthread_cond_broadcast(&c->written);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
                    const sc__tctx *tc, sc_error *err)
 {
@@ -559,8 +634,6 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    uint64_t bytes = sc__shard_bytes(c->ds, shard);
-    uint32_t s32 = (uint32_t)shard;
     if (hit)
         *hit = 0;
     if (!hit_entry(c, shard, bufs, NULL, tc)) {
@@ -568,38 +641,8 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
             *hit = 1;
         return sc__errok(err);
     }
-
-    uint64_t t0 = sc__trace_now(ring_of(tc));
-    sc__trace_slow(SC__ST_SOURCE_READ);
-    int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
-    span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
-    if (rc != SC_OK)
-        return rc;
-    t0 = sc__trace_now(ring_of(tc));
-    uint64_t sum = checksum(c->ds, shard, bufs);
-    span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
-    pthread_mutex_lock(&c->mu);
-    c->st.misses++;
-    c->st.bytes_from_source += bytes;
-    rc = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : admit(c, shard, bytes);
-    if (rc == SC_OK) {
-        sc_error werr = SC_ERROR_INIT;
-        t0 = sc__trace_now(ring_of(tc));
-        int wrc = write_entry(c, shard, bufs, sum, &werr);
-        span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
-        if (wrc != SC_OK) {
-            /* The bytes in bufs are right; only the copy failed (disk full?). */
-            sc__evict_remove(c->ev, s32);
-            sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
-        } else {
-            sc__evict_set_flag(c->ev, s32, 1);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    /* SC_EOVERFLOW: bigger than the whole cache (or cached meanwhile): serve, don't keep. */
-    if (rc != SC_OK && rc != SC_EOVERFLOW)
-        return sc__seterr(err, rc, "cache '%s': no memory for its index", c->dir);
-    return sc__errok(err);
+    int rc = miss(c, shard, bufs, tc, err);
+    return rc == SC_OK ? sc__errok(err) : rc;
 }
 
 int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
