@@ -12,6 +12,20 @@ double bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void bench_step(double s, int spin)
+{
+    if (s <= 0)
+        return;
+    if (!spin) {
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        nanosleep(&ts, NULL);
+        return;
+    }
+    double until = bench_now() + s;
+    while (bench_now() < until)
+        ;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

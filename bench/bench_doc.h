@@ -12,6 +12,13 @@ int bench_doc_write(const char *path, const char *name, const char *text);
 /* Seconds on a monotonic clock. */
 double bench_now(void);
 
+/*
+ * A training step of s seconds: a sleep, as the consumer thread does while
+ * it waits for a GPU kernel, or (spin) a busy loop, a CPU model that takes
+ * a core from the producers.
+ */
+void bench_step(double s, int spin);
+
 /* The median of n values (sorts them). */
 double bench_median(double *v, int n);
 

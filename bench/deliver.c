@@ -16,24 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench_doc.h"
 #include "shardcache.h"
-
-static void step(double s, int spin)
-{
-    if (s <= 0)
-        return;
-    if (!spin) {
-        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-        nanosleep(&ts, NULL);
-        return;
-    }
-    double until = bench_now() + s;
-    while (bench_now() < until)
-        ;
-}
 
 int main(int argc, char **argv)
 {
@@ -87,7 +72,7 @@ int main(int argc, char **argv)
                 bytes += (double)b.bytes[f];
             samples += counted ? (double)b.size : 0;
             double s0 = bench_now();
-            step(step_ms / 1e3, spin);
+            bench_step(step_ms / 1e3, spin);
             busy += counted ? bench_now() - s0 : 0;
             sc_batch_release(ld, &b);
         }

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_doc.h"
@@ -36,23 +35,6 @@ typedef struct epoch_fig {
     double secs, wait, bytes;
 } epoch_fig;
 
-/*
- * A training step of `s` seconds: spinning on the CPU (a CPU model, which
- * takes a core from the producers), or sleeping, as the consumer thread
- * does while it waits for a GPU kernel.
- */
-static void compute_for(double s, int spin)
-{
-    if (!spin) {
-        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-        nanosleep(&ts, NULL);
-        return;
-    }
-    double until = bench_now() + s;
-    while (bench_now() < until)
-        ;
-}
-
 static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spin)
 {
     epoch_fig f = {0, 0, 0};
@@ -65,7 +47,7 @@ static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spi
         for (int i = 0; i < b.nfields; i++)
             f.bytes += (double)b.bytes[i];
         if (step_s > 0)
-            compute_for(step_s, spin);
+            bench_step(step_s, spin);
         sc_batch_release(ld, &b);
     }
     f.secs = bench_now() - t0;
