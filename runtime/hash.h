@@ -104,6 +104,21 @@ static inline void sc__put_u64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* A double's IEEE-754 bits and back: how doubles travel in wire formats. */
+static inline uint64_t sc__double_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static inline double sc__bits_double(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
 static inline uint64_t sc__get_u64(const unsigned char *p)
 {
     uint64_t v = 0;

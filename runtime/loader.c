@@ -794,13 +794,6 @@ const sc_dataset *sc_loader_dataset(const sc_loader *ld)
 
 /* ---- checkpoint and resume ------------------------------------------------------ */
 
-static uint64_t bits_of(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
 int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
 {
     if (!ld || !buf || !len)
@@ -814,10 +807,14 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: a checkpoint needs %d bytes, not %zu",
                           ld->rank, SC__CKPT_BYTES, cap);
     int done = ld->in_epoch && ld->delivered == ld->nb;
-    sc__ckpt c = {ld->cur, ld->resume_offset + ld->delivered, (uint64_t)ld->rank,
-                  (uint64_t)ld->size, ld->cfg.seed, (uint64_t)ld->cfg.mode,
-                  bits_of(ld->cfg.exchange), (uint64_t)ld->cfg.remainder, ld->cfg.batch_size,
-                  ld->cfg.shuffle_window, ld->ds->fingerprint, ld->nshards, ld->plan_nb};
+    sc__ckpt c = {.epoch = ld->cur,
+                  .consumed = ld->resume_offset + ld->delivered,
+                  .rank = (uint64_t)ld->rank,
+                  .world = (uint64_t)ld->size,
+                  .fingerprint = ld->ds->fingerprint,
+                  .nshards = ld->nshards,
+                  .batches = ld->plan_nb};
+    sc__ckpt_settings(&ld->cfg, &c);
     if (ld->resliced) {
         /* Its schedule is not its plan's: only its end can be resumed from. */
         if (!done)

@@ -30,20 +30,6 @@ size_t sc__plan_wire_bytes(uint32_t world_size, uint64_t nshards)
     return (size_t)body;
 }
 
-static uint64_t double_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-static double bits_double(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 int sc__plan_seal(sc_plan *p, sc_error *err)
 {
     const sc_plan_info *in = &p->info;
@@ -79,7 +65,7 @@ int sc__plan_seal(sc_plan *p, sc_error *err)
     sc__put_u64(w + 80, in->dropped);
     sc__put_u64(w + 88, in->padded);
     sc__put_u64(w + 96, in->moved);
-    sc__put_u64(w + 104, double_bits(in->exchange));
+    sc__put_u64(w + 104, sc__double_bits(in->exchange));
     sc__put_u32(w + 112, R);
     w[116] = (unsigned char)in->mode;
     w[117] = (unsigned char)in->remainder;
@@ -146,7 +132,7 @@ static int decode_body(const unsigned char *w, size_t len, sc_plan **out,
     in->dropped = sc__get_u64(w + 80);
     in->padded = sc__get_u64(w + 88);
     in->moved = sc__get_u64(w + 96);
-    in->exchange = bits_double(sc__get_u64(w + 104));
+    in->exchange = sc__bits_double(sc__get_u64(w + 104));
     in->mode = (sc_shuffle_mode)w[116];
     in->remainder = (sc_remainder)w[117];
     in->hash = sc__get_u64(w + HASH_OFFSET);

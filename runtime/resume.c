@@ -59,11 +59,14 @@ static int cmp_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static uint64_t double_bits(double d)
+void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c)
 {
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
+    c->seed = cfg->seed;
+    c->mode = (uint64_t)cfg->mode;
+    c->exchange_bits = sc__double_bits(cfg->exchange);
+    c->remainder = (uint64_t)cfg->remainder;
+    c->batch = cfg->batch_size;
+    c->window = cfg->shuffle_window;
 }
 
 int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *cfg,
@@ -110,10 +113,12 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                           (unsigned long long)ds->nshards);
     static const char *const names[] = {"SC_SEED", "SC_SHUFFLE", "SC_EXCHANGE",
                                         "SC_REMAINDER", "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW"};
+    sc__ckpt now;
+    sc__ckpt_settings(cfg, &now);
     const uint64_t was[] = {a->seed, a->mode, a->exchange_bits, a->remainder, a->batch,
                             a->window};
-    const uint64_t is[] = {cfg->seed, (uint64_t)cfg->mode, double_bits(cfg->exchange),
-                           (uint64_t)cfg->remainder, cfg->batch_size, cfg->shuffle_window};
+    const uint64_t is[] = {now.seed, now.mode, now.exchange_bits, now.remainder, now.batch,
+                           now.window};
     for (int i = 0; i < 6; i++)
         if (was[i] != is[i])
             return sc__seterr(err, SC_EINVAL,

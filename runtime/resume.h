@@ -26,6 +26,9 @@ typedef struct sc__ckpt {
     uint64_t fingerprint, nshards, batches;
 } sc__ckpt;
 
+/* The settings a rank's schedule depends on (seed ... window), from a config. */
+void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c);
+
 void sc__ckpt_encode(const sc__ckpt *c, unsigned char out[SC__CKPT_BYTES]);
 /* SC_EFORMAT / SC_EVERSION naming what is wrong with blob `which`. */
 int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_error *err);
