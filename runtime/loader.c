@@ -268,27 +268,10 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
     return SC_OK;
 }
 
-/* The resumed epoch's schedule, to the stream (a copy: the ledger needs it too). */
-static int push_resumed(sc_loader *ld, sc_error *err)
-{
-    const sc__sched *from = &ld->res.sched;
-    sc__sched copy = {malloc(sizeof *copy.ids * (from->nslots + 1)), from->nslots, from->nreal,
-                      malloc(sizeof *copy.dropped * (from->ndropped + 1)), from->ndropped};
-    if (!copy.ids || !copy.dropped) {
-        sc__sched_free(&copy);
-        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to resume epoch %llu", ld->rank,
-                          (unsigned long long)ld->resume_epoch);
-    }
-    memcpy(copy.ids, from->ids, sizeof *copy.ids * copy.nslots);
-    memcpy(copy.dropped, from->dropped, sizeof *copy.dropped * copy.ndropped);
-    int rc = sc__stream_push_sched(ld->stream, ld->resume_epoch, &copy, err);
-    sc__sched_free(&copy);
-    return rc;
-}
-
 /*
  * The resumed epoch in the ledger: this rank's share, and on rank 0 what
- * the run before delivered or dropped, so that the verdict covers both.
+ * the run before delivered or dropped, so that the verdict covers both;
+ * then its schedule goes to the stream.
  */
 static int begin_resumed(sc_loader *ld, sc_error *err)
 {
@@ -303,6 +286,8 @@ static int begin_resumed(sc_loader *ld, sc_error *err)
     if (rc == SC_OK)
         rc = sc__ledger_account(ld->ledger, e, r->dropped_new, r->ndropped_new, 1, 1, err);
     ld->nb = r->sched.nslots / ld->cfg.batch_size;
+    if (rc == SC_OK)
+        rc = sc__stream_push_sched(ld->stream, e, &ld->res.sched, err); /* takes it */
     ld->resuming = 0;
     sc__resume_free(&ld->res);
     return rc;
@@ -355,9 +340,8 @@ static int arrive(sc_loader *ld, rec *r)
         faults |= SC__STREAM_DUP_SHARD;
     if (fault(ld, "skip-shard", r->epoch))
         faults |= SC__STREAM_SKIP_SHARD;
-    if (rc == SC_OK && ld->resuming && r->epoch == ld->resume_epoch)
-        rc = push_resumed(ld, &err);
-    else if (rc == SC_OK)
+    /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
+    if (rc == SC_OK && !(ld->resuming && r->epoch == ld->resume_epoch))
         rc = sc__stream_push(ld->stream, use, faults, &err);
     if (rc != SC_OK) {
         r->status = rc, r->err = err;
