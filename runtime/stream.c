@@ -241,32 +241,51 @@ static int prepare(const sc__stream *s, ep *e, sc_error *err)
     const sc__sched *sc = &e->sched;
     e->want = sc->nslots;
     e->m = sc->nreal;
-    uint32_t *index = malloc(sizeof *index * (ds->nshards + 1)); /* shard -> ours */
+    /*
+     * Shard -> its index here: an open-addressing table sized to the shards
+     * this rank can read (its plan's, or at most its slots), not to the
+     * dataset, which may hold 10^8 shards.
+     */
+    uint64_t bound = e->want < ds->nshards ? e->want : ds->nshards, cap = 16;
+    if (e->plan) {
+        const uint32_t *mine;
+        sc_plan_rank(e->plan, (uint32_t)s->o.rank, &mine, &bound, NULL);
+        bound++; /* the dup-shard fault reads one twice */
+    }
+    while (cap < 2 * bound)
+        cap <<= 1;
+    uint32_t *keys = malloc(sizeof *keys * cap), *vals = malloc(sizeof *vals * cap);
     e->shards = malloc(sizeof *e->shards * (e->want + 1));
     e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
     e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
     e->need = calloc(e->nb + 1, sizeof *e->need);
-    if (!index || !e->shards || !e->src_shard || !e->src_off || !e->need) {
-        free(index);
+    if (!keys || !vals || !e->shards || !e->src_shard || !e->src_off || !e->need) {
+        free(keys);
+        free(vals);
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
                           s->o.rank, (unsigned long long)e->epoch);
     }
-    memset(index, 0xff, sizeof *index * ds->nshards);
+    memset(keys, 0xff, sizeof *keys * cap); /* shard ids are below UINT32_MAX */
     e->nsh = 0;
     for (uint64_t q = 0; q < e->want; q++) {
         uint64_t id = sc->ids[q], shard = 0;
         sc_shard_of(ds->shard_first, ds->nshards, id, &shard); /* ids come from the dataset */
-        if (index[shard] == UINT32_MAX) {
-            index[shard] = (uint32_t)e->nsh;
+        uint64_t h = sc__mix64(shard) & (cap - 1);
+        while (keys[h] != UINT32_MAX && keys[h] != shard)
+            h = (h + 1) & (cap - 1);
+        if (keys[h] == UINT32_MAX) {
+            keys[h] = (uint32_t)shard;
+            vals[h] = (uint32_t)e->nsh;
             e->shards[e->nsh++] = (uint32_t)shard;
         }
-        uint32_t i = index[shard];
+        uint32_t i = vals[h];
         e->src_shard[q] = i;
         e->src_off[q] = (uint32_t)(id - ds->shard_first[shard]);
         if (i > e->need[q / B])
             e->need[q / B] = i;
     }
-    free(index);
+    free(keys);
+    free(vals);
     e->start = malloc(sizeof *e->start * (e->nsh + 1));
     e->state = calloc(e->nsh + 1, 1);
     e->refs = calloc(e->nsh + 1, sizeof *e->refs);
