@@ -487,6 +487,17 @@ typedef struct sc_exactly_once {
     char detail[256];      /* what went wrong, with sample ids in full mode */
 } sc_exactly_once;
 
+/*
+ * The audit trail (SC_AUDIT_DIR): per rank, audit-r<rank>.bin holds a
+ * header of three native uint64 (SC_AUDIT_MAGIC, rank, world size), then
+ * one (epoch, sample id | flags) pair per sample delivered, or dropped by
+ * the remainder policy.  `shardcache verify` reads it.
+ */
+#define SC_AUDIT_MAGIC UINT64_C(0x3154494455414353) /* "SCAUDIT1" */
+#define SC_AUDIT_PADDED (UINT64_C(1) << 63)         /* a padding repeat */
+#define SC_AUDIT_DROPPED (UINT64_C(1) << 62)        /* left out by the remainder policy */
+#define SC_AUDIT_FLAGS (SC_AUDIT_PADDED | SC_AUDIT_DROPPED)
+
 /* ------------------------------------------------------------------------ */
 /* The loader: what a training loop calls                                   */
 /* ------------------------------------------------------------------------ */

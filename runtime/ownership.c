@@ -130,7 +130,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
                             strerror(errno));
         else {
             /* Header: magic, rank, world size. */
-            uint64_t head[3] = {UINT64_C(0x3154494455414353) /* "SCAUDIT1" */,
+            uint64_t head[3] = {SC_AUDIT_MAGIC,
                                 (uint64_t)l->rank, (uint64_t)l->size};
             fwrite(head, sizeof head, 1, l->audit);
         }
@@ -366,7 +366,7 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
     if (dropped) {
         s->sums[DROPPED] += n;
         for (uint64_t i = 0; audit && l->audit && i < n; i++) {
-            uint64_t rec[2] = {epoch, ids[i] | SC__AUDIT_DROPPED};
+            uint64_t rec[2] = {epoch, ids[i] | SC_AUDIT_DROPPED};
             fwrite(rec, sizeof rec, 1, l->audit);
         }
     }
@@ -473,7 +473,7 @@ static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n
     }
     if (l->audit) {
         /* Records: epoch, then the id, flagged for padding repeats and policy drops. */
-        uint64_t flag = padded ? SC__AUDIT_PADDED : dropped ? SC__AUDIT_DROPPED : 0;
+        uint64_t flag = padded ? SC_AUDIT_PADDED : dropped ? SC_AUDIT_DROPPED : 0;
         for (uint64_t i = 0; i < n; i++) {
             uint64_t rec[2] = {epoch, ids[i] | flag};
             fwrite(rec, sizeof rec, 1, l->audit);

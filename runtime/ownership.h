@@ -71,10 +71,6 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
 /* Writes the audit trail through, e.g. when a checkpoint is taken. */
 void sc__ledger_flush(sc__ledger *l);
 
-/* Audit records are (epoch, id | flags). */
-#define SC__AUDIT_PADDED (UINT64_C(1) << 63)  /* a padding repeat */
-#define SC__AUDIT_DROPPED (UINT64_C(1) << 62) /* left out by the remainder policy */
-
 /* Every id must lie in a shard this rank owns in `epoch`; else SC_EOWNERSHIP. */
 int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                      sc_error *err);

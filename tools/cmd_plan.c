@@ -349,11 +349,6 @@ typedef struct rec {
     uint32_t rank;
 } rec;
 
-/* Audit records are (epoch, id | flags) (docs/ownership.md). */
-#define AUDIT_PADDED (UINT64_C(1) << 63)  /* a padding repeat */
-#define AUDIT_DROPPED (UINT64_C(1) << 62) /* left out by the remainder policy */
-#define AUDIT_FLAGS (AUDIT_PADDED | AUDIT_DROPPED)
-
 /*
  * Several trails of one job (a run, and its resumption from a checkpoint):
  * every sample of every epoch they cover delivered or dropped exactly once
@@ -375,8 +370,8 @@ static int verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples, uint64_
         memset(count, 0, sizeof *count * nsamples);
         int seen = 0;
         for (uint64_t i = 0; i < nrec; i++) {
-            uint64_t id = rs[i].id & ~AUDIT_FLAGS;
-            if (rs[i].epoch != e || (rs[i].id & AUDIT_PADDED))
+            uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
+            if (rs[i].epoch != e || (rs[i].id & SC_AUDIT_PADDED))
                 continue;
             seen = 1;
             if (id >= nsamples) {
@@ -386,7 +381,7 @@ static int verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples, uint64_
                 continue;
             }
             count[id]++;
-            *delivered += !(rs[i].id & AUDIT_DROPPED);
+            *delivered += !(rs[i].id & SC_AUDIT_DROPPED);
         }
         if (!seen)
             continue;
@@ -430,7 +425,7 @@ static int read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *worl
             }
             break;
         }
-        if (fread(head, sizeof head, 1, f) != 1 || head[0] != UINT64_C(0x3154494455414353) ||
+        if (fread(head, sizeof head, 1, f) != 1 || head[0] != SC_AUDIT_MAGIC ||
             head[1] != r || (r > 0 && head[2] != *world)) {
             fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64 "'s audit file\n",
                     path, r);
@@ -470,10 +465,10 @@ static int verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nsh
     for (uint64_t i = 0; i < nrec; i++) {
         if (rs[i].epoch != in.epoch)
             continue;
-        if (rs[i].id & AUDIT_DROPPED)
+        if (rs[i].id & SC_AUDIT_DROPPED)
             continue; /* a policy drop: the plan says which are allowed, below */
-        uint64_t id = rs[i].id & ~AUDIT_FLAGS;
-        int padded = !!(rs[i].id & AUDIT_PADDED);
+        uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
+        int padded = !!(rs[i].id & SC_AUDIT_PADDED);
         uint32_t owner = UINT32_MAX;
         uint64_t shard;
         if (sc_shard_of(first, nshards, id, &shard) == SC_OK)
