@@ -498,6 +498,25 @@ typedef struct sc_exactly_once {
 #define SC_AUDIT_DROPPED (UINT64_C(1) << 62)        /* left out by the remainder policy */
 #define SC_AUDIT_FLAGS (SC_AUDIT_PADDED | SC_AUDIT_DROPPED)
 
+/*
+ * The stages a trace records (SC_TRACE, docs/tracing.md), in the order
+ * `shardcache trace summary` prints them: X(id, name), the name being the
+ * event's name in the trace file.  Append only.
+ */
+#define SC_TRACE_STAGE_LIST(X)                                                \
+    X(PLAN_WAIT, "plan wait")                                                 \
+    X(PLAN_COMPUTE, "plan compute")                                           \
+    X(SOURCE_READ, "source read")                                             \
+    X(CACHE_READ, "cache read")                                               \
+    X(CACHE_WRITE, "cache write")                                             \
+    X(CHECKSUM, "checksum")                                                   \
+    X(ASSEMBLY, "shuffle/assembly")                                           \
+    X(RING_WAIT, "pinned-buffer wait")                                        \
+    X(H2D, "host-to-device copy")                                             \
+    X(CONSUMER_WAIT, "consumer wait")                                         \
+    X(COMPUTE, "consumer compute")                                            \
+    X(VERIFY, "epoch verification")
+
 /* ------------------------------------------------------------------------ */
 /* The loader: what a training loop calls                                   */
 /* ------------------------------------------------------------------------ */

@@ -26,7 +26,7 @@
 
 static const char *const stage_names[] = {
 #define SC__STAGE_NAME(id, name) name,
-    SC__STAGE_LIST(SC__STAGE_NAME)
+    SC_TRACE_STAGE_LIST(SC__STAGE_NAME)
 #undef SC__STAGE_NAME
 };
 
@@ -251,7 +251,7 @@ void sc__trace_slow(sc__stage st)
 #ifdef SC_TESTING
     static const char *const faults[] = {
 #define SC__STAGE_FAULT(id, name) "slow:" #id,
-        SC__STAGE_LIST(SC__STAGE_FAULT)
+        SC_TRACE_STAGE_LIST(SC__STAGE_FAULT)
 #undef SC__STAGE_FAULT
     };
     char want[64];

@@ -22,24 +22,10 @@
 
 #include "shardcache.h"
 
-/* The stages, in the order the summary prints them.  Names are the file's. */
-#define SC__STAGE_LIST(X)                                                     \
-    X(PLAN_WAIT, "plan wait")                                                 \
-    X(PLAN_COMPUTE, "plan compute")                                           \
-    X(SOURCE_READ, "source read")                                             \
-    X(CACHE_READ, "cache read")                                               \
-    X(CACHE_WRITE, "cache write")                                             \
-    X(CHECKSUM, "checksum")                                                   \
-    X(ASSEMBLY, "shuffle/assembly")                                           \
-    X(RING_WAIT, "pinned-buffer wait")                                        \
-    X(H2D, "host-to-device copy")                                             \
-    X(CONSUMER_WAIT, "consumer wait")                                         \
-    X(COMPUTE, "consumer compute")                                            \
-    X(VERIFY, "epoch verification")
-
+/* The stages (SC_TRACE_STAGE_LIST in shardcache.h: the file format's names). */
 typedef enum sc__stage {
 #define SC__STAGE_ENUM(id, name) SC__ST_##id,
-    SC__STAGE_LIST(SC__STAGE_ENUM)
+    SC_TRACE_STAGE_LIST(SC__STAGE_ENUM)
 #undef SC__STAGE_ENUM
     SC__ST_COUNT
 } sc__stage;

@@ -25,14 +25,18 @@
 #include "cli.h"
 #include "json.h"
 
-/* The runtime's stage names (runtime/trace.h), in its order. */
+/* The stages the runtime records, by their names in the file. */
 static const char *const stages[] = {
-    "plan wait",        "plan compute",       "source read",   "cache read",
-    "cache write",      "checksum",           "shuffle/assembly", "pinned-buffer wait",
-    "host-to-device copy", "consumer wait",   "consumer compute", "epoch verification"};
-enum { NSTAGES = sizeof stages / sizeof stages[0] };
-enum { ST_PLAN_WAIT = 0, ST_PLAN_COMPUTE = 1, ST_SOURCE_READ = 2, ST_RING_WAIT = 7,
-       ST_CONSUMER_WAIT = 9, ST_COMPUTE = 10, ST_VERIFY = 11 };
+#define ST_NAME(id, name) name,
+    SC_TRACE_STAGE_LIST(ST_NAME)
+#undef ST_NAME
+};
+enum {
+#define ST_ENUM(id, name) ST_##id,
+    SC_TRACE_STAGE_LIST(ST_ENUM)
+#undef ST_ENUM
+    NSTAGES
+};
 
 /* Why a stage starves the consumer, for the verdict line. */
 static const char *const why[] = {
@@ -41,6 +45,7 @@ static const char *const why[] = {
     "writing new cache entries", "checksums of entries read for the first time",
     "batch assembly: more SC_PRODUCERS may help", "producers waiting for free batch buffers",
     "host-to-device copies", "", "", "end-of-epoch verification"};
+_Static_assert(sizeof why / sizeof why[0] == NSTAGES, "one reason per stage");
 
 static int stage_of(const char *name)
 {
