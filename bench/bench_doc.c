@@ -38,6 +38,31 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+uint64_t bench_images(const char *path, uint64_t mib, uint64_t seed, sc_error *err)
+{
+    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sp.out = path;
+    sp.samples = (mib << 20) / BENCH_SAMPLE_BYTES;
+    sp.seed = seed;
+    return sc_dataset_make(&sp, NULL, NULL, err) == SC_OK ? sp.samples : 0;
+}
+
+int bench_scratch(const char *base, const char *tag, char *dir, size_t n)
+{
+    if (!base)
+        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if (snprintf(dir, n, "%s/bench_%s.XXXXXX", base, tag) >= (int)n)
+        return -1;
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+void bench_rmtree(const char *prog, const char *dir)
+{
+    char cmd[8300];
+    if (snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir) >= (int)sizeof cmd || system(cmd) != 0)
+        fprintf(stderr, "%s: could not remove %s\n", prog, dir);
+}
+
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -95,11 +95,8 @@ int main(int argc, char **argv)
     /* ~mib MiB of 3x64x64 uint8 images plus int64 labels. */
     char src[1100];
     snprintf(src, sizeof src, "%s/src.h5", dir);
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
-    sp.out = src;
-    sp.samples = (mib << 20) / (3 * 64 * 64 + 8);
     sc_error err = SC_ERROR_INIT;
-    if (sc_dataset_make(&sp, NULL, NULL, &err) != SC_OK)
+    if (!bench_images(src, mib, 0, &err))
         die("make-dataset", &err);
 
     sc_config cfg;
@@ -176,9 +173,7 @@ int main(int argc, char **argv)
     free(raw);
     free(bufs[0]);
     free(bufs[1]);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "bench_cache: could not remove %s\n", dir);
+    bench_rmtree("bench_cache", dir);
     int rc = doc && bench_doc_write(doc, "cache", text) != 0;
     MPI_Finalize();
     return rc;

@@ -80,17 +80,12 @@ int main(int argc, char **argv)
     if (sc__dev_open(SC_DEVICE_CUDA, 0, &dev, &device, &err) != SC_OK)
         die("no GPU", err.msg);
 
-    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char dir[2048], data[2200], cmd[2300];
-    snprintf(dir, sizeof dir, "%s/bench_gpu.XXXXXX", base);
-    if (!mkdtemp(dir))
+    char dir[2048], data[2200];
+    if (bench_scratch(NULL, "gpu", dir, sizeof dir) != 0)
         die("mkdtemp", dir);
     snprintf(data, sizeof data, "%s/data.h5", dir);
-    const uint64_t sample = 3 * 64 * 64 + 8;
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
-    sp.out = data;
-    sp.samples = (mib << 20) / sample;
-    if (sc_dataset_make(&sp, NULL, NULL, &err) != SC_OK)
+    const uint64_t sample = BENCH_SAMPLE_BYTES;
+    if (!bench_images(data, mib, 0, &err))
         die("make-dataset", err.msg);
 
     sc_config c;
@@ -141,9 +136,7 @@ int main(int argc, char **argv)
     if (doc && bench_doc_write(doc, "gpu", text) != 0)
         rc = 1;
     sc__dev_close(dev);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "bench_gpu: could not remove %s\n", dir);
+    bench_rmtree("bench_gpu", dir);
     MPI_Finalize();
     return rc;
 }

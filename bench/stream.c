@@ -126,7 +126,7 @@ int main(int argc, char **argv)
 {
     uint64_t mib = 512, batch = 256;
     int runs = 3, plist[8] = {1, 2, 4}, np = 3;
-    const char *doc = NULL, *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *doc = NULL, *base = NULL; /* NULL: $TMPDIR or /tmp */
     char prod_arg[64] = "1,2,4";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--size"))
@@ -158,18 +158,14 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 
     char dir[4096], data[4200], cache[4200];
-    snprintf(dir, sizeof dir, "%s/bench_stream.XXXXXX", base);
-    if (!mkdtemp(dir))
+    if (bench_scratch(base, "stream", dir, sizeof dir) != 0)
         die("mkdtemp", dir);
     snprintf(data, sizeof data, "%s/data.h5", dir);
     snprintf(cache, sizeof cache, "%s/cache", dir);
-    const uint64_t sample = 3 * 64 * 64 + 8; /* the images and the label */
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
-    sp.out = data;
-    sp.samples = (mib << 20) / sample;
-    sp.seed = 1;
+    const uint64_t sample = BENCH_SAMPLE_BYTES;
     sc_error err = SC_ERROR_INIT;
-    if (sc_dataset_make(&sp, NULL, NULL, &err) != SC_OK)
+    const uint64_t samples = bench_images(data, mib, 1, &err);
+    if (!samples)
         die("make-dataset", err.msg);
 
     /* Warm the cache and verify every entry once (what epoch 0 of a job does). */
@@ -177,7 +173,7 @@ int main(int argc, char **argv)
     epoch_fig cold = run_epoch(ld, 0, 0, 0);
     sc_loader_close(ld);
 
-    size_t total = (size_t)sp.samples * sample, bb = (size_t)(batch * sample);
+    size_t total = (size_t)samples * sample, bb = (size_t)(batch * sample);
     size_t depth = 8; /* SC_PREFETCH_BATCHES's default, which the loaders use */
     unsigned char *src = malloc(total), *dst = malloc(bb * depth);
     if (!src || !dst)
@@ -299,10 +295,7 @@ int main(int argc, char **argv)
     }
     free(src);
     free(dst);
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "bench_stream: could not remove %s\n", dir);
+    bench_rmtree("bench_stream", dir);
     MPI_Finalize();
     return rc;
 }

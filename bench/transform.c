@@ -75,19 +75,14 @@ int main(int argc, char **argv)
         return 2;
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char dir[1024], data[1100], c1[1100], c2[1100], cmd[1200];
-    snprintf(dir, sizeof dir, "%s/bench_transform.XXXXXX", base);
-    if (!mkdtemp(dir))
+    char dir[1024], data[1100], c1[1100], c2[1100];
+    if (bench_scratch(NULL, "transform", dir, sizeof dir) != 0)
         die("mkdtemp", dir);
     snprintf(data, sizeof data, "%s/data.h5", dir);
     snprintf(c1, sizeof c1, "%s/cached", dir);
     snprintf(c2, sizeof c2, "%s/raw", dir);
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
-    sp.out = data;
-    sp.samples = (mib << 20) / (3 * 64 * 64 + 8);
     sc_error err = SC_ERROR_INIT;
-    if (sc_dataset_make(&sp, NULL, NULL, &err) != SC_OK)
+    if (!bench_images(data, mib, 0, &err))
         die("make-dataset", err.msg);
 
     ex_crop crop = {3, 64, 64, 4};
@@ -116,9 +111,7 @@ int main(int argc, char **argv)
     printf("%s", text);
     int rc = doc && bench_doc_write(doc, "transform", text) != 0;
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "bench_transform: could not remove %s\n", dir);
+    bench_rmtree("bench_transform", dir);
     MPI_Finalize();
     return rc;
 }
