@@ -75,6 +75,14 @@ uint64_t sc__sample_hash(uint64_t epoch, uint64_t id)
     return keyed_hash(epoch_key(epoch), id);
 }
 
+/* One sample into a sketch, sums[GOT_N] or sums[EXP_N] on: count, sum, sum of squares. */
+static inline void sketch_add(uint64_t *sketch, uint64_t h)
+{
+    sketch[0]++;
+    sketch[1] += h;
+    sketch[2] += h * h;
+}
+
 /* Sums modulo 2^64, spelled out: MPI_SUM's overflow is not ours to assume. */
 static void sum_u64(void *in, void *inout, int *len, MPI_Datatype *type)
 {
@@ -270,12 +278,8 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
     /* The expected sketch: every sample of every shard this rank owns. */
     uint64_t key = epoch_key(in.epoch);
     for (uint64_t i = 0; i < n; i++)
-        for (uint64_t id = l->first[mine[i]]; id < l->first[mine[i] + 1]; id++) {
-            uint64_t h = keyed_hash(key, id);
-            s->sums[EXP_N]++;
-            s->sums[EXP_H] += h;
-            s->sums[EXP_H2] += h * h;
-        }
+        for (uint64_t id = l->first[mine[i]]; id < l->first[mine[i] + 1]; id++)
+            sketch_add(&s->sums[EXP_N], keyed_hash(key, id));
     s->used = 1;
     if ((rc = claim(l, in.epoch, mine, n, err)) != SC_OK)
         s->plan = NULL; /* the epoch stays open, to be abandoned */
@@ -308,21 +312,12 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Adds ids to the expected sketch (and, got, to the accounted one). */
-static void expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n, int got)
+/* Adds ids to the expected sketch. */
+static void expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n)
 {
     uint64_t key = epoch_key(epoch);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t h = keyed_hash(key, ids[i]);
-        s->sums[EXP_N]++;
-        s->sums[EXP_H] += h;
-        s->sums[EXP_H2] += h * h;
-        if (got) {
-            s->sums[GOT_N]++;
-            s->sums[GOT_H] += h;
-            s->sums[GOT_H2] += h * h;
-        }
-    }
+    for (uint64_t i = 0; i < n; i++)
+        sketch_add(&s->sums[EXP_N], keyed_hash(key, ids[i]));
 }
 
 int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *slots,
@@ -346,30 +341,9 @@ int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *slots,
     memcpy(s->share + nslots, dropped, sizeof *dropped * ndropped);
     qsort(s->share, n, sizeof *s->share, cmp_u64);
     s->nshare = n;
-    expect(s, epoch, slots, nreal, 0); /* padding repeats are not expected */
-    expect(s, epoch, dropped, ndropped, 0);
+    expect(s, epoch, slots, nreal); /* padding repeats are not expected */
+    expect(s, epoch, dropped, ndropped);
     s->used = 1;
-    return SC_OK;
-}
-
-int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                       int dropped, int audit, sc_error *err)
-{
-    slot *s = find(l, epoch);
-    if (!s || s->posted)
-        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s", l->rank,
-                          (unsigned long long)epoch, s ? "already ended" : "not begun");
-    expect(s, epoch, ids, n, 1);
-    for (uint64_t i = 0; s->counts && i < n; i++)
-        if (ids[i] < l->nsamples)
-            s->counts[ids[i]]++;
-    if (dropped) {
-        s->sums[DROPPED] += n;
-        for (uint64_t i = 0; audit && l->audit && i < n; i++) {
-            uint64_t rec[2] = {epoch, ids[i] | SC_AUDIT_DROPPED};
-            fwrite(rec, sizeof rec, 1, l->audit);
-        }
-    }
     return SC_OK;
 }
 
@@ -447,8 +421,9 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
     return SC_OK;
 }
 
+/* Accounts delivered (or dropped, or padding) ids; `audit`: into the trail too. */
 static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                  int padded, int dropped, sc_error *err)
+                  int padded, int dropped, int audit, sc_error *err)
 {
     slot *s = find(l, epoch);
     if (!s || s->posted)
@@ -461,17 +436,14 @@ static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n
     } else {
         uint64_t key = epoch_key(epoch);
         for (uint64_t i = 0; i < n; i++) {
-            uint64_t h = keyed_hash(key, ids[i]);
-            s->sums[GOT_N]++;
-            s->sums[GOT_H] += h;
-            s->sums[GOT_H2] += h * h;
+            sketch_add(&s->sums[GOT_N], keyed_hash(key, ids[i]));
             if (s->counts && ids[i] < l->nsamples)
                 s->counts[ids[i]]++;
         }
         if (dropped)
             s->sums[DROPPED] += n;
     }
-    if (l->audit) {
+    if (audit && l->audit) {
         /* Records: epoch, then the id, flagged for padding repeats and policy drops. */
         uint64_t flag = padded ? SC_AUDIT_PADDED : dropped ? SC_AUDIT_DROPPED : 0;
         for (uint64_t i = 0; i < n; i++) {
@@ -482,16 +454,27 @@ static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n
     return SC_OK;
 }
 
+int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                       int dropped, int audit, sc_error *err)
+{
+    slot *s = find(l, epoch);
+    if (!s || s->posted)
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s", l->rank,
+                          (unsigned long long)epoch, s ? "already ended" : "not begun");
+    expect(s, epoch, ids, n);
+    return record(l, epoch, ids, n, 0, dropped, audit, err);
+}
+
 int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int padded, sc_error *err)
 {
-    return record(l, epoch, ids, n, padded, 0, err);
+    return record(l, epoch, ids, n, padded, 0, 1, err);
 }
 
 int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err)
 {
-    return record(l, epoch, ids, n, 0, 1, err);
+    return record(l, epoch, ids, n, 0, 1, 1, err);
 }
 
 int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
