@@ -55,6 +55,16 @@ static void put_str(bytes *b, const char *s)
     put(b, s, strlen(s));
 }
 
+/* A field's name, type and sample shape, as the fingerprint sees them. */
+static void put_field(bytes *b, const sc__field *f)
+{
+    put_str(b, f->name);
+    put_u64(b, (uint64_t)f->dtype);
+    put_u64(b, (uint64_t)f->ndims);
+    for (int d = 0; d < f->ndims; d++)
+        put_u64(b, f->dims[d]);
+}
+
 /* Path, size and modification time of one file, as the fingerprint sees it. */
 static int put_file(bytes *b, const char *path, sc_error *err)
 {
@@ -523,11 +533,7 @@ static int transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *er
             return sc__seterr(err, SC_EINVAL, "transform '%s': output field '%s' is empty",
                               tf->name, o->name);
         }
-        put_str(&fp, f->name);
-        put_u64(&fp, (uint64_t)f->dtype);
-        put_u64(&fp, (uint64_t)f->ndims);
-        for (int d = 0; d < f->ndims; d++)
-            put_u64(&fp, f->dims[d]);
+        put_field(&fp, f);
     }
     ds->nfields = tf->nout;
     ds->tf = tf;
@@ -577,14 +583,8 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
     sc__h5_unlock();
 
     if (rc == SC_OK && scans) {
-        for (int i = 0; i < ds->nfields; i++) {
-            const sc__field *f = &ds->fields[i];
-            put_str(&fp, f->name);
-            put_u64(&fp, (uint64_t)f->dtype);
-            put_u64(&fp, (uint64_t)f->ndims);
-            for (int d = 0; d < f->ndims; d++)
-                put_u64(&fp, f->dims[d]);
-        }
+        for (int i = 0; i < ds->nfields; i++)
+            put_field(&fp, &ds->fields[i]);
         if (fp.oom)
             rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
         ds->fingerprint = sc__xxh64(fp.p, fp.len, 0);
