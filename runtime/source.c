@@ -705,7 +705,8 @@ static int read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, s
         return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
                           ds->path, (unsigned long long)shard);
     void *in[SC_MAX_FIELDS];
-    for (int i = 0, at = 0; i < ds->nsrc; at += (int)(n * ds->src[i].sample_bytes), i++)
+    uint64_t at = 0; /* a shard's field can pass 2 GiB */
+    for (int i = 0; i < ds->nsrc; at += n * ds->src[i].sample_bytes, i++)
         in[i] = scratch + at;
     int rc = read_source(ds, shard, ds->src, ds->nsrc, in, err);
     char msg[256] = "";
