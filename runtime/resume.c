@@ -170,8 +170,8 @@ static int reslice(const uint64_t *S, uint64_t L, uint32_t world, uint32_t rank,
     if (!out->ids || !out->dropped)
         return -1;
     for (uint64_t q = 0; q < out->nslots; q++)
-        /* Padding repeats the share backwards, or (an empty share) any sample left. */
-        out->ids[q] = q < len ? S[lo + q] : len ? S[lo + len - 1 - (q - len) % len] : S[q % L];
+        /* An empty share pads with any sample left. */
+        out->ids[q] = len ? S[lo + sc__pad_slot(q, len)] : S[q % L];
     memcpy(out->dropped, S + lo + out->nslots, sizeof *out->dropped * out->ndropped);
     return 0;
 }

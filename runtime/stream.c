@@ -212,9 +212,8 @@ int sc__schedule(const sc_dataset *ds, const sc_plan *plan, uint32_t rank, uint6
             perm[lo + j] = t;
         }
     }
-    /* Padding repeats the last samples backwards: still in memory when built. */
     for (uint64_t q = 0; q < want; q++)
-        out->ids[q] = q < m ? perm[q] : perm[m - 1 - (q - m) % m];
+        out->ids[q] = perm[sc__pad_slot(q, m)];
     for (uint64_t q = want; q < m; q++)
         out->dropped[q - want] = perm[q];
     free(perm);

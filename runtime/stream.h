@@ -54,6 +54,16 @@ typedef struct sc__sched {
 } sc__sched;
 
 /*
+ * Which of a share's len (> 0) samples fills slot q: its own for q < len;
+ * past the end, padding repeats the share's last samples backwards (still
+ * in memory when the batch is built).
+ */
+static inline uint64_t sc__pad_slot(uint64_t q, uint64_t len)
+{
+    return q < len ? q : len - 1 - (q - len) % len;
+}
+
+/*
  * The schedule of `rank` in an epoch of `plan`: its shards in plan order,
  * cut into windows of `window` positions, each shuffled by its own
  * counter-based stream of (seed, epoch, rank, window): a pure function, so
