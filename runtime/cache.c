@@ -62,7 +62,31 @@ struct sc_cache {
      */
     pthread_mutex_t mu;
     pthread_cond_t written; /* an entry being written (ENTRY_WRITING) is done */
+    struct seen *seen;      /* [nseen] neighbors' entries checked here (under mu) */
+    uint64_t nseen;
 };
+
+/*
+ * A neighbor's entry this process has checked in full, by file identity.
+ * Entries never change in place (a rewrite is a new inode renamed over),
+ * so the same device, inode and change time are the same checked bytes:
+ * like this rank's own entries, a neighbor's is verified once per process,
+ * not on every read (in global mode most reads are a neighbor's).  The
+ * table is direct-mapped by shard, so its memory is bounded; a collision
+ * only costs one more checksum.  ino 0 marks an empty slot.
+ */
+struct seen {
+    uint64_t shard, dev, ino, ctime_ns;
+};
+
+enum { SEEN_MAX = 1 << 16 };
+
+static struct seen identity(uint64_t shard, const struct stat *st)
+{
+    struct seen s = {shard, (uint64_t)st->st_dev, (uint64_t)st->st_ino,
+                     (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec};
+    return s;
+}
 
 static int mkdirs(const char *path)
 {
@@ -230,6 +254,9 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
         if (rc == SC_OK && busy)
             rc = sc__seterr(err, SC_EIO, "cache '%s' is locked", c->dir);
     }
+    c->nseen = ds->nshards < SEEN_MAX ? ds->nshards + !ds->nshards : SEEN_MAX;
+    if (rc == SC_OK && !(c->seen = calloc(c->nseen, sizeof *c->seen)))
+        rc = sc__seterr(err, SC_ENOMEM, "no memory for the cache index");
     if (rc == SC_OK && (rc = sc__evict_new(cfg->cache_policy, cfg->cache_bytes, &c->ev)) != SC_OK)
         sc__seterr(err, rc, "no memory for the cache index");
     if (rc == SC_OK)
@@ -249,6 +276,7 @@ int sc_cache_close(sc_cache *c)
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);
+    free(c->seen);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->written);
     free(c);
@@ -410,8 +438,10 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
  * assembly's (bench/stream measured the pread copy at a third of a warm
  * epoch).  Entries are never changed in place (a rewrite is a new file
  * renamed over, an eviction an unlink), so a mapping stays valid until
- * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  Returns
- * NULL on success, or why the entry cannot be served.
+ * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  With
+ * `seen`, a neighbor's entry: it counts as verified if it is the file
+ * *seen names, and *seen becomes the file's identity once it is served.
+ * Returns NULL on success, or why the entry cannot be served.
  */
 /* One traced stage of a shard's read, for the caller's thread. */
 static void span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
@@ -427,9 +457,9 @@ static sc__tring *ring_of(const sc__tctx *tc)
     return tc ? tc->ring : NULL;
 }
 
-static const char *read_entry(const sc_cache *c, const char *path, uint64_t shard,
+static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
                               void *const *bufs, sc__mapping *m, int verified,
-                              const sc__tctx *tc)
+                              struct seen *seen, const sc__tctx *tc)
 {
     uint64_t t0 = sc__trace_now(ring_of(tc));
     sc__trace_slow(SC__ST_CACHE_READ);
@@ -472,12 +502,22 @@ static const char *read_entry(const sc_cache *c, const char *path, uint64_t shar
         close(fd);
     span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
+    struct seen me = {0};
+    if (!why && seen) {
+        me = identity(shard, &st);
+        verified = !memcmp(&me, seen, sizeof me);
+    }
     if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
         t0 = sc__trace_now(ring_of(tc));
         if (checksum(ds, shard, bufs) != h.checksum)
             why = "its checksum does not match its bytes";
         span(tc, SC__ST_CHECKSUM, t0, shard, sc__shard_bytes(ds, shard));
+        pthread_mutex_lock(&c->mu);
+        c->st.bytes_checked += sc__shard_bytes(ds, shard);
+        pthread_mutex_unlock(&c->mu);
     }
+    if (!why && seen)
+        *seen = me;
     if (why && m)
         sc__cache_unmap(m);
     return why;
@@ -495,10 +535,11 @@ void sc__cache_unmap(sc__mapping *m)
  * A shard this rank has not cached, from another local rank's cache on the
  * same node: the node's disk already holds it, so a global shuffle (or a
  * sticky move between ranks of one node) costs a read, not a source read
- * and a cache write.  Its entry is checked in full (we cannot know whether
- * its owner verified it) and served from where it is: entries are
- * immutable, and an unlink by their owner leaves our mapping whole.
- * Returns NULL when served (and counted as a hit).
+ * and a cache write.  Its entry is checked in full the first time this
+ * process reads that file (we cannot know whether its owner verified it)
+ * and served from where it is: entries are immutable, and an unlink by
+ * their owner leaves our mapping whole.  Returns NULL when served (and
+ * counted as a hit).
  */
 static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
                                   sc__mapping *m, const sc__tctx *tc)
@@ -508,9 +549,16 @@ static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs
         if (lr == c->local_rank)
             continue;
         snprintf(path, sizeof path, "%s%d/s%llu.h5", c->node, lr, (unsigned long long)shard);
-        if (access(path, R_OK) != 0 || read_entry(c, path, shard, bufs, m, 0, tc))
+        if (access(path, R_OK) != 0)
+            continue;
+        struct seen *slot = &c->seen[shard % c->nseen];
+        pthread_mutex_lock(&c->mu);
+        struct seen known = *slot;
+        pthread_mutex_unlock(&c->mu);
+        if (read_entry(c, path, shard, bufs, m, 0, &known, tc))
             continue;
         pthread_mutex_lock(&c->mu);
+        *slot = known;
         c->st.hits++;
         c->st.neighbor_hits++;
         c->st.bytes_from_cache += sc__shard_bytes(c->ds, shard);
@@ -539,7 +587,7 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
         return neighbor_entry(c, shard, bufs, m, tc);
     char path[SC_PATH_MAX + 32];
     entry_path(c, shard, path, sizeof path);
-    const char *why = read_entry(c, path, shard, bufs, m, verified, tc);
+    const char *why = read_entry(c, path, shard, bufs, m, verified, NULL, tc);
     pthread_mutex_lock(&c->mu);
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
     if (!why) {

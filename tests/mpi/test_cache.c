@@ -300,6 +300,98 @@ static void test_damaged_entries_are_repaired(void **state)
     free(b);
 }
 
+/* Flips one byte of an entry's data, in place or in a copy renamed over it. */
+static void flip_byte(const char *path, int by_rename)
+{
+    char tmp[8192];
+    snprintf(tmp, sizeof tmp, "%s.flip", path);
+    if (by_rename) {
+        FILE *in = fopen(path, "rb"), *out = fopen(tmp, "wb");
+        assert_true(in && out);
+        int ch;
+        while ((ch = fgetc(in)) != EOF)
+            fputc(ch, out);
+        fclose(in);
+        fclose(out);
+    }
+    FILE *f = fopen(by_rename ? tmp : path, "r+b");
+    assert_non_null(f);
+    fseek(f, -200, SEEK_END);
+    int ch = fgetc(f);
+    fseek(f, -200, SEEK_END);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    if (by_rename)
+        assert_int_equal(rename(tmp, path), 0);
+}
+
+/*
+ * An entry is checked in full on its first read in a process, not on
+ * every read: this rank's own and (with more than one rank) a neighbor's.
+ * A neighbor's entry replaced by another file, or changed in place, is
+ * checked again, so its flipped byte is caught and never served.
+ */
+static void test_entries_are_checked_once(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_error err;
+    sc_cache_stats s0, s1;
+    bufs *b = malloc(sizeof *b);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/once", dir);
+    open_both(&cfg, &ds, &c);
+    const uint64_t *sizes;
+    sc_dataset_shard_sizes(ds, &sizes);
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    /* Rank r caches shards r and r + size; it reads rank r + 1's. */
+    int next = (rank + 1) % size;
+    uint64_t mine[2] = {(uint64_t)rank, (uint64_t)(rank + size)};
+    uint64_t theirs[2] = {(uint64_t)next, (uint64_t)(next + size)};
+    uint64_t bytes[2] = {sizes[theirs[0]] * di.sample_bytes, sizes[theirs[1]] * di.sample_bytes};
+
+    for (int k = 0; k < 2; k++)
+        read_checked(c, ds, mine[k], b); /* misses: written, so known whole */
+    sc_cache_close(c);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    sc_cache_get_stats(c, &s0);
+    for (int i = 0; i < 3; i++)
+        read_checked(c, ds, mine[0], b);
+    sc_cache_get_stats(c, &s1);
+    assert_int_equal(s1.hits - s0.hits, 3);
+    assert_int_equal(s1.bytes_checked - s0.bytes_checked, sizes[mine[0]] * di.sample_bytes);
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank's entries are in place */
+
+    if (size > 1) {
+        s0 = s1;
+        for (int i = 0; i < 6; i++)
+            read_checked(c, ds, theirs[i % 2], b);
+        sc_cache_get_stats(c, &s1);
+        assert_int_equal(s1.neighbor_hits - s0.neighbor_hits, 6);
+        assert_int_equal(s1.bytes_checked - s0.bytes_checked, bytes[0] + bytes[1]);
+
+        /* The first replaced by a damaged copy, the second damaged in place. */
+        for (int k = 0; k < 2; k++) {
+            char path[sizeof cfg.cache_dir + 64];
+            snprintf(path, sizeof path, "%s/shardcache-%016llx-l%d/s%llu.h5", cfg.cache_dir,
+                     (unsigned long long)di.fingerprint, next, (unsigned long long)theirs[k]);
+            usleep(20000); /* a change time past the file system's clock tick */
+            flip_byte(path, k == 0);
+            s0 = s1;
+            read_checked(c, ds, theirs[k], b); /* the right bytes: from the source */
+            sc_cache_get_stats(c, &s1);
+            assert_int_equal(s1.bytes_checked - s0.bytes_checked, bytes[k]);
+            assert_int_equal(s1.neighbor_hits - s0.neighbor_hits, 0);
+            assert_int_equal(s1.misses - s0.misses, 1);
+        }
+    }
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -312,6 +404,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_capacity_bound),
         cmocka_unit_test(test_second_process_gets_its_own_dir),
         cmocka_unit_test(test_damaged_entries_are_repaired),
+        cmocka_unit_test(test_entries_are_checked_once),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
