@@ -14,7 +14,10 @@ labels), batch 256, a global shuffle per epoch, 2 epochs after a warm-up,
   - h5py reading whole 1024-sample chunks in shuffled chunk order, 4
     DataLoader workers, no per-sample shuffle (Petastorm's row-group
     shuffle: the strong baseline);
-  - the limits: pread of the file from the page cache, and memcpy, in the
+  - the limits: pread of the file from the page cache, memcpy, and the
+    gather limit of any loader that shuffles samples (bench_deliver
+    --gather: the same 4 processes copy the samples, in a shuffled order,
+    from the page cache into rings of 8 batches, with no loader), in the
     same run.
 Each figure is the median of N rounds, the methods interleaved in every
 round so that the machine's noise hits them alike.
@@ -137,6 +140,18 @@ def shardcache_run(args, mode, epochs, step_s=0.0):
     return s, mb * 1e6, w / 100, u / 100
 
 
+def gather_limit(args):
+    """Bytes/s of the shuffled-sample copy that batch assembly needs, with
+    the loader's processes on the same cores (2 epochs after a warm-up)."""
+    cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe", os.path.join(args.bin, "bench_deliver"),
+           "--gather", args.data, "--epochs", "2", "--warmup", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"gather: .*: ([0-9.]+) samples/s, ([0-9.]+) MB/s", out.stdout)
+    if out.returncode or not m:
+        sys.exit(f"compare: {' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
+    return float(m.group(2)) * 1e6
+
+
 def pread_limit(path):
     """The file's bytes from the page cache, 8 MiB preads, one thread."""
     size = os.path.getsize(path)
@@ -201,18 +216,20 @@ def compare(args):
          lambda: python_run("chunks", args.data, 2)),
     ]
     figures = {name: [] for name, _ in methods}
-    limits = {"pread": [], "memcpy": []}
+    limits = {"pread": [], "memcpy": [], "gather": []}
     for r in range(args.runs):
         for name, fn in methods:
             figures[name].append(fn()[:2])
             print(f"round {r}: {name}: {figures[name][-1][0]:.0f} samples/s", flush=True)
         limits["pread"].append(pread_limit(args.data))
         limits["memcpy"].append(memcpy_limit(os.path.getsize(args.data)))
+        limits["gather"].append(gather_limit(args))
     med = {k: (statistics.median(s for s, _ in v), statistics.median(b for _, b in v))
            for k, v in figures.items()}
     sample_bytes = 3 * 64 * 64 + 8
     pread = statistics.median(limits["pread"])
     memcpy = statistics.median(limits["memcpy"])
+    gather = statistics.median(limits["gather"])
     base = med["PyTorch DataLoader, h5py per sample (4 workers)"][0]
     chunks = med["h5py whole chunks, shuffled chunk order (4 workers)"][0]
     cores = os.cpu_count()
@@ -220,15 +237,20 @@ def compare(args):
              f" {n} samples of {sample_bytes} bytes ({os.path.getsize(args.data) / 2**20:.0f} MiB),"
              f" batch {BATCH}, 2 epochs after a warm-up, median of {args.runs} rounds,"
              f" {cores} cores online\n",
-             "| loader | samples/s | MB/s | ratio to page-cache read | ratio to DataLoader |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+             "| loader | samples/s | MB/s | ratio to page-cache read | ratio to gather limit "
+             "| ratio to DataLoader |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, _ in methods:
         s, b = med[name]
-        lines.append(f"| {name} | {s:.0f} | {b / 1e6:.0f} | {b / pread:.2f} | {s / base:.1f} |")
+        lines.append(f"| {name} | {s:.0f} | {b / 1e6:.0f} | {b / pread:.2f} | {b / gather:.2f} "
+                     f"| {s / base:.1f} |")
     lines.append(f"| pread of the file from the page cache, one thread (the limit) "
-                 f"| {pread / sample_bytes:.0f} | {pread / 1e6:.0f} | 1.00 | - |")
+                 f"| {pread / sample_bytes:.0f} | {pread / 1e6:.0f} | 1.00 | {pread / gather:.2f} | - |")
     lines.append(f"| memcpy of the same bytes, one thread | {memcpy / sample_bytes:.0f} "
-                 f"| {memcpy / 1e6:.0f} | {memcpy / pread:.2f} | - |")
+                 f"| {memcpy / 1e6:.0f} | {memcpy / pread:.2f} | {memcpy / gather:.2f} | - |")
+    lines.append(f"| gather limit: shuffled samples from the page cache into batch rings, "
+                 f"{RANKS} processes, no loader | {gather / sample_bytes:.0f} | {gather / 1e6:.0f} "
+                 f"| {gather / pread:.2f} | 1.00 | - |")
     best = max(med["shardcache, sticky (4 ranks)"][0], med["shardcache, global (4 ranks)"][0])
     lines.append("")
     lines.append(f"shardcache (best mode) against the whole-chunk h5py reader: {best / chunks:.1f}x; "

@@ -5,6 +5,7 @@
  * consumer's wait and the loop's utilization (step time / wall time).
  *
  *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X] [--spin]
+ *   mpirun -np R bench_deliver --gather FILE [--epochs E] [--warmup W]
  *
  * The dataset and every loader setting come from SC_* (SC_SOURCE,
  * SC_SHUFFLE, SC_BATCH_SIZE, ...).  The first W epochs warm the cache and
@@ -12,17 +13,101 @@
  * for a GPU); --spin makes it compute on the CPU.  Rank 0 prints one line:
  *
  *   deliver: R ranks, E epochs: N samples/s, M MB/s, wait P%, utilization U%, exactly-once ok
+ *
+ * --gather is the limit of any loader that shuffles samples: no loader,
+ * each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES per
+ * sample), in an order shuffled every epoch, from the page cache (mapped
+ * once, outside the clock) into a ring of 8 batches, one thread per rank;
+ * the same processes on the same cores as the loader, and one copy per
+ * byte, as batch assembly needs.  Its line says "gather:" instead.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench_doc.h"
 #include "shardcache.h"
 
+enum { GATHER_DEPTH = 8 };
+
+/* Epoch e's order of the n samples (Fisher-Yates, xorshift64), outside the clock. */
+static void gather_order(uint64_t *order, uint64_t n, uint64_t epoch)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL * (epoch + 1);
+    for (uint64_t i = 0; i < n; i++)
+        order[i] = i;
+    for (uint64_t i = n - 1; i > 0; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t j = x % (i + 1), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
+/* One epoch of --gather on this rank: its share of the order, batch by batch. */
+static uint64_t gather_epoch(const unsigned char *src, uint64_t n, const uint64_t *order,
+                             unsigned char *ring, uint64_t batch, int rank, int size)
+{
+    uint64_t mine = 0, sum = 0;
+    for (uint64_t i = (uint64_t)rank; i < n; i += (uint64_t)size, mine++) {
+        unsigned char *slot = ring + (mine / batch % GATHER_DEPTH) * batch * BENCH_SAMPLE_BYTES;
+        unsigned char *to = slot + mine % batch * BENCH_SAMPLE_BYTES;
+        memcpy(to, src + order[i] * BENCH_SAMPLE_BYTES, BENCH_SAMPLE_BYTES);
+        sum += to[mine % BENCH_SAMPLE_BYTES]; /* the copies are used */
+    }
+    return sum;
+}
+
+/* --gather: the limit; prints a "gather:" line on rank 0. */
+static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, int size)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "bench_deliver: '%s': %s\n", path, strerror(errno));
+        return 1;
+    }
+    uint64_t n = (uint64_t)st.st_size / BENCH_SAMPLE_BYTES, batch = 256;
+    const unsigned char *src = n ? mmap(NULL, (size_t)st.st_size, PROT_READ,
+                                        MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    uint64_t *order = malloc(sizeof *order * (n ? n : 1));
+    unsigned char *ring = malloc(GATHER_DEPTH * batch * BENCH_SAMPLE_BYTES);
+    if (src == MAP_FAILED || !order || !ring) {
+        fprintf(stderr, "bench_deliver: '%s': cannot map it, or no memory\n", path);
+        return 1;
+    }
+    memset(ring, 0, GATHER_DEPTH * batch * BENCH_SAMPLE_BYTES);
+    double secs = 0, samples = 0;
+    uint64_t sum = 0;
+    for (uint64_t e = 0; e < warmup + epochs; e++) {
+        gather_order(order, n, e);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = bench_now();
+        sum += gather_epoch(src, n, order, ring, batch, rank, size);
+        double t = bench_now() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (e >= warmup)
+            secs += t, samples += (double)n;
+    }
+    if (rank == 0)
+        printf("gather: %d ranks, %llu epochs: %.0f samples/s, %.1f MB/s (check %llu)\n", size,
+               (unsigned long long)epochs, samples / secs,
+               samples * BENCH_SAMPLE_BYTES / secs / 1e6, (unsigned long long)(sum & 0xff));
+    munmap((void *)src, (size_t)st.st_size);
+    free(order);
+    free(ring);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size, spin = 0;
+    const char *gather_path = NULL;
     uint64_t epochs = 2, warmup = 1;
     double step_ms = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -38,12 +123,19 @@ int main(int argc, char **argv)
             step_ms = strtod(v, NULL), i++;
         else if (!strcmp(a, "--spin"))
             spin = 1;
+        else if (!strcmp(a, "--gather"))
+            gather_path = v, i++;
         else {
             if (rank == 0)
                 fprintf(stderr, "bench_deliver: unknown option '%s'\n", a);
             MPI_Finalize();
             return 2;
         }
+    }
+    if (gather_path) {
+        int rc = gather(gather_path, epochs, warmup, rank, size);
+        MPI_Finalize();
+        return rc;
     }
     sc_config cfg;
     sc_error err = SC_ERROR_INIT;
