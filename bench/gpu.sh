@@ -7,26 +7,35 @@
 #     the consumer's wait with a real kernel;
 # and writes both, with the date and the GPU's name, into docs/benchmarks.md.
 # Never part of CI (no GPU there).  Usage: bench/gpu.sh [--size MiB]
+# On a GPU machine without our packages and registries, build a bundle here
+# first (scripts/gpu-bundle), carry it there, and run
+# SC_GPU_BUNDLE=.gpu bench/gpu.sh: it then builds nothing and installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-sc_ensure_packages $SC_BUILD_PACKAGES
-sc_mpi_env
 size=1024
 [ "${1:-}" = --size ] && size=${2:?--size needs MiB}
-cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DSC_WITH_CUDA=ON -DSC_WITH_NCCL=ON \
-    -DSC_TESTING=OFF -DBUILD_TESTING=OFF >build-gpu.log 2>&1 || { cat build-gpu.log; exit 1; }
-cmake --build build/gpu -j "$(nproc)" --target bench_gpu train shardcache_cli >>build-gpu.log 2>&1 \
-    || { tail -40 build-gpu.log; exit 1; }
-rm -f build-gpu.log
-bin=build/gpu/bin
+if [ -n "${SC_GPU_BUNDLE:-}" ]; then
+    [ -f "$SC_GPU_BUNDLE/env.sh" ] || { echo "bench/gpu.sh: no bundle in '$SC_GPU_BUNDLE'" >&2; exit 1; }
+    . "$SC_GPU_BUNDLE/env.sh"
+    bin=$SC_GPU_BUNDLE/bin
+else
+    sc_ensure_packages $SC_BUILD_PACKAGES
+    cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DSC_WITH_CUDA=ON -DSC_WITH_NCCL=ON \
+        -DSC_TESTING=OFF -DBUILD_TESTING=OFF >build-gpu.log 2>&1 || { cat build-gpu.log; exit 1; }
+    cmake --build build/gpu -j "$(nproc)" --target bench_gpu train shardcache_cli \
+        >>build-gpu.log 2>&1 || { tail -40 build-gpu.log; exit 1; }
+    rm -f build-gpu.log
+    bin=build/gpu/bin
+fi
+sc_mpi_env
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 [ -n "$gpu" ] || { echo "bench/gpu.sh: no GPU visible (nvidia-smi)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/shardcache-gpu.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 "$bin/shardcache" make-dataset --out "$work/data.h5" --samples 65536 --shape 3x64x64 \
-    --labels 10 --seed 1 >/dev/null 2>&1
+    --labels 10 --seed 1 >"$work/make.log" 2>&1 || { cat "$work/make.log"; exit 1; }
 out=$(SC_SOURCE=$work/data.h5 SC_CACHE_DIR=$work/cache SC_BATCH_SIZE=256 SC_SHARD_SIZE=1024 \
       mpirun -np 1 "$bin/train" --epochs 3 --device gpu 2>&1) || { echo "$out"; exit 1; }
 echo "$out"

@@ -11,7 +11,8 @@ train=$SC_BUILD_DIR/bin/train
 if command -v shellcheck >/dev/null; then
     for f in "$SC_SOURCE_DIR"/launch/shardcache-run "$SC_SOURCE_DIR"/launch/slurm/*.sbatch \
              "$SC_SOURCE_DIR"/scripts/demo "$SC_SOURCE_DIR"/scripts/test "$SC_SOURCE_DIR"/scripts/bench \
-             "$SC_SOURCE_DIR"/scripts/lib.sh; do
+             "$SC_SOURCE_DIR"/scripts/lib.sh "$SC_SOURCE_DIR"/scripts/gpu-bundle \
+             "$SC_SOURCE_DIR"/bench/gpu.sh; do
         [ -e "$f" ] || continue
         expect_ok "shellcheck ${f#"$SC_SOURCE_DIR"/}" "" shellcheck -x -e SC1091,SC2086 "$f"
     done
