@@ -2,13 +2,21 @@
  * ownership.c - claims in an RMA window, per-batch checks, and the
  * end-of-epoch exactly-once sketch.
  *
- * Owner words: (epoch + 1) << 24 | rank, 0 when never claimed.  The word of
+ * Owner words: tag(epoch) << 20 | rank, 0 when never claimed.  The word of
  * shard s for epoch e is at displacement (e mod SLOTS) * per + s / R on rank
  * s mod R.  A claim reads the word (MPI_NO_OP fetch); if it holds an older
  * epoch it swaps in ours with MPI_Compare_and_swap, retrying if the word
  * changed underneath; if it holds our epoch and another rank, that rank
  * owns the shard and the claim fails naming it.  Whichever of two ranks
  * claims second sees the first: a double claim is always caught.
+ *
+ * Words are 32 bits because Open MPI 4's 64-bit MPI_Compare_and_swap over
+ * its shared-memory transport crashes unless that transport's single-copy
+ * mode is off (open-mpi/ompi#7967, #11349: Debian 12's 4.1.4 does), while
+ * its 32-bit one works.  The epoch tag is 12 bits and wraps: every epoch
+ * claims every shard, so a word is rewritten every SLOTS epochs and the
+ * epoch it names is within a few epochs of the claimant's; the tags'
+ * distance modulo TAG_SPAN gives that difference exactly.
  *
  * The sketch of an epoch on a rank is (count, sum h, sum h^2) over the ids
  * it delivered or dropped by policy, with h = sc__sample_hash(epoch, id);
@@ -28,8 +36,21 @@
 #include "hash.h"
 #include "plan.h"
 
-#define RANK_BITS 24
-#define RANK_MASK ((UINT64_C(1) << RANK_BITS) - 1)
+#define RANK_BITS 20
+#define RANK_MASK ((UINT32_C(1) << RANK_BITS) - 1)
+#define TAG_SPAN 4095u /* tags 1..4095; 0 is a word never claimed */
+
+static uint32_t tag_of(uint64_t epoch)
+{
+    return (uint32_t)(epoch % TAG_SPAN) + 1;
+}
+
+/* The epoch a claimed word names, less `epoch` (within half the tag span). */
+static int64_t epoch_delta(uint32_t word, uint64_t epoch)
+{
+    uint32_t d = ((word >> RANK_BITS) + TAG_SPAN - tag_of(epoch)) % TAG_SPAN;
+    return d <= TAG_SPAN / 2 ? (int64_t)d : (int64_t)d - (int64_t)TAG_SPAN;
+}
 
 enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, WORDS };
 
@@ -47,14 +68,14 @@ struct sc__ledger {
     MPI_Comm comm;
     MPI_Win win;
     MPI_Op sum_op;
-    uint64_t *base; /* the window's memory */
+    uint32_t *base; /* the window's memory: owner words */
     int rank, size, full;
     uint64_t nshards, nsamples, per; /* per: words per slot on each rank */
     const uint64_t *first;
     slot slots[SC__LEDGER_SLOTS];
     sc_exactly_once done[SC__LEDGER_SLOTS]; /* verdicts awaiting their reader */
     int ndone;
-    uint64_t *old, *res; /* claim scratch, [shards of this rank] */
+    uint32_t *old, *res; /* claim scratch, [shards of this rank] */
     uint64_t scratch_n;
     FILE *audit;
 };
@@ -116,9 +137,9 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
         rc = sc__seterr(err, SC_EOVERFLOW, "the ledger holds %llu ranks at most",
                         (unsigned long long)RANK_MASK);
     l->per = (nshards + (uint64_t)l->size - 1) / (uint64_t)l->size;
-    MPI_Aint bytes = (MPI_Aint)(sizeof(uint64_t) * l->per * SC__LEDGER_SLOTS);
+    MPI_Aint bytes = (MPI_Aint)(sizeof(uint32_t) * l->per * SC__LEDGER_SLOTS);
     if (m == MPI_SUCCESS && rc == SC_OK)
-        m = MPI_Win_allocate(bytes, sizeof(uint64_t), MPI_INFO_NULL, l->comm, &l->base,
+        m = MPI_Win_allocate(bytes, sizeof(uint32_t), MPI_INFO_NULL, l->comm, &l->base,
                              &l->win);
     if (m == MPI_SUCCESS && rc == SC_OK) {
         memset(l->base, 0, (size_t)bytes);
@@ -198,7 +219,7 @@ static slot *find(sc__ledger *l, uint64_t epoch)
 static int claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
                  sc_error *err)
 {
-    uint64_t want = ((epoch + 1) << RANK_BITS) | (uint64_t)l->rank;
+    uint32_t want = tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
     uint64_t sl = epoch % SC__LEDGER_SLOTS;
     if (n > l->scratch_n) {
         free(l->old);
@@ -211,33 +232,35 @@ static int claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n
                               l->rank, (unsigned long long)n);
     }
 #define WHERE(s) ((int)((s) % (uint64_t)l->size)), (MPI_Aint)(sl * l->per + (s) / (uint64_t)l->size)
-    uint64_t unused = 0; /* NO_OP ignores its origin, but some MPIs read it */
+    uint32_t unused = 0; /* NO_OP ignores its origin, but some MPIs read it */
     for (uint64_t i = 0; i < n; i++)
-        SC_MPI_CHECK(err, MPI_Fetch_and_op(&unused, &l->old[i], MPI_UINT64_T, WHERE(mine[i]),
+        SC_MPI_CHECK(err, MPI_Fetch_and_op(&unused, &l->old[i], MPI_UINT32_T, WHERE(mine[i]),
                                            MPI_NO_OP, l->win));
     SC_MPI_CHECK(err, MPI_Win_flush_all(l->win));
     for (int round = 0; round < 64; round++) {
         uint64_t pending = 0;
         for (uint64_t i = 0; i < n; i++) {
-            uint64_t w = l->old[i], tag = w >> RANK_BITS;
+            uint32_t w = l->old[i];
             if (w == want)
                 continue; /* ours already */
-            if (tag == epoch + 1)
+            int64_t delta = w ? epoch_delta(w, epoch) : -1; /* 0: never claimed */
+            if (delta == 0)
                 return sc__seterr(err, SC_EOWNERSHIP,
                                   "epoch %llu: shard %u claimed by rank %d is already "
-                                  "owned by rank %llu in this epoch",
+                                  "owned by rank %u in this epoch",
                                   (unsigned long long)epoch, mine[i], l->rank,
-                                  (unsigned long long)(w & RANK_MASK));
-            if (tag > epoch + 1)
+                                  (unsigned)(w & RANK_MASK));
+            if (delta > 0)
                 return sc__seterr(err, SC_EOWNERSHIP,
-                                  "epoch %llu: rank %d claims shard %u, but rank %llu "
+                                  "epoch %llu: rank %d claims shard %u, but rank %u "
                                   "already claimed it for epoch %llu: this rank is "
                                   "more than %d epochs behind",
                                   (unsigned long long)epoch, l->rank, mine[i],
-                                  (unsigned long long)(w & RANK_MASK),
-                                  (unsigned long long)(tag - 1), SC__LEDGER_SLOTS - 1);
+                                  (unsigned)(w & RANK_MASK),
+                                  (unsigned long long)(epoch + (uint64_t)delta),
+                                  SC__LEDGER_SLOTS - 1);
             SC_MPI_CHECK(err, MPI_Compare_and_swap(&want, &l->old[i], &l->res[i],
-                                                   MPI_UINT64_T, WHERE(mine[i]), l->win));
+                                                   MPI_UINT32_T, WHERE(mine[i]), l->win));
             pending++;
         }
         if (!pending)

@@ -42,9 +42,9 @@ sc_ensure_packages() {
     fi
 }
 
-# Open MPI refuses to start as root unless told twice.  In containers the
-# shared-memory transport's single-copy mode (CMA) is usually forbidden, and
-# Open MPI 4.1's one-sided atomics then crash inside it: copy twice instead.
+# Open MPI refuses to start as root unless told twice.  Containers often
+# forbid the shared-memory transport's single-copy mode (CMA), and its large
+# messages then fail: copy twice instead (a user's choice wins).
 sc_mpi_env() {
     if [ "$(id -u)" -eq 0 ]; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
