@@ -3,7 +3,8 @@
  * exactly-once without any rank waiting; conflicting claims are caught
  * naming epoch, shard and owner; a batch with a foreign sample is refused;
  * SC_VERIFY=full names duplicated and skipped samples; a rank may run
- * epochs ahead up to the lookahead bound.
+ * epochs ahead up to the lookahead bound; all of it across the owner
+ * words' epoch-tag wrap.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,54 @@ static void test_run_ahead_within_bound(void **state)
     sc__ledger_close(l);
 }
 
+/*
+ * Owner words carry a 12-bit epoch tag that wraps every 4095 epochs: claims
+ * and verdicts go on across the wrap (a previous use of a word must not
+ * look like a later epoch's), and a double claim there is still caught.
+ */
+static void test_epochs_across_the_tag_wrap(void **state)
+{
+    (void)state;
+    sc__ledger *l;
+    sc_error err = SC_ERROR_INIT;
+    sc_exactly_once v;
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, NULL, &l, &err), &err);
+    const uint64_t wrap = 4095, last = wrap + 8;
+    for (uint64_t e = wrap - 7; e < last; e++) {
+        sc_plan *plan = plan_for(e, 7);
+        SC_ASSERT_OK(sc__ledger_begin(l, plan, &err), &err);
+        deliver(l, plan, 0, 0);
+        SC_ASSERT_OK(sc__ledger_end(l, e, &err), &err);
+        SC_ASSERT_OK(sc__ledger_result(l, e, 1, &v, &err), &err);
+        if (!v.ok)
+            print_error("epoch %llu: %s\n", (unsigned long long)e, v.detail);
+        assert_true(v.verified && v.ok);
+        sc_plan_free(plan);
+    }
+    if (size > 1) {
+        sc_plan *plan = plan_for(last, rank == 1 ? 99 : 7);
+        int rc = SC_OK;
+        if (rank != 1)
+            rc = sc__ledger_begin(l, plan, &err);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 1) {
+            rc = sc__ledger_begin(l, plan, &err);
+            assert_int_equal(rc, SC_EOWNERSHIP);
+            assert_non_null(strstr(err.msg, "epoch 4103: shard"));
+            assert_non_null(strstr(err.msg, "in this epoch"));
+            SC_ASSERT_OK(sc__ledger_abandon(l, last, &err), &err);
+        } else {
+            SC_ASSERT_OK(rc, &err);
+            deliver(l, plan, 0, 0);
+            SC_ASSERT_OK(sc__ledger_end(l, last, &err), &err);
+        }
+        SC_ASSERT_OK(sc__ledger_result(l, last, 1, &v, &err), &err);
+        assert_false(v.ok);
+        sc_plan_free(plan);
+    }
+    sc__ledger_close(l);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -241,6 +290,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_foreign_sample_refused),
         cmocka_unit_test(test_duplicate_and_skip_found),
         cmocka_unit_test(test_run_ahead_within_bound),
+        cmocka_unit_test(test_epochs_across_the_tag_wrap),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), NULL);
 }
