@@ -249,57 +249,6 @@ static void test_second_process_gets_its_own_dir(void **state)
     free(b);
 }
 
-/* A flipped byte or a cut file is repaired on first read, with good bytes. */
-static void test_damaged_entries_are_repaired(void **state)
-{
-    (void)state;
-    sc_config cfg = config(0);
-    sc_dataset *ds;
-    sc_cache *c;
-    sc_error err;
-    bufs *b = malloc(sizeof *b);
-    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/damage", dir);
-    open_both(&cfg, &ds, &c);
-    uint64_t k1 = (uint64_t)(2 * rank), k2 = k1 + 1;
-    read_checked(c, ds, k1, b);
-    read_checked(c, ds, k2, b);
-    char e1[1400], e2[1400];
-    snprintf(e1, sizeof e1, "%s/s%llu.h5", sc_cache_dir(c), (unsigned long long)k1);
-    snprintf(e2, sizeof e2, "%s/s%llu.h5", sc_cache_dir(c), (unsigned long long)k2);
-    sc_cache_close(c);
-
-    /* Flip a byte in the middle of the data; cut the other file short. */
-    FILE *f = fopen(e1, "r+b");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, len - 200, SEEK_SET);
-    int ch = fgetc(f);
-    fseek(f, len - 200, SEEK_SET);
-    fputc(ch ^ 0x5a, f);
-    fclose(f);
-    struct stat st;
-    stat(e2, &st);
-    assert_int_equal(truncate(e2, st.st_size / 3), 0);
-
-    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
-    read_checked(c, ds, k1, b);
-    read_checked(c, ds, k2, b);
-    sc_cache_stats s;
-    sc_cache_get_stats(c, &s);
-    assert_int_equal(s.repairs, 2);
-    assert_int_equal(s.misses, 2);
-    /* Repaired for good: read again, now from the cache. */
-    read_checked(c, ds, k1, b);
-    read_checked(c, ds, k2, b);
-    sc_cache_get_stats(c, &s);
-    assert_int_equal(s.hits, 2);
-    assert_int_equal(s.repairs, 2);
-    sc_cache_close(c);
-    sc_dataset_close(ds);
-    free(b);
-}
-
 /* Flips one byte of an entry's data, in place or in a copy renamed over it. */
 static void flip_byte(const char *path, int by_rename)
 {
@@ -323,6 +272,49 @@ static void flip_byte(const char *path, int by_rename)
     fclose(f);
     if (by_rename)
         assert_int_equal(rename(tmp, path), 0);
+}
+
+/* A flipped byte or a cut file is repaired on first read, with good bytes. */
+static void test_damaged_entries_are_repaired(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_error err;
+    bufs *b = malloc(sizeof *b);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/damage", dir);
+    open_both(&cfg, &ds, &c);
+    uint64_t k1 = (uint64_t)(2 * rank), k2 = k1 + 1;
+    read_checked(c, ds, k1, b);
+    read_checked(c, ds, k2, b);
+    char e1[1400], e2[1400];
+    snprintf(e1, sizeof e1, "%s/s%llu.h5", sc_cache_dir(c), (unsigned long long)k1);
+    snprintf(e2, sizeof e2, "%s/s%llu.h5", sc_cache_dir(c), (unsigned long long)k2);
+    sc_cache_close(c);
+
+    /* Flip a byte in the data; cut the other file short. */
+    flip_byte(e1, 0);
+    struct stat st;
+    stat(e2, &st);
+    assert_int_equal(truncate(e2, st.st_size / 3), 0);
+
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    read_checked(c, ds, k1, b);
+    read_checked(c, ds, k2, b);
+    sc_cache_stats s;
+    sc_cache_get_stats(c, &s);
+    assert_int_equal(s.repairs, 2);
+    assert_int_equal(s.misses, 2);
+    /* Repaired for good: read again, now from the cache. */
+    read_checked(c, ds, k1, b);
+    read_checked(c, ds, k2, b);
+    sc_cache_get_stats(c, &s);
+    assert_int_equal(s.hits, 2);
+    assert_int_equal(s.repairs, 2);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    free(b);
 }
 
 /*
