@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -53,6 +54,7 @@ struct sc_cache {
     char dir[SC_PATH_MAX];
     char node[SC_PATH_MAX]; /* the node's directories, less the local rank */
     int lock_fd, rank, local_rank, local_size, log_level;
+    uint64_t job; /* this open's token, the same on every rank of comm: see header.job */
     sc_cache_check check;
     sc__evict *ev;
     sc_cache_stats st;
@@ -220,6 +222,14 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
         sc_cache_close(c);
         return rc;
     }
+    /* The job's token: unique, not secret; never 0 (no token). */
+    if (c->rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t seed[3] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec, (uint64_t)getpid()};
+        c->job = sc__xxh64(seed, sizeof seed, CHECKSUM_SEED) | 1;
+    }
+    MPI_Bcast(&c->job, 1, MPI_UINT64_T, 0, comm);
 
     const char *base = cfg->cache_dir[0] ? cfg->cache_dir : getenv("SLURM_TMPDIR");
     if (!base || !*base)
@@ -305,10 +315,22 @@ static uint64_t checksum(const sc_dataset *ds, uint64_t shard, void *const *bufs
 #define ENTRY_MAGIC "SCENTRY1"
 #define H_FIELDS_AT 48
 #define H_HASH_AT (H_FIELDS_AT + 16 * SC_MAX_FIELDS)
+#define H_JOB_AT (H_HASH_AT + 8) /* job token, then a hash of the header's hash and it */
 
+/*
+ * An entry's header.  `job` is the token of the cache open (one per job:
+ * every rank of the communicator shares it) whose process wrote the entry,
+ * 0 if unknown (entries of earlier versions have none).  An entry written
+ * in this job was checksummed from the source's bytes by a live rank of
+ * it, so it is trusted as a rank trusts its own writes; entries of another
+ * job (an earlier or a crashed one) are checked on their first read in a
+ * process.  The token lies after the header's hash, with a hash of its
+ * own, so headers without one still decode.
+ */
 typedef struct header {
     uint64_t shard, fingerprint, checksum, nfields;
     uint64_t off[SC_MAX_FIELDS], bytes[SC_MAX_FIELDS];
+    uint64_t job;
 } header;
 
 static void encode_header(const header *h, unsigned char *b)
@@ -325,6 +347,8 @@ static void encode_header(const header *h, unsigned char *b)
         sc__put_u64(b + H_FIELDS_AT + 16 * i + 8, h->bytes[i]);
     }
     sc__put_u64(b + H_HASH_AT, sc__xxh64(b, H_HASH_AT, CHECKSUM_SEED));
+    sc__put_u64(b + H_JOB_AT, h->job);
+    sc__put_u64(b + H_JOB_AT + 8, sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED));
 }
 
 static int decode_header(const unsigned char *b, header *h)
@@ -340,6 +364,9 @@ static int decode_header(const unsigned char *b, header *h)
         h->off[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i);
         h->bytes[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i + 8);
     }
+    h->job = sc__get_u64(b + H_JOB_AT + 8) == sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED)
+                 ? sc__get_u64(b + H_JOB_AT)
+                 : 0;
     return h->nfields <= SC_MAX_FIELDS ? 0 : -1;
 }
 
@@ -366,8 +393,7 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
 {
     const sc_dataset *ds = c->ds;
     char tmp[SC_PATH_MAX + 64], path[SC_PATH_MAX + 32];
-    header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields,
-                {0}, {0}};
+    header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
     int bad;
     static _Atomic unsigned long writers; /* names each writer's temporary */
     entry_path(c, shard, path, sizeof path);
@@ -441,6 +467,7 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
  * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  With
  * `seen`, a neighbor's entry: it counts as verified if it is the file
  * *seen names, and *seen becomes the file's identity once it is served.
+ * Any entry written in this job counts as verified (see header).
  * Returns NULL on success, or why the entry cannot be served.
  */
 /* One traced stage of a shard's read, for the caller's thread. */
@@ -502,10 +529,12 @@ static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
         close(fd);
     span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
+    if (!why && h.job == c->job)
+        verified = 1; /* written in this job: see header */
     struct seen me = {0};
     if (!why && seen) {
         me = identity(shard, &st);
-        verified = !memcmp(&me, seen, sizeof me);
+        verified |= !memcmp(&me, seen, sizeof me);
     }
     if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
         t0 = sc__trace_now(ring_of(tc));

@@ -384,6 +384,49 @@ static void test_entries_are_checked_once(void **state)
     free(b);
 }
 
+/*
+ * Entries written in this job (this cache open, on every rank) are served
+ * without a check, a neighbor's too: a live rank of the job checksummed
+ * them from the source's bytes.  The next job checks them once.
+ */
+static void test_this_jobs_entries_are_trusted(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_error err;
+    sc_cache_stats s0, s1;
+    bufs *b = malloc(sizeof *b);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/trusted", dir);
+    open_both(&cfg, &ds, &c);
+    const uint64_t *sizes;
+    sc_dataset_shard_sizes(ds, &sizes);
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    uint64_t mine = (uint64_t)rank, theirs = (uint64_t)((rank + 1) % size);
+    read_checked(c, ds, mine, b); /* a miss: written with this job's token */
+    MPI_Barrier(MPI_COMM_WORLD);
+    sc_cache_get_stats(c, &s0);
+    read_checked(c, ds, theirs, b);
+    sc_cache_get_stats(c, &s1);
+    assert_int_equal(s1.hits - s0.hits, 1);
+    assert_int_equal(s1.bytes_checked - s0.bytes_checked, 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    sc_cache_close(c);
+
+    /* The next job: each entry is checked on its first read, then trusted. */
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    for (int i = 0; i < 2; i++)
+        read_checked(c, ds, theirs, b);
+    sc_cache_get_stats(c, &s1);
+    assert_int_equal(s1.hits, 2);
+    assert_int_equal(s1.bytes_checked, sizes[theirs] * di.sample_bytes);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -397,6 +440,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_second_process_gets_its_own_dir),
         cmocka_unit_test(test_damaged_entries_are_repaired),
         cmocka_unit_test(test_entries_are_checked_once),
+        cmocka_unit_test(test_this_jobs_entries_are_trusted),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
