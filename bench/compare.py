@@ -14,11 +14,11 @@ labels), batch 256, a global shuffle per epoch, 2 epochs after a warm-up,
   - h5py reading whole 1024-sample chunks in shuffled chunk order, 4
     DataLoader workers, no per-sample shuffle (Petastorm's row-group
     shuffle: the strong baseline);
-  - the limits: pread of the file from the page cache, memcpy, and the
-    gather limit of any loader that shuffles samples (bench_deliver
-    --gather: the same 4 processes copy the samples, in a shuffled order,
-    from the page cache into rings of 8 batches, with no loader), in the
-    same run.
+  - the limits: pread of the file from the page cache and memcpy; and the
+    shuffled copy, the copy any loader that shuffles samples must make
+    (bench_deliver --gather: the same 4 processes copy the samples, in a
+    uniformly random order, from the page cache into rings of 8 batches,
+    with no loader); all in the same run.
 Each figure is the median of N rounds, the methods interleaved in every
 round so that the machine's noise hits them alike.
 
@@ -140,7 +140,7 @@ def shardcache_run(args, mode, epochs, step_s=0.0):
     return s, mb * 1e6, w / 100, u / 100
 
 
-def gather_limit(args):
+def shuffled_copy(args):
     """Bytes/s of the shuffled-sample copy that batch assembly needs, with
     the loader's processes on the same cores (2 epochs after a warm-up)."""
     cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe", os.path.join(args.bin, "bench_deliver"),
@@ -223,7 +223,7 @@ def compare(args):
             print(f"round {r}: {name}: {figures[name][-1][0]:.0f} samples/s", flush=True)
         limits["pread"].append(pread_limit(args.data))
         limits["memcpy"].append(memcpy_limit(os.path.getsize(args.data)))
-        limits["gather"].append(gather_limit(args))
+        limits["gather"].append(shuffled_copy(args))
     med = {k: (statistics.median(s for s, _ in v), statistics.median(b for _, b in v))
            for k, v in figures.items()}
     sample_bytes = 3 * 64 * 64 + 8
@@ -237,7 +237,7 @@ def compare(args):
              f" {n} samples of {sample_bytes} bytes ({os.path.getsize(args.data) / 2**20:.0f} MiB),"
              f" batch {BATCH}, 2 epochs after a warm-up, median of {args.runs} rounds,"
              f" {cores} cores online\n",
-             "| loader | samples/s | MB/s | ratio to page-cache read | ratio to gather limit "
+             "| loader | samples/s | MB/s | ratio to page-cache read | ratio to shuffled copy "
              "| ratio to DataLoader |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, _ in methods:
@@ -248,7 +248,7 @@ def compare(args):
                  f"| {pread / sample_bytes:.0f} | {pread / 1e6:.0f} | 1.00 | {pread / gather:.2f} | - |")
     lines.append(f"| memcpy of the same bytes, one thread | {memcpy / sample_bytes:.0f} "
                  f"| {memcpy / 1e6:.0f} | {memcpy / pread:.2f} | {memcpy / gather:.2f} | - |")
-    lines.append(f"| gather limit: shuffled samples from the page cache into batch rings, "
+    lines.append(f"| shuffled copy: the samples in a random order from the page cache into batch rings, "
                  f"{RANKS} processes, no loader | {gather / sample_bytes:.0f} | {gather / 1e6:.0f} "
                  f"| {gather / pread:.2f} | 1.00 | - |")
     best = max(med["shardcache, sticky (4 ranks)"][0], med["shardcache, global (4 ranks)"][0])

@@ -14,12 +14,14 @@
  *
  *   deliver: R ranks, E epochs: N samples/s, M MB/s, wait P%, utilization U%, exactly-once ok
  *
- * --gather is the limit of any loader that shuffles samples: no loader,
- * each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES per
- * sample), in an order shuffled every epoch, from the page cache (mapped
- * once, outside the clock) into a ring of 8 batches, one thread per rank;
- * the same processes on the same cores as the loader, and one copy per
- * byte, as batch assembly needs.  Its line says "gather:" instead.
+ * --gather is the copy any loader that shuffles samples must make, with no
+ * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
+ * per sample), in a uniformly random order drawn every epoch, from the page
+ * cache (mapped once, outside the clock) into a ring of 8 batches, one
+ * thread per rank; the same processes on the same cores as the loader, one
+ * copy per byte, as batch assembly needs.  A windowed shuffle such as the
+ * loader's reads with more locality and can beat it a little.  Its line
+ * says "gather:" instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,7 +64,7 @@ static uint64_t gather_epoch(const unsigned char *src, uint64_t n, const uint64_
     return sum;
 }
 
-/* --gather: the limit; prints a "gather:" line on rank 0. */
+/* --gather: the shuffled copy; prints a "gather:" line on rank 0. */
 static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, int size)
 {
     int fd = open(path, O_RDONLY);
