@@ -84,6 +84,24 @@ static void read_checked(sc_cache *c, sc_dataset *ds, uint64_t k, bufs *b)
     assert_memory_equal(b->y, b->y2, sizes[k] * sizeof(int64_t));
 }
 
+/* The dataset and a cache of its own under dir/sub, as a job would open them. */
+static void open_in(const char *sub, sc_config *cfg, sc_dataset **ds, sc_cache **c)
+{
+    *cfg = config(0);
+    snprintf(cfg->cache_dir, sizeof cfg->cache_dir, "%s/%s", dir, sub);
+    open_both(cfg, ds, c);
+}
+
+/* The payload bytes of shard k: what a check of its entry covers. */
+static uint64_t shard_bytes(sc_dataset *ds, uint64_t k)
+{
+    const uint64_t *sizes;
+    sc_dataset_info di;
+    sc_dataset_shard_sizes(ds, &sizes);
+    sc_dataset_get_info(ds, &di);
+    return sizes[k] * di.sample_bytes;
+}
+
 static void test_sticky_epochs_read_only_moved_shards(void **state)
 {
     (void)state;
@@ -278,13 +296,12 @@ static void flip_byte(const char *path, int by_rename)
 static void test_damaged_entries_are_repaired(void **state)
 {
     (void)state;
-    sc_config cfg = config(0);
+    sc_config cfg;
     sc_dataset *ds;
     sc_cache *c;
     sc_error err;
     bufs *b = malloc(sizeof *b);
-    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/damage", dir);
-    open_both(&cfg, &ds, &c);
+    open_in("damage", &cfg, &ds, &c);
     uint64_t k1 = (uint64_t)(2 * rank), k2 = k1 + 1;
     read_checked(c, ds, k1, b);
     read_checked(c, ds, k2, b);
@@ -326,23 +343,20 @@ static void test_damaged_entries_are_repaired(void **state)
 static void test_entries_are_checked_once(void **state)
 {
     (void)state;
-    sc_config cfg = config(0);
+    sc_config cfg;
     sc_dataset *ds;
     sc_cache *c;
     sc_error err;
     sc_cache_stats s0, s1;
     bufs *b = malloc(sizeof *b);
-    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/once", dir);
-    open_both(&cfg, &ds, &c);
-    const uint64_t *sizes;
-    sc_dataset_shard_sizes(ds, &sizes);
+    open_in("once", &cfg, &ds, &c);
     sc_dataset_info di;
     sc_dataset_get_info(ds, &di);
     /* Rank r caches shards r and r + size; it reads rank r + 1's. */
     int next = (rank + 1) % size;
     uint64_t mine[2] = {(uint64_t)rank, (uint64_t)(rank + size)};
     uint64_t theirs[2] = {(uint64_t)next, (uint64_t)(next + size)};
-    uint64_t bytes[2] = {sizes[theirs[0]] * di.sample_bytes, sizes[theirs[1]] * di.sample_bytes};
+    uint64_t bytes[2] = {shard_bytes(ds, theirs[0]), shard_bytes(ds, theirs[1])};
 
     for (int k = 0; k < 2; k++)
         read_checked(c, ds, mine[k], b); /* misses: written, so known whole */
@@ -353,7 +367,7 @@ static void test_entries_are_checked_once(void **state)
         read_checked(c, ds, mine[0], b);
     sc_cache_get_stats(c, &s1);
     assert_int_equal(s1.hits - s0.hits, 3);
-    assert_int_equal(s1.bytes_checked - s0.bytes_checked, sizes[mine[0]] * di.sample_bytes);
+    assert_int_equal(s1.bytes_checked - s0.bytes_checked, shard_bytes(ds, mine[0]));
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's entries are in place */
 
     if (size > 1) {
@@ -392,18 +406,13 @@ static void test_entries_are_checked_once(void **state)
 static void test_this_jobs_entries_are_trusted(void **state)
 {
     (void)state;
-    sc_config cfg = config(0);
+    sc_config cfg;
     sc_dataset *ds;
     sc_cache *c;
     sc_error err;
     sc_cache_stats s0, s1;
     bufs *b = malloc(sizeof *b);
-    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/trusted", dir);
-    open_both(&cfg, &ds, &c);
-    const uint64_t *sizes;
-    sc_dataset_shard_sizes(ds, &sizes);
-    sc_dataset_info di;
-    sc_dataset_get_info(ds, &di);
+    open_in("trusted", &cfg, &ds, &c);
     uint64_t mine = (uint64_t)rank, theirs = (uint64_t)((rank + 1) % size);
     read_checked(c, ds, mine, b); /* a miss: written with this job's token */
     MPI_Barrier(MPI_COMM_WORLD);
@@ -421,7 +430,7 @@ static void test_this_jobs_entries_are_trusted(void **state)
         read_checked(c, ds, theirs, b);
     sc_cache_get_stats(c, &s1);
     assert_int_equal(s1.hits, 2);
-    assert_int_equal(s1.bytes_checked, sizes[theirs] * di.sample_bytes);
+    assert_int_equal(s1.bytes_checked, shard_bytes(ds, theirs));
     sc_cache_close(c);
     sc_dataset_close(ds);
     free(b);
