@@ -38,6 +38,19 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int bench_int_list(const char *arg, int *out, int max)
+{
+    int n = 0;
+    for (const char *s = arg; *s && n < max; s = strchr(s, ',') ? strchr(s, ',') + 1 : "") {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ',') || v < 1 || v > 1024)
+            return 0;
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
 uint64_t bench_images(const char *path, uint64_t mib, uint64_t seed, sc_error *err)
 {
     sc_synth_params sp = SC_SYNTH_PARAMS_INIT;

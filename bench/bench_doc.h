@@ -24,6 +24,9 @@ double bench_now(void);
  */
 void bench_step(double s, int spin);
 
+/* "2,4,8" into out[max]: the count, 0 if empty or not positive integers. */
+int bench_int_list(const char *arg, int *out, int max);
+
 /* The median of n values (sorts them). */
 double bench_median(double *v, int n);
 

@@ -141,19 +141,17 @@ int main(int argc, char **argv)
             doc = argv[i + 1];
         else if (!strcmp(argv[i], "--producers")) {
             snprintf(prod_arg, sizeof prod_arg, "%s", argv[i + 1]);
-            np = 0;
-            for (char *s = argv[i + 1]; *s && np < 8; s = strchr(s, ',') ? strchr(s, ',') + 1 : "")
-                plist[np++] = atoi(s);
+            np = bench_int_list(argv[i + 1], plist, 8);
         } else {
             fprintf(stderr, "bench_stream: unknown option %s\n", argv[i]);
             return 2;
         }
     }
-    if (runs < 1 || runs > 21 || batch < 1 || mib < 16 || np < 1)
+    if (runs < 1 || runs > 21 || batch < 1 || mib < 16 || np < 1) {
+        fprintf(stderr, "bench_stream: --runs 1..21, --batch >= 1, --size >= 16, "
+                        "--producers N[,N...]\n");
         return 2;
-    for (int i = 0; i < np; i++)
-        if (plist[i] < 1)
-            return 2;
+    }
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 
