@@ -457,19 +457,6 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
     return rc;
 }
 
-/*
- * Reads an entry and proves it whole, without touching the index (no lock
- * held).  With `m` the entry is mapped read-only and m->field[i] point into
- * it: the page cache is the buffer, and the only copy left is the batch
- * assembly's (bench/stream measured the pread copy at a third of a warm
- * epoch).  Entries are never changed in place (a rewrite is a new file
- * renamed over, an eviction an unlink), so a mapping stays valid until
- * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  With
- * `seen`, a neighbor's entry: it counts as verified if it is the file
- * *seen names, and *seen becomes the file's identity once it is served.
- * Any entry written in this job counts as verified (see header).
- * Returns NULL on success, or why the entry cannot be served.
- */
 /* One traced stage of a shard's read, for the caller's thread. */
 static void span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
                  uint64_t bytes)
@@ -484,6 +471,19 @@ static sc__tring *ring_of(const sc__tctx *tc)
     return tc ? tc->ring : NULL;
 }
 
+/*
+ * Reads an entry and proves it whole, without touching the index (no lock
+ * held).  With `m` the entry is mapped read-only and m->field[i] point into
+ * it: the page cache is the buffer, and the only copy left is the batch
+ * assembly's (bench/stream measured the pread copy at a third of a warm
+ * epoch).  Entries are never changed in place (a rewrite is a new file
+ * renamed over, an eviction an unlink), so a mapping stays valid until
+ * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  With
+ * `seen`, a neighbor's entry: it counts as verified if it is the file
+ * *seen names, and *seen becomes the file's identity once it is served.
+ * Any entry written in this job counts as verified (see header).
+ * Returns NULL on success, or why the entry cannot be served.
+ */
 static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
                               void *const *bufs, sc__mapping *m, int verified,
                               struct seen *seen, const sc__tctx *tc)
@@ -564,11 +564,11 @@ void sc__cache_unmap(sc__mapping *m)
  * A shard this rank has not cached, from another local rank's cache on the
  * same node: the node's disk already holds it, so a global shuffle (or a
  * sticky move between ranks of one node) costs a read, not a source read
- * and a cache write.  Its entry is checked in full the first time this
- * process reads that file (we cannot know whether its owner verified it)
- * and served from where it is: entries are immutable, and an unlink by
- * their owner leaves our mapping whole.  Returns NULL when served (and
- * counted as a hit).
+ * and a cache write.  Unless this job wrote it, its entry is checked in
+ * full the first time this process reads that file (we cannot know whether
+ * its owner verified it); it is served from where it is: entries are
+ * immutable, and an unlink by their owner leaves our mapping whole.
+ * Returns NULL when served (and counted as a hit).
  */
 static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
                                   sc__mapping *m, const sc__tctx *tc)
