@@ -59,11 +59,37 @@ void sc_t_rmtree(const char *path)
         fprintf(stderr, "cannot remove %s\n", path);
 }
 
+void sc_t_mpi_start(int *argc, char ***argv, int *rank, int *size, char *dir, size_t n,
+                    const char *tag)
+{
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    sc_t_tmpdir(dir, n, tag);
+}
+
+void sc_t_shared_source(char *src, size_t n, const char *dir, uint64_t nsamples, int width)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    snprintf(src, n, "%s/src.h5", dir);
+    if (rank == 0 && sc_t_write_samples(src, 0, nsamples, width) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int sc_t_any(int flag)
+{
+    int mine = flag != 0, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
 int sc_t_mpi_finish(int failed, const char *tmpdir)
 {
-    int rank, any = failed;
+    int rank, any = sc_t_any(failed);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0 && tmpdir)
         sc_t_rmtree(tmpdir);

@@ -36,6 +36,19 @@ void sc_t_tmpdir(char *out, size_t n, const char *tag);
 void sc_t_rmtree(const char *path);
 
 /*
+ * Starts an MPI test program of the loader (MPI_THREAD_FUNNELED, as a
+ * trainer would): this rank and the world's size, and a fresh tmpdir.
+ */
+void sc_t_mpi_start(int *argc, char ***argv, int *rank, int *size, char *dir, size_t n,
+                    const char *tag);
+
+/* dir/src.h5 into src[n], written by rank 0 with samples 0..nsamples-1 (aborts if it cannot). */
+void sc_t_shared_source(char *src, size_t n, const char *dir, uint64_t nsamples, int width);
+
+/* 1 if `flag` is nonzero on any rank of MPI_COMM_WORLD (collective). */
+int sc_t_any(int flag);
+
+/*
  * Ends an MPI test program: the job fails if any rank's cmocka group
  * failed, rank 0 removes `tmpdir` (may be NULL), and MPI is finalized.
  * Returns the exit status for main().

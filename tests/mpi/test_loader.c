@@ -434,9 +434,7 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
             sc_batch_release(ld, &b);
         if (rc == SC_END_OF_EPOCH)
             rc = SC_OK;
-        int bad = rc != SC_OK, any = 0;
-        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any)
+        if (sc_t_any(rc != SC_OK))
             break;
     }
     seen s = {0, "", 1, 0, 0};
@@ -560,11 +558,7 @@ static void test_misuse_is_an_error(void **state)
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    sc_t_tmpdir(dir, sizeof dir, "loader");
+    sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "loader");
     make_sources();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epochs_are_exactly_once),

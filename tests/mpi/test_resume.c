@@ -284,15 +284,8 @@ static void test_bad_records_are_refused(void **state)
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    sc_t_tmpdir(dir, sizeof dir, "resume");
-    snprintf(src, sizeof src, "%s/src.h5", dir);
-    if (rank == 0 && sc_t_write_samples(src, 0, NSAMPLES, W) != 0)
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    MPI_Barrier(MPI_COMM_WORLD);
+    sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "resume");
+    sc_t_shared_source(src, sizeof src, dir, NSAMPLES, W);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_same_and_fewer_ranks),
         cmocka_unit_test(test_bad_records_are_refused),
