@@ -120,6 +120,18 @@ def python_run(kind, path, epochs, step_s=0.0):
     return epochs_of(dl, epochs, step_s)
 
 
+def bench_deliver(args, options, pattern, env=None):
+    """Runs bench_deliver on RANKS ranks; the floats its line's `pattern`
+    captures, or exits naming the command."""
+    cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe",
+           os.path.join(args.bin, "bench_deliver")] + options
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    m = re.search(pattern, out.stdout)
+    if out.returncode or not m:
+        sys.exit(f"compare: {' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
+    return [float(g) for g in m.groups()]
+
+
 def shardcache_run(args, mode, epochs, step_s=0.0):
     """One job from a cold cache: its own warm-up epoch fills it, as a
     first job on a node would (a later job on the same nodes starts warm)."""
@@ -128,28 +140,19 @@ def shardcache_run(args, mode, epochs, step_s=0.0):
     env = dict(os.environ, SC_SOURCE=args.data, SC_CACHE_DIR=cache,
                SC_SHUFFLE=mode, SC_BATCH_SIZE=str(BATCH), SC_SHARD_SIZE=str(CHUNK),
                SC_LOG="0")
-    cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe",
-           os.path.join(args.bin, "bench_deliver"), "--epochs", str(epochs),
-           "--warmup", "1", "--step-ms", str(step_s * 1e3)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    m = re.search(r"deliver: .*: ([0-9.]+) samples/s, ([0-9.]+) MB/s, wait ([0-9.]+)%, "
-                  r"utilization ([0-9.]+)%, exactly-once ok", out.stdout)
-    if out.returncode or not m:
-        sys.exit(f"compare: {' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
-    s, mb, w, u = (float(g) for g in m.groups())
+    s, mb, w, u = bench_deliver(
+        args, ["--epochs", str(epochs), "--warmup", "1", "--step-ms", str(step_s * 1e3)],
+        r"deliver: .*: ([0-9.]+) samples/s, ([0-9.]+) MB/s, wait ([0-9.]+)%, "
+        r"utilization ([0-9.]+)%, exactly-once ok", env)
     return s, mb * 1e6, w / 100, u / 100
 
 
 def shuffled_copy(args):
     """Bytes/s of the shuffled-sample copy that batch assembly needs, with
     the loader's processes on the same cores (2 epochs after a warm-up)."""
-    cmd = ["mpirun", "-np", str(RANKS), "--oversubscribe", os.path.join(args.bin, "bench_deliver"),
-           "--gather", args.data, "--epochs", "2", "--warmup", "1"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    m = re.search(r"gather: .*: ([0-9.]+) samples/s, ([0-9.]+) MB/s", out.stdout)
-    if out.returncode or not m:
-        sys.exit(f"compare: {' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
-    return float(m.group(2)) * 1e6
+    _, mb = bench_deliver(args, ["--gather", args.data, "--epochs", "2", "--warmup", "1"],
+                          r"gather: .*: ([0-9.]+) samples/s, ([0-9.]+) MB/s")
+    return mb * 1e6
 
 
 def pread_limit(path):
