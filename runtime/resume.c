@@ -69,6 +69,18 @@ void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c)
     c->window = cfg->shuffle_window;
 }
 
+/* The settings a resumed job must share with the checkpointed one, named as the config's. */
+enum { NSETTINGS = 6 };
+static const char *const setting_names[NSETTINGS] = {
+    "SC_SEED", "SC_SHUFFLE", "SC_EXCHANGE", "SC_REMAINDER", "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW"};
+
+static void settings_of(const sc__ckpt *c, uint64_t w[NSETTINGS])
+{
+    const uint64_t v[NSETTINGS] = {c->seed, c->mode, c->exchange_bits, c->remainder, c->batch,
+                                   c->window};
+    memcpy(w, v, sizeof v);
+}
+
 int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *cfg,
                    sc_error *err)
 {
@@ -76,6 +88,8 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
         return sc__seterr(err, SC_EINVAL, "no checkpoints to resume from");
     qsort(ck, (size_t)n, sizeof *ck, cmp_rank);
     const sc__ckpt *a = &ck[0];
+    uint64_t was[NSETTINGS], is[NSETTINGS];
+    settings_of(a, was);
     if (a->world != (uint64_t)n)
         return sc__seterr(err, SC_EINVAL,
                           "the checkpoints are of a %llu-rank job: all %llu are needed, %d given",
@@ -90,9 +104,8 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                               "checkpoints from different epochs: rank 0's is of epoch %llu, "
                               "rank %d's of epoch %llu",
                               (unsigned long long)a->epoch, i, (unsigned long long)c->epoch);
-        if (c->world != a->world || c->seed != a->seed || c->mode != a->mode ||
-            c->exchange_bits != a->exchange_bits || c->remainder != a->remainder ||
-            c->batch != a->batch || c->window != a->window ||
+        settings_of(c, is);
+        if (c->world != a->world || memcmp(is, was, sizeof is) != 0 ||
             c->fingerprint != a->fingerprint || c->nshards != a->nshards ||
             c->batches != a->batches)
             return sc__seterr(err, SC_EINVAL,
@@ -111,20 +124,15 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                           (unsigned long long)a->fingerprint, (unsigned long long)a->nshards,
                           ds->path, (unsigned long long)ds->fingerprint,
                           (unsigned long long)ds->nshards);
-    static const char *const names[] = {"SC_SEED", "SC_SHUFFLE", "SC_EXCHANGE",
-                                        "SC_REMAINDER", "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW"};
     sc__ckpt now;
     sc__ckpt_settings(cfg, &now);
-    const uint64_t was[] = {a->seed, a->mode, a->exchange_bits, a->remainder, a->batch,
-                            a->window};
-    const uint64_t is[] = {now.seed, now.mode, now.exchange_bits, now.remainder, now.batch,
-                           now.window};
-    for (int i = 0; i < 6; i++)
+    settings_of(&now, is);
+    for (int i = 0; i < NSETTINGS; i++)
         if (was[i] != is[i])
             return sc__seterr(err, SC_EINVAL,
                               "the checkpoints were taken with another %s than this job's: "
                               "resume with the same settings",
-                              names[i]);
+                              setting_names[i]);
     return SC_OK;
 }
 
