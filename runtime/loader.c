@@ -857,7 +857,8 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, ld->comm);
         if (have) {
             MPI_Bcast(wire, n * SC__CKPT_BYTES, MPI_BYTE, 0, ld->comm);
-            for (int i = 0; rc == SC_OK && i < n; i++)
+            /* Rank 0 holds them decoded and checked already. */
+            for (int i = 0; ld->rank != 0 && rc == SC_OK && i < n; i++)
                 rc = sc__ckpt_decode(wire + (size_t)i * SC__CKPT_BYTES, SC__CKPT_BYTES, i,
                                      &ck[i], &err);
             if (rc == SC_OK)
