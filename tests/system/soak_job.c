@@ -28,6 +28,7 @@
 #include "hash.h"
 #include "plan.h"
 #include "sc_h5test.h"
+#include "shardcache.h"
 
 /* The datasets every job picks from: one layout-A file cut into shards of
  * a random size, and layout-B directories of files of random sizes. */

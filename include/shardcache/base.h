@@ -1,0 +1,109 @@
+/*
+ * shardcache/base.h - what every part of the API shares: the export macro,
+ * the status codes and their texts, sc_error, the limits of names and
+ * shapes, and what this build can do.
+ *
+ * No MPI, no HDF5: the pure layers of the library (plans, schedules) and
+ * tools that only read shardcache's file formats include this alone.
+ * A training loop includes <shardcache.h>, which includes this.
+ */
+#ifndef SHARDCACHE_BASE_H
+#define SHARDCACHE_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardcache_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SC_API __attribute__((visibility("default")))
+#else
+#define SC_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One list makes the enum and sc_strerror(), so that a code and its text
+ * can never drift apart.  Codes are stable across releases: append only.
+ */
+#define SC_STATUS_LIST(X)                                                    \
+    X(OK, 0, "success")                                                      \
+    X(END_OF_EPOCH, 1, "end of epoch: no more batches")                      \
+    X(EINVAL, -1, "invalid argument")                                        \
+    X(ENOMEM, -2, "out of memory")                                           \
+    X(EOVERFLOW, -3, "value too large for its type")                         \
+    X(EPLAN, -4, "epoch plan invalid or not the same on every rank")         \
+    X(EFORMAT, -5, "malformed, truncated or corrupted data")                 \
+    X(EVERSION, -6, "unsupported format version")                            \
+    X(EMPI, -7, "MPI call failed")                                           \
+    X(EHDF5, -8, "HDF5 call failed")                                         \
+    X(ECUDA, -9, "CUDA call failed")                                         \
+    X(ENCCL, -10, "NCCL call failed")                                        \
+    X(EIO, -11, "I/O error")                                                 \
+    X(ECHECKSUM, -12, "checksum mismatch")                                   \
+    X(EOWNERSHIP, -13, "shard owned by another rank")                        \
+    X(ENOTSUP, -14, "not supported by this build")                          \
+    X(ETRANSFORM, -15, "a transform or augmentation callback failed")
+
+typedef enum sc_status {
+#define SC__STATUS_ENUM(name, value, text) SC_##name = (value),
+    SC_STATUS_LIST(SC__STATUS_ENUM)
+#undef SC__STATUS_ENUM
+} sc_status;
+
+/* The text of a status code; never NULL, also for unknown codes. */
+SC_API const char *sc_strerror(int code);
+
+/* The symbolic name of a status code ("SC_EPLAN"); never NULL. */
+SC_API const char *sc_status_name(int code);
+
+/*
+ * What went wrong, for calls that have no handle to keep it in.  Every such
+ * call accepts NULL when the caller only wants the status.
+ */
+#define SC_ERROR_MSG_MAX 512
+typedef struct sc_error {
+    int code;                   /* the status the call returned */
+    char msg[SC_ERROR_MSG_MAX]; /* one or more sentences, never empty on error */
+} sc_error;
+
+#define SC_ERROR_INIT {0, {0}}
+
+/* ------------------------------------------------------------------------ */
+/* Limits                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define SC_PATH_MAX 4096  /* a path in a setting or a message */
+#define SC_MAX_FIELDS 16  /* fields in a dataset and in a batch */
+#define SC_MAX_DIMS 8     /* dimensions of one sample of a field */
+
+/* ------------------------------------------------------------------------ */
+/* Build features                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sc_features {
+    int cuda;          /* 1 when built with the CUDA runtime */
+    int nccl;          /* 1 when built with NCCL */
+    int cuda_devices;  /* devices visible now; 0 with no GPU or no CUDA */
+    int nccl_version;  /* ncclGetVersion(), 0 without NCCL */
+    int testing;       /* 1 when fault-injection hooks are compiled in */
+} sc_features;
+
+/*
+ * What this build of the library can do.  Finding no GPU is not an error:
+ * cuda_devices is 0 and the call returns SC_OK.
+ */
+SC_API int sc_features_get(sc_features *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARDCACHE_BASE_H */

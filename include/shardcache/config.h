@@ -1,0 +1,96 @@
+/*
+ * shardcache/config.h - every setting of a job (sc_config), its SC_*
+ * environment variable, default and meaning.  No MPI: the settings table
+ * is part of the library's lowest layer.  <shardcache.h> includes this.
+ */
+#ifndef SHARDCACHE_CONFIG_H
+#define SHARDCACHE_CONFIG_H
+
+#include "shardcache/base.h"
+#include "shardcache/plan.h" /* sc_shuffle_mode, sc_remainder */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sc_cache_policy {
+    SC_CACHE_BELADY = 0, /* evict the shard needed furthest ahead (or never) */
+    SC_CACHE_LRU = 1     /* evict the least recently used (for comparison) */
+} sc_cache_policy;
+
+typedef enum sc_cache_check {
+    SC_CACHE_CHECK_FIRST = 0, /* verify an entry's checksum on its first read */
+    SC_CACHE_CHECK_ALWAYS = 1 /* verify on every read */
+} sc_cache_check;
+
+typedef enum sc_device_mode {
+    SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and one is visible */
+    SC_DEVICE_HOST = 1, /* batches stay in (pinned) host memory */
+    SC_DEVICE_CUDA = 2  /* the GPU, or an SC_ECUDA error at open */
+} sc_device_mode;
+
+typedef enum sc_verify_mode {
+    SC_VERIFY_SKETCH = 0, /* one 9-word reduction per epoch */
+    SC_VERIFY_FULL = 1    /* a per-sample count vector: names every offender */
+} sc_verify_mode;
+
+typedef struct sc_transform sc_transform; /* in shardcache.h */
+
+/*
+ * Everything a job can set, each with an SC_* environment variable.  One
+ * table in runtime/base/config.c makes the defaults, the environment parsing and
+ * the printout (`SC_DUMP_CONFIG=1` prints it to stderr at init).
+ */
+typedef struct sc_config {
+    char source[SC_PATH_MAX];     /* SC_SOURCE: HDF5 file, directory or list */
+    uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (one file) */
+    char fields[1024];            /* SC_FIELDS: comma list; empty = every field */
+    uint64_t seed;                /* SC_SEED */
+    uint64_t batch_size;          /* SC_BATCH_SIZE */
+    sc_shuffle_mode mode;         /* SC_SHUFFLE: global | sticky */
+    double exchange;              /* SC_EXCHANGE: sticky fraction moved */
+    sc_remainder remainder;       /* SC_REMAINDER: drop | pad */
+    char cache_dir[SC_PATH_MAX];  /* SC_CACHE_DIR; empty: SLURM_TMPDIR, TMPDIR, /tmp */
+    uint64_t cache_bytes;         /* SC_CACHE_BYTES: capacity; 0 = unbounded */
+    sc_cache_policy cache_policy; /* SC_CACHE_POLICY: belady | lru */
+    sc_cache_check cache_check;   /* SC_CACHE_CHECK: first | always */
+    int log_level;                /* SC_LOG: 0 errors only, 1 warnings, 2 info */
+    /* appended for the loader (sc_loader_*) */
+    int producers;                /* SC_PRODUCERS: producer threads; 0 = auto */
+    uint64_t prefetch_batches;    /* SC_PREFETCH_BATCHES: depth of the batch ring */
+    uint64_t shuffle_window;      /* SC_SHUFFLE_WINDOW: samples shuffled together; 0, 1: none */
+    uint64_t stream_bytes;        /* SC_STREAM_BYTES: shard bytes held in memory */
+    sc_device_mode device;        /* SC_DEVICE: auto | host | cuda */
+    sc_verify_mode verify;        /* SC_VERIFY: sketch | full */
+    char audit_dir[SC_PATH_MAX];  /* SC_AUDIT_DIR: per-rank consumed ids; empty = off */
+    /* appended for tracing */
+    char trace[SC_PATH_MAX];      /* SC_TRACE: path prefix of PREFIX.rankR.json; empty = off */
+    uint64_t trace_events;        /* SC_TRACE_EVENTS: ring size per thread */
+    /* appended for transforms (no environment variable: code, not a setting) */
+    const sc_transform *transform; /* NULL: the source's fields as they are */
+    /* room for later settings: sizeof(sc_config) stays within a major version */
+    uint64_t reserved[64];
+} sc_config;
+
+/*
+ * Defaults, then the SC_* environment.  A variable that does not parse is
+ * an SC_EINVAL naming it and its value, never silently ignored.
+ */
+SC_API int sc_config_init(sc_config *cfg, sc_error *err);
+
+/* Sets one setting by its variable name ("SC_SEED") from text. */
+SC_API int sc_config_set(sc_config *cfg, const char *name, const char *value,
+                         sc_error *err);
+
+/* Writes every setting, one "NAME=value  # meaning" line each, to a stream. */
+SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARDCACHE_CONFIG_H */

@@ -1,0 +1,104 @@
+/*
+ * shardcache/dataset.h - source datasets: opening an HDF5 source, its
+ * fields and shards, reading a shard straight from it, and writing the
+ * synthetic datasets of `shardcache make-dataset`.  For tools; a training
+ * loop reads through the loader.
+ */
+#ifndef SHARDCACHE_DATASET_H
+#define SHARDCACHE_DATASET_H
+
+#include <mpi.h>
+
+#include "shardcache/config.h"
+#include "shardcache/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Source datasets                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Layout A: one HDF5 file whose root group holds fixed-shape numeric
+ * datasets ("fields") sharing their first dimension N; shard k is samples
+ * [k*shard_size, (k+1)*shard_size).  Layout B: a directory of .h5 files, or
+ * a text file listing HDF5 paths, one shard per file, each with the same
+ * fields.  Field names, types and shapes come from the files.
+ */
+typedef struct sc_dataset sc_dataset;
+
+typedef struct sc_field_info {
+    char name[256];            /* the dataset's path, e.g. "/images" */
+    char dtype[16];            /* "uint8", "int64", "float32", ... */
+    int ndims;                 /* dimensions of one sample */
+    uint64_t dims[SC_MAX_DIMS];
+    uint64_t sample_bytes;
+} sc_field_info;
+
+typedef struct sc_dataset_info {
+    char layout;               /* 'A' or 'B' */
+    uint64_t nsamples;
+    uint64_t nshards;
+    uint64_t shard_size;       /* layout A; 0 for B */
+    uint64_t sample_bytes;     /* all fields */
+    int nfields;
+    uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
+} sc_dataset_info;
+
+
+/*
+ * Collective over comm: layout A files are opened with the MPI-IO driver.
+ * With cfg->transform, the dataset's fields (sc_dataset_field) are the
+ * transform's outputs, sc_dataset_read_shard returns them, and the
+ * fingerprint covers the transform's name, version and outputs.
+ */
+SC_API int sc_dataset_open(MPI_Comm comm, const sc_config *cfg,
+                           sc_dataset **out, sc_error *err);
+SC_API int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out);
+SC_API int sc_dataset_field(const sc_dataset *ds, int i, sc_field_info *out);
+/* Samples per shard, [nshards], owned by the dataset. */
+SC_API int sc_dataset_shard_sizes(const sc_dataset *ds, const uint64_t **sizes);
+/* First global sample id of each shard, [nshards + 1]. */
+SC_API int sc_dataset_shard_offsets(const sc_dataset *ds, const uint64_t **first);
+/*
+ * Reads one whole shard straight from the source: bufs[i] receives field
+ * i, shard_sizes[shard] * sample_bytes(i) bytes.
+ */
+SC_API int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard,
+                                 void *const *bufs, sc_error *err);
+/* Plan parameters for this dataset and config (shard sizes, fingerprint...). */
+SC_API int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
+                                  uint32_t world_size, uint64_t epoch,
+                                  sc_plan_params *out);
+/* Collective over the communicator it was opened on. */
+SC_API int sc_dataset_close(sc_dataset *ds);
+
+/* Progress callbacks: `done` of `total` units (bytes or samples). */
+typedef void (*sc_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* What `shardcache make-dataset` writes: a dataset a classifier can learn. */
+typedef struct sc_synth_params {
+    const char *out;           /* file (layout A) or directory (layout B) */
+    char layout;               /* 'A' or 'B' */
+    uint64_t samples;
+    int ndims;
+    uint64_t dims[SC_MAX_DIMS];/* shape of one /images sample */
+    const char *dtype;         /* element type of /images */
+    uint64_t labels;           /* classes in /labels (int64) */
+    uint64_t shard_size;       /* layout B: samples per file */
+    uint64_t seed;
+} sc_synth_params;
+
+#define SC_SYNTH_PARAMS_INIT                                                 \
+    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0}
+
+SC_API int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress,
+                           void *arg, sc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARDCACHE_DATASET_H */

@@ -1,0 +1,131 @@
+/*
+ * shardcache/plan.h - epoch plans: which rank owns which shard, as a pure
+ * function of the inputs (no MPI, no I/O), their binary form and their
+ * check.  Tools and tests that plan without a job include this alone;
+ * sharing a plan over MPI is <shardcache/plan_share.h>.
+ */
+#ifndef SHARDCACHE_PLAN_H
+#define SHARDCACHE_PLAN_H
+
+#include "shardcache/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Epoch plans                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An epoch plan maps every shard to exactly one rank, gives each rank its
+ * shard order, and gives every rank the same number of batches, so that no
+ * collective in a training loop can hang on one rank's extra batch.  The
+ * same inputs give a byte-identical plan on any machine.
+ */
+
+typedef enum sc_shuffle_mode {
+    SC_SHUFFLE_GLOBAL = 0, /* a fresh uniform random assignment every epoch */
+    SC_SHUFFLE_STICKY = 1  /* keep owners; move a fraction `exchange` of shards */
+} sc_shuffle_mode;
+
+typedef enum sc_remainder {
+    SC_REMAINDER_DROP = 0, /* every rank stops at the smallest rank's batch count */
+    SC_REMAINDER_PAD = 1   /* short ranks repeat samples up to the largest count */
+} sc_remainder;
+
+typedef struct sc_plan sc_plan;
+
+typedef struct sc_plan_params {
+    const uint64_t *shard_sizes; /* samples in each shard, [nshards] */
+    uint64_t nshards;
+    uint32_t world_size;         /* ranks R, >= 1 */
+    uint64_t seed;
+    uint64_t epoch;
+    uint64_t batch_size;         /* samples per batch, >= 1 */
+    sc_remainder remainder;
+    sc_shuffle_mode mode;
+    double exchange;             /* sticky: fraction of shards moved, [0,1] */
+    uint64_t fingerprint;        /* the dataset's fingerprint, carried along */
+} sc_plan_params;
+
+#define SC_PLAN_PARAMS_INIT                                                  \
+    {NULL, 0, 1, 0, 0, 1, SC_REMAINDER_DROP, SC_SHUFFLE_GLOBAL, 0.0, 0}
+
+/*
+ * Computes the plan for params->epoch.  In sticky mode `prev` is the plan of
+ * the epoch before (NULL for the first epoch planned); global mode ignores
+ * it.  `prev` must have the same shards and world size.
+ */
+SC_API int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
+                          sc_plan **out, sc_error *err);
+
+SC_API void sc_plan_free(sc_plan *plan);
+
+/* Everything a plan says, as plain numbers. */
+typedef struct sc_plan_info {
+    uint64_t epoch;
+    uint64_t seed;
+    uint64_t fingerprint;
+    uint32_t world_size;
+    sc_shuffle_mode mode;
+    sc_remainder remainder;
+    double exchange;
+    uint64_t nshards;
+    uint64_t batch_size;
+    uint64_t total_samples;    /* samples in the dataset */
+    uint64_t batches_per_rank; /* the same on every rank */
+    uint64_t dropped;          /* samples not delivered this epoch (drop) */
+    uint64_t padded;           /* repeated samples delivered (pad) */
+    uint64_t moved;            /* shards whose owner changed from `prev` */
+    uint64_t min_rank_samples; /* balance: fewest samples on one rank */
+    uint64_t max_rank_samples; /* balance: most samples on one rank */
+    uint64_t hash;             /* 64-bit hash of the encoded plan */
+    uint64_t bytes;            /* size of the encoded plan */
+} sc_plan_info;
+
+SC_API int sc_plan_get_info(const sc_plan *plan, sc_plan_info *out);
+
+/*
+ * A rank's ordered shard list.  `*shards` points into the plan and lives as
+ * long as it does.  `*samples` is the number of samples those shards hold.
+ */
+SC_API int sc_plan_rank(const sc_plan *plan, uint32_t rank,
+                        const uint32_t **shards, uint64_t *nshards,
+                        uint64_t *samples);
+
+/*
+ * The shard holding sample `id`, given each shard's first sample id
+ * (first[nshards + 1], as sc_dataset_shard_offsets gives it): a binary
+ * search.  SC_EINVAL when id lies outside the samples.
+ */
+SC_API int sc_shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard);
+
+/* The owner of one shard (an O(1) lookup). */
+SC_API int sc_plan_owner(const sc_plan *plan, uint64_t shard, uint32_t *rank);
+
+/*
+ * Serialization: a versioned, self-checking binary form, O(shards) bytes.
+ * sc_plan_encode() allocates *buf (free it with free()).  sc_plan_decode()
+ * rejects truncated, corrupted or wrong-version input with SC_EFORMAT or
+ * SC_EVERSION and says what was wrong.
+ */
+SC_API int sc_plan_encode(const sc_plan *plan, void **buf, size_t *len,
+                          sc_error *err);
+SC_API int sc_plan_decode(const void *buf, size_t len, sc_plan **out,
+                          sc_error *err);
+
+/*
+ * Checks every property a plan promises against the inputs it was made
+ * from: each shard has exactly one owner, equal batch counts, per-rank sample
+ * counts within the largest shard, dropped/padded counts consistent, and
+ * that it is byte-identical to a fresh sc_plan_create() of the same inputs.
+ * Returns SC_EPLAN naming the first property that fails.
+ */
+SC_API int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
+                         const sc_plan *prev, sc_error *err);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARDCACHE_PLAN_H */

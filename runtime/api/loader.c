@@ -1,0 +1,957 @@
+/*
+ * loader.c - the public loader API: the glue between the plan broadcast,
+ * the ownership ledger, the cache and the stream, run from the caller's
+ * thread (the only thread of shardcache that calls MPI).
+ *
+ * Epoch e's life on one rank: its plan's broadcast is posted when epoch e-1
+ * begins (rank 0 computes it then), and tested on every sc_next_batch of
+ * epoch e-1; as soon as it has arrived and checked out, it is pushed to the
+ * stream, whose producers load its shards behind e-1's and build its first
+ * batch right after e-1's last.  sc_epoch_begin(e) claims the shards in the
+ * ledger and returns; every batch handed out is checked and recorded; the
+ * hand-out of the last batch posts the epoch's verification, whose verdict
+ * is picked up by later calls without waiting.  An error stops the loader:
+ * the epoch is abandoned in the ledger (so no other rank waits on it) and
+ * every later call returns the same status.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "device.h"
+#include "error.h"
+#include "fault.h"
+#include "log.h"
+#include "node.h"
+#include "ownership.h"
+#include "plan.h"
+#include "resume.h"
+#include "source.h"
+#include "stream.h"
+#include "trace.h"
+
+/* Epochs a rank can hold state for: the verification lookahead, plus two. */
+#define NREC (SC__LEDGER_SLOTS + 5)
+
+typedef struct rec {
+    int used;
+    uint64_t epoch;
+    sc__plan_bcast bc;
+    int bc_live;      /* posted, not finished */
+    int have;         /* the plan arrived and was checked (or failed: status) */
+    int status;
+    sc_error err;     /* why the plan was refused, for sc_epoch_begin */
+    sc_plan *plan;    /* what this rank runs (rank 0: its own) */
+    sc_plan *extra;   /* a plan kept only for a fault (stale, own seed) */
+    int pushed, begun, ended, judged;
+} rec;
+
+struct sc_loader {
+    MPI_Comm comm, hdr, data;
+    int rank, size, local_rank, local_size;
+    sc_config cfg;
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc__ledger *ledger;
+    sc__dev *dev;
+    sc__stream *stream;
+    int device;
+    uint64_t nshards;
+    rec recs[NREC];
+    sc_plan *last_made;      /* rank 0: the newest plan computed (sticky's prev) */
+    int started;
+    uint64_t first, cur, posted_to; /* posted_to: one past the newest posted */
+    int in_epoch, ended_cur;
+    uint64_t settled_to;     /* every epoch below it is ended or abandoned here */
+    uint64_t delivered, nb;
+    double t_begin;
+    sc_epoch_summary *reps;   /* [nreps], by epoch - first */
+    uint64_t nreps;
+    int failed;
+    sc_error err;
+    int fault_rank;
+    uint64_t fault_epoch;
+    sc__trace *trace;        /* NULL: SC_TRACE unset */
+    sc__tring *tr;           /* the caller's thread */
+    uint64_t t_ret;          /* when sc_next_batch last returned a batch: the step began */
+    /* sc_loader_resume: the interrupted epoch, this rank's part of it */
+    int resuming;            /* resumed, its epoch not begun yet */
+    sc__resume res;
+    uint64_t resume_epoch;
+    uint64_t resume_offset;  /* batches of its schedule consumed before (same world) */
+    int resliced;            /* dealt out again (another world): no checkpoint inside it */
+    uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A test-only fault aimed at this rank and epoch (SC_FAULT_RANK, SC_FAULT_EPOCH). */
+static int fault(const sc_loader *ld, const char *name, uint64_t epoch)
+{
+    return sc__fault(name) && ld->rank == ld->fault_rank && epoch == ld->fault_epoch;
+}
+
+static rec *find_rec(sc_loader *ld, uint64_t epoch);
+
+/*
+ * After an error or at close: the epoch being begun or run is abandoned in
+ * the ledger (begun there or not), so no other rank waits for it forever.
+ */
+static void settle(sc_loader *ld)
+{
+    if (!ld->started || !ld->ledger || ld->settled_to > ld->cur)
+        return;
+    sc__ledger_abandon(ld->ledger, ld->cur, NULL);
+    ld->settled_to = ld->cur + 1;
+    ld->ended_cur = 1;
+    rec *r = find_rec(ld, ld->cur);
+    if (r)
+        r->ended = r->begun = 1;
+}
+
+/* Records the loader's first error and stops it; returns the code. */
+static int fail(sc_loader *ld, const sc_error *err)
+{
+    if (!ld->failed) {
+        ld->failed = 1;
+        ld->err = *err;
+        settle(ld);
+    }
+    return ld->err.code;
+}
+
+static rec *find_rec(sc_loader *ld, uint64_t epoch)
+{
+    for (int i = 0; i < NREC; i++)
+        if (ld->recs[i].used && ld->recs[i].epoch == epoch)
+            return &ld->recs[i];
+    return NULL;
+}
+
+static sc_epoch_summary *report_of(sc_loader *ld, uint64_t epoch)
+{
+    if (!ld->started || epoch < ld->first)
+        return NULL;
+    uint64_t i = epoch - ld->first;
+    if (i >= ld->nreps) {
+        uint64_t n = ld->nreps ? ld->nreps : 16;
+        while (n <= i)
+            n *= 2;
+        sc_epoch_summary *r = realloc(ld->reps, sizeof *r * n);
+        if (!r)
+            return NULL;
+        memset(r + ld->nreps, 0, sizeof *r * (n - ld->nreps));
+        for (uint64_t k = ld->nreps; k < n; k++)
+            r[k].epoch = r[k].exactly_once.epoch = ld->first + k;
+        ld->reps = r;
+        ld->nreps = n;
+    }
+    return &ld->reps[i];
+}
+
+static void rec_free(sc_loader *ld, rec *r)
+{
+    if (r->plan != ld->last_made) /* rank 0 still plans the next epoch from it */
+        sc_plan_free(r->plan);
+    sc_plan_free(r->extra);
+    memset(r, 0, sizeof *r);
+}
+
+/*
+ * Records are kept until their broadcast, their epoch and its verdict are
+ * done with, and at least until the next epoch has begun (a stale-plan
+ * fault re-uses the previous plan).
+ */
+static void retire(sc_loader *ld)
+{
+    for (int i = 0; i < NREC; i++) {
+        rec *r = &ld->recs[i];
+        if (r->used && !r->bc_live && r->begun && r->ended && r->judged &&
+            r->epoch + 1 < ld->cur)
+            rec_free(ld, r);
+    }
+}
+
+/* Picks up verdicts that have arrived; waits for `epoch`'s if wait. */
+static int poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
+{
+    for (int i = 0; i < NREC; i++) {
+        rec *r = &ld->recs[i];
+        if (!r->used || !r->ended || r->judged)
+            continue;
+        sc_exactly_once v;
+        sc_error err = SC_ERROR_INIT;
+        int rc = sc__ledger_result(ld->ledger, r->epoch, wait && r->epoch == epoch, &v,
+                                   &err);
+        if (rc != SC_OK)
+            return fail(ld, &err);
+        if (v.verified) {
+            sc_epoch_summary *rep = report_of(ld, r->epoch);
+            if (rep)
+                rep->exactly_once = v;
+            r->judged = 1;
+        }
+    }
+    retire(ld);
+    return SC_OK;
+}
+
+static sc_plan_params params_for(const sc_loader *ld, uint64_t epoch)
+{
+    sc_plan_params p;
+    sc_dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
+    if (fault(ld, "plan-seed", epoch))
+        p.seed++; /* as if this rank had its own SC_SEED */
+    if (fault(ld, "world", epoch))
+        p.world_size++;
+    if (fault(ld, "fingerprint", epoch))
+        p.fingerprint++;
+    return p;
+}
+
+/* Posts the broadcast of `epoch`'s plan (rank 0 computes it first). */
+static int post(sc_loader *ld, uint64_t epoch, int closing)
+{
+    rec *r = NULL;
+    for (int i = 0; i < NREC && !r; i++)
+        if (!ld->recs[i].used)
+            r = &ld->recs[i];
+    if (!r) {
+        sc_error err;
+        sc__seterr(&err, SC_EINVAL,
+                   "rank %d: epoch %llu: more than %d epochs in flight (verdicts unread?)",
+                   ld->rank, (unsigned long long)epoch, NREC);
+        return fail(ld, &err);
+    }
+    memset(r, 0, sizeof *r);
+    r->used = 1;
+    r->epoch = epoch;
+    int made = SC_OK;
+    sc_error err = SC_ERROR_INIT;
+    if (ld->rank == 0 && !closing) {
+        sc_plan_params p = params_for(ld, epoch);
+        uint64_t t0 = sc__trace_now(ld->tr);
+        /* A sticky job begun at a later epoch replays the chain from epoch 0. */
+        made = sc__plan_at(&p, ld->last_made, &r->plan, &err);
+        sc__trace_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__trace_now(ld->tr), epoch, -1, -1,
+                       0);
+        if (made == SC_OK) {
+            /* The plan it replaces is freed here unless a record still holds it. */
+            sc_plan *old = ld->last_made;
+            ld->last_made = r->plan;
+            int held = 0;
+            for (int i = 0; i < NREC; i++)
+                held |= ld->recs[i].used && ld->recs[i].plan == old;
+            if (!held)
+                sc_plan_free(old);
+        } else {
+            r->have = 1, r->status = made, r->err = err;
+        }
+    }
+    /* The broadcast before this one is still its `after` while in flight. */
+    rec *before = find_rec(ld, epoch - 1);
+    sc__plan_bcast *after = epoch > 0 && before && before->bc_live ? &before->bc : NULL;
+    int rc = sc__plan_bcast_start(&r->bc, after, ld->hdr, ld->data, 0,
+                                  ld->rank == 0 ? r->plan : NULL,
+                                  closing ? SC_END_OF_EPOCH : made, epoch, &err);
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    r->bc_live = 1;
+    ld->posted_to = epoch + 1;
+    return SC_OK;
+}
+
+/*
+ * The resumed epoch in the ledger: this rank's share, and on rank 0 what
+ * the run before delivered or dropped, so that the verdict covers both;
+ * then its schedule goes to the stream.
+ */
+static int begin_resumed(sc_loader *ld, sc_error *err)
+{
+    const sc__resume *r = &ld->res;
+    uint64_t e = ld->resume_epoch;
+    int rc = sc__ledger_begin_share(ld->ledger, e, r->sched.ids, r->sched.nslots,
+                                    r->sched.nreal, r->sched.dropped, r->sched.ndropped, err);
+    if (rc == SC_OK)
+        rc = sc__ledger_account(ld->ledger, e, r->before, r->nbefore, 0, 0, err);
+    if (rc == SC_OK)
+        rc = sc__ledger_account(ld->ledger, e, r->dropped_old, r->ndropped_old, 1, 0, err);
+    if (rc == SC_OK)
+        rc = sc__ledger_account(ld->ledger, e, r->dropped_new, r->ndropped_new, 1, 1, err);
+    ld->nb = r->sched.nslots / ld->cfg.batch_size;
+    if (rc == SC_OK)
+        rc = sc__stream_push_sched(ld->stream, e, &ld->res.sched, err); /* takes it */
+    ld->resuming = 0;
+    sc__resume_free(&ld->res);
+    return rc;
+}
+
+/* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
+static int arrive(sc_loader *ld, rec *r)
+{
+    sc_error err = SC_ERROR_INIT;
+    sc_plan_params p = params_for(ld, r->epoch);
+    sc_plan *got = NULL;
+    int rc = sc__plan_bcast_finish(&r->bc, &p, &got, &err);
+    r->bc_live = 0;
+    if (r->have) /* rank 0 could not make it: its own reason stands */
+        return SC_OK;
+    r->have = 1;
+    if (rc != SC_OK) {
+        r->status = rc, r->err = err;
+        return SC_OK;
+    }
+    if (got)
+        r->plan = got;
+    const sc_plan *use = r->plan;
+    if (fault(ld, "own-plan", r->epoch)) {
+        /* The classic bug: this rank shuffles with its own RNG. */
+        sc_plan_params q = p;
+        q.seed ^= 0x9e3779b97f4a7c15ULL;
+        rc = sc_plan_create(&q, NULL, &r->extra, &err);
+        if (rc == SC_OK) {
+            sc_plan_free(r->plan);
+            r->plan = r->extra;
+            r->extra = NULL;
+            use = r->plan;
+        }
+    }
+    if (rc == SC_OK && fault(ld, "stale-plan", r->epoch)) {
+        /* Still on the previous epoch's assignment at the handoff. */
+        rec *old = find_rec(ld, r->epoch - 1);
+        if (old && old->plan) {
+            size_t len;
+            const void *wire = sc__plan_wire(old->plan, &len);
+            if ((rc = sc_plan_decode(wire, len, &r->extra, &err)) == SC_OK) {
+                r->extra->info.epoch = r->epoch;
+                use = r->extra;
+            }
+        }
+    }
+    unsigned faults = 0;
+    if (fault(ld, "dup-shard", r->epoch))
+        faults |= SC__SCHED_DUP_SHARD;
+    if (fault(ld, "skip-shard", r->epoch))
+        faults |= SC__SCHED_SKIP_SHARD;
+    /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
+    if (rc == SC_OK && !(ld->resuming && r->epoch == ld->resume_epoch))
+        rc = sc__stream_push(ld->stream, use, faults, &err);
+    if (rc != SC_OK) {
+        r->status = rc, r->err = err;
+        return SC_OK;
+    }
+    r->pushed = 1;
+    return SC_OK;
+}
+
+/* Lets the next epoch's plan arrive while this one runs; never waits. */
+static int progress(sc_loader *ld)
+{
+    rec *r = find_rec(ld, ld->cur + 1);
+    if (!r || !r->bc_live)
+        return SC_OK;
+    int done = 0;
+    sc_error err = SC_ERROR_INIT;
+    if (sc__plan_bcast_test(&r->bc, &done, &err) != SC_OK)
+        return fail(ld, &err);
+    return done ? arrive(ld, r) : SC_OK;
+}
+
+/* Tells the cache what this rank reads from now on, for Belady eviction. */
+static void plan_ahead(sc_loader *ld)
+{
+    uint32_t *seq = NULL;
+    uint64_t n = 0;
+    for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
+        rec *r = find_rec(ld, e);
+        if (!r || !r->plan)
+            continue;
+        const uint32_t *mine;
+        uint64_t k;
+        sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &k, NULL);
+        uint32_t *grown = realloc(seq, sizeof *seq * (n + k + 1));
+        if (!grown)
+            break;
+        seq = grown;
+        memcpy(seq + n, mine, sizeof *seq * k);
+        n += k;
+    }
+    sc_cache_plan_ahead(ld->cache, seq, n);
+    free(seq);
+}
+
+/* ---- open --------------------------------------------------------------------- */
+
+/*
+ * Open is collective step by step: a step that fails on one rank fails on
+ * all before the next collective step, so no rank waits in one alone.
+ */
+static int agree(const sc_loader *ld, int rc, sc_error *err)
+{
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, ld->comm);
+    if (rc == SC_OK && worst != SC_OK)
+        return sc__seterr(err, worst, "rank %d: another rank failed to open its loader (%s)",
+                          ld->rank, sc_status_name(worst));
+    return rc;
+}
+
+/*
+ * Cores per node-local rank, but at least 2: a lone producer stalls the
+ * ring while it maps or reads a shard (bench/deliver, 4 ranks on 2 cores:
+ * 4.0 GB/s with one producer per rank, 12.2 GB/s with two), and at most 8.
+ */
+static int default_producers(const sc_loader *ld)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = (cores > 0 ? cores : 1) / (ld->local_size > 0 ? ld->local_size : 1);
+    return n < 2 ? 2 : n > 8 ? 8 : (int)n;
+}
+
+int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                       sc_error *err)
+{
+    if (!cfg || !out)
+        return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
+    *out = NULL;
+    sc_loader *ld = calloc(1, sizeof *ld);
+    if (!ld)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a loader");
+    ld->cfg = *cfg;
+    ld->comm = ld->hdr = ld->data = MPI_COMM_NULL;
+    ld->device = -1;
+    int rc = SC_OK, level = MPI_THREAD_SINGLE;
+    MPI_Comm_rank(comm, &ld->rank);
+    MPI_Comm_size(comm, &ld->size);
+    ld->fault_rank = ld->size - 1;
+    ld->fault_epoch = 1;
+#ifdef SC_TESTING
+    const char *fr = getenv("SC_FAULT_RANK"), *fe = getenv("SC_FAULT_EPOCH");
+    if (fr && *fr)
+        ld->fault_rank = atoi(fr);
+    if (fe && *fe)
+        ld->fault_epoch = strtoull(fe, NULL, 10);
+#endif
+    MPI_Query_thread(&level);
+    if (level == MPI_THREAD_SINGLE)
+        sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
+                "MPI was initialized with MPI_THREAD_SINGLE; the loader runs producer "
+                "threads (which never call MPI): MPI_THREAD_FUNNELED says so");
+    if (MPI_Comm_dup(comm, &ld->comm) != MPI_SUCCESS ||
+        MPI_Comm_dup(comm, &ld->hdr) != MPI_SUCCESS ||
+        MPI_Comm_dup(comm, &ld->data) != MPI_SUCCESS)
+        rc = sc__seterr(err, SC_EMPI, "rank %d: MPI_Comm_dup failed", ld->rank);
+    if (rc == SC_OK)
+        rc = sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
+    if (rc == SC_OK)
+        rc = agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    if (rc == SC_OK)
+        rc = agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
+    if (rc == SC_OK) {
+        sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
+                              cfg->audit_dir[0] ? cfg->audit_dir : NULL};
+        ld->nshards = ld->ds->nshards;
+        rc = agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
+                                       &ld->ledger, err),
+                   err);
+    }
+    if (rc == SC_OK) {
+        rc = agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
+                   err);
+        ld->tr = sc__trace_ring(ld->trace, "consumer");
+    }
+    /* A GPU missing on one rank fails the open on every rank. */
+    if (rc == SC_OK)
+        rc = agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
+                   err);
+    if (rc == SC_OK) {
+        sc__stream_opts so = {
+            .producers = cfg->producers > 0 ? cfg->producers : default_producers(ld),
+            .depth = cfg->prefetch_batches,
+            .batch_size = cfg->batch_size,
+            .window = cfg->shuffle_window,
+            .mem_bytes = cfg->stream_bytes,
+            .seed = cfg->seed,
+            .rank = ld->rank,
+            .dev = ld->dev,
+            .device = ld->device,
+            .trace = ld->trace,
+            .tf = cfg->transform,
+        };
+        rc = agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+    }
+    if (rc != SC_OK) {
+        sc_error keep = err ? *err : (sc_error)SC_ERROR_INIT;
+        ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
+        sc_loader_close(ld);
+        if (err)
+            *err = keep;
+        return rc;
+    }
+    *out = ld;
+    return sc__errok(err);
+}
+
+int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
+{
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_loader_open_err(comm, cfg, out, &err);
+    if (rc != SC_OK) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), err.msg);
+    }
+    return rc;
+}
+
+/* ---- epochs ------------------------------------------------------------------- */
+
+/* The end of `ld->cur` on this rank: its verification goes out, never waited for. */
+static int end_epoch(sc_loader *ld)
+{
+    sc_error err = SC_ERROR_INIT;
+    const uint64_t *dropped;
+    uint64_t nd;
+    sc__stream_counts c;
+    uint64_t t0 = sc__trace_now(ld->tr);
+    int rc = sc__stream_finish_epoch(ld->stream, ld->cur, &dropped, &nd, &c, &err);
+    if (rc == SC_OK)
+        rc = sc__ledger_drop(ld->ledger, ld->cur, dropped, nd, &err);
+    if (rc == SC_OK)
+        rc = sc__ledger_end(ld->ledger, ld->cur, &err);
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    uint64_t t1 = sc__trace_now(ld->tr);
+    sc__trace_span(ld->tr, SC__ST_VERIFY, t0, t1, ld->cur, -1, -1, 0);
+    sc__trace_epoch_end(ld->tr, t1, ld->cur);
+    if (c.hits + c.misses)
+        sc__trace_counter(ld->tr, SC__CT_HIT_RATE, t1,
+                          100.0 * (double)c.hits / (double)(c.hits + c.misses));
+    ld->ended_cur = 1;
+    ld->settled_to = ld->cur + 1;
+    rec *r = find_rec(ld, ld->cur);
+    if (r)
+        r->ended = 1;
+    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    if (rep) {
+        rep->cache_hits = c.hits;
+        rep->cache_misses = c.misses;
+        rep->bytes_from_cache = c.bytes_from_cache;
+        rep->bytes_from_source = c.bytes_from_source;
+    }
+    return SC_OK;
+}
+
+/* Closes the wall clock of the current epoch, once. */
+static void stop_clock(sc_loader *ld)
+{
+    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    if (ld->in_epoch && ld->t_begin > 0 && rep) {
+        rep->wall_s = now() - ld->t_begin;
+        ld->t_begin = 0;
+    }
+}
+
+int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
+{
+    if (!ld)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    if (ld->in_epoch && !ld->ended_cur)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: epoch %llu begun while epoch %llu has %llu batches left",
+                          ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur,
+                          (unsigned long long)(ld->nb - ld->delivered));
+    if (ld->started && epoch != ld->cur + 1)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: epoch %llu begun after epoch %llu: epochs go in order",
+                          ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur);
+    if (ld->resuming && epoch != ld->resume_epoch)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: resumed in epoch %llu: begin that epoch first, not %llu",
+                          ld->rank, (unsigned long long)ld->resume_epoch,
+                          (unsigned long long)epoch);
+    stop_clock(ld);
+    double t0 = now();
+    uint64_t tw = sc__trace_now(ld->tr);
+    int rc;
+    sc_error terr = SC_ERROR_INIT;
+    /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
+    if ((rc = sc__trace_flush(ld->trace, &terr)) != SC_OK)
+        return fail(ld, &terr);
+    ld->t_ret = 0;
+    ld->cur = epoch;
+    ld->in_epoch = 0;
+    ld->ended_cur = 0;
+    if (!ld->started) {
+        ld->started = 1;
+        ld->first = ld->settled_to = epoch;
+        if ((rc = post(ld, epoch, 0)) != SC_OK)
+            return rc;
+    }
+    if ((rc = post(ld, epoch + 1, 0)) != SC_OK)
+        return rc;
+    rec *r = find_rec(ld, epoch);
+    if (!r) {
+        sc_error e2;
+        sc__seterr(&e2, SC_EINVAL, "rank %d: epoch %llu has no plan record", ld->rank,
+                   (unsigned long long)epoch);
+        return fail(ld, &e2);
+    }
+    if (r->bc_live && (rc = arrive(ld, r)) != SC_OK)
+        return rc;
+    if (r->status != SC_OK)
+        return fail(ld, &r->err);
+    double waited = now() - t0;
+    sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
+
+    sc_error err = SC_ERROR_INIT;
+    ld->in_epoch = 1;
+    ld->ended_cur = 0;
+    r->begun = 1;
+    sc_plan_info pi;
+    sc_plan_get_info(r->plan, &pi);
+    const uint32_t *mine;
+    uint64_t nmine, samples;
+    sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &nmine, &samples);
+    ld->nb = pi.batches_per_rank;
+    ld->plan_nb = pi.batches_per_rank;
+    if (ld->resuming) {
+        samples = ld->res.sched.nreal;
+        rc = begin_resumed(ld, &err); /* sets ld->nb */
+    } else {
+        ld->resume_offset = 0, ld->resliced = 0;
+        rc = sc__ledger_begin(ld->ledger, r->plan, &err);
+    }
+    if (rc != SC_OK)
+        return fail(ld, &err);
+    plan_ahead(ld);
+    ld->delivered = 0;
+    ld->t_begin = t0;
+    sc_epoch_summary *rep = report_of(ld, epoch);
+    if (!rep) {
+        sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for epoch reports", ld->rank);
+        return fail(ld, &err);
+    }
+    rep->epoch = epoch;
+    if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
+        return rc;
+    if (info) {
+        info->epoch = epoch;
+        info->batches = ld->nb;
+        info->batch_size = pi.batch_size;
+        info->shards = nmine;
+        info->samples = samples;
+        info->plan_hash = pi.hash;
+        info->plan_wait_s = waited;
+    }
+    /* An epoch without batches ends as it begins. */
+    if (ld->nb == 0)
+        return end_epoch(ld);
+    return SC_OK;
+}
+
+int sc_next_batch(sc_loader *ld, sc_batch *batch)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    if (!ld->in_epoch)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_next_batch before sc_epoch_begin",
+                          ld->rank);
+    /* The time since the last batch was handed out is the training step. */
+    if (ld->t_ret)
+        sc__trace_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__trace_now(ld->tr), ld->cur, -1,
+                       (int64_t)ld->delivered - 1, 0);
+    ld->t_ret = 0;
+    int rc = progress(ld);
+    if (rc != SC_OK)
+        return rc;
+    if (ld->delivered == ld->nb) {
+        stop_clock(ld);
+        return SC_END_OF_EPOCH;
+    }
+    sc_error err = SC_ERROR_INIT;
+    double waited = 0;
+    rc = sc__stream_next(ld->stream, batch, &waited, &err);
+    if (ld->tr && rc == SC_OK) {
+        uint64_t t = sc__trace_now(ld->tr);
+        if (waited > 0)
+            sc__trace_span(ld->tr, SC__ST_CONSUMER_WAIT, t - (uint64_t)(waited * 1e9), t,
+                           ld->cur, -1, (int64_t)batch->index, 0);
+        sc__trace_counter(ld->tr, SC__CT_RING, t, (double)sc__stream_ready(ld->stream));
+    }
+    if (rc != SC_OK && sc__stream_status(ld->stream) == SC_OK) {
+        ld->err = err; /* every buffer held: the caller's mistake, the loader goes on */
+        return rc;
+    }
+    if (rc == SC_OK && (batch->epoch != ld->cur || batch->index != ld->delivered))
+        rc = sc__seterr(&err, SC_EINVAL,
+                        "rank %d: epoch %llu: the stream handed out batch %llu of epoch %llu "
+                        "where batch %llu was due",
+                        ld->rank, (unsigned long long)ld->cur,
+                        (unsigned long long)batch->index, (unsigned long long)batch->epoch,
+                        (unsigned long long)ld->delivered);
+    uint64_t real = batch->size - batch->padded;
+    if (rc == SC_OK)
+        rc = sc__ledger_check(ld->ledger, ld->cur, batch->ids, batch->size, &err);
+    if (rc == SC_OK)
+        rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids, real, 0, &err);
+    if (rc == SC_OK && batch->padded)
+        rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids + real, batch->padded, 1,
+                                &err);
+    if (rc != SC_OK) {
+        memset(batch, 0, sizeof *batch);
+        return fail(ld, &err);
+    }
+    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    rep->wait_s += waited;
+    rep->batches++;
+    rep->samples += batch->size;
+    if (++ld->delivered == ld->nb && (rc = end_epoch(ld)) != SC_OK)
+        return rc;
+    if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
+        return rc;
+    ld->t_ret = sc__trace_now(ld->tr);
+    return SC_OK;
+}
+
+int sc_batch_release(sc_loader *ld, sc_batch *batch)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc__stream_release(ld->stream, batch, &err);
+    if (rc != SC_OK)
+        ld->err = err; /* a caller's mistake: reported, but the loader goes on */
+    return rc;
+}
+
+static int report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)
+{
+    if (!ld || !rep)
+        return SC_EINVAL;
+    sc_epoch_summary *mine = report_of(ld, epoch);
+    if (!mine || epoch > ld->cur)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: epoch %llu has not begun", ld->rank,
+                          (unsigned long long)epoch);
+    if (wait && epoch >= ld->settled_to)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: epoch %llu is still running (%llu of %llu batches taken)",
+                          ld->rank, (unsigned long long)epoch,
+                          (unsigned long long)ld->delivered, (unsigned long long)ld->nb);
+    if (!ld->failed) {
+        uint64_t t0 = sc__trace_now(wait ? ld->tr : NULL);
+        int rc = poll_verdicts(ld, wait, epoch);
+        sc__trace_span(wait ? ld->tr : NULL, SC__ST_VERIFY, t0, sc__trace_now(ld->tr), epoch,
+                       -1, -1, 0);
+        if (rc != SC_OK)
+            return rc;
+    }
+    *rep = *report_of(ld, epoch);
+    return ld->failed ? ld->err.code : SC_OK;
+}
+
+int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
+{
+    return report(ld, epoch, rep, 0);
+}
+
+int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
+{
+    return report(ld, epoch, rep, 1);
+}
+
+const sc_dataset *sc_loader_dataset(const sc_loader *ld)
+{
+    return ld ? ld->ds : NULL;
+}
+
+/* ---- checkpoint and resume ------------------------------------------------------ */
+
+int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
+{
+    if (!ld || !buf || !len)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    if (!ld->started)
+        return sc__seterr(&ld->err, SC_EINVAL,
+                          "rank %d: no epoch begun yet: nothing to checkpoint", ld->rank);
+    if (cap < SC__CKPT_BYTES)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: a checkpoint needs %d bytes, not %zu",
+                          ld->rank, SC__CKPT_BYTES, cap);
+    int done = ld->in_epoch && ld->delivered == ld->nb;
+    sc__ckpt c = {.epoch = ld->cur,
+                  .consumed = ld->resume_offset + ld->delivered,
+                  .rank = (uint64_t)ld->rank,
+                  .world = (uint64_t)ld->size,
+                  .fingerprint = ld->ds->fingerprint,
+                  .nshards = ld->nshards,
+                  .batches = ld->plan_nb};
+    sc__ckpt_settings(&ld->cfg, &c);
+    if (ld->resliced) {
+        /* Its schedule is not its plan's: only its end can be resumed from. */
+        if (!done)
+            return sc__seterr(&ld->err, SC_ENOTSUP,
+                              "rank %d: epoch %llu was resumed on another number of ranks: "
+                              "take the checkpoint once it has ended",
+                              ld->rank, (unsigned long long)ld->cur);
+        c.epoch = ld->cur + 1, c.consumed = 0;
+        c.batches = UINT64_MAX; /* the next plan's, unknown yet: never "ended" */
+    }
+    sc__ledger_flush(ld->ledger); /* the audit trail covers what the checkpoint says */
+    sc__ckpt_encode(&c, buf);
+    *len = SC__CKPT_BYTES;
+    return SC_OK;
+}
+
+int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens, int nblobs,
+                     uint64_t *epoch)
+{
+    if (!ld || !epoch)
+        return SC_EINVAL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = ld->failed ? ld->err.code : SC_OK, n = 0;
+    if (rc == SC_OK && (ld->started || ld->resuming))
+        rc = sc__seterr(&err, SC_EINVAL,
+                        "rank %d: sc_loader_resume comes right after sc_loader_open, before "
+                        "any epoch", ld->rank);
+    /* Rank 0's records count: it checks them, then every rank gets them. */
+    sc__ckpt *ck = NULL;
+    unsigned char *wire = NULL;
+    if (ld->rank == 0 && rc == SC_OK) {
+        n = nblobs;
+        ck = calloc((size_t)(n > 0 ? n : 1), sizeof *ck);
+        wire = malloc((size_t)(n > 0 ? n : 1) * SC__CKPT_BYTES);
+        if (!ck || !wire)
+            rc = sc__seterr(&err, SC_ENOMEM, "rank 0: no memory for %d checkpoints", n);
+        for (int i = 0; rc == SC_OK && i < n; i++)
+            rc = sc__ckpt_decode(blobs ? blobs[i] : NULL, lens ? lens[i] : 0, i, &ck[i], &err);
+        if (rc == SC_OK)
+            rc = sc__ckpt_check(ck, n, ld->ds, &ld->cfg, &err);
+        for (int i = 0; rc == SC_OK && i < n; i++)
+            sc__ckpt_encode(&ck[i], wire + (size_t)i * SC__CKPT_BYTES);
+    }
+    int head[2] = {rc, n};
+    MPI_Bcast(head, 2, MPI_INT, 0, ld->comm);
+    if (ld->rank != 0 && head[0] != SC_OK && rc == SC_OK)
+        rc = sc__seterr(&err, head[0], "rank %d: rank 0 refused the checkpoints (%s); its "
+                        "own error says why", ld->rank, sc_status_name(head[0]));
+    if (head[0] == SC_OK) {
+        n = head[1];
+        if (ld->rank != 0) {
+            ck = calloc((size_t)n, sizeof *ck);
+            wire = malloc((size_t)n * SC__CKPT_BYTES);
+        }
+        int have = ck && wire;
+        MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, ld->comm);
+        if (have) {
+            MPI_Bcast(wire, n * SC__CKPT_BYTES, MPI_BYTE, 0, ld->comm);
+            /* Rank 0 holds them decoded and checked already. */
+            for (int i = 0; ld->rank != 0 && rc == SC_OK && i < n; i++)
+                rc = sc__ckpt_decode(wire + (size_t)i * SC__CKPT_BYTES, SC__CKPT_BYTES, i,
+                                     &ck[i], &err);
+            if (rc == SC_OK)
+                rc = sc__resume_compute(ld->ds, &ld->cfg, ck, (uint32_t)ld->size,
+                                        (uint32_t)ld->rank, &ld->res, &err);
+        } else if (rc == SC_OK) {
+            rc = sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for %d checkpoints", ld->rank,
+                            n);
+        }
+        rc = agree(ld, rc, &err);
+    }
+    if (rc == SC_OK) {
+        ld->resuming = 1;
+        ld->resume_epoch = *epoch = ld->res.epoch;
+        ld->resliced = ck[0].world != (uint64_t)ld->size;
+        ld->resume_offset = ld->resliced ? 0 : ck[ld->rank].consumed;
+    } else {
+        sc__resume_free(&ld->res);
+        ld->err = err;
+    }
+    free(ck);
+    free(wire);
+    return rc;
+}
+
+const char *sc_last_error(const sc_loader *ld)
+{
+    return ld ? ld->err.msg : "no loader";
+}
+
+/* ---- close -------------------------------------------------------------------- */
+
+int sc_loader_close(sc_loader *ld)
+{
+    if (!ld)
+        return SC_OK;
+    int rc = ld->failed ? ld->err.code : SC_OK;
+    sc__stream_close(ld->stream);
+    ld->stream = NULL;
+    /* The producers are joined: every ring can be drained and the file finished. */
+    sc_error terr = SC_ERROR_INIT;
+    if (sc__trace_close(ld->trace, &terr) != SC_OK && rc == SC_OK) {
+        rc = terr.code;
+        ld->err = terr;
+    }
+    ld->trace = NULL;
+    if (ld->ledger) {
+        /*
+         * Ranks may close in different epochs.  First what this rank can
+         * post alone: its unfinished epoch, abandoned; and on rank 0 one
+         * more (empty) plan broadcast, for a rank already waiting on it.
+         */
+        settle(ld);
+        if (ld->rank == 0 && ld->started)
+            post(ld, ld->posted_to, 1);
+        /* Then the same broadcasts and verifications on every rank. */
+        unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2];
+        MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm);
+        for (uint64_t e = ld->posted_to; e < all[0]; e++)
+            post(ld, e, 1);
+        for (uint64_t e = ld->settled_to; e < all[1]; e++)
+            sc__ledger_abandon(ld->ledger, e, NULL);
+        for (int i = 0; i < NREC; i++) {
+            rec *r = &ld->recs[i];
+            if (r->used && r->bc_live) {
+                sc_plan *got = NULL;
+                sc__plan_bcast_finish(&r->bc, NULL, &got, NULL);
+                sc_plan_free(got);
+                r->bc_live = 0;
+            }
+        }
+        for (uint64_t e = ld->started ? ld->first : 0; e < all[1]; e++) {
+            sc_exactly_once v;
+            sc__ledger_result(ld->ledger, e, 1, &v, NULL);
+        }
+        sc__ledger_close(ld->ledger);
+    }
+    for (int i = 0; i < NREC; i++)
+        rec_free(ld, &ld->recs[i]);
+    sc__resume_free(&ld->res);
+    sc_plan_free(ld->last_made);
+    sc__dev_close(ld->dev);
+    sc_cache_close(ld->cache);
+    if (ld->ds)
+        sc_dataset_close(ld->ds);
+    if (ld->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->comm);
+    if (ld->hdr != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->hdr);
+    if (ld->data != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->data);
+    free(ld->reps);
+    free(ld);
+    return rc;
+}

@@ -1,0 +1,222 @@
+/*
+ * config.c - sc_config: one table of settings makes the defaults, the
+ * SC_* environment parsing, sc_config_set() and the printout, so that a
+ * setting exists in exactly one place.  Defaults are written as the text a
+ * user would put in the environment and go through the same parser.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "shardcache/config.h"
+
+typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_LEVEL, T_INT } kind;
+
+typedef struct setting {
+    const char *env;
+    kind type;
+    size_t offset, size;
+    const char *dflt;
+    const char *choices[3]; /* T_ENUM: names, indexed by the enum's values */
+    const char *help;
+} setting;
+
+#define F(member) offsetof(sc_config, member), sizeof(((sc_config *)0)->member)
+
+static const setting settings[] = {
+    {"SC_SOURCE", T_STR, F(source), "", {0},
+     "source dataset: HDF5 file (layout A), directory or list of files (B)"},
+    {"SC_SHARD_SIZE", T_U64, F(shard_size), "1024", {0},
+     "samples per shard in layout A"},
+    {"SC_FIELDS", T_STR, F(fields), "", {0},
+     "comma-separated fields to load; empty: every numeric dataset"},
+    {"SC_SEED", T_U64, F(seed), "0", {0}, "plan and shuffle seed"},
+    {"SC_BATCH_SIZE", T_U64, F(batch_size), "32", {0}, "samples per batch"},
+    {"SC_SHUFFLE", T_ENUM, F(mode), "sticky", {"global", "sticky"},
+     "global: fresh assignment each epoch; sticky: keep owners"},
+    {"SC_EXCHANGE", T_DBL, F(exchange), "0.1", {0},
+     "sticky: fraction of shards that change owner per epoch"},
+    {"SC_REMAINDER", T_ENUM, F(remainder), "drop", {"drop", "pad"},
+     "samples that do not fill equal batches: drop, or pad by repeating"},
+    {"SC_CACHE_DIR", T_STR, F(cache_dir), "", {0},
+     "node-local cache directory; empty: $SLURM_TMPDIR, $TMPDIR, /tmp"},
+    {"SC_CACHE_BYTES", T_BYTES, F(cache_bytes), "0", {0},
+     "cache capacity per rank (K, M, G suffixes); 0: unbounded"},
+    {"SC_CACHE_POLICY", T_ENUM, F(cache_policy), "belady", {"belady", "lru"},
+     "eviction: the shard needed furthest ahead, or least recently used"},
+    {"SC_CACHE_CHECK", T_ENUM, F(cache_check), "first", {"first", "always"},
+     "verify cache checksums on an entry's first read, or on every read"},
+    {"SC_LOG", T_LEVEL, F(log_level), "1", {0},
+     "0: errors only, 1: warnings (repairs, fallbacks), 2: info"},
+    {"SC_PRODUCERS", T_INT, F(producers), "0", {0},
+     "producer threads per rank; 0: cores per node-local rank, 2 to 8"},
+    {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "8", {0},
+     "batches built ahead of the training loop (the ring depth)"},
+    {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "4096", {0},
+     "samples shuffled together within a rank's epoch, across shards; 0: none"},
+    {"SC_STREAM_BYTES", T_BYTES, F(stream_bytes), "256M", {0},
+     "shard bytes a rank holds in memory while it builds batches"},
+    {"SC_DEVICE", T_ENUM, F(device), "auto", {"auto", "host", "cuda"},
+     "where batches land: the GPU if there is one, host memory, or the GPU"},
+    {"SC_VERIFY", T_ENUM, F(verify), "sketch", {"sketch", "full"},
+     "exactly-once check: an O(1) sketch per epoch, or per-sample counts"},
+    {"SC_AUDIT_DIR", T_STR, F(audit_dir), "", {0},
+     "directory for per-rank audit trails of consumed ids; empty: none"},
+    {"SC_TRACE", T_STR, F(trace), "", {0},
+     "trace path prefix: each rank writes PREFIX.rankR.json; empty: off"},
+    {"SC_TRACE_EVENTS", T_U64, F(trace_events), "65536", {0},
+     "trace ring size per thread, in events; a full ring drops (and counts)"},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static int parse_u64(const char *v, uint64_t *out, int bytes)
+{
+    char *end = NULL;
+    if (!*v || *v == '-')
+        return -1;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v)
+        return -1;
+    uint64_t mul = 1;
+    if (bytes && *end) {
+        switch (*end++) {
+        case 'k': case 'K': mul = UINT64_C(1) << 10; break;
+        case 'm': case 'M': mul = UINT64_C(1) << 20; break;
+        case 'g': case 'G': mul = UINT64_C(1) << 30; break;
+        case 't': case 'T': mul = UINT64_C(1) << 40; break;
+        default: return -1;
+        }
+        if (*end == 'i' || *end == 'B')
+            end += (*end == 'i') + (end[*end == 'i'] == 'B');
+    }
+    if (*end || __builtin_mul_overflow((uint64_t)x, mul, out))
+        return -1;
+    return 0;
+}
+
+static int apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
+{
+    char *field = (char *)cfg + s->offset;
+    uint64_t u;
+    switch (s->type) {
+    case T_STR:
+        if (strlen(v) >= s->size)
+            return sc__seterr(err, SC_EINVAL, "%s is %zu characters, at most %zu",
+                              s->env, strlen(v), s->size - 1);
+        memcpy(field, v, strlen(v) + 1);
+        return SC_OK;
+    case T_U64:
+    case T_BYTES:
+        if (parse_u64(v, &u, s->type == T_BYTES))
+            return sc__seterr(err, SC_EINVAL, "%s='%s' is not a%s non-negative integer",
+                              s->env, v, s->type == T_BYTES ? " byte count or" : "");
+        memcpy(field, &u, sizeof u);
+        return SC_OK;
+    case T_LEVEL:
+    case T_INT: {
+        uint64_t max = s->type == T_LEVEL ? 9 : 1024;
+        if (parse_u64(v, &u, 0) || u > max)
+            return sc__seterr(err, SC_EINVAL, "%s='%s' is not an integer 0..%llu", s->env,
+                              v, (unsigned long long)max);
+        *(int *)(void *)field = (int)u;
+        return SC_OK;
+    }
+    case T_DBL: {
+        char *end = NULL;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || end == v || *end || !(d >= 0.0 && d <= 1.0))
+            return sc__seterr(err, SC_EINVAL, "%s='%s' is not a number in [0,1]",
+                              s->env, v);
+        memcpy(field, &d, sizeof d);
+        return SC_OK;
+    }
+    case T_ENUM: {
+        char list[64] = "";
+        for (int i = 0; i < 3 && s->choices[i]; i++) {
+            if (!strcmp(v, s->choices[i])) {
+                *(int *)(void *)field = i; /* enums are int-sized */
+                return SC_OK;
+            }
+            size_t at = strlen(list);
+            snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", s->choices[i]);
+        }
+        return sc__seterr(err, SC_EINVAL, "%s='%s': choose one of %s", s->env, v, list);
+    }
+    }
+    return sc__seterr(err, SC_EINVAL, "%s: unknown setting type", s->env);
+}
+
+int sc_config_set(sc_config *cfg, const char *name, const char *value,
+                  sc_error *err)
+{
+    if (!cfg || !name || !value)
+        return sc__seterr(err, SC_EINVAL, "sc_config_set: NULL argument");
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (!strcmp(settings[i].env, name))
+            return apply(cfg, &settings[i], value, err);
+    return sc__seterr(err, SC_EINVAL, "unknown setting %s", name);
+}
+
+int sc_config_init(sc_config *cfg, sc_error *err)
+{
+    int rc;
+    if (!cfg)
+        return sc__seterr(err, SC_EINVAL, "sc_config_init: NULL config");
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if ((rc = apply(cfg, &settings[i], settings[i].dflt, err)) != SC_OK)
+            return rc;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *v = getenv(settings[i].env);
+        if (v && (rc = apply(cfg, &settings[i], v, err)) != SC_OK)
+            return sc__errctx(err, "in the environment");
+    }
+    const char *dump = getenv("SC_DUMP_CONFIG");
+    if (dump && strcmp(dump, "0") != 0)
+        sc_config_print(cfg, stderr);
+    return sc__errok(err);
+}
+
+int sc_config_print(const sc_config *cfg, void *file)
+{
+    FILE *f = file;
+    if (!cfg || !f)
+        return SC_EINVAL;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        const char *field = (const char *)cfg + s->offset;
+        char val[64];
+        const char *text = val;
+        uint64_t u;
+        double d;
+        int e;
+        switch (s->type) {
+        case T_STR: text = field; break;
+        case T_U64:
+        case T_BYTES:
+            memcpy(&u, field, sizeof u);
+            snprintf(val, sizeof val, "%llu", (unsigned long long)u);
+            break;
+        case T_LEVEL:
+        case T_INT:
+            snprintf(val, sizeof val, "%d", *(const int *)(const void *)field);
+            break;
+        case T_DBL:
+            memcpy(&d, field, sizeof d);
+            snprintf(val, sizeof val, "%g", d);
+            break;
+        case T_ENUM:
+            e = *(const int *)(const void *)field;
+            text = e >= 0 && e < 3 && s->choices[e] ? s->choices[e] : "?";
+            break;
+        }
+        fprintf(f, "%s=%s  # %s\n", s->env, text, s->help);
+    }
+    return SC_OK;
+}

@@ -1,0 +1,114 @@
+/*
+ * node.c - a rank's node, and the collective halves of opening a source
+ * and a cache.
+ */
+#include "node.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "hash.h"
+#include "mpierr.h"
+#include "source.h"
+
+int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *err)
+{
+    int rank = 0, lr = 0, ls = 1;
+    MPI_Comm node;
+    MPI_Comm_rank(comm, &rank);
+    SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                          &node));
+    MPI_Comm_rank(node, &lr);
+    MPI_Comm_size(node, &ls);
+    MPI_Comm_free(&node);
+    if (local_rank)
+        *local_rank = lr;
+    if (local_size)
+        *local_size = ls;
+    return SC_OK;
+}
+
+/* Rank 0's token for this job's cache entries: unique, not secret, never 0. */
+static uint64_t node_job_token(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed[3] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec, (uint64_t)getpid()};
+    return sc__xxh64(seed, sizeof seed, UINT64_C(0x6a6f62746f6b656e) /* "jobtoken" */) | 1;
+}
+
+int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
+                  sc_cache **out, sc_error *err)
+{
+    if (!ds || !cfg || !out)
+        return sc__seterr(err, SC_EINVAL, "sc_cache_open: NULL argument");
+    *out = NULL;
+    sc__cache_site site = {0, 0, 1, 0};
+    MPI_Comm_rank(comm, &site.rank);
+    /* Ranks sharing a node share its local disk; their local rank names the dir. */
+    int rc = sc__node_local(comm, &site.local_rank, &site.local_size, err);
+    if (rc != SC_OK)
+        return rc;
+    if (site.rank == 0)
+        site.job = node_job_token();
+    SC_MPI_CHECK(err, MPI_Bcast(&site.job, 1, MPI_UINT64_T, 0, comm));
+    return sc__cache_open(ds, &site, cfg, out, err);
+}
+
+/*
+ * Layout B: rank 0's scan, or its error, to every rank in one broadcast
+ * (rc is rank 0's status; the others' is what arrives).
+ */
+static int node_share_manifest(sc_dataset *ds, MPI_Comm comm, int rc, sc_error *err)
+{
+    int rank = 0;
+    void *buf = NULL;
+    size_t len = 0;
+    uint64_t n = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0 && sc__dataset_manifest(ds, rc, err ? err->msg : NULL, &buf, &len) == SC_OK)
+        n = len <= INT_MAX ? len : 0;
+    int e = MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+    if (e == MPI_SUCCESS && rank != 0 && n && !(buf = malloc(n)))
+        n = 0; /* cannot take part: fails below */
+    if (e == MPI_SUCCESS && n)
+        e = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, comm);
+    if (e != MPI_SUCCESS) {
+        free(buf);
+        return sc__mpi_err(err, e, "MPI_Bcast of the source manifest", __FILE__, __LINE__);
+    }
+    if (rank != 0 && n)
+        rc = sc__dataset_take_manifest(ds, buf, n, err);
+    else if (rc == SC_OK && !n)
+        rc = sc__seterr(err, SC_ENOMEM, "rank %d: source '%s': the manifest is too large "
+                        "or there was no memory for it", rank, ds->path);
+    free(buf);
+    return rc;
+}
+
+int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
+                    sc_error *err)
+{
+    if (!cfg || !out)
+        return sc__seterr(err, SC_EINVAL, "sc_dataset_open: NULL argument");
+    *out = NULL;
+    sc_dataset *ds = NULL;
+    int world = 1, rc = sc__dataset_new(comm, cfg, &ds, err);
+    if (rc != SC_OK)
+        return rc;
+    MPI_Comm_size(comm, &world);
+    rc = sc__dataset_scan(ds, cfg, err);
+    if (ds->layout == 'B' && world > 1)
+        rc = node_share_manifest(ds, comm, rc, err);
+    if (rc == SC_OK)
+        rc = sc__dataset_finish(ds, cfg, err);
+    if (rc != SC_OK) {
+        sc_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return sc__errok(err);
+}

@@ -1,0 +1,24 @@
+/*
+ * node.h - where a rank sits: its node's ranks, and what every rank of a
+ * job agrees on when it opens a source or a cache.
+ *
+ * Ranks that share a node share its local disk (one cache directory each,
+ * read by all of them) and its page cache.  This module finds them, and
+ * holds the collective halves of sc_dataset_open and sc_cache_open (rank 0
+ * lists a source once and tells everyone; rank 0 draws the job's cache
+ * token), so that storage/ stays free of messages between ranks.
+ */
+#ifndef SC_NODE_H
+#define SC_NODE_H
+
+#include <mpi.h>
+
+#include "error.h"
+
+/*
+ * This rank's index among the ranks sharing its node, and their number
+ * (either may be NULL).  Collective over comm.
+ */
+int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *err);
+
+#endif /* SC_NODE_H */

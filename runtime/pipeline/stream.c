@@ -1,0 +1,827 @@
+/*
+ * stream.c - producer threads, in-rank shuffle, batch assembly, the ring.
+ *
+ * All state is guarded by one mutex, held only to pick and to retire work,
+ * never across I/O, copies or the shuffle.  A producer takes, in order of
+ * preference: preparing a queued epoch (its shuffled schedule), building
+ * the next batch in sequence (when its shards are in memory and its ring
+ * slot is free), or loading the next shard in plan order (when it fits the
+ * memory bound, or when the oldest unbuilt batch needs it, so that the
+ * bound can never stall the pipeline).  Shards are loaded in plan order,
+ * possibly by several threads at once, and freed when the last batch that
+ * copies from them is built.
+ *
+ * The schedule of an epoch is a pure function of (plan, seed, rank): the
+ * rank's shards in plan order, cut into windows of `window` positions, each
+ * window shuffled by its own counter-based stream.  Dropped samples are the
+ * tail of the shuffled order; padding repeats the last samples backwards,
+ * which are the ones still in memory when the padding is built.
+ */
+#include "stream.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+#include "error.h"
+#include "hash.h"
+#include "plan.h"
+#include "source.h"
+
+#define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
+#define FIELD_ALIGN 256
+
+enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
+enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD };
+enum { PREP_NO, PREP_BUSY, PREP_DONE };
+
+typedef struct ep {
+    struct ep *next;
+    uint64_t epoch, seq0, nb, want, m;
+    const sc_plan *plan;
+    unsigned faults;
+    int prep;
+    /* shards in load order */
+    uint32_t *shards;
+    uint64_t nsh;
+    uint64_t *start;         /* [nsh + 1]: first position of each shard */
+    unsigned char *state;    /* [nsh] SH_* */
+    uint64_t *refs;          /* [nsh] sample copies still to be built from it */
+    /* A shard in memory is a mapped cache entry (a warm hit: no copy) or a
+     * heap buffer holding its fields one after another (read from the source). */
+    sc__mapping *map;        /* [nsh] */
+    unsigned char **buf;     /* [nsh] */
+    uint64_t *cap;           /* [nsh] bytes allocated for buf[i] (a pooled one may be larger) */
+    const unsigned char **fp; /* [nsh * nfields] where each field of each shard is */
+    uint64_t next_load, loaded_prefix;
+    /* the delivered order: position q of the epoch reads src_shard[q], src_off[q] */
+    uint32_t *src_shard, *src_off;
+    sc__sched sched;         /* the ids, slot by slot, and the drops */
+    uint64_t *need;          /* [nb]: highest shard index batch b reads */
+    uint64_t next_build;
+    sc__stream_counts counts;
+} ep;
+
+typedef struct rslot {
+    int state;
+    uint64_t seq, epoch, index, padded;
+    uint64_t *ids;
+    unsigned char *host;
+    unsigned char *dev;
+    void *event;
+} rslot;
+
+struct sc__stream {
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc__stream_opts o;
+    int nfields;
+    uint64_t fsb[SC_MAX_FIELDS];  /* a sample's bytes, per field */
+    uint64_t sfo[SC_MAX_FIELDS];  /* field offset within a sample's bytes */
+    uint64_t foff[SC_MAX_FIELDS]; /* field offset within a ring slot */
+    uint64_t slot_bytes;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work, ready;
+    ep *head, *tail, *retired;
+    uint64_t next_seq, take, held, resident;
+    rslot *ring;
+    pthread_t *threads;
+    int nthreads, named, stop, failed;
+    sc_error err;
+    /*
+     * Shard buffers freed by builders, kept for the next loads: a fresh
+     * malloc of a shard-sized block is an mmap whose every page faults on
+     * first touch, which costs more than the copy into it (bench/stream).
+     * At most mem_bytes are pooled.
+     */
+    unsigned char **pool;
+    uint64_t *pool_cap, npool, pool_bytes;
+};
+
+/* ---- the schedule ------------------------------------------------------------- */
+
+static void ep_free_work(ep *e)
+{
+    free(e->shards);
+    free(e->start);
+    free(e->state);
+    free(e->refs);
+    free(e->cap);
+    free(e->fp);
+    if (e->buf)
+        for (uint64_t i = 0; i < e->nsh; i++)
+            free(e->buf[i]);
+    if (e->map)
+        for (uint64_t i = 0; i < e->nsh; i++)
+            sc__cache_unmap(&e->map[i]);
+    free(e->buf);
+    free(e->map);
+    free(e->src_shard);
+    free(e->src_off);
+    free(e->need);
+    e->shards = NULL, e->start = NULL, e->state = NULL, e->refs = NULL, e->cap = NULL;
+    e->fp = NULL, e->map = NULL;
+    e->buf = NULL, e->src_shard = NULL, e->src_off = NULL;
+    e->need = NULL;
+}
+
+static void ep_free(ep *e)
+{
+    if (!e)
+        return;
+    ep_free_work(e);
+    sc__sched_free(&e->sched);
+    free(e);
+}
+
+/*
+ * Turns an epoch's slot list into its work: the shards it reads, in order
+ * of first use (the order they are loaded in), and per slot the shard and
+ * offset to copy from.
+ */
+static int prepare(const sc__stream *s, ep *e, sc_error *err)
+{
+    const sc_dataset *ds = s->ds;
+    uint64_t B = s->o.batch_size;
+    int rc = SC_OK;
+    if (e->plan)
+        rc = sc__schedule(ds->shard_first, e->plan, (uint32_t)s->o.rank, B, s->o.window, s->o.seed,
+                          e->faults, &e->sched, err);
+    if (rc != SC_OK)
+        return rc;
+    const sc__sched *sc = &e->sched;
+    e->want = sc->nslots;
+    e->m = sc->nreal;
+    /*
+     * Shard -> its index here: an open-addressing table sized to the shards
+     * this rank can read (its plan's, or at most its slots), not to the
+     * dataset, which may hold 10^8 shards.
+     */
+    uint64_t bound = e->want < ds->nshards ? e->want : ds->nshards, cap = 16;
+    if (e->plan) {
+        const uint32_t *mine;
+        sc_plan_rank(e->plan, (uint32_t)s->o.rank, &mine, &bound, NULL);
+        bound++; /* the dup-shard fault reads one twice */
+    }
+    while (cap < 2 * bound)
+        cap <<= 1;
+    uint32_t *keys = malloc(sizeof *keys * cap), *vals = malloc(sizeof *vals * cap);
+    e->shards = malloc(sizeof *e->shards * (e->want + 1));
+    e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
+    e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
+    e->need = calloc(e->nb + 1, sizeof *e->need);
+    if (!keys || !vals || !e->shards || !e->src_shard || !e->src_off || !e->need) {
+        free(keys);
+        free(vals);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
+                          s->o.rank, (unsigned long long)e->epoch);
+    }
+    memset(keys, 0xff, sizeof *keys * cap); /* shard ids are below UINT32_MAX */
+    e->nsh = 0;
+    for (uint64_t q = 0; q < e->want; q++) {
+        uint64_t id = sc->ids[q], shard = 0;
+        sc_shard_of(ds->shard_first, ds->nshards, id, &shard); /* ids come from the dataset */
+        uint64_t h = sc__mix64(shard) & (cap - 1);
+        while (keys[h] != UINT32_MAX && keys[h] != shard)
+            h = (h + 1) & (cap - 1);
+        if (keys[h] == UINT32_MAX) {
+            keys[h] = (uint32_t)shard;
+            vals[h] = (uint32_t)e->nsh;
+            e->shards[e->nsh++] = (uint32_t)shard;
+        }
+        uint32_t i = vals[h];
+        e->src_shard[q] = i;
+        e->src_off[q] = (uint32_t)(id - ds->shard_first[shard]);
+        if (i > e->need[q / B])
+            e->need[q / B] = i;
+    }
+    free(keys);
+    free(vals);
+    e->start = malloc(sizeof *e->start * (e->nsh + 1));
+    e->state = calloc(e->nsh + 1, 1);
+    e->refs = calloc(e->nsh + 1, sizeof *e->refs);
+    e->buf = calloc(e->nsh + 1, sizeof *e->buf);
+    e->cap = calloc(e->nsh + 1, sizeof *e->cap);
+    e->map = calloc(e->nsh + 1, sizeof *e->map);
+    e->fp = calloc((e->nsh + 1) * (uint64_t)s->nfields, sizeof *e->fp);
+    if (!e->start || !e->state || !e->refs || !e->buf || !e->cap || !e->map || !e->fp)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
+                          s->o.rank, (unsigned long long)e->epoch);
+    e->start[0] = 0;
+    for (uint64_t i = 0; i < e->nsh; i++)
+        e->start[i + 1] = e->start[i] + ds->shard_sizes[e->shards[i]];
+    for (uint64_t q = 0; q < e->want; q++)
+        e->refs[e->src_shard[q]]++;
+    for (uint64_t i = 0; i < e->nsh; i++)
+        e->state[i] = SH_WAIT;
+    return SC_OK;
+}
+
+/* ---- picking work (mutex held) ------------------------------------------------ */
+
+typedef enum { T_NONE, T_PREPARE, T_LOAD, T_BUILD } task_kind;
+
+typedef struct task {
+    task_kind kind;
+    ep *e;
+    uint64_t i; /* shard index (load) or batch (build) */
+    rslot *slot;
+    unsigned char *buf; /* load: a pooled buffer of cap bytes, or NULL */
+    uint64_t cap;
+    int ring_full;      /* nothing picked: the next batch waits for a free slot */
+} task;
+
+/* The smallest pooled buffer of at least `bytes`, or NULL. */
+static unsigned char *pool_take(sc__stream *s, uint64_t bytes, uint64_t *cap)
+{
+    uint64_t best = s->npool;
+    for (uint64_t k = 0; k < s->npool; k++)
+        if (s->pool_cap[k] >= bytes && (best == s->npool || s->pool_cap[k] < s->pool_cap[best]))
+            best = k;
+    if (best == s->npool)
+        return NULL;
+    unsigned char *b = s->pool[best];
+    *cap = s->pool_cap[best];
+    s->pool_bytes -= *cap;
+    s->npool--;
+    s->pool[best] = s->pool[s->npool];
+    s->pool_cap[best] = s->pool_cap[s->npool];
+    return b;
+}
+
+static void pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
+{
+    if (s->pool_bytes + cap <= s->o.mem_bytes) {
+        unsigned char **p = realloc(s->pool, sizeof *p * (s->npool + 1));
+        if (p)
+            s->pool = p;
+        uint64_t *c = p ? realloc(s->pool_cap, sizeof *c * (s->npool + 1)) : NULL;
+        if (c) {
+            s->pool_cap = c;
+            s->pool[s->npool] = b;
+            s->pool_cap[s->npool++] = cap;
+            s->pool_bytes += cap;
+            return;
+        }
+    }
+    free(b);
+}
+
+static uint64_t shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
+{
+    return (e->start[i + 1] - e->start[i]) * s->ds->sample_bytes;
+}
+
+static void advance_prefix(ep *e)
+{
+    while (e->loaded_prefix < e->nsh && e->state[e->loaded_prefix] >= SH_LOADED)
+        e->loaded_prefix++;
+}
+
+static int pick(sc__stream *s, task *t)
+{
+    ep *build = NULL, *load = NULL;
+    t->ring_full = 0;
+    for (ep *e = s->head; e; e = e->next) {
+        if (e->prep == PREP_NO) {
+            e->prep = PREP_BUSY;
+            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0};
+            return 1;
+        }
+        if (e->prep != PREP_DONE)
+            break; /* later epochs wait for this one's schedule */
+        while (e->next_load < e->nsh && e->state[e->next_load] != SH_WAIT)
+            e->next_load++;
+        if (!build && e->next_build < e->nb)
+            build = e;
+        if (!load && e->next_load < e->nsh)
+            load = e;
+        if (build && load)
+            break;
+    }
+    if (build) {
+        uint64_t b = build->next_build;
+        rslot *slot = &s->ring[(build->seq0 + b) % s->o.depth];
+        /* Its shards are in, its slot is not: the ring is full (traced as such). */
+        t->ring_full = build->loaded_prefix > build->need[b] && slot->state != SL_FREE;
+        t->e = build;
+        t->i = b;
+        if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
+            build->next_build++;
+            slot->state = SL_BUILDING;
+            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0};
+            return 1;
+        }
+    }
+    if (load) {
+        uint64_t i = load->next_load, bytes = shard_bytes(s, load, i);
+        int must = load == build && i <= build->need[build->next_build];
+        if (must || s->resident == 0 || s->resident + bytes <= s->o.mem_bytes) {
+            load->state[i] = SH_LOADING;
+            load->next_load++;
+            s->resident += bytes;
+            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
+            t->buf = pool_take(s, bytes, &t->cap);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void fail(sc__stream *s, const sc_error *err)
+{
+    if (!s->failed) {
+        s->failed = 1;
+        s->err = *err;
+    }
+    s->stop = 1;
+    pthread_cond_broadcast(&s->ready);
+    pthread_cond_broadcast(&s->work);
+}
+
+/* ---- doing it (mutex not held) ------------------------------------------------ */
+
+static int load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
+{
+    ep *e = t->e;
+    uint64_t i = t->i, ns = e->start[i + 1] - e->start[i];
+    const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
+    sc__mapping *m = &e->map[i];
+    sc__tctx tc = {tr, e->epoch};
+    int rc = sc__cache_map(s->cache, e->shards[i], m, &tc, err);
+    if (rc == SC_OK && m->base) {
+        *hit = 1;
+        for (int f = 0; f < s->nfields; f++)
+            fp[f] = m->field[f];
+        return SC_OK; /* published to builders under the mutex, by finish() */
+    }
+    unsigned char *buf = t->buf;
+    if (!buf)
+        buf = malloc(t->cap = shard_bytes(s, e, i) + 1);
+    t->buf = NULL; /* the shard's now, or freed below */
+    if (!buf)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
+                          s->o.rank, (unsigned long long)e->epoch, e->shards[i]);
+    void *bufs[SC_MAX_FIELDS];
+    for (int f = 0; f < s->nfields; f++)
+        bufs[f] = buf + ns * s->sfo[f];
+    if (rc == SC_OK)
+        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
+    if (rc != SC_OK) {
+        free(buf);
+        return sc__errctx(err, "rank %d: epoch %llu: shard %u", s->o.rank,
+                          (unsigned long long)e->epoch, e->shards[i]);
+    }
+    e->buf[i] = buf;
+    e->cap[i] = t->cap;
+    for (int f = 0; f < s->nfields; f++)
+        fp[f] = buf + ns * s->sfo[f];
+    return SC_OK;
+}
+
+/*
+ * The user's augmentation, on every sample of a built batch, in place; its
+ * seed depends on (seed, epoch, sample) only, so the bytes delivered do
+ * not depend on which thread built the batch.
+ */
+static int augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
+{
+    const sc_transform *tf = s->o.tf;
+    if (!tf || !tf->augment)
+        return SC_OK;
+    for (uint64_t k = 0; k < s->o.batch_size; k++) {
+        void *fields[SC_MAX_FIELDS];
+        for (int f = 0; f < s->nfields; f++)
+            fields[f] = slot->host + s->foff[f] + k * s->fsb[f];
+        uint64_t id = e->sched.ids[b * s->o.batch_size + k];
+        uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
+        char msg[256] = "";
+        if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
+            return sc__seterr(err, SC_ETRANSFORM,
+                              "rank %d: epoch %llu: batch %llu: sample %llu: augmentation of "
+                              "'%s' version %s failed: %s",
+                              s->o.rank, (unsigned long long)e->epoch, (unsigned long long)b,
+                              (unsigned long long)id, tf->name, tf->version,
+                              msg[0] ? msg : "(no reason given)");
+    }
+    return SC_OK;
+}
+
+static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                 sc_error *err)
+{
+    uint64_t B = s->o.batch_size, q0 = b * B;
+    uint64_t t0 = sc__trace_now(tr);
+    int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
+    if (rc != SC_OK)
+        return rc;
+    sc__trace_slow(tr, SC__ST_ASSEMBLY);
+    for (uint64_t k = 0; k < B; k++) {
+        uint64_t q = q0 + k, off = e->src_off[q];
+        const unsigned char **fp = e->fp + e->src_shard[q] * (uint64_t)s->nfields;
+        for (int f = 0; f < s->nfields; f++)
+            memcpy(slot->host + s->foff[f] + k * s->fsb[f], fp[f] + off * s->fsb[f],
+                   s->fsb[f]);
+    }
+    memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
+    if ((rc = augment(s, e, b, slot, err)) != SC_OK)
+        return rc;
+    slot->epoch = e->epoch;
+    slot->index = b;
+    slot->seq = e->seq0 + b;
+    uint64_t end = q0 + B;
+    slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
+    uint64_t t1 = sc__trace_now(tr);
+    sc__trace_span(tr, SC__ST_ASSEMBLY, t0, t1, e->epoch, -1, (int64_t)b,
+                   B * s->ds->sample_bytes);
+    t0 = t1;
+    if (s->o.device >= 0) {
+        void *dst[SC_MAX_FIELDS], *src[SC_MAX_FIELDS];
+        size_t bytes[SC_MAX_FIELDS];
+        for (int f = 0; f < s->nfields; f++) {
+            dst[f] = slot->dev + s->foff[f];
+            src[f] = slot->host + s->foff[f];
+            bytes[f] = B * s->fsb[f];
+        }
+        rc = sc__dev_copy(s->o.dev, dst, src, bytes, s->nfields, slot->event, err);
+        /* With CUDA this is the copy's issue; the copy itself overlaps. */
+        sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
+                       B * s->ds->sample_bytes);
+        if (rc != SC_OK)
+            return sc__errctx(err, "rank %d: epoch %llu: batch %llu", s->o.rank,
+                              (unsigned long long)e->epoch, (unsigned long long)b);
+    }
+    return SC_OK;
+}
+
+/* Retires a task's work (mutex held). */
+static void finish(sc__stream *s, const task *t, int hit)
+{
+    ep *e = t->e;
+    if (t->kind == T_PREPARE) {
+        e->prep = PREP_DONE;
+    } else if (t->kind == T_LOAD) {
+        e->state[t->i] = SH_LOADED;
+        advance_prefix(e);
+        uint64_t bytes = shard_bytes(s, e, t->i);
+        if (hit)
+            e->counts.hits++, e->counts.bytes_from_cache += bytes;
+        else
+            e->counts.misses++, e->counts.bytes_from_source += bytes;
+    } else {
+        uint64_t B = s->o.batch_size;
+        for (uint64_t q = t->i * B; q < (t->i + 1) * B; q++) {
+            uint32_t i = e->src_shard[q];
+            if (--e->refs[i] == 0) {
+                if (e->map[i].base)
+                    sc__cache_unmap(&e->map[i]);
+                else
+                    pool_put(s, e->buf[i], e->cap[i]);
+                e->buf[i] = NULL;
+                e->state[i] = SH_FREED;
+                s->resident -= shard_bytes(s, e, i);
+            }
+        }
+        t->slot->state = SL_READY;
+        pthread_cond_broadcast(&s->ready);
+    }
+    pthread_cond_broadcast(&s->work);
+}
+
+static void *producer(void *arg)
+{
+    sc__stream *s = arg;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc__dev_bind(s->o.dev, &err);
+    pthread_mutex_lock(&s->mu);
+    char name[32];
+    snprintf(name, sizeof name, "producer %d", ++s->named);
+    pthread_mutex_unlock(&s->mu);
+    sc__tring *tr = sc__trace_ring(s->o.trace, name);
+    pthread_mutex_lock(&s->mu);
+    if (rc != SC_OK)
+        fail(s, &err);
+    while (!s->stop) {
+        task t;
+        if (!pick(s, &t)) {
+            /* The epoch may be retired while we wait: keep its number, not it. */
+            uint64_t t0 = t.ring_full ? sc__trace_now(tr) : 0;
+            uint64_t epoch = t.ring_full ? t.e->epoch : 0;
+            pthread_cond_wait(&s->work, &s->mu);
+            if (t.ring_full)
+                sc__trace_span(tr, SC__ST_RING_WAIT, t0, sc__trace_now(tr), epoch, -1,
+                               (int64_t)t.i, 0);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        int hit = 0;
+        if (t.kind == T_PREPARE)
+            rc = prepare(s, t.e, &err);
+        else if (t.kind == T_LOAD)
+            rc = load(s, &t, tr, &hit, &err);
+        else
+            rc = build(s, t.e, t.i, t.slot, tr, &err);
+        pthread_mutex_lock(&s->mu);
+        if (t.buf) /* a pooled buffer a failed load never used */
+            pool_put(s, t.buf, t.cap);
+        if (rc != SC_OK)
+            fail(s, &err);
+        else
+            finish(s, &t, hit);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- the caller's side -------------------------------------------------------- */
+
+int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
+                    sc__stream **out, sc_error *err)
+{
+    *out = NULL;
+    if (o->producers < 1 || o->depth < 1 || o->batch_size < 1)
+        return sc__seterr(err, SC_EINVAL,
+                          "stream: %d producers, %llu ring slots and batches of %llu: "
+                          "each must be at least 1",
+                          o->producers, (unsigned long long)o->depth,
+                          (unsigned long long)o->batch_size);
+    sc__stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return sc__seterr(err, SC_ENOMEM, "no memory for the stream");
+    s->ds = ds;
+    s->cache = cache;
+    s->o = *o;
+    s->nfields = ds->nfields;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->ready, NULL);
+    uint64_t at = 0, in_sample = 0;
+    for (int f = 0; f < s->nfields; f++) {
+        s->fsb[f] = ds->fields[f].sample_bytes;
+        s->sfo[f] = in_sample;
+        in_sample += s->fsb[f];
+        s->foff[f] = at;
+        at += (o->batch_size * s->fsb[f] + FIELD_ALIGN - 1) / FIELD_ALIGN * FIELD_ALIGN;
+    }
+    s->slot_bytes = at;
+
+    int rc = SC_OK;
+    s->ring = calloc(o->depth, sizeof *s->ring);
+    s->threads = calloc((size_t)o->producers, sizeof *s->threads);
+    if (!s->ring || !s->threads)
+        rc = sc__seterr(err, SC_ENOMEM, "no memory for the batch ring");
+    for (uint64_t i = 0; rc == SC_OK && i < o->depth; i++) {
+        rslot *r = &s->ring[i];
+        r->host = sc__dev_host_alloc(o->dev, s->slot_bytes);
+        r->ids = malloc(sizeof *r->ids * o->batch_size);
+        if (!r->host || !r->ids)
+            rc = sc__seterr(err, SC_ENOMEM,
+                            "rank %d: no memory for %llu ring slots of %llu bytes",
+                            o->rank, (unsigned long long)o->depth,
+                            (unsigned long long)s->slot_bytes);
+        if (rc == SC_OK && o->device >= 0)
+            rc = sc__dev_alloc(o->dev, s->slot_bytes, (void **)&r->dev, err);
+        if (rc == SC_OK)
+            rc = sc__dev_event(o->dev, &r->event, err);
+    }
+    for (int i = 0; rc == SC_OK && i < o->producers; i++) {
+        if (pthread_create(&s->threads[i], NULL, producer, s) != 0)
+            rc = sc__seterr(err, SC_ENOMEM, "rank %d: cannot start producer thread %d",
+                            o->rank, i);
+        else
+            s->nthreads++;
+    }
+    if (rc != SC_OK) {
+        sc__stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return SC_OK;
+}
+
+/* Queues an epoch behind the others: its batches follow theirs. */
+static void enqueue(sc__stream *s, ep *e)
+{
+    pthread_mutex_lock(&s->mu);
+    e->seq0 = s->next_seq;
+    s->next_seq += e->nb;
+    if (s->tail)
+        s->tail->next = e;
+    else
+        s->head = e;
+    s->tail = e;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    if (in.batch_size != s->o.batch_size)
+        return sc__seterr(err, SC_EPLAN,
+                          "rank %d: epoch %llu: the plan's batches are %llu samples, the "
+                          "stream's %llu",
+                          s->o.rank, (unsigned long long)in.epoch,
+                          (unsigned long long)in.batch_size,
+                          (unsigned long long)s->o.batch_size);
+    ep *e = calloc(1, sizeof *e);
+    if (!e)
+        return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
+    e->epoch = in.epoch;
+    e->plan = plan;
+    e->faults = faults;
+    e->nb = in.batches_per_rank;
+    enqueue(s, e);
+    return SC_OK;
+}
+
+int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err)
+{
+    uint64_t B = s->o.batch_size;
+    if (sched->nslots % B || sched->nreal > sched->nslots || (sched->nslots && !sched->nreal))
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: epoch %llu: a schedule of %llu slots (%llu real) is not "
+                          "whole batches of %llu",
+                          s->o.rank, (unsigned long long)epoch,
+                          (unsigned long long)sched->nslots, (unsigned long long)sched->nreal,
+                          (unsigned long long)B);
+    ep *e = calloc(1, sizeof *e);
+    if (!e)
+        return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
+    e->epoch = epoch;
+    e->nb = sched->nslots / B;
+    e->sched = *sched;
+    memset(sched, 0, sizeof *sched);
+    enqueue(s, e);
+    return SC_OK;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
+{
+    int rc = SC_OK;
+    *waited = 0.0;
+    pthread_mutex_lock(&s->mu);
+    rslot *slot = &s->ring[s->take % s->o.depth];
+    if (s->failed) {
+        rc = SC_EINVAL; /* replaced below by the producers' own error */
+    } else if (s->held >= s->o.depth) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: all %llu batch buffers (SC_PREFETCH_BATCHES) are held; "
+                          "release a batch before asking for the next",
+                          s->o.rank, (unsigned long long)s->o.depth);
+    } else if (!(slot->state == SL_READY && slot->seq == s->take)) {
+        double t0 = now();
+        while (!s->failed && !(slot->state == SL_READY && slot->seq == s->take))
+            pthread_cond_wait(&s->ready, &s->mu);
+        *waited = now() - t0;
+    }
+    if (s->failed) {
+        if (err)
+            *err = s->err;
+        rc = s->err.code;
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    memset(b, 0, sizeof *b);
+    b->epoch = slot->epoch;
+    b->index = slot->index;
+    b->size = s->o.batch_size;
+    b->padded = slot->padded;
+    b->ids = slot->ids;
+    b->nfields = s->nfields;
+    for (int f = 0; f < s->nfields; f++) {
+        b->data[f] = (s->o.device >= 0 ? slot->dev : slot->host) + s->foff[f];
+        b->bytes[f] = s->o.batch_size * s->fsb[f];
+    }
+    b->device = s->o.device;
+    b->ready = slot->event;
+    b->seq = slot->seq;
+    slot->state = SL_HELD;
+    s->held++;
+    s->take++;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+uint64_t sc__stream_ready(sc__stream *s)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (uint64_t i = 0; i < s->o.depth; i++)
+        n += s->ring[i].state == SL_READY;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int sc__stream_status(sc__stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->failed ? s->err.code : SC_OK;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    rslot *slot = &s->ring[b->seq % s->o.depth];
+    if (slot->state != SL_HELD || slot->seq != b->seq) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: batch %llu of epoch %llu released twice, or not handed "
+                          "out by this loader",
+                          s->o.rank, (unsigned long long)b->index,
+                          (unsigned long long)b->epoch);
+    }
+    slot->state = SL_FREE;
+    s->held--;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return SC_OK;
+}
+
+int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **dropped,
+                            uint64_t *ndropped, sc__stream_counts *counts,
+                            sc_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    ep *e = s->head;
+    /* An epoch without batches may end before a producer has prepared it. */
+    while (e && e->epoch == epoch && e->nb == 0 && e->prep != PREP_DONE && !s->failed)
+        pthread_cond_wait(&s->work, &s->mu);
+    if (s->failed) {
+        if (err)
+            *err = s->err;
+        pthread_mutex_unlock(&s->mu);
+        return s->err.code;
+    }
+    int ok = e && e->epoch == epoch && e->prep == PREP_DONE && s->take >= e->seq0 + e->nb &&
+             e->next_build == e->nb;
+    if (!ok) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__seterr(err, SC_EINVAL,
+                          "rank %d: epoch %llu finished before its batches were taken",
+                          s->o.rank, (unsigned long long)epoch);
+    }
+    /* Every batch was taken, so every build and load of e has retired. */
+    s->head = e->next;
+    if (!s->head)
+        s->tail = NULL;
+    ep_free(s->retired);
+    s->retired = e;
+    pthread_mutex_unlock(&s->mu);
+    ep_free_work(e);
+    *dropped = e->sched.dropped;
+    *ndropped = e->sched.ndropped;
+    *counts = e->counts;
+    return SC_OK;
+}
+
+void sc__stream_close(sc__stream *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->ready);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->nthreads; i++)
+        pthread_join(s->threads[i], NULL);
+    for (ep *e = s->head, *n; e; e = n) {
+        n = e->next;
+        ep_free(e);
+    }
+    ep_free(s->retired);
+    for (uint64_t i = 0; s->ring && i < s->o.depth; i++) {
+        rslot *r = &s->ring[i];
+        sc__dev_event_wait(s->o.dev, r->event, NULL);
+        sc__dev_event_free(s->o.dev, r->event);
+        sc__dev_free(s->o.dev, r->dev);
+        sc__dev_host_free(s->o.dev, r->host);
+        free(r->ids);
+    }
+    for (uint64_t k = 0; k < s->npool; k++)
+        free(s->pool[k]);
+    free(s->pool);
+    free(s->pool_cap);
+    free(s->ring);
+    free(s->threads);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->ready);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

@@ -1,0 +1,87 @@
+/*
+ * stream.h - the pipeline from this rank's shards to batches in memory.
+ *
+ * Producer threads read the rank's shards (through the cache) in plan
+ * order, shuffle samples within a window across shards, and assemble
+ * batches, one contiguous buffer per field, into a ring of staging slots
+ * (pinned with CUDA), copying each to the device ring when a GPU is in use.
+ * Epochs are queued: as soon as an epoch's plan is pushed its shards are
+ * loaded behind the current epoch's, and producers build its first batch
+ * as soon as the previous epoch's last one is built.  Nothing is allocated
+ * per batch.  This module must never call MPI (the loader does, from the
+ * caller's thread), and it must never hand out a batch that a failed read
+ * touched: the first error stops the producers and is returned by every
+ * later sc__stream_next.
+ */
+#ifndef SC_STREAM_H
+#define SC_STREAM_H
+
+#include "device.h"
+#include "schedule.h"
+#include "shardcache.h"
+#include "trace.h"
+
+typedef struct sc__stream sc__stream;
+
+typedef struct sc__stream_opts {
+    int producers;       /* >= 1 */
+    uint64_t depth;      /* ring slots, >= 1 */
+    uint64_t batch_size; /* samples per batch */
+    uint64_t window;     /* shuffle window in samples; 0, 1: plan order */
+    uint64_t mem_bytes;  /* soft bound on shard bytes held in memory */
+    uint64_t seed;       /* the job's seed: the shuffle is a function of it */
+    int rank;            /* whose shards, in every pushed plan */
+    sc__dev *dev;        /* memory and copies */
+    int device;          /* -1: batches stay in host memory */
+    sc__trace *trace;    /* NULL: not traced */
+    const sc_transform *tf; /* its augment runs on every sample built; NULL: none */
+} sc__stream_opts;
+
+/* What one epoch did on this rank, for sc_epoch_report. */
+typedef struct sc__stream_counts {
+    uint64_t hits, misses, bytes_from_source, bytes_from_cache;
+} sc__stream_counts;
+
+int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
+                    sc__stream **out, sc_error *err);
+
+/*
+ * Queues an epoch: its batches follow the previous epoch's.  `plan` must
+ * stay alive until sc__stream_finish_epoch(epoch) returns.
+ */
+int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err);
+
+/*
+ * Queues an epoch given by its schedule (a resumed epoch, whose slots are
+ * not a plan's); takes the schedule's arrays (*sched is emptied).
+ */
+int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err);
+
+/*
+ * The next batch in sequence (the caller knows each epoch's batch count),
+ * waiting for it if it is not built yet; *waited is the time spent waiting.
+ * Asking while every ring slot is held is the caller's mistake: SC_EINVAL,
+ * and the stream goes on (sc__stream_status stays SC_OK).
+ */
+int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err);
+
+/* Batches built and not yet taken (for the trace's ring counter). */
+uint64_t sc__stream_ready(sc__stream *s);
+
+/* SC_OK, or the error that stopped the producers (sticky). */
+int sc__stream_status(sc__stream *s);
+int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err);
+
+/*
+ * The caller has taken every batch of `epoch` (the oldest queued): returns
+ * the ids the remainder policy dropped (valid until the next call) and the
+ * epoch's counts, and retires the epoch.
+ */
+int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **dropped,
+                            uint64_t *ndropped, sc__stream_counts *counts,
+                            sc_error *err);
+
+/* Stops and joins the producers, frees everything; safe at any point. */
+void sc__stream_close(sc__stream *s);
+
+#endif /* SC_STREAM_H */

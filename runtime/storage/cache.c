@@ -1,0 +1,769 @@
+/*
+ * cache.c - the node-local shard cache.
+ *
+ * One directory per (dataset fingerprint, node-local rank), one HDF5 file
+ * per shard entry, one raw uint8 dataset per field.  An entry is written
+ * under a temporary name; after HDF5 has closed it, a header naming the
+ * shard, the dataset, the XXH64 checksum of the bytes and where each
+ * field's bytes lie goes into the HDF5 user block (the file's first 512
+ * bytes, reserved by HDF5): that header is the "complete" mark, and then
+ * the file is renamed into place.  A writer that dies mid-entry leaves only
+ * a temporary file, which the next open removes.  An entry that does not
+ * open, lacks a valid header, was made for another dataset or shard, is
+ * shorter than its header says, or fails its checksum is never served: it
+ * is deleted, counted as a repair, logged, and the shard is read from the
+ * source again.  A warm read is open() and pread()s, with no HDF5 call
+ * and no HDF5 lock, so producer threads read entries in parallel.
+ *
+ * Why a file per entry rather than one HDF5 file per rank: HDF5 1.10 has
+ * no journal, so a process killed while writing into a shared file can
+ * leave the whole file unreadable; with one file per entry a crash costs at
+ * most the entry being written, and rename() makes publication atomic.  A
+ * lock file (flock) keeps two live processes out of one directory; the
+ * second uses a private directory and says so.
+ */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdatomic.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "evict.h"
+#include "fault.h"
+#include "h5.h"
+#include "hash.h"
+#include "log.h"
+#include "source.h"
+
+#define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
+
+
+struct sc_cache {
+    sc_dataset *ds;
+    char dir[SC_PATH_MAX];
+    char node[SC_PATH_MAX]; /* the node's directories, less the local rank */
+    int lock_fd, rank, local_rank, local_size, log_level;
+    uint64_t job; /* this open's token, the same on every rank of comm: see header.job */
+    sc_cache_check check;
+    sc__evict *ev;
+    sc_cache_stats st;
+    /*
+     * Guards ev, st and the directory's entries; never held across a warm
+     * read's I/O or a source read, so producer threads read in parallel.
+     */
+    pthread_mutex_t mu;
+    pthread_cond_t written; /* an entry being written (ENTRY_WRITING) is done */
+    struct seen *seen;      /* [nseen] neighbors' entries checked here (under mu) */
+    uint64_t nseen;
+};
+
+/*
+ * A neighbor's entry this process has checked in full, by file identity.
+ * Entries never change in place (a rewrite is a new inode renamed over),
+ * so the same device, inode and change time are the same checked bytes:
+ * like this rank's own entries, a neighbor's is verified once per process,
+ * not on every read (in global mode most reads are a neighbor's).  The
+ * table is direct-mapped by shard, so its memory is bounded; a collision
+ * only costs one more checksum.  ino 0 marks an empty slot.
+ */
+struct seen {
+    uint64_t shard, dev, ino, ctime_ns;
+};
+
+enum { SEEN_MAX = 1 << 16 };
+
+static struct seen identity(uint64_t shard, const struct stat *st)
+{
+    struct seen s = {shard, (uint64_t)st->st_dev, (uint64_t)st->st_ino,
+                     (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec};
+    return s;
+}
+
+static int mkdirs(const char *path)
+{
+    char tmp[SC_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(tmp, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
+enum { ENTRY_WRITING = 2 };
+
+static void entry_path(const sc_cache *c, uint64_t shard, char *out, size_t n)
+{
+    snprintf(out, n, "%s/s%llu.h5", c->dir, (unsigned long long)shard);
+}
+
+/* Takes the directory's lock; *busy is 1 if another live process holds it. */
+static int lock_dir(sc_cache *c, int *busy, sc_error *err)
+{
+    char path[SC_PATH_MAX + 16];
+    *busy = 0;
+    if (mkdirs(c->dir) != 0)
+        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir,
+                          strerror(errno));
+    snprintf(path, sizeof path, "%s/lock", c->dir);
+    c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (c->lock_fd < 0)
+        return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
+    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0)
+        return SC_OK;
+    int e = errno;
+    close(c->lock_fd);
+    c->lock_fd = -1;
+    if (e == EWOULDBLOCK) {
+        *busy = 1;
+        return SC_OK;
+    }
+    return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(e));
+}
+
+/* Deletes an entry that cannot be served, and says so. */
+static void repair(sc_cache *c, uint64_t shard, const char *why)
+{
+    char path[SC_PATH_MAX + 32];
+    entry_path(c, shard, path, sizeof path);
+    unlink(path);
+    sc__evict_remove(c->ev, (uint32_t)shard);
+    c->st.repairs++;
+    sc__log(c->log_level, SC__LOG_WARN, c->rank,
+            "cache entry '%s' (shard %llu) dropped, %s; reading the shard from the "
+            "source again",
+            path, (unsigned long long)shard, why);
+}
+
+/* Admits a shard to the index and deletes the files of the entries it evicts. */
+static int admit(sc_cache *c, uint64_t shard, uint64_t bytes)
+{
+    const uint32_t *victims;
+    uint64_t nv;
+    int rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
+    for (uint64_t i = 0; i < nv; i++) {
+        char path[SC_PATH_MAX + 32];
+        entry_path(c, victims[i], path, sizeof path);
+        unlink(path);
+        c->st.evictions++;
+    }
+    return rc;
+}
+
+/* Learns what an earlier run left: entries, and temporaries of crashed writers. */
+static int scan(sc_cache *c, sc_error *err)
+{
+    DIR *d = opendir(c->dir);
+    struct dirent *e;
+    if (!d)
+        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir, strerror(errno));
+    while ((e = readdir(d))) {
+        unsigned long long shard;
+        char tail[16] = "";
+        int n = sscanf(e->d_name, "s%llu.h5%15s", &shard, tail);
+        if (n < 1)
+            continue;
+        if (n == 2 || shard >= c->ds->nshards) {
+            char path[SC_PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
+            unlink(path);
+            c->st.repairs++;
+            sc__log(c->log_level, SC__LOG_WARN, c->rank,
+                    "removed '%s': %s", path,
+                    n == 2 ? "an incomplete entry left by a writer that died"
+                           : "an entry for a shard this dataset does not have");
+            continue;
+        }
+        if (admit(c, shard, sc__shard_bytes(c->ds, shard)) == SC_ENOMEM) {
+            closedir(d);
+            return sc__seterr(err, SC_ENOMEM, "cache '%s': no memory", c->dir);
+        }
+    }
+    closedir(d);
+    return SC_OK;
+}
+
+/*
+ * The directory of this rank's entries: under cfg->cache_dir, else the
+ * default root (sc__cache_root), one per (dataset, node-local rank).
+ */
+static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
+{
+    const char *base = cfg->cache_dir[0] ? cfg->cache_dir : sc__cache_root();
+    /* The base must leave room for the rank, the "-p<pid>" suffix and entries. */
+    if (strlen(base) > sizeof c->node - 96)
+        return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
+    snprintf(c->node, sizeof c->node, "%.4000s/shardcache-%016llx-l", base,
+             (unsigned long long)c->ds->fingerprint);
+    if (snprintf(c->dir, sizeof c->dir, "%s%d", c->node, c->local_rank) >=
+        (int)sizeof c->dir - 32)
+        return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
+    return SC_OK;
+}
+
+/*
+ * Locks the directory, or, when another live process holds it, a private
+ * (cold) one beside it: two processes never write one directory.
+ */
+static int cache_take_dir(sc_cache *c, sc_error *err)
+{
+    int busy = 0;
+    int rc = lock_dir(c, &busy, err);
+    if (rc != SC_OK || !busy)
+        return rc;
+    char shared[SC_PATH_MAX];
+    memcpy(shared, c->dir, sizeof shared);
+    /* The base was checked to leave 32 bytes of room for this suffix. */
+    size_t len = strlen(shared);
+    snprintf(c->dir + len, sizeof c->dir - len, "-p%ld", (long)getpid());
+    sc__log(c->log_level, SC__LOG_WARN, c->rank,
+            "cache '%s' is in use by another process on this node; using the "
+            "private (cold) cache '%s' instead",
+            shared, c->dir);
+    rc = lock_dir(c, &busy, err);
+    if (rc == SC_OK && busy)
+        rc = sc__seterr(err, SC_EIO, "cache '%s' is locked", c->dir);
+    return rc;
+}
+
+/* The index: what the directory holds, bounded by the capacity. */
+static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
+{
+    const sc_dataset *ds = c->ds;
+    c->nseen = ds->nshards < SEEN_MAX ? ds->nshards + !ds->nshards : SEEN_MAX;
+    if (!(c->seen = calloc(c->nseen, sizeof *c->seen)))
+        return sc__seterr(err, SC_ENOMEM, "no memory for the cache index");
+    int rc = sc__evict_new(cfg->cache_policy, cfg->cache_bytes, &c->ev);
+    if (rc != SC_OK)
+        return sc__seterr(err, rc, "no memory for the cache index");
+    return scan(c, err);
+}
+
+const char *sc__cache_root(void)
+{
+    const char *base = getenv("SLURM_TMPDIR");
+    if (!base || !*base)
+        base = getenv("TMPDIR");
+    return base && *base ? base : "/tmp";
+}
+
+int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
+                   sc_cache **out, sc_error *err)
+{
+    *out = NULL;
+    sc_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a cache");
+    c->ds = ds;
+    c->lock_fd = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->written, NULL);
+    c->check = cfg->cache_check;
+    c->log_level = cfg->log_level;
+    c->rank = site->rank;
+    c->local_rank = site->local_rank;
+    c->local_size = site->local_size;
+    c->job = site->job;
+    int rc = cache_name_dir(c, cfg, err);
+    if (rc == SC_OK)
+        rc = cache_take_dir(c, err);
+    if (rc == SC_OK)
+        rc = cache_load_index(c, cfg, err);
+    if (rc != SC_OK) {
+        sc_cache_close(c);
+        return rc;
+    }
+    *out = c;
+    return sc__errok(err);
+}
+
+int sc_cache_close(sc_cache *c)
+{
+    if (!c)
+        return SC_OK;
+    if (c->lock_fd >= 0)
+        close(c->lock_fd); /* releases the flock */
+    sc__evict_free(c->ev);
+    free(c->seen);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->written);
+    free(c);
+    return SC_OK;
+}
+
+static uint64_t checksum(const sc_dataset *ds, uint64_t shard, void *const *bufs)
+{
+    sc__xxh64_state s;
+    sc__xxh64_init(&s, CHECKSUM_SEED);
+    for (int i = 0; i < ds->nfields; i++)
+        sc__xxh64_update(&s, bufs[i], ds->shard_sizes[shard] * ds->fields[i].sample_bytes);
+    return sc__xxh64_final(&s);
+}
+
+/*
+ * An entry's header lives in the HDF5 user block (the first 512 bytes,
+ * which HDF5 reserves and never touches), written after the HDF5 file is
+ * closed: it is the "complete" mark.  It records where each field's raw
+ * bytes are, so a warm read is open + two preads, with no HDF5 call and no
+ * HDF5 lock; the entry stays a valid HDF5 file that h5dump can read.
+ * Layout, little-endian: magic "SCENTRY1", shard, fingerprint, checksum,
+ * nfields, then (offset, bytes) per field, then XXH64 of all that.
+ */
+#define USERBLOCK 512
+#define ENTRY_MAGIC "SCENTRY1"
+#define H_FIELDS_AT 48
+#define H_HASH_AT (H_FIELDS_AT + 16 * SC_MAX_FIELDS)
+#define H_JOB_AT (H_HASH_AT + 8) /* job token, then a hash of the header's hash and it */
+
+/*
+ * An entry's header.  `job` is the token of the cache open (one per job:
+ * every rank of the communicator shares it) whose process wrote the entry,
+ * 0 if unknown (entries of earlier versions have none).  An entry written
+ * in this job was checksummed from the source's bytes by a live rank of
+ * it, so it is trusted as a rank trusts its own writes; entries of another
+ * job (an earlier or a crashed one) are checked on their first read in a
+ * process.  The token lies after the header's hash, with a hash of its
+ * own, so headers without one still decode.
+ */
+typedef struct header {
+    uint64_t shard, fingerprint, checksum, nfields;
+    uint64_t off[SC_MAX_FIELDS], bytes[SC_MAX_FIELDS];
+    uint64_t job;
+} header;
+
+static void encode_header(const header *h, unsigned char *b)
+{
+    memset(b, 0, USERBLOCK);
+    memcpy(b, ENTRY_MAGIC, 8);
+    sc__put_u64(b + 8, USERBLOCK);
+    sc__put_u64(b + 16, h->shard);
+    sc__put_u64(b + 24, h->fingerprint);
+    sc__put_u64(b + 32, h->checksum);
+    sc__put_u64(b + 40, h->nfields);
+    for (int i = 0; i < SC_MAX_FIELDS; i++) {
+        sc__put_u64(b + H_FIELDS_AT + 16 * i, h->off[i]);
+        sc__put_u64(b + H_FIELDS_AT + 16 * i + 8, h->bytes[i]);
+    }
+    sc__put_u64(b + H_HASH_AT, sc__xxh64(b, H_HASH_AT, CHECKSUM_SEED));
+    sc__put_u64(b + H_JOB_AT, h->job);
+    sc__put_u64(b + H_JOB_AT + 8, sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED));
+}
+
+static int decode_header(const unsigned char *b, header *h)
+{
+    if (memcmp(b, ENTRY_MAGIC, 8) != 0 || sc__get_u64(b + 8) != USERBLOCK ||
+        sc__get_u64(b + H_HASH_AT) != sc__xxh64(b, H_HASH_AT, CHECKSUM_SEED))
+        return -1;
+    h->shard = sc__get_u64(b + 16);
+    h->fingerprint = sc__get_u64(b + 24);
+    h->checksum = sc__get_u64(b + 32);
+    h->nfields = sc__get_u64(b + 40);
+    for (int i = 0; i < SC_MAX_FIELDS; i++) {
+        h->off[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i);
+        h->bytes[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i + 8);
+    }
+    h->job = sc__get_u64(b + H_JOB_AT + 8) == sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED)
+                 ? sc__get_u64(b + H_JOB_AT)
+                 : 0;
+    return h->nfields <= SC_MAX_FIELDS ? 0 : -1;
+}
+
+/* pread()/pwrite() until done; 0 on success. */
+static int full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
+{
+    unsigned char *p = buf;
+    while (n) {
+        ssize_t k = write ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Writes one entry: temporary file, data, header (the mark), rename. */
+static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
+                       sc_error *err)
+{
+    const sc_dataset *ds = c->ds;
+    char tmp[SC_PATH_MAX + 64], path[SC_PATH_MAX + 32];
+    header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
+    int bad;
+    static _Atomic unsigned long writers; /* names each writer's temporary */
+    entry_path(c, shard, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(),
+             (unsigned long)atomic_fetch_add(&writers, 1));
+
+    sc__h5_lock();
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_userblock(fcpl, USERBLOCK);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    bad = f < 0;
+    for (int i = 0; !bad && i < ds->nfields; i++) {
+        char name[16];
+        hsize_t n = ds->shard_sizes[shard] * ds->fields[i].sample_bytes;
+        snprintf(name, sizeof name, "f%d", i);
+        hid_t sp = H5Screate_simple(1, &n, NULL);
+        hid_t d = H5Dcreate2(f, name, H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        /* Space only: the bytes go in by pwrite below, outside the HDF5 lock. */
+        bad = d < 0;
+        haddr_t at = bad ? HADDR_UNDEF : H5Dget_offset(d);
+        bad = bad || at == HADDR_UNDEF;
+        h.off[i] = (uint64_t)at;
+        h.bytes[i] = n;
+        if (d >= 0)
+            H5Dclose(d);
+        H5Sclose(sp);
+    }
+    if (f >= 0 && H5Fclose(f) < 0)
+        bad = 1;
+    H5Pclose(dcpl);
+    H5Pclose(fcpl);
+    int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed",
+                              tmp, (unsigned long long)shard)
+                 : SC_OK;
+    sc__h5_unlock();
+
+    if (rc == SC_OK && sc__fault("cache-writer-dies"))
+        raise(SIGKILL); /* test hook: the writer dies with data but no mark */
+    if (rc == SC_OK) {
+        unsigned char block[USERBLOCK];
+        encode_header(&h, block);
+        int fd = open(tmp, O_WRONLY | O_CLOEXEC);
+        for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
+            if (full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
+                rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", tmp, i,
+                                strerror(errno));
+        if (rc == SC_OK && (fd < 0 || full_io(fd, block, USERBLOCK, 0, 1) != 0))
+            rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", tmp,
+                            strerror(errno));
+        if (fd >= 0 && close(fd) != 0 && rc == SC_OK)
+            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", tmp, strerror(errno));
+    }
+    if (rc == SC_OK && rename(tmp, path) != 0)
+        rc = sc__seterr(err, SC_EIO, "cache entry '%s': rename failed: %s", path,
+                        strerror(errno));
+    if (rc != SC_OK)
+        unlink(tmp);
+    return rc;
+}
+
+/* One traced stage of a shard's read, for the caller's thread. */
+static void span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
+                 uint64_t bytes)
+{
+    if (tc)
+        sc__trace_span(tc->ring, st, t0, sc__trace_now(tc->ring), tc->epoch,
+                       (int64_t)shard, -1, bytes);
+}
+
+static sc__tring *ring_of(const sc__tctx *tc)
+{
+    return tc ? tc->ring : NULL;
+}
+
+/*
+ * Reads an entry and proves it whole, without touching the index (no lock
+ * held).  With `m` the entry is mapped read-only and m->field[i] point into
+ * it: the page cache is the buffer, and the only copy left is the batch
+ * assembly's (bench/stream measured the pread copy at a third of a warm
+ * epoch).  Entries are never changed in place (a rewrite is a new file
+ * renamed over, an eviction an unlink), so a mapping stays valid until
+ * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  With
+ * `seen`, a neighbor's entry: it counts as verified if it is the file
+ * *seen names, and *seen becomes the file's identity once it is served.
+ * Any entry written in this job counts as verified (see header).
+ * Returns NULL on success, or why the entry cannot be served.
+ */
+static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
+                              void *const *bufs, sc__mapping *m, int verified,
+                              struct seen *seen, const sc__tctx *tc)
+{
+    uint64_t t0 = sc__trace_now(ring_of(tc));
+    sc__trace_slow(ring_of(tc), SC__ST_CACHE_READ);
+    const sc_dataset *ds = c->ds;
+    unsigned char block[USERBLOCK];
+    const char *why = NULL;
+    header h = {0};
+    struct stat st;
+
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = "it cannot be opened";
+    else if (full_io(fd, block, USERBLOCK, 0, 0) || decode_header(block, &h))
+        why = "it has no complete mark (or a damaged header)";
+    else if (h.shard != shard)
+        why = "it belongs to another shard";
+    else if (h.fingerprint != ds->fingerprint || h.nfields != (uint64_t)ds->nfields)
+        why = "it belongs to another dataset";
+    for (int i = 0; !why && i < ds->nfields; i++) {
+        uint64_t want = ds->shard_sizes[shard] * ds->fields[i].sample_bytes;
+        if (h.bytes[i] != want)
+            why = "a field has the wrong size";
+        else if (h.off[i] < USERBLOCK || h.off[i] + want > (uint64_t)st.st_size)
+            why = "it is truncated";
+        else if (!m && full_io(fd, bufs[i], want, h.off[i], 0))
+            why = "its data does not read back";
+    }
+    if (!why && m) {
+        m->len = (size_t)st.st_size;
+        m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (m->base == MAP_FAILED) {
+            m->base = NULL;
+            why = "it cannot be mapped";
+        }
+        for (int i = 0; !why && i < ds->nfields; i++)
+            m->field[i] = (const unsigned char *)m->base + h.off[i];
+        bufs = (void *const *)m->field;
+    }
+    if (fd >= 0)
+        close(fd);
+    span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
+
+    if (!why && h.job == c->job)
+        verified = 1; /* written in this job: see header */
+    struct seen me = {0};
+    if (!why && seen) {
+        me = identity(shard, &st);
+        verified |= !memcmp(&me, seen, sizeof me);
+    }
+    if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
+        t0 = sc__trace_now(ring_of(tc));
+        if (checksum(ds, shard, bufs) != h.checksum)
+            why = "its checksum does not match its bytes";
+        span(tc, SC__ST_CHECKSUM, t0, shard, sc__shard_bytes(ds, shard));
+        pthread_mutex_lock(&c->mu);
+        c->st.bytes_checked += sc__shard_bytes(ds, shard);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (!why && seen)
+        *seen = me;
+    if (why && m)
+        sc__cache_unmap(m);
+    return why;
+}
+
+void sc__cache_unmap(sc__mapping *m)
+{
+    if (m && m->base)
+        munmap(m->base, m->len);
+    if (m)
+        memset(m, 0, sizeof *m);
+}
+
+/*
+ * A shard this rank has not cached, from another local rank's cache on the
+ * same node: the node's disk already holds it, so a global shuffle (or a
+ * sticky move between ranks of one node) costs a read, not a source read
+ * and a cache write.  Unless this job wrote it, its entry is checked in
+ * full the first time this process reads that file (we cannot know whether
+ * its owner verified it); it is served from where it is: entries are
+ * immutable, and an unlink by their owner leaves our mapping whole.
+ * Returns NULL when served (and counted as a hit).
+ */
+static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
+                                  sc__mapping *m, const sc__tctx *tc)
+{
+    char path[SC_PATH_MAX + 64];
+    for (int lr = 0; lr < c->local_size; lr++) {
+        if (lr == c->local_rank)
+            continue;
+        snprintf(path, sizeof path, "%s%d/s%llu.h5", c->node, lr, (unsigned long long)shard);
+        if (access(path, R_OK) != 0)
+            continue;
+        struct seen *slot = &c->seen[shard % c->nseen];
+        pthread_mutex_lock(&c->mu);
+        struct seen known = *slot;
+        pthread_mutex_unlock(&c->mu);
+        if (read_entry(c, path, shard, bufs, m, 0, &known, tc))
+            continue;
+        pthread_mutex_lock(&c->mu);
+        *slot = known;
+        c->st.hits++;
+        c->st.neighbor_hits++;
+        c->st.bytes_from_cache += sc__shard_bytes(c->ds, shard);
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    return "it is not cached on this node";
+}
+
+/*
+ * A warm hit: the entry read (or mapped), checked, and counted; or why it
+ * could not be served, in which case it has been repaired (dropped).
+ */
+static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
+                             sc__mapping *m, const sc__tctx *tc)
+{
+    uint32_t s32 = (uint32_t)shard;
+    pthread_mutex_lock(&c->mu);
+    int held, verified = 0;
+    /* Another thread is writing it: wait for its entry rather than read the source too. */
+    while ((held = sc__evict_has(c->ev, s32)) &&
+           (verified = sc__evict_flag(c->ev, s32)) == ENTRY_WRITING)
+        pthread_cond_wait(&c->written, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    if (!held)
+        return neighbor_entry(c, shard, bufs, m, tc);
+    char path[SC_PATH_MAX + 32];
+    entry_path(c, shard, path, sizeof path);
+    const char *why = read_entry(c, path, shard, bufs, m, verified, NULL, tc);
+    pthread_mutex_lock(&c->mu);
+    /* An entry evicted while it was read was still whole: an open fd survives unlink. */
+    if (!why) {
+        if (sc__evict_has(c->ev, s32)) {
+            sc__evict_touch(c->ev, s32);
+            sc__evict_set_flag(c->ev, s32, 1);
+        }
+        c->st.hits++;
+        c->st.bytes_from_cache += sc__shard_bytes(c->ds, shard);
+    } else if (sc__evict_has(c->ev, s32)) {
+        repair(c, shard, why);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return why;
+}
+
+int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *tc,
+                  sc_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (shard >= c->ds->nshards)
+        return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
+                          (unsigned long long)shard, (unsigned long long)c->ds->nshards);
+    hit_entry(c, shard, NULL, m, tc);
+    return sc__errok(err);
+}
+
+/*
+ * A miss: the shard is reserved in the index (marked being written) before
+ * the source is read, so that another thread wanting it waits for this
+ * entry instead of reading the source (and running a transform) twice;
+ * then the source read, the checksum, and the entry's write, all without
+ * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
+ */
+static int miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
+                sc_error *err)
+{
+    uint64_t bytes = sc__shard_bytes(c->ds, shard);
+    uint32_t s32 = (uint32_t)shard;
+    pthread_mutex_lock(&c->mu);
+    c->st.misses++;
+    c->st.bytes_from_source += bytes;
+    /* SC_EOVERFLOW: bigger than the whole cache (or held meanwhile): serve, don't keep. */
+    int kept = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : admit(c, shard, bytes);
+    if (kept == SC_OK)
+        sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
+    pthread_mutex_unlock(&c->mu);
+    if (kept != SC_OK && kept != SC_EOVERFLOW)
+        return sc__seterr(err, kept, "cache '%s': no memory for its index", c->dir);
+
+    uint64_t t0 = sc__trace_now(ring_of(tc));
+    sc__trace_slow(ring_of(tc), SC__ST_SOURCE_READ);
+    int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
+    span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
+    int wrc = rc;
+    sc_error werr = SC_ERROR_INIT;
+    if (rc == SC_OK && kept == SC_OK) {
+        t0 = sc__trace_now(ring_of(tc));
+        uint64_t sum = checksum(c->ds, shard, bufs);
+        span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
+        t0 = sc__trace_now(ring_of(tc));
+        wrc = write_entry(c, shard, bufs, sum, &werr);
+        span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
+    }
+    if (kept != SC_OK)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    int held = sc__evict_has(c->ev, s32);
+    if (wrc != SC_OK) {
+        if (held)
+            sc__evict_remove(c->ev, s32);
+        /* The bytes in bufs are right; only the copy failed (disk full?). */
+        if (rc == SC_OK)
+            sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
+    } else if (!held) {
+        char path[SC_PATH_MAX + 32]; /* evicted while it was written */
+        entry_path(c, shard, path, sizeof path);
+        unlink(path);
+    } else {
+        sc__evict_set_flag(c->ev, s32, 1);
+    }
+    pthread_cond_broadcast(&c->written);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
+                   const sc__tctx *tc, sc_error *err)
+{
+    if (!c || !bufs)
+        return sc__seterr(err, SC_EINVAL, "sc_cache_read: NULL argument");
+    if (shard >= c->ds->nshards)
+        return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
+                          (unsigned long long)shard, (unsigned long long)c->ds->nshards);
+    if (hit)
+        *hit = 0;
+    if (!hit_entry(c, shard, bufs, NULL, tc)) {
+        if (hit)
+            *hit = 1;
+        return sc__errok(err);
+    }
+    int rc = miss(c, shard, bufs, tc, err);
+    return rc == SC_OK ? sc__errok(err) : rc;
+}
+
+int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
+{
+    return sc__cache_read(c, shard, bufs, NULL, NULL, err);
+}
+
+int sc_cache_plan_ahead(sc_cache *c, const uint32_t *shards, uint64_t n)
+{
+    if (!c || (n && !shards))
+        return SC_EINVAL;
+    pthread_mutex_lock(&c->mu);
+    int rc = sc__evict_future(c->ev, shards, n);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out)
+{
+    if (!c || !out)
+        return SC_EINVAL;
+    sc_cache *m = (sc_cache *)c; /* the lock is not part of the value */
+    pthread_mutex_lock(&m->mu);
+    *out = c->st;
+    out->entries = sc__evict_count(c->ev);
+    out->bytes_cached = sc__evict_bytes(c->ev);
+    pthread_mutex_unlock(&m->mu);
+    return SC_OK;
+}
+
+const char *sc_cache_dir(const sc_cache *c)
+{
+    return c ? c->dir : "";
+}

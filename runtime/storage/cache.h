@@ -1,0 +1,64 @@
+/*
+ * cache.h - the node-local shard cache (public calls: sc_cache_* in
+ * shardcache.h; the handle stays private to cache.c).
+ *
+ * This module owns the cache directory of one rank: entries per shard,
+ * their checksums and complete marks, the capacity bound (with evict.c
+ * choosing victims), crash-safe publication, reuse across jobs, and the
+ * counters.  It reads the source only through source.c, and it must never
+ * serve an entry it has not proven whole: a doubt is a repair, not data.
+ */
+#ifndef SC_CACHE_H
+#define SC_CACHE_H
+
+#include "shardcache/cache.h"
+#include "tring.h"
+
+/*
+ * Where a cache is opened: what the job's ranks agreed on (mpi/node.c
+ * finds it; sc_cache_open is that collective half, then this).
+ */
+typedef struct sc__cache_site {
+    int rank;       /* in the job: names the rank in messages */
+    int local_rank; /* among the node's ranks: names this rank's directory */
+    int local_size; /* the node's ranks: whose directories are neighbors */
+    uint64_t job;   /* the job's token, never 0: entries this job wrote are trusted */
+} sc__cache_site;
+
+/* Opens this rank's cache for `ds` (local: no messages). */
+int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
+                   sc_cache **out, sc_error *err);
+
+/*
+ * The default root of the caches when SC_CACHE_DIR is empty: $SLURM_TMPDIR,
+ * else $TMPDIR, else /tmp.  The one rule: the launch scripts leave it to
+ * the library, and `shardcache` prints it.
+ */
+const char *sc__cache_root(void);
+
+/*
+ * sc_cache_read, telling whether it was a hit, and tracing its stages
+ * (cache read, checksum, source read, cache write) into `tc` (may be
+ * NULL).  Safe from several threads at once, for different shards.
+ */
+int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
+                   const sc__tctx *tc, sc_error *err);
+
+/* A cache entry mapped read-only: field[i] is the shard's field i. */
+typedef struct sc__mapping {
+    void *base;
+    size_t len;
+    const unsigned char *field[SC_MAX_FIELDS];
+} sc__mapping;
+
+/*
+ * A warm hit without a copy: maps the entry (checked as a read would be)
+ * and counts the hit.  When the shard is not cached, or its entry had to
+ * be repaired, m->base is NULL and the caller reads it with
+ * sc__cache_read (which goes to the source).  Unmap with sc__cache_unmap.
+ */
+int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *tc,
+                  sc_error *err);
+void sc__cache_unmap(sc__mapping *m);
+
+#endif /* SC_CACHE_H */

@@ -1,0 +1,92 @@
+/*
+ * h5.c - the HDF5 lock, quiet error capture and type mapping.
+ */
+#include "h5.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+/* Why global: HDF5 itself is one process-wide, non-thread-safe library. */
+static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
+static H5E_auto2_t saved_func;
+static void *saved_data;
+
+void sc__h5_lock(void)
+{
+    pthread_mutex_lock(&h5_mutex);
+    H5Eget_auto2(H5E_DEFAULT, &saved_func, &saved_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void sc__h5_unlock(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, saved_func, saved_data);
+    pthread_mutex_unlock(&h5_mutex);
+}
+
+typedef struct last_msg {
+    char text[160];
+} last_msg;
+
+/* The walk goes from the innermost error outwards; keep the innermost. */
+static herr_t keep_first(unsigned n, const H5E_error2_t *e, void *data)
+{
+    last_msg *m = data;
+    if (n == 0 && e->desc)
+        snprintf(m->text, sizeof m->text, "%s", e->desc);
+    return 0;
+}
+
+int sc__h5_err(sc_error *err, int code, const char *fmt, ...)
+{
+    last_msg m = {""};
+    char ctx[SC_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_first, &m);
+    H5Eclear2(H5E_DEFAULT);
+    if (m.text[0])
+        return sc__seterr(err, code, "%s (HDF5: %s)", ctx, m.text);
+    return sc__seterr(err, code, "%s", ctx);
+}
+
+sc__dtype sc__h5_dtype(hid_t type)
+{
+    H5T_class_t cls = H5Tget_class(type);
+    size_t size = H5Tget_size(type);
+    if (cls == H5T_INTEGER) {
+        int sgn = H5Tget_sign(type) == H5T_SGN_2;
+        switch (size) {
+        case 1: return sgn ? SC__DT_I8 : SC__DT_U8;
+        case 2: return sgn ? SC__DT_I16 : SC__DT_U16;
+        case 4: return sgn ? SC__DT_I32 : SC__DT_U32;
+        case 8: return sgn ? SC__DT_I64 : SC__DT_U64;
+        default: return SC__DT_INVALID;
+        }
+    }
+    if (cls == H5T_FLOAT)
+        return size == 4 ? SC__DT_F32 : size == 8 ? SC__DT_F64 : SC__DT_INVALID;
+    return SC__DT_INVALID;
+}
+
+hid_t sc__h5_native(sc__dtype dt)
+{
+    switch (dt) {
+    case SC__DT_U8: return H5T_NATIVE_UINT8;
+    case SC__DT_I8: return H5T_NATIVE_INT8;
+    case SC__DT_U16: return H5T_NATIVE_UINT16;
+    case SC__DT_I16: return H5T_NATIVE_INT16;
+    case SC__DT_U32: return H5T_NATIVE_UINT32;
+    case SC__DT_I32: return H5T_NATIVE_INT32;
+    case SC__DT_U64: return H5T_NATIVE_UINT64;
+    case SC__DT_I64: return H5T_NATIVE_INT64;
+    case SC__DT_F32: return H5T_NATIVE_FLOAT;
+    case SC__DT_F64: return H5T_NATIVE_DOUBLE;
+    default: return H5I_INVALID_HID;
+    }
+}

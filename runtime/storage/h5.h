@@ -1,0 +1,38 @@
+/*
+ * h5.h - the HDF5 boundary: every HDF5 call in shardcache goes through here.
+ *
+ * Debian's parallel HDF5 is built without thread safety, and the stream
+ * module reads from producer threads, so every HDF5 call is made holding
+ * one process-wide lock (sc__h5_lock); that lock is the one piece of
+ * global mutable state in the library besides the trace clock.  While it
+ * is held, HDF5's automatic error printing is off, so that a truncated or
+ * foreign file yields one sc_error naming file and dataset instead of a
+ * page of HDF5 stack on the user's terminal; the innermost HDF5 message is
+ * kept in that sc_error.  This module must never leave the lock held on
+ * return, and must never print.
+ */
+#ifndef SC_H5_H
+#define SC_H5_H
+
+#include <hdf5.h>
+
+#include "dtype.h"
+#include "error.h"
+
+void sc__h5_lock(void);
+void sc__h5_unlock(void);
+
+/*
+ * Formats err as SC_EHDF5 (or `code`) with the given context and HDF5's own
+ * innermost message appended.  Call with the lock held, right after the
+ * failing call.
+ */
+int sc__h5_err(sc_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The dtype of an HDF5 file type, or SC__DT_INVALID when unsupported. */
+sc__dtype sc__h5_dtype(hid_t type);
+/* The native memory type for a dtype (not to be closed). */
+hid_t sc__h5_native(sc__dtype dt);
+
+#endif /* SC_H5_H */

@@ -1,0 +1,808 @@
+/*
+ * source.c - opening and reading source datasets (layouts A and B).
+ */
+#include "source.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "h5.h"
+#include "hash.h"
+
+_Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int64_t");
+
+/* ---- a growable byte buffer for the fingerprint ---------------------------- */
+
+typedef struct bytes {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+} bytes;
+
+static void put(bytes *b, const void *data, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + n)
+            cap *= 2;
+        unsigned char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+}
+
+static void put_u64(bytes *b, uint64_t v)
+{
+    unsigned char le[8];
+    sc__put_u64(le, v);
+    put(b, le, 8);
+}
+
+static void put_str(bytes *b, const char *s)
+{
+    put_u64(b, strlen(s));
+    put(b, s, strlen(s));
+}
+
+/* A field's name, type and sample shape, as the fingerprint sees them. */
+static void put_field(bytes *b, const sc__field *f)
+{
+    put_str(b, f->name);
+    put_u64(b, (uint64_t)f->dtype);
+    put_u64(b, (uint64_t)f->ndims);
+    for (int d = 0; d < f->ndims; d++)
+        put_u64(b, f->dims[d]);
+}
+
+/* Path, size and modification time of one file, as the fingerprint sees it. */
+static int put_file(bytes *b, const char *path, sc_error *err)
+{
+    struct stat st;
+    char real[PATH_MAX];
+    if (stat(path, &st) != 0)
+        return sc__seterr(err, SC_EIO, "source file '%s': %s", path, strerror(errno));
+    put_str(b, realpath(path, real) ? real : path);
+    put_u64(b, (uint64_t)st.st_size);
+    put_u64(b, (uint64_t)st.st_mtim.tv_sec);
+    put_u64(b, (uint64_t)st.st_mtim.tv_nsec);
+    return SC_OK;
+}
+
+/* ---- fields ------------------------------------------------------------------ */
+
+typedef struct name_list {
+    char names[SC_MAX_FIELDS][256];
+    int n, too_many;
+} name_list;
+
+/* Written against HDF5 1.10's API (Debian 12), which 1.12+ still provides. */
+static herr_t collect_dataset(hid_t group, const char *name, const H5L_info_t *info,
+                              void *data)
+{
+    name_list *l = data;
+    H5O_info_t oi;
+    (void)info;
+    if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -1;
+    if (oi.type != H5O_TYPE_DATASET)
+        return 0;
+    if (l->n == SC_MAX_FIELDS) {
+        l->too_many = 1;
+        return 1;
+    }
+    snprintf(l->names[l->n++], 256, "/%s", name);
+    return 0;
+}
+
+/* The fields to load: the configured list, or every dataset in "/". */
+static int field_names(hid_t file, const char *path, const char *wanted,
+                       name_list *l, sc_error *err)
+{
+    memset(l, 0, sizeof *l);
+    if (wanted && *wanted) {
+        const char *p = wanted;
+        while (*p) {
+            size_t len = strcspn(p, ",");
+            if (len == 0 || len >= 255 || l->n == SC_MAX_FIELDS)
+                return sc__seterr(err, SC_EINVAL,
+                                  "SC_FIELDS='%s': empty, too long or more than "
+                                  "%d names", wanted, SC_MAX_FIELDS);
+            snprintf(l->names[l->n++], 256, "%s%.*s", *p == '/' ? "" : "/",
+                     (int)len, p);
+            p += len + (p[len] == ',');
+        }
+        return SC_OK;
+    }
+    hsize_t idx = 0;
+    if (H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_dataset, l) < 0)
+        return sc__h5_err(err, SC_EHDF5, "source '%s': cannot list its datasets", path);
+    if (l->too_many)
+        return sc__seterr(err, SC_EINVAL,
+                          "source '%s' has more than %d datasets; choose the "
+                          "fields with SC_FIELDS",
+                          path, SC_MAX_FIELDS);
+    if (l->n == 0)
+        return sc__seterr(err, SC_EINVAL, "source '%s' has no datasets in '/'", path);
+    return SC_OK;
+}
+
+/*
+ * Describes one field of an open file; *n gets its first dimension.  The
+ * caller holds the HDF5 lock.
+ */
+static int describe(hid_t file, const char *path, const char *name, sc__field *f,
+                    uint64_t *n, hid_t *dset_out, sc_error *err)
+{
+    hid_t d = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
+    hsize_t dims[H5S_MAX_RANK];
+    int rc = SC_OK;
+
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+        return sc__seterr(err, SC_EINVAL, "source '%s' has no field '%s'", path, name);
+    if ((d = H5Dopen2(file, name, H5P_DEFAULT)) < 0)
+        return sc__h5_err(err, SC_EHDF5, "source '%s': cannot open field '%s'", path, name);
+    t = H5Dget_type(d);
+    s = H5Dget_space(d);
+    int nd = s < 0 ? -1 : H5Sget_simple_extent_ndims(s);
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->dtype = t < 0 ? SC__DT_INVALID : sc__h5_dtype(t);
+    if (t < 0 || s < 0 || nd < 0) {
+        rc = sc__h5_err(err, SC_EHDF5, "source '%s': cannot read field '%s'", path, name);
+    } else if (f->dtype == SC__DT_INVALID) {
+        H5T_class_t cls = H5Tget_class(t);
+        rc = sc__seterr(err, SC_EINVAL,
+                        "source '%s': field '%s' has an unsupported type (class %d, "
+                        "%zu bytes); shardcache reads integer and float fields",
+                        path, name, (int)cls, H5Tget_size(t));
+    } else if (nd < 1 || nd - 1 > SC_MAX_DIMS) {
+        rc = sc__seterr(err, SC_EINVAL,
+                        "source '%s': field '%s' has %d dimensions; a field needs "
+                        "1 to %d (samples first)",
+                        path, name, nd, SC_MAX_DIMS + 1);
+    } else {
+        H5Sget_simple_extent_dims(s, dims, NULL);
+        f->ndims = nd - 1;
+        f->sample_bytes = sc__dtype_size(f->dtype);
+        for (int i = 1; i < nd; i++) {
+            f->dims[i - 1] = dims[i];
+            f->sample_bytes *= dims[i];
+        }
+        *n = dims[0];
+        if (dims[0] == 0)
+            rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is empty (0 samples)",
+                            path, name);
+        else if (f->sample_bytes == 0)
+            rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' has a zero-sized "
+                            "sample shape", path, name);
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (rc == SC_OK && dset_out)
+        *dset_out = d;
+    else
+        H5Dclose(d);
+    return rc;
+}
+
+static int same_field(const sc__field *a, const sc__field *b)
+{
+    return a->dtype == b->dtype && a->ndims == b->ndims &&
+           memcmp(a->dims, b->dims, sizeof a->dims) == 0;
+}
+
+static hid_t open_file(const char *path, MPI_Comm comm, int parallel, sc_error *err)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (parallel)
+        H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        sc__h5_err(err, SC_EHDF5, "source '%s' cannot be opened as HDF5", path);
+    return f;
+}
+
+/* ---- layouts ------------------------------------------------------------------- */
+
+static int open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
+                         sc_error *err)
+{
+    int size = ds->world, rc;
+    name_list names;
+    if (cfg->shard_size == 0)
+        return sc__seterr(err, SC_EINVAL, "source '%s': SC_SHARD_SIZE is 0", ds->path);
+    /*
+     * A shared file is read through MPI-IO when several ranks share it, but
+     * only where MPI may be called from any thread: the loader reads shards
+     * from its producer threads while the caller's thread is in MPI.  Under
+     * a lower thread level each rank opens the file read-only on its own
+     * (the POSIX driver), which needs no MPI at all.
+     */
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    int parallel = size > 1 && level == MPI_THREAD_MULTIPLE;
+    if ((ds->file = open_file(ds->path, ds->comm, parallel, err)) < 0)
+        return err ? err->code : SC_EHDF5;
+    if ((rc = field_names(ds->file, ds->path, cfg->fields, &names, err)) != SC_OK)
+        return rc;
+    for (int i = 0; i < names.n; i++) {
+        uint64_t n = 0;
+        rc = describe(ds->file, ds->path, names.names[i], &ds->fields[i], &n,
+                      &ds->dset[i], err);
+        if (rc != SC_OK)
+            return rc;
+        ds->nfields = i + 1;
+        if (i == 0)
+            ds->nsamples = n;
+        else if (n != ds->nsamples)
+            return sc__seterr(err, SC_EINVAL,
+                              "source '%s': field '%s' has %llu samples but '%s' "
+                              "has %llu; fields must share their first dimension",
+                              ds->path, names.names[i], (unsigned long long)n,
+                              names.names[0], (unsigned long long)ds->nsamples);
+    }
+    ds->shard_size = cfg->shard_size;
+    ds->nshards = (ds->nsamples + ds->shard_size - 1) / ds->shard_size;
+    if (ds->nshards > UINT32_MAX)
+        return sc__seterr(err, SC_EOVERFLOW, "source '%s': %llu shards is too many; "
+                          "raise SC_SHARD_SIZE", ds->path,
+                          (unsigned long long)ds->nshards);
+    ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
+    if (!ds->shard_sizes)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    for (uint64_t k = 0; k < ds->nshards; k++) {
+        uint64_t left = ds->nsamples - k * ds->shard_size;
+        ds->shard_sizes[k] = left < ds->shard_size ? left : ds->shard_size;
+    }
+    put_u64(fp, ds->shard_size);
+    return put_file(fp, ds->path, err);
+}
+
+/* Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of paths. */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err)
+{
+    if (ds->nfiles == *cap) {
+        uint64_t ncap = *cap ? *cap * 2 : 64;
+        char **f = realloc(ds->files, sizeof *f * ncap);
+        if (!f)
+            return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+        ds->files = f;
+        *cap = ncap;
+    }
+    if (!(ds->files[ds->nfiles] = strdup(path)))
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    ds->nfiles++;
+    return SC_OK;
+}
+
+static int list_files(sc_dataset *ds, int is_dir, sc_error *err)
+{
+    uint64_t cap = 0;
+    char buf[SC_PATH_MAX + 512];
+    int rc = SC_OK;
+    if (is_dir) {
+        DIR *d = opendir(ds->path);
+        struct dirent *e;
+        if (!d)
+            return sc__seterr(err, SC_EIO, "source '%s': %s", ds->path, strerror(errno));
+        while (rc == SC_OK && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if ((len > 3 && !strcmp(e->d_name + len - 3, ".h5")) ||
+                (len > 5 && !strcmp(e->d_name + len - 5, ".hdf5"))) {
+                snprintf(buf, sizeof buf, "%s/%s", ds->path, e->d_name);
+                rc = add_file(ds, &cap, buf, err);
+            }
+        }
+        closedir(d);
+        if (rc == SC_OK && ds->nfiles > 1)
+            qsort(ds->files, ds->nfiles, sizeof *ds->files, cmp_str);
+    } else {
+        FILE *f = fopen(ds->path, "r");
+        if (!f)
+            return sc__seterr(err, SC_EIO, "source '%s': %s", ds->path, strerror(errno));
+        for (uint64_t line = 1; rc == SC_OK && fgets(buf, sizeof buf, f); line++) {
+            buf[strcspn(buf, "\r\n")] = '\0';
+            if (!buf[0] || buf[0] == '#')
+                continue;
+            struct stat st;
+            if (stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
+                rc = sc__seterr(err, SC_EINVAL,
+                                "source '%s' is neither an HDF5 file nor a list of "
+                                "HDF5 files (line %llu: '%.200s' is not a file)",
+                                ds->path, (unsigned long long)line, buf);
+            else
+                rc = add_file(ds, &cap, buf, err);
+        }
+        fclose(f);
+    }
+    if (rc == SC_OK && ds->nfiles == 0)
+        rc = sc__seterr(err, SC_EINVAL, "source '%s' lists no HDF5 files", ds->path);
+    return rc;
+}
+
+static int open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
+                         bytes *fp, sc_error *err)
+{
+    int rc;
+    name_list names;
+    if ((rc = list_files(ds, is_dir, err)) != SC_OK)
+        return rc;
+    if (ds->nfiles > UINT32_MAX)
+        return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
+    ds->nshards = ds->nfiles;
+    ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
+    if (!ds->shard_sizes)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    for (uint64_t k = 0; k < ds->nfiles; k++) {
+        const char *path = ds->files[k];
+        hid_t f = open_file(path, MPI_COMM_SELF, 0, err);
+        if (f < 0)
+            return err ? err->code : SC_EHDF5;
+        rc = k == 0 ? field_names(f, path, cfg->fields, &names, err) : SC_OK;
+        for (int i = 0; rc == SC_OK && i < names.n; i++) {
+            sc__field fld;
+            uint64_t n = 0;
+            rc = describe(f, path, names.names[i], &fld, &n, NULL, err);
+            if (rc != SC_OK)
+                break;
+            if (k == 0) {
+                ds->fields[i] = fld;
+                ds->nfields = i + 1;
+            } else if (!same_field(&fld, &ds->fields[i])) {
+                rc = sc__seterr(err, SC_EINVAL,
+                                "source file '%s': field '%s' has another type or "
+                                "shape than in '%s'",
+                                path, fld.name, ds->files[0]);
+                break;
+            }
+            if (i == 0)
+                ds->shard_sizes[k] = n;
+            else if (n != ds->shard_sizes[k])
+                rc = sc__seterr(err, SC_EINVAL,
+                                "source file '%s': field '%s' has %llu samples but "
+                                "'%s' has %llu",
+                                path, fld.name, (unsigned long long)n,
+                                names.names[0], (unsigned long long)ds->shard_sizes[k]);
+        }
+        H5Fclose(f);
+        if (rc == SC_OK)
+            rc = put_file(fp, path, err);
+        if (rc != SC_OK)
+            return rc;
+        ds->nsamples += ds->shard_sizes[k];
+    }
+    return SC_OK;
+}
+
+/*
+ * Layout B's manifest, from rank 0 to all (mpi/node.c sends it): its
+ * status (and message), then the fingerprint, the fields, and every file
+ * with its sample count, so that a job of R ranks opens each file once at
+ * start-up, not R times.
+ */
+int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **buf,
+                         size_t *len)
+{
+    bytes m = {0};
+    put_u64(&m, (uint64_t)(int64_t)rc);
+    put_str(&m, rc == SC_OK || !msg ? "" : msg);
+    if (rc == SC_OK) {
+        put_u64(&m, ds->fingerprint);
+        put_u64(&m, ds->nsamples);
+        put_u64(&m, (uint64_t)ds->nfields);
+        put(&m, ds->fields, sizeof ds->fields); /* one build, one ABI */
+        put_u64(&m, ds->nfiles);
+        for (uint64_t k = 0; k < ds->nfiles; k++) {
+            put_str(&m, ds->files[k]);
+            put_u64(&m, ds->shard_sizes[k]);
+        }
+    }
+    if (m.oom) {
+        free(m.p);
+        *buf = NULL;
+        *len = 0;
+        return SC_ENOMEM;
+    }
+    *buf = m.p;
+    *len = m.len;
+    return SC_OK;
+}
+
+/* A cursor over a received manifest: NULL once it runs past the end. */
+typedef struct source_cursor {
+    const unsigned char *p, *end;
+} source_cursor;
+
+static const unsigned char *source_take(source_cursor *c, uint64_t n)
+{
+    if (!c->p || n > (uint64_t)(c->end - c->p))
+        return c->p = NULL;
+    c->p += n;
+    return c->p - n;
+}
+
+/* The manifest's files, each with its sample count. */
+static int source_take_files(sc_dataset *ds, source_cursor *c, sc_error *err)
+{
+    uint64_t cap = 0;
+    int rc = SC_OK;
+    for (uint64_t k = 0; rc == SC_OK && k < ds->nshards; k++) {
+        const unsigned char *pl = source_take(c, 8);
+        uint64_t plen = pl ? sc__get_u64(pl) : 0;
+        const unsigned char *path = pl && plen < SC_PATH_MAX + 512 ? source_take(c, plen) : NULL;
+        const unsigned char *sz = path ? source_take(c, 8) : NULL;
+        char name[SC_PATH_MAX + 512];
+        if (!sz)
+            return SC_EFORMAT;
+        memcpy(name, path, plen);
+        name[plen] = '\0';
+        ds->shard_sizes[k] = sc__get_u64(sz);
+        rc = add_file(ds, &cap, name, err);
+    }
+    return rc;
+}
+
+int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err)
+{
+    source_cursor c = {buf, (const unsigned char *)buf + len};
+    const unsigned char *w = source_take(&c, 8);
+    int status = w ? (int)(int64_t)sc__get_u64(w) : SC_EFORMAT;
+    const unsigned char *ml = w ? source_take(&c, 8) : NULL;
+    uint64_t mlen = ml ? sc__get_u64(ml) : 0;
+    const unsigned char *msg = ml ? source_take(&c, mlen) : NULL;
+    if (status != SC_OK)
+        return sc__seterr(err, status, "rank %d: rank 0 could not open the source: %.*s",
+                          ds->rank, msg ? (int)mlen : 0, msg ? (const char *)msg : "");
+    const unsigned char *h = source_take(&c, 24), *f = h ? source_take(&c, sizeof ds->fields) : NULL,
+                        *nf = f ? source_take(&c, 8) : NULL;
+    int rc = nf ? SC_OK : SC_EFORMAT;
+    if (rc == SC_OK) {
+        ds->fingerprint = sc__get_u64(h);
+        ds->nsamples = sc__get_u64(h + 8);
+        ds->nfields = (int)sc__get_u64(h + 16);
+        memcpy(ds->fields, f, sizeof ds->fields);
+        ds->nshards = sc__get_u64(nf);
+        ds->shard_sizes = malloc(sizeof *ds->shard_sizes * (ds->nshards + 1));
+        rc = ds->shard_sizes ? SC_OK : SC_ENOMEM;
+    }
+    if (rc == SC_OK)
+        rc = source_take_files(ds, &c, err);
+    if (rc == SC_EFORMAT)
+        return sc__seterr(err, rc, "rank %d: the source manifest from rank 0 is malformed",
+                          ds->rank);
+    return rc == SC_ENOMEM ? sc__seterr(err, rc, "rank %d: no memory for the manifest",
+                                        ds->rank)
+                           : rc;
+}
+
+/*
+ * With a shard transform, the dataset delivers its declared outputs: they
+ * replace fields[] (the source's move to src[]), and the fingerprint, which
+ * keys the cache, takes in the transform's name, version and outputs.
+ */
+static int transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *err)
+{
+    if (!tf)
+        return SC_OK;
+    if (!tf->name || !*tf->name || !tf->version || !*tf->version)
+        return sc__seterr(err, SC_EINVAL, "source '%s': a transform needs a name and a version "
+                          "(they key the cache)", ds->path);
+    if (!tf->shard)
+        return SC_OK; /* augmentation only: the cached shards are the source's */
+    if (tf->nout < 1 || tf->nout > SC_MAX_FIELDS)
+        return sc__seterr(err, SC_EINVAL, "transform '%s': %d output fields (1 to %d)", tf->name,
+                          tf->nout, SC_MAX_FIELDS);
+    bytes fp = {0};
+    put_u64(&fp, ds->fingerprint);
+    put_str(&fp, tf->name);
+    put_str(&fp, tf->version);
+    memcpy(ds->src, ds->fields, sizeof ds->src);
+    ds->nsrc = ds->nfields;
+    for (int i = 0; i < tf->nout; i++) {
+        const sc_field_info *o = &tf->out[i];
+        sc__field *f = &ds->fields[i];
+        memset(f, 0, sizeof *f);
+        snprintf(f->name, sizeof f->name, "%s", o->name);
+        f->dtype = sc__dtype_parse(o->dtype);
+        f->ndims = o->ndims;
+        if (!o->name[0] || f->dtype == SC__DT_INVALID || o->ndims < 0 || o->ndims > SC_MAX_DIMS) {
+            free(fp.p);
+            return sc__seterr(err, SC_EINVAL,
+                              "transform '%s': output field %d ('%s', %s, %d dims) is not a "
+                              "named numeric field of at most %d dimensions",
+                              tf->name, i, o->name, o->dtype, o->ndims, SC_MAX_DIMS);
+        }
+        f->sample_bytes = sc__dtype_size(f->dtype);
+        for (int d = 0; d < o->ndims; d++) {
+            f->dims[d] = o->dims[d];
+            f->sample_bytes *= o->dims[d];
+        }
+        if (!f->sample_bytes) {
+            free(fp.p);
+            return sc__seterr(err, SC_EINVAL, "transform '%s': output field '%s' is empty",
+                              tf->name, o->name);
+        }
+        put_field(&fp, f);
+    }
+    ds->nfields = tf->nout;
+    ds->tf = tf;
+    int oom = fp.oom;
+    ds->fingerprint = sc__xxh64(fp.p, fp.len, 0);
+    free(fp.p);
+    return oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path) : SC_OK;
+}
+
+int sc__dataset_new(MPI_Comm comm, const sc_config *cfg, sc_dataset **out, sc_error *err)
+{
+    struct stat st;
+    *out = NULL;
+    if (!cfg->source[0])
+        return sc__seterr(err, SC_EINVAL, "no source dataset: set SC_SOURCE");
+    if (stat(cfg->source, &st) != 0)
+        return sc__seterr(err, SC_EIO, "source '%s': %s", cfg->source, strerror(errno));
+    sc_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a dataset");
+    ds->comm = comm;
+    ds->file = H5I_INVALID_HID;
+    ds->is_dir = S_ISDIR(st.st_mode);
+    MPI_Comm_rank(comm, &ds->rank);
+    MPI_Comm_size(comm, &ds->world);
+    snprintf(ds->path, sizeof ds->path, "%s", cfg->source);
+    *out = ds;
+    return SC_OK;
+}
+
+int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err)
+{
+    bytes fp = {0};
+    int rc = SC_OK;
+    sc__h5_lock();
+    ds->layout = !ds->is_dir && H5Fis_hdf5(ds->path) > 0 ? 'A' : 'B';
+    H5Eclear2(H5E_DEFAULT);
+    put(&fp, &ds->layout, 1);
+    /* Layout B: rank 0 alone scans the files, then tells everyone. */
+    int scans = sc__dataset_scans(ds);
+    if (ds->layout == 'A')
+        rc = open_layout_a(ds, cfg, &fp, err);
+    else if (scans)
+        rc = open_layout_b(ds, cfg, ds->is_dir, &fp, err);
+    sc__h5_unlock();
+
+    if (rc == SC_OK && scans) {
+        for (int i = 0; i < ds->nfields; i++)
+            put_field(&fp, &ds->fields[i]);
+        if (fp.oom)
+            rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+        ds->fingerprint = sc__xxh64(fp.p, fp.len, 0);
+    }
+    free(fp.p);
+    return rc;
+}
+
+int sc__dataset_scans(const sc_dataset *ds)
+{
+    return ds->layout == 'A' || ds->rank == 0 || ds->world == 1;
+}
+
+int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
+{
+    if (!(ds->shard_first = malloc(sizeof *ds->shard_first * (ds->nshards + 1))))
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    ds->shard_first[0] = 0;
+    for (uint64_t k = 0; k < ds->nshards; k++)
+        ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
+    int rc = transform_fields(ds, cfg->transform, err);
+    for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
+        ds->sample_bytes += ds->fields[i].sample_bytes;
+    return rc;
+}
+
+int sc_dataset_close(sc_dataset *ds)
+{
+    if (!ds)
+        return SC_OK;
+    sc__h5_lock();
+    for (int i = 0; i < SC_MAX_FIELDS; i++)
+        if (ds->dset[i] > 0)
+            H5Dclose(ds->dset[i]);
+    if (ds->file >= 0)
+        H5Fclose(ds->file);
+    sc__h5_unlock();
+    for (uint64_t k = 0; k < ds->nfiles; k++)
+        free(ds->files[k]);
+    free(ds->files);
+    free(ds->shard_sizes);
+    free(ds->shard_first);
+    free(ds);
+    return SC_OK;
+}
+
+/* Reads `count` samples from `first` of an open dataset into buf. */
+static int read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
+                     void *buf, const char *path, uint64_t shard, sc_error *err)
+{
+    hsize_t start[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
+    cnt[0] = count;
+    start[0] = first;
+    for (int i = 0; i < f->ndims; i++)
+        cnt[i + 1] = f->dims[i];
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(f->ndims + 1, cnt, NULL);
+    herr_t h = fs < 0 || ms < 0 ? -1
+               : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    if (h >= 0)
+        h = H5Dread(d, sc__h5_native(f->dtype), ms, fs, H5P_DEFAULT, buf);
+    int rc = h < 0 ? sc__h5_err(err, SC_EHDF5,
+                                "source '%s': reading shard %llu of field '%s' failed",
+                                path, (unsigned long long)shard, f->name)
+                   : SC_OK;
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return rc;
+}
+
+/* The source's own fields of one shard (src[], or fields[] without a transform). */
+static int read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
+                       void *const *bufs, sc_error *err)
+{
+    int rc = SC_OK;
+    sc__h5_lock();
+    if (ds->layout == 'A') {
+        for (int i = 0; rc == SC_OK && i < nfields; i++)
+            rc = read_rows(ds->dset[i], &fields[i], ds->shard_first[shard],
+                           ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
+    } else {
+        const char *path = ds->files[shard];
+        hid_t f = open_file(path, MPI_COMM_SELF, 0, err);
+        rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
+        for (int i = 0; rc == SC_OK && i < nfields; i++) {
+            sc__field now;
+            uint64_t n = 0;
+            hid_t d = H5I_INVALID_HID;
+            rc = describe(f, path, fields[i].name, &now, &n, &d, err);
+            if (rc == SC_OK && (!same_field(&now, &fields[i]) ||
+                                n != ds->shard_sizes[shard]))
+                rc = sc__seterr(err, SC_EIO,
+                                "source file '%s' (shard %llu) changed since the "
+                                "dataset was opened: field '%s'",
+                                path, (unsigned long long)shard, now.name);
+            if (rc == SC_OK)
+                rc = read_rows(d, &fields[i], 0, n, bufs[i], path, shard, err);
+            if (d >= 0)
+                H5Dclose(d);
+        }
+        if (f >= 0)
+            H5Fclose(f);
+    }
+    sc__h5_unlock();
+    return rc;
+}
+
+/* Reads the source's fields into scratch buffers and runs the transform (no lock held). */
+static int read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
+{
+    const sc_transform *tf = ds->tf;
+    uint64_t n = ds->shard_sizes[shard], total = 0;
+    for (int i = 0; i < ds->nsrc; i++)
+        total += n * ds->src[i].sample_bytes;
+    unsigned char *scratch = malloc(total + 1);
+    if (!scratch)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
+                          ds->path, (unsigned long long)shard);
+    void *in[SC_MAX_FIELDS];
+    uint64_t at = 0; /* a shard's field can pass 2 GiB */
+    for (int i = 0; i < ds->nsrc; at += n * ds->src[i].sample_bytes, i++)
+        in[i] = scratch + at;
+    int rc = read_source(ds, shard, ds->src, ds->nsrc, in, err);
+    char msg[256] = "";
+    if (rc == SC_OK && tf->shard(tf->arg, shard, ds->shard_first[shard], n,
+                                 (const void *const *)in, bufs, msg, sizeof msg) != 0)
+        rc = sc__seterr(err, SC_ETRANSFORM,
+                        "source '%s': shard %llu (samples %llu..%llu): transform '%s' "
+                        "version %s failed: %s",
+                        ds->path, (unsigned long long)shard,
+                        (unsigned long long)ds->shard_first[shard],
+                        (unsigned long long)(ds->shard_first[shard] + n - 1), tf->name,
+                        tf->version, msg[0] ? msg : "(no reason given)");
+    free(scratch);
+    return rc;
+}
+
+int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard, void *const *bufs,
+                          sc_error *err)
+{
+    if (!ds || !bufs)
+        return sc__seterr(err, SC_EINVAL, "sc_dataset_read_shard: NULL argument");
+    if (shard >= ds->nshards)
+        return sc__seterr(err, SC_EINVAL, "source '%s': shard %llu of %llu",
+                          ds->path, (unsigned long long)shard,
+                          (unsigned long long)ds->nshards);
+    return ds->tf ? read_transformed(ds, shard, bufs, err)
+                  : read_source(ds, shard, ds->fields, ds->nfields, bufs, err);
+}
+
+int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)
+{
+    if (!ds || !out)
+        return SC_EINVAL;
+    *out = (sc_dataset_info){ds->layout, ds->nsamples, ds->nshards,
+                             ds->layout == 'A' ? ds->shard_size : 0,
+                             ds->sample_bytes, ds->nfields, ds->fingerprint};
+    return SC_OK;
+}
+
+int sc_dataset_field(const sc_dataset *ds, int i, sc_field_info *out)
+{
+    if (!ds || !out || i < 0 || i >= ds->nfields)
+        return SC_EINVAL;
+    const sc__field *f = &ds->fields[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", f->name);
+    snprintf(out->dtype, sizeof out->dtype, "%s", sc__dtype_name(f->dtype));
+    out->ndims = f->ndims;
+    memcpy(out->dims, f->dims, sizeof out->dims);
+    out->sample_bytes = f->sample_bytes;
+    return SC_OK;
+}
+
+int sc_dataset_shard_sizes(const sc_dataset *ds, const uint64_t **sizes)
+{
+    if (!ds || !sizes)
+        return SC_EINVAL;
+    *sizes = ds->shard_sizes;
+    return SC_OK;
+}
+
+int sc_dataset_shard_offsets(const sc_dataset *ds, const uint64_t **first)
+{
+    if (!ds || !first)
+        return SC_EINVAL;
+    *first = ds->shard_first;
+    return SC_OK;
+}
+
+int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
+                           uint32_t world_size, uint64_t epoch,
+                           sc_plan_params *out)
+{
+    if (!ds || !cfg || !out)
+        return SC_EINVAL;
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = ds->shard_sizes;
+    p.nshards = ds->nshards;
+    p.world_size = world_size;
+    p.seed = cfg->seed;
+    p.epoch = epoch;
+    p.batch_size = cfg->batch_size;
+    p.remainder = cfg->remainder;
+    p.mode = cfg->mode;
+    p.exchange = cfg->exchange;
+    p.fingerprint = ds->fingerprint;
+    *out = p;
+    return SC_OK;
+}

@@ -1,0 +1,77 @@
+/*
+ * source.h - reading the source dataset.
+ *
+ * This module owns the dataset's description (layout, fields, shards, the
+ * fingerprint that keys plans and caches) and the reads of whole shards
+ * from shared storage: one hyperslab per field for layout A (through the
+ * MPI-IO driver when more than one rank shares the file), one file per
+ * shard for layout B.  It must never cache, retry or guess: a file that is
+ * missing, foreign, truncated or inconsistent is an error naming the file
+ * and the field, and the caller decides what to do.
+ */
+#ifndef SC_SOURCE_H
+#define SC_SOURCE_H
+
+#include <mpi.h>
+
+#include "dtype.h"
+#include "shardcache.h"
+
+typedef struct sc__field {
+    char name[256];
+    sc__dtype dtype;
+    int ndims; /* of one sample */
+    uint64_t dims[SC_MAX_DIMS];
+    uint64_t sample_bytes;
+} sc__field;
+
+struct sc_dataset {
+    char layout; /* 'A' or 'B' */
+    char path[SC_PATH_MAX];
+    char **files; /* layout B: one per shard */
+    uint64_t nfiles;
+    sc__field fields[SC_MAX_FIELDS];
+    int nfields;
+    uint64_t nsamples, nshards, shard_size, sample_bytes;
+    uint64_t *shard_sizes; /* [nshards] */
+    uint64_t *shard_first; /* [nshards + 1] */
+    uint64_t fingerprint;
+    /*
+     * With a shard transform, fields[] are its outputs (what is cached and
+     * delivered) and src[] the source's own fields, read and then handed
+     * to it.  Without, src[] is unused.
+     */
+    const sc_transform *tf;
+    sc__field src[SC_MAX_FIELDS];
+    int nsrc;
+    int64_t file; /* layout A's hid_t (HDF5 stays inside storage/) */
+    int64_t dset[SC_MAX_FIELDS];
+    MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
+    int rank, world, is_dir;
+};
+
+/*
+ * Opening, in the steps that mpi/node.c's sc_dataset_open runs on every
+ * rank: new (checks the settings, finds the source), scan (the layout,
+ * fields and shards: every rank for layout A, only the ranks for which
+ * sc__dataset_scans is true for layout B), the manifest that rank 0 sends
+ * the others for layout B, and finish (shard offsets, the transform's
+ * fields).  No step sends a message; sc_dataset_close frees what any made.
+ */
+int sc__dataset_new(MPI_Comm comm, const sc_config *cfg, sc_dataset **out, sc_error *err);
+int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err);
+int sc__dataset_scans(const sc_dataset *ds);
+/* Rank 0's status `rc` (with its message) and, when SC_OK, what it scanned. */
+int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **buf,
+                         size_t *len);
+/* The manifest on another rank: rank 0's error, or its scan. */
+int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err);
+int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
+
+/* Bytes of one shard, all fields. */
+static inline uint64_t sc__shard_bytes(const sc_dataset *ds, uint64_t shard)
+{
+    return ds->shard_sizes[shard] * ds->sample_bytes;
+}
+
+#endif /* SC_SOURCE_H */
