@@ -36,18 +36,58 @@
 /* Epochs a rank can hold state for: the verification lookahead, plus two. */
 #define NREC (SC__LEDGER_SLOTS + 5)
 
+/*
+ * An epoch's record goes through these states in order (never back):
+ * its plan's broadcast is posted, the plan arrives (checked and queued in
+ * the stream, or refused: `status`), the epoch is begun, ended (or
+ * abandoned), and judged (its verdict is in).  The broadcast itself is a
+ * resource of its own (`bc_live`): on rank 0 it is still in flight when
+ * the plan could not be made, and at close it is finished in any state.
+ */
+typedef enum rec_state {
+    REC_FREE = 0,
+    REC_POSTED,
+    REC_ARRIVED,
+    REC_BEGUN,
+    REC_ENDED,
+    REC_JUDGED,
+} rec_state;
+
 typedef struct rec {
-    int used;
+    rec_state state;
     uint64_t epoch;
     sc__plan_bcast bc;
     int bc_live;      /* posted, not finished */
-    int have;         /* the plan arrived and was checked (or failed: status) */
-    int status;
-    sc_error err;     /* why the plan was refused, for sc_epoch_begin */
+    int status;       /* SC_OK, or why the plan was refused (err says it) */
+    sc_error err;
     sc_plan *plan;    /* what this rank runs (rank 0: its own) */
     sc_plan *extra;   /* a plan kept only for a fault (stale, own seed) */
-    int pushed, begun, ended, judged;
 } rec;
+
+/* Moves a record forward to `s` (a record never goes back). */
+static void loader_rec_advance(rec *r, rec_state s)
+{
+    if (r->state < s)
+        r->state = s;
+}
+
+/* Where the current epoch is on this rank. */
+typedef enum loader_phase {
+    LD_NO_EPOCH = 0, /* none begun yet, being begun, or its begin failed */
+    LD_RUNNING,      /* begun: batches are being handed out */
+    LD_ENDED,        /* its last batch is out (or it was abandoned) */
+} loader_phase;
+
+/* Test-only faults (SC_FAULT), read once at open: one bit each. */
+enum {
+    LF_PLAN_SEED = 1u << 0,   /* this rank plans with another seed */
+    LF_WORLD = 1u << 1,       /* ... another world size */
+    LF_FINGERPRINT = 1u << 2, /* ... another dataset fingerprint */
+    LF_OWN_PLAN = 1u << 3,    /* runs a plan it made itself, not rank 0's */
+    LF_STALE_PLAN = 1u << 4,  /* runs the previous epoch's plan */
+    LF_DUP_SHARD = 1u << 5,   /* reads its first shard twice */
+    LF_SKIP_SHARD = 1u << 6,  /* never reads its last shard */
+};
 
 struct sc_loader {
     MPI_Comm comm, hdr, data;
@@ -64,7 +104,7 @@ struct sc_loader {
     sc_plan *last_made;      /* rank 0: the newest plan computed (sticky's prev) */
     int started;
     uint64_t first, cur, posted_to; /* posted_to: one past the newest posted */
-    int in_epoch, ended_cur;
+    loader_phase phase;      /* of epoch `cur` */
     uint64_t settled_to;     /* every epoch below it is ended or abandoned here */
     uint64_t delivered, nb;
     double t_begin;
@@ -72,6 +112,7 @@ struct sc_loader {
     uint64_t nreps;
     int failed;
     sc_error err;
+    unsigned faults;         /* LF_*: testing builds only, else 0 */
     int fault_rank;
     uint64_t fault_epoch;
     sc__trace *trace;        /* NULL: SC_TRACE unset */
@@ -94,9 +135,9 @@ static double now(void)
 }
 
 /* A test-only fault aimed at this rank and epoch (SC_FAULT_RANK, SC_FAULT_EPOCH). */
-static int fault(const sc_loader *ld, const char *name, uint64_t epoch)
+static int loader_fault(const sc_loader *ld, unsigned fault, uint64_t epoch)
 {
-    return sc__fault(name) && ld->rank == ld->fault_rank && epoch == ld->fault_epoch;
+    return (ld->faults & fault) && ld->rank == ld->fault_rank && epoch == ld->fault_epoch;
 }
 
 static rec *find_rec(sc_loader *ld, uint64_t epoch);
@@ -111,10 +152,11 @@ static void settle(sc_loader *ld)
         return;
     sc__ledger_abandon(ld->ledger, ld->cur, NULL);
     ld->settled_to = ld->cur + 1;
-    ld->ended_cur = 1;
+    if (ld->phase == LD_RUNNING)
+        ld->phase = LD_ENDED;
     rec *r = find_rec(ld, ld->cur);
     if (r)
-        r->ended = r->begun = 1;
+        loader_rec_advance(r, REC_ENDED);
 }
 
 /* Records the loader's first error and stops it; returns the code. */
@@ -131,7 +173,7 @@ static int fail(sc_loader *ld, const sc_error *err)
 static rec *find_rec(sc_loader *ld, uint64_t epoch)
 {
     for (int i = 0; i < NREC; i++)
-        if (ld->recs[i].used && ld->recs[i].epoch == epoch)
+        if (ld->recs[i].state != REC_FREE && ld->recs[i].epoch == epoch)
             return &ld->recs[i];
     return NULL;
 }
@@ -174,8 +216,7 @@ static void retire(sc_loader *ld)
 {
     for (int i = 0; i < NREC; i++) {
         rec *r = &ld->recs[i];
-        if (r->used && !r->bc_live && r->begun && r->ended && r->judged &&
-            r->epoch + 1 < ld->cur)
+        if (r->state == REC_JUDGED && !r->bc_live && r->epoch + 1 < ld->cur)
             rec_free(ld, r);
     }
 }
@@ -185,7 +226,7 @@ static int poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
 {
     for (int i = 0; i < NREC; i++) {
         rec *r = &ld->recs[i];
-        if (!r->used || !r->ended || r->judged)
+        if (r->state != REC_ENDED)
             continue;
         sc_exactly_once v;
         sc_error err = SC_ERROR_INIT;
@@ -197,7 +238,7 @@ static int poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
             sc_epoch_summary *rep = report_of(ld, r->epoch);
             if (rep)
                 rep->exactly_once = v;
-            r->judged = 1;
+            r->state = REC_JUDGED;
         }
     }
     retire(ld);
@@ -208,11 +249,11 @@ static sc_plan_params params_for(const sc_loader *ld, uint64_t epoch)
 {
     sc_plan_params p;
     sc_dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
-    if (fault(ld, "plan-seed", epoch))
+    if (loader_fault(ld, LF_PLAN_SEED, epoch))
         p.seed++; /* as if this rank had its own SC_SEED */
-    if (fault(ld, "world", epoch))
+    if (loader_fault(ld, LF_WORLD, epoch))
         p.world_size++;
-    if (fault(ld, "fingerprint", epoch))
+    if (loader_fault(ld, LF_FINGERPRINT, epoch))
         p.fingerprint++;
     return p;
 }
@@ -222,7 +263,7 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
 {
     rec *r = NULL;
     for (int i = 0; i < NREC && !r; i++)
-        if (!ld->recs[i].used)
+        if (ld->recs[i].state == REC_FREE)
             r = &ld->recs[i];
     if (!r) {
         sc_error err;
@@ -232,7 +273,7 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
         return fail(ld, &err);
     }
     memset(r, 0, sizeof *r);
-    r->used = 1;
+    r->state = REC_POSTED;
     r->epoch = epoch;
     int made = SC_OK;
     sc_error err = SC_ERROR_INIT;
@@ -249,11 +290,11 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
             ld->last_made = r->plan;
             int held = 0;
             for (int i = 0; i < NREC; i++)
-                held |= ld->recs[i].used && ld->recs[i].plan == old;
+                held |= ld->recs[i].state != REC_FREE && ld->recs[i].plan == old;
             if (!held)
                 sc_plan_free(old);
         } else {
-            r->have = 1, r->status = made, r->err = err;
+            r->status = made, r->err = err;
         }
     }
     /* The broadcast before this one is still its `after` while in flight. */
@@ -294,6 +335,50 @@ static int begin_resumed(sc_loader *ld, sc_error *err)
     return rc;
 }
 
+#ifdef SC_TESTING
+/*
+ * The plan-level faults, done on purpose: this rank runs another plan than
+ * the one rank 0 broadcast.  *use becomes it; SC_OK or why it failed.
+ */
+static int loader_fault_plan(sc_loader *ld, rec *r, const sc_plan_params *p,
+                             const sc_plan **use, sc_error *err)
+{
+    int rc = SC_OK;
+    if (loader_fault(ld, LF_OWN_PLAN, r->epoch)) {
+        /* The classic bug: this rank shuffles with its own RNG. */
+        sc_plan_params q = *p;
+        q.seed ^= 0x9e3779b97f4a7c15ULL;
+        rc = sc_plan_create(&q, NULL, &r->extra, err);
+        if (rc == SC_OK) {
+            sc_plan_free(r->plan);
+            *use = r->plan = r->extra;
+            r->extra = NULL;
+        }
+    }
+    rec *old = find_rec(ld, r->epoch - 1);
+    if (rc == SC_OK && loader_fault(ld, LF_STALE_PLAN, r->epoch) && old && old->plan) {
+        /* Still on the previous epoch's assignment at the handoff. */
+        size_t len;
+        const void *wire = sc__plan_wire(old->plan, &len);
+        if ((rc = sc_plan_decode(wire, len, &r->extra, err)) == SC_OK) {
+            r->extra->info.epoch = r->epoch;
+            *use = r->extra;
+        }
+    }
+    return rc;
+}
+
+/* The schedule-level faults of `epoch` (SC__SCHED_*). */
+static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
+{
+    return (loader_fault(ld, LF_DUP_SHARD, epoch) ? SC__SCHED_DUP_SHARD : 0) |
+           (loader_fault(ld, LF_SKIP_SHARD, epoch) ? SC__SCHED_SKIP_SHARD : 0);
+}
+#else
+#define loader_fault_plan(ld, r, p, use, err) SC_OK
+#define loader_fault_sched(ld, epoch) 0u
+#endif
+
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
 static int arrive(sc_loader *ld, rec *r)
 {
@@ -302,53 +387,19 @@ static int arrive(sc_loader *ld, rec *r)
     sc_plan *got = NULL;
     int rc = sc__plan_bcast_finish(&r->bc, &p, &got, &err);
     r->bc_live = 0;
-    if (r->have) /* rank 0 could not make it: its own reason stands */
+    loader_rec_advance(r, REC_ARRIVED);
+    if (r->status != SC_OK) /* rank 0 could not make it: its own reason stands */
         return SC_OK;
-    r->have = 1;
-    if (rc != SC_OK) {
-        r->status = rc, r->err = err;
-        return SC_OK;
-    }
     if (got)
         r->plan = got;
     const sc_plan *use = r->plan;
-    if (fault(ld, "own-plan", r->epoch)) {
-        /* The classic bug: this rank shuffles with its own RNG. */
-        sc_plan_params q = p;
-        q.seed ^= 0x9e3779b97f4a7c15ULL;
-        rc = sc_plan_create(&q, NULL, &r->extra, &err);
-        if (rc == SC_OK) {
-            sc_plan_free(r->plan);
-            r->plan = r->extra;
-            r->extra = NULL;
-            use = r->plan;
-        }
-    }
-    if (rc == SC_OK && fault(ld, "stale-plan", r->epoch)) {
-        /* Still on the previous epoch's assignment at the handoff. */
-        rec *old = find_rec(ld, r->epoch - 1);
-        if (old && old->plan) {
-            size_t len;
-            const void *wire = sc__plan_wire(old->plan, &len);
-            if ((rc = sc_plan_decode(wire, len, &r->extra, &err)) == SC_OK) {
-                r->extra->info.epoch = r->epoch;
-                use = r->extra;
-            }
-        }
-    }
-    unsigned faults = 0;
-    if (fault(ld, "dup-shard", r->epoch))
-        faults |= SC__SCHED_DUP_SHARD;
-    if (fault(ld, "skip-shard", r->epoch))
-        faults |= SC__SCHED_SKIP_SHARD;
+    if (rc == SC_OK)
+        rc = loader_fault_plan(ld, r, &p, &use, &err);
     /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
     if (rc == SC_OK && !(ld->resuming && r->epoch == ld->resume_epoch))
-        rc = sc__stream_push(ld->stream, use, faults, &err);
-    if (rc != SC_OK) {
+        rc = sc__stream_push(ld->stream, use, loader_fault_sched(ld, r->epoch), &err);
+    if (rc != SC_OK)
         r->status = rc, r->err = err;
-        return SC_OK;
-    }
-    r->pushed = 1;
     return SC_OK;
 }
 
@@ -416,30 +467,43 @@ static int default_producers(const sc_loader *ld)
     return n < 2 ? 2 : n > 8 ? 8 : (int)n;
 }
 
-int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
-                       sc_error *err)
+/* The test-only faults this rank was asked for, read once (SC_FAULT*). */
+static void loader_read_faults(sc_loader *ld)
 {
-    if (!cfg || !out)
-        return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
-    *out = NULL;
-    sc_loader *ld = calloc(1, sizeof *ld);
-    if (!ld)
-        return sc__seterr(err, SC_ENOMEM, "no memory for a loader");
-    ld->cfg = *cfg;
-    ld->comm = ld->hdr = ld->data = MPI_COMM_NULL;
-    ld->device = -1;
-    int rc = SC_OK, level = MPI_THREAD_SINGLE;
-    MPI_Comm_rank(comm, &ld->rank);
-    MPI_Comm_size(comm, &ld->size);
     ld->fault_rank = ld->size - 1;
     ld->fault_epoch = 1;
 #ifdef SC_TESTING
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"plan-seed", LF_PLAN_SEED},   {"world", LF_WORLD},
+                 {"fingerprint", LF_FINGERPRINT}, {"own-plan", LF_OWN_PLAN},
+                 {"stale-plan", LF_STALE_PLAN}, {"dup-shard", LF_DUP_SHARD},
+                 {"skip-shard", LF_SKIP_SHARD}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (sc__fault(names[i].name))
+            ld->faults |= names[i].bit;
     const char *fr = getenv("SC_FAULT_RANK"), *fe = getenv("SC_FAULT_EPOCH");
     if (fr && *fr)
         ld->fault_rank = atoi(fr);
     if (fe && *fe)
         ld->fault_epoch = strtoull(fe, NULL, 10);
 #endif
+}
+
+/* A loader with its own communicators, nothing opened yet. */
+static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
+{
+    sc_loader *ld = *out = calloc(1, sizeof *ld);
+    if (!ld)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a loader");
+    ld->cfg = *cfg;
+    ld->comm = ld->hdr = ld->data = MPI_COMM_NULL;
+    ld->device = -1;
+    MPI_Comm_rank(comm, &ld->rank);
+    MPI_Comm_size(comm, &ld->size);
+    loader_read_faults(ld);
+    int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     if (level == MPI_THREAD_SINGLE)
         sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
@@ -448,50 +512,72 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
     if (MPI_Comm_dup(comm, &ld->comm) != MPI_SUCCESS ||
         MPI_Comm_dup(comm, &ld->hdr) != MPI_SUCCESS ||
         MPI_Comm_dup(comm, &ld->data) != MPI_SUCCESS)
-        rc = sc__seterr(err, SC_EMPI, "rank %d: MPI_Comm_dup failed", ld->rank);
-    if (rc == SC_OK)
-        rc = sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
-    if (rc == SC_OK)
-        rc = agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+        return sc__seterr(err, SC_EMPI, "rank %d: MPI_Comm_dup failed", ld->rank);
+    return sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
+}
+
+/* The source, the cache and the ownership ledger, each agreed on by every rank. */
+static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int rc = agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
     if (rc == SC_OK)
         rc = agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
-    if (rc == SC_OK) {
-        sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
-                              cfg->audit_dir[0] ? cfg->audit_dir : NULL};
-        ld->nshards = ld->ds->nshards;
-        rc = agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
-                                       &ld->ledger, err),
+    if (rc != SC_OK)
+        return rc;
+    sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
+                          cfg->audit_dir[0] ? cfg->audit_dir : NULL};
+    ld->nshards = ld->ds->nshards;
+    return agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
+                                     &ld->ledger, err),
+                 err);
+}
+
+/* Tracing, the device ring and the producers, each agreed on by every rank. */
+static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int rc = agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
                    err);
-    }
-    if (rc == SC_OK) {
-        rc = agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
-                   err);
-        ld->tr = sc__trace_ring(ld->trace, "consumer");
-    }
+    ld->tr = sc__trace_ring(ld->trace, "consumer");
     /* A GPU missing on one rank fails the open on every rank. */
     if (rc == SC_OK)
         rc = agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
                    err);
-    if (rc == SC_OK) {
-        sc__stream_opts so = {
-            .producers = cfg->producers > 0 ? cfg->producers : default_producers(ld),
-            .depth = cfg->prefetch_batches,
-            .batch_size = cfg->batch_size,
-            .window = cfg->shuffle_window,
-            .mem_bytes = cfg->stream_bytes,
-            .seed = cfg->seed,
-            .rank = ld->rank,
-            .dev = ld->dev,
-            .device = ld->device,
-            .trace = ld->trace,
-            .tf = cfg->transform,
-        };
-        rc = agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
-    }
+    if (rc != SC_OK)
+        return rc;
+    sc__stream_opts so = {
+        .producers = cfg->producers > 0 ? cfg->producers : default_producers(ld),
+        .depth = cfg->prefetch_batches,
+        .batch_size = cfg->batch_size,
+        .window = cfg->shuffle_window,
+        .mem_bytes = cfg->stream_bytes,
+        .seed = cfg->seed,
+        .rank = ld->rank,
+        .dev = ld->dev,
+        .device = ld->device,
+        .trace = ld->trace,
+        .tf = cfg->transform,
+    };
+    return agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+}
+
+int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                       sc_error *err)
+{
+    if (!cfg || !out)
+        return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
+    *out = NULL;
+    sc_loader *ld = NULL;
+    int rc = loader_new(comm, cfg, &ld, err);
+    if (rc == SC_OK)
+        rc = loader_open_data(ld, cfg, err);
+    if (rc == SC_OK)
+        rc = loader_open_pipeline(ld, cfg, err);
     if (rc != SC_OK) {
         sc_error keep = err ? *err : (sc_error)SC_ERROR_INIT;
-        ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
-        sc_loader_close(ld);
+        if (ld) {
+            ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
+            sc_loader_close(ld);
+        }
         if (err)
             *err = keep;
         return rc;
@@ -535,11 +621,11 @@ static int end_epoch(sc_loader *ld)
     if (c.hits + c.misses)
         sc__trace_counter(ld->tr, SC__CT_HIT_RATE, t1,
                           100.0 * (double)c.hits / (double)(c.hits + c.misses));
-    ld->ended_cur = 1;
+    ld->phase = LD_ENDED;
     ld->settled_to = ld->cur + 1;
     rec *r = find_rec(ld, ld->cur);
     if (r)
-        r->ended = 1;
+        loader_rec_advance(r, REC_ENDED);
     sc_epoch_summary *rep = report_of(ld, ld->cur);
     if (rep) {
         rep->cache_hits = c.hits;
@@ -554,19 +640,16 @@ static int end_epoch(sc_loader *ld)
 static void stop_clock(sc_loader *ld)
 {
     sc_epoch_summary *rep = report_of(ld, ld->cur);
-    if (ld->in_epoch && ld->t_begin > 0 && rep) {
+    if (ld->phase != LD_NO_EPOCH && ld->t_begin > 0 && rep) {
         rep->wall_s = now() - ld->t_begin;
         ld->t_begin = 0;
     }
 }
 
-int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
+/* Whether `epoch` may begin now: in order, after the last one's batches. */
+static int loader_begin_allowed(sc_loader *ld, uint64_t epoch)
 {
-    if (!ld)
-        return SC_EINVAL;
-    if (ld->failed)
-        return ld->err.code;
-    if (ld->in_epoch && !ld->ended_cur)
+    if (ld->phase == LD_RUNNING)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: epoch %llu begun while epoch %llu has %llu batches left",
                           ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur,
@@ -580,18 +663,17 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
                           "rank %d: resumed in epoch %llu: begin that epoch first, not %llu",
                           ld->rank, (unsigned long long)ld->resume_epoch,
                           (unsigned long long)epoch);
-    stop_clock(ld);
-    double t0 = now();
-    uint64_t tw = sc__trace_now(ld->tr);
+    return SC_OK;
+}
+
+/*
+ * `epoch`'s plan, waited for: its broadcast (posted one epoch ahead, or
+ * now for the first epoch) is finished and checked; the next epoch's is
+ * posted.  *out is its record.
+ */
+static int loader_wait_plan(sc_loader *ld, uint64_t epoch, rec **out)
+{
     int rc;
-    sc_error terr = SC_ERROR_INIT;
-    /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
-    if ((rc = sc__trace_flush(ld->trace, &terr)) != SC_OK)
-        return fail(ld, &terr);
-    ld->t_ret = 0;
-    ld->cur = epoch;
-    ld->in_epoch = 0;
-    ld->ended_cur = 0;
     if (!ld->started) {
         ld->started = 1;
         ld->first = ld->settled_to = epoch;
@@ -600,64 +682,102 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     }
     if ((rc = post(ld, epoch + 1, 0)) != SC_OK)
         return rc;
-    rec *r = find_rec(ld, epoch);
+    rec *r = *out = find_rec(ld, epoch);
     if (!r) {
-        sc_error e2;
-        sc__seterr(&e2, SC_EINVAL, "rank %d: epoch %llu has no plan record", ld->rank,
+        sc_error err;
+        sc__seterr(&err, SC_EINVAL, "rank %d: epoch %llu has no plan record", ld->rank,
                    (unsigned long long)epoch);
-        return fail(ld, &e2);
+        return fail(ld, &err);
     }
     if (r->bc_live && (rc = arrive(ld, r)) != SC_OK)
         return rc;
-    if (r->status != SC_OK)
-        return fail(ld, &r->err);
-    double waited = now() - t0;
-    sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
+    return r->status != SC_OK ? fail(ld, &r->err) : SC_OK;
+}
 
+/*
+ * The epoch in the ledger and the stream: a fresh one claims its plan's
+ * shards; a resumed one takes the share its checkpoints left.  Sets the
+ * batch count; *samples: this rank's samples in it.
+ */
+static int loader_begin_ledger(sc_loader *ld, const rec *r, uint64_t *samples)
+{
     sc_error err = SC_ERROR_INIT;
-    ld->in_epoch = 1;
-    ld->ended_cur = 0;
-    r->begun = 1;
     sc_plan_info pi;
     sc_plan_get_info(r->plan, &pi);
-    const uint32_t *mine;
-    uint64_t nmine, samples;
-    sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &nmine, &samples);
-    ld->nb = pi.batches_per_rank;
-    ld->plan_nb = pi.batches_per_rank;
+    ld->nb = ld->plan_nb = pi.batches_per_rank;
+    int rc;
     if (ld->resuming) {
-        samples = ld->res.sched.nreal;
+        *samples = ld->res.sched.nreal;
         rc = begin_resumed(ld, &err); /* sets ld->nb */
     } else {
         ld->resume_offset = 0, ld->resliced = 0;
         rc = sc__ledger_begin(ld->ledger, r->plan, &err);
     }
+    return rc != SC_OK ? fail(ld, &err) : SC_OK;
+}
+
+static void loader_fill_info(const sc_loader *ld, const rec *r, uint64_t samples,
+                             double waited, sc_epoch_info *info)
+{
+    sc_plan_info pi;
+    sc_plan_get_info(r->plan, &pi);
+    memset(info, 0, sizeof *info);
+    info->epoch = r->epoch;
+    info->batches = ld->nb;
+    info->batch_size = pi.batch_size;
+    sc_plan_rank(r->plan, (uint32_t)ld->rank, NULL, &info->shards, NULL);
+    info->samples = samples;
+    info->plan_hash = pi.hash;
+    info->plan_wait_s = waited;
+}
+
+int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
+{
+    if (!ld)
+        return SC_EINVAL;
+    if (ld->failed)
+        return ld->err.code;
+    int rc = loader_begin_allowed(ld, epoch);
     if (rc != SC_OK)
-        return fail(ld, &err);
+        return rc;
+    stop_clock(ld);
+    double t0 = now();
+    uint64_t tw = sc__trace_now(ld->tr);
+    sc_error terr = SC_ERROR_INIT;
+    /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
+    if ((rc = sc__trace_flush(ld->trace, &terr)) != SC_OK)
+        return fail(ld, &terr);
+    ld->t_ret = 0;
+    ld->cur = epoch;
+    ld->phase = LD_NO_EPOCH;
+    rec *r = NULL;
+    if ((rc = loader_wait_plan(ld, epoch, &r)) != SC_OK)
+        return rc;
+    double waited = now() - t0;
+    sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
+
+    ld->phase = LD_RUNNING;
+    loader_rec_advance(r, REC_BEGUN);
+    uint64_t samples = 0;
+    sc_plan_rank(r->plan, (uint32_t)ld->rank, NULL, NULL, &samples);
+    if ((rc = loader_begin_ledger(ld, r, &samples)) != SC_OK)
+        return rc;
     plan_ahead(ld);
     ld->delivered = 0;
     ld->t_begin = t0;
     sc_epoch_summary *rep = report_of(ld, epoch);
     if (!rep) {
+        sc_error err;
         sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for epoch reports", ld->rank);
         return fail(ld, &err);
     }
     rep->epoch = epoch;
     if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
         return rc;
-    if (info) {
-        info->epoch = epoch;
-        info->batches = ld->nb;
-        info->batch_size = pi.batch_size;
-        info->shards = nmine;
-        info->samples = samples;
-        info->plan_hash = pi.hash;
-        info->plan_wait_s = waited;
-    }
+    if (info)
+        loader_fill_info(ld, r, samples, waited, info);
     /* An epoch without batches ends as it begins. */
-    if (ld->nb == 0)
-        return end_epoch(ld);
-    return SC_OK;
+    return ld->nb == 0 ? end_epoch(ld) : SC_OK;
 }
 
 int sc_next_batch(sc_loader *ld, sc_batch *batch)
@@ -666,7 +786,7 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
         return SC_EINVAL;
     if (ld->failed)
         return ld->err.code;
-    if (!ld->in_epoch)
+    if (ld->phase == LD_NO_EPOCH)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_next_batch before sc_epoch_begin",
                           ld->rank);
     /* The time since the last batch was handed out is the training step. */
@@ -791,7 +911,7 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
     if (cap < SC__CKPT_BYTES)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: a checkpoint needs %d bytes, not %zu",
                           ld->rank, SC__CKPT_BYTES, cap);
-    int done = ld->in_epoch && ld->delivered == ld->nb;
+    int done = ld->phase != LD_NO_EPOCH && ld->delivered == ld->nb;
     sc__ckpt c = {.epoch = ld->cur,
                   .consumed = ld->resume_offset + ld->delivered,
                   .rank = (uint64_t)ld->rank,
@@ -924,7 +1044,7 @@ int sc_loader_close(sc_loader *ld)
             sc__ledger_abandon(ld->ledger, e, NULL);
         for (int i = 0; i < NREC; i++) {
             rec *r = &ld->recs[i];
-            if (r->used && r->bc_live) {
+            if (r->state != REC_FREE && r->bc_live) {
                 sc_plan *got = NULL;
                 sc__plan_bcast_finish(&r->bc, NULL, &got, NULL);
                 sc_plan_free(got);
