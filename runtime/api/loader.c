@@ -112,18 +112,22 @@ struct sc_loader {
     uint64_t nreps;
     int failed;
     sc_error err;
-    unsigned faults;         /* LF_*: testing builds only, else 0 */
-    int fault_rank;
-    uint64_t fault_epoch;
+    struct {
+        unsigned mask;       /* LF_*: testing builds only, else 0 */
+        int rank;            /* SC_FAULT_RANK: the rank they hit */
+        uint64_t epoch;      /* SC_FAULT_EPOCH: the epoch they hit */
+    } fault;
     sc__trace *trace;        /* NULL: SC_TRACE unset */
     sc__tring *tr;           /* the caller's thread */
     uint64_t t_ret;          /* when sc_next_batch last returned a batch: the step began */
     /* sc_loader_resume: the interrupted epoch, this rank's part of it */
-    int resuming;            /* resumed, its epoch not begun yet */
-    sc__resume res;
-    uint64_t resume_epoch;
-    uint64_t resume_offset;  /* batches of its schedule consumed before (same world) */
-    int resliced;            /* dealt out again (another world): no checkpoint inside it */
+    struct {
+        int pending;         /* resumed, its epoch not begun yet */
+        sc__resume state;
+        uint64_t epoch;
+        uint64_t offset;     /* batches of its schedule consumed before (same world) */
+        int resliced;        /* dealt out again (another world): no checkpoint inside it */
+    } resume;
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
 };
 
@@ -137,7 +141,7 @@ static double now(void)
 /* A test-only fault aimed at this rank and epoch (SC_FAULT_RANK, SC_FAULT_EPOCH). */
 static int loader_fault(const sc_loader *ld, unsigned fault, uint64_t epoch)
 {
-    return (ld->faults & fault) && ld->rank == ld->fault_rank && epoch == ld->fault_epoch;
+    return (ld->fault.mask & fault) && ld->rank == ld->fault.rank && epoch == ld->fault.epoch;
 }
 
 static rec *find_rec(sc_loader *ld, uint64_t epoch);
@@ -317,8 +321,8 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
  */
 static int begin_resumed(sc_loader *ld, sc_error *err)
 {
-    const sc__resume *r = &ld->res;
-    uint64_t e = ld->resume_epoch;
+    const sc__resume *r = &ld->resume.state;
+    uint64_t e = ld->resume.epoch;
     int rc = sc__ledger_begin_share(ld->ledger, e, r->sched.ids, r->sched.nslots,
                                     r->sched.nreal, r->sched.dropped, r->sched.ndropped, err);
     if (rc == SC_OK)
@@ -329,9 +333,9 @@ static int begin_resumed(sc_loader *ld, sc_error *err)
         rc = sc__ledger_account(ld->ledger, e, r->dropped_new, r->ndropped_new, 1, 1, err);
     ld->nb = r->sched.nslots / ld->cfg.batch_size;
     if (rc == SC_OK)
-        rc = sc__stream_push_sched(ld->stream, e, &ld->res.sched, err); /* takes it */
-    ld->resuming = 0;
-    sc__resume_free(&ld->res);
+        rc = sc__stream_push_sched(ld->stream, e, &ld->resume.state.sched, err); /* takes it */
+    ld->resume.pending = 0;
+    sc__resume_free(&ld->resume.state);
     return rc;
 }
 
@@ -396,7 +400,7 @@ static int arrive(sc_loader *ld, rec *r)
     if (rc == SC_OK)
         rc = loader_fault_plan(ld, r, &p, &use, &err);
     /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
-    if (rc == SC_OK && !(ld->resuming && r->epoch == ld->resume_epoch))
+    if (rc == SC_OK && !(ld->resume.pending && r->epoch == ld->resume.epoch))
         rc = sc__stream_push(ld->stream, use, loader_fault_sched(ld, r->epoch), &err);
     if (rc != SC_OK)
         r->status = rc, r->err = err;
@@ -470,8 +474,8 @@ static int default_producers(const sc_loader *ld)
 /* The test-only faults this rank was asked for, read once (SC_FAULT*). */
 static void loader_read_faults(sc_loader *ld)
 {
-    ld->fault_rank = ld->size - 1;
-    ld->fault_epoch = 1;
+    ld->fault.rank = ld->size - 1;
+    ld->fault.epoch = 1;
 #ifdef SC_TESTING
     static const struct {
         const char *name;
@@ -482,12 +486,12 @@ static void loader_read_faults(sc_loader *ld)
                  {"skip-shard", LF_SKIP_SHARD}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (sc__fault(names[i].name))
-            ld->faults |= names[i].bit;
+            ld->fault.mask |= names[i].bit;
     const char *fr = getenv("SC_FAULT_RANK"), *fe = getenv("SC_FAULT_EPOCH");
     if (fr && *fr)
-        ld->fault_rank = atoi(fr);
+        ld->fault.rank = atoi(fr);
     if (fe && *fe)
-        ld->fault_epoch = strtoull(fe, NULL, 10);
+        ld->fault.epoch = strtoull(fe, NULL, 10);
 #endif
 }
 
@@ -658,10 +662,10 @@ static int loader_begin_allowed(sc_loader *ld, uint64_t epoch)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: epoch %llu begun after epoch %llu: epochs go in order",
                           ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur);
-    if (ld->resuming && epoch != ld->resume_epoch)
+    if (ld->resume.pending && epoch != ld->resume.epoch)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: resumed in epoch %llu: begin that epoch first, not %llu",
-                          ld->rank, (unsigned long long)ld->resume_epoch,
+                          ld->rank, (unsigned long long)ld->resume.epoch,
                           (unsigned long long)epoch);
     return SC_OK;
 }
@@ -706,11 +710,11 @@ static int loader_begin_ledger(sc_loader *ld, const rec *r, uint64_t *samples)
     sc_plan_get_info(r->plan, &pi);
     ld->nb = ld->plan_nb = pi.batches_per_rank;
     int rc;
-    if (ld->resuming) {
-        *samples = ld->res.sched.nreal;
+    if (ld->resume.pending) {
+        *samples = ld->resume.state.sched.nreal;
         rc = begin_resumed(ld, &err); /* sets ld->nb */
     } else {
-        ld->resume_offset = 0, ld->resliced = 0;
+        ld->resume.offset = 0, ld->resume.resliced = 0;
         rc = sc__ledger_begin(ld->ledger, r->plan, &err);
     }
     return rc != SC_OK ? fail(ld, &err) : SC_OK;
@@ -913,14 +917,14 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
                           ld->rank, SC__CKPT_BYTES, cap);
     int done = ld->phase != LD_NO_EPOCH && ld->delivered == ld->nb;
     sc__ckpt c = {.epoch = ld->cur,
-                  .consumed = ld->resume_offset + ld->delivered,
+                  .consumed = ld->resume.offset + ld->delivered,
                   .rank = (uint64_t)ld->rank,
                   .world = (uint64_t)ld->size,
                   .fingerprint = ld->ds->fingerprint,
                   .nshards = ld->nshards,
                   .batches = ld->plan_nb};
     sc__ckpt_settings(&ld->cfg, &c);
-    if (ld->resliced) {
+    if (ld->resume.resliced) {
         /* Its schedule is not its plan's: only its end can be resumed from. */
         if (!done)
             return sc__seterr(&ld->err, SC_ENOTSUP,
@@ -943,7 +947,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         return SC_EINVAL;
     sc_error err = SC_ERROR_INIT;
     int rc = ld->failed ? ld->err.code : SC_OK, n = 0;
-    if (rc == SC_OK && (ld->started || ld->resuming))
+    if (rc == SC_OK && (ld->started || ld->resume.pending))
         rc = sc__seterr(&err, SC_EINVAL,
                         "rank %d: sc_loader_resume comes right after sc_loader_open, before "
                         "any epoch", ld->rank);
@@ -984,7 +988,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
                                      &ck[i], &err);
             if (rc == SC_OK)
                 rc = sc__resume_compute(ld->ds, &ld->cfg, ck, (uint32_t)ld->size,
-                                        (uint32_t)ld->rank, &ld->res, &err);
+                                        (uint32_t)ld->rank, &ld->resume.state, &err);
         } else if (rc == SC_OK) {
             rc = sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for %d checkpoints", ld->rank,
                             n);
@@ -992,12 +996,12 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         rc = agree(ld, rc, &err);
     }
     if (rc == SC_OK) {
-        ld->resuming = 1;
-        ld->resume_epoch = *epoch = ld->res.epoch;
-        ld->resliced = ck[0].world != (uint64_t)ld->size;
-        ld->resume_offset = ld->resliced ? 0 : ck[ld->rank].consumed;
+        ld->resume.pending = 1;
+        ld->resume.epoch = *epoch = ld->resume.state.epoch;
+        ld->resume.resliced = ck[0].world != (uint64_t)ld->size;
+        ld->resume.offset = ld->resume.resliced ? 0 : ck[ld->rank].consumed;
     } else {
-        sc__resume_free(&ld->res);
+        sc__resume_free(&ld->resume.state);
         ld->err = err;
     }
     free(ck);
@@ -1059,7 +1063,7 @@ int sc_loader_close(sc_loader *ld)
     }
     for (int i = 0; i < NREC; i++)
         rec_free(ld, &ld->recs[i]);
-    sc__resume_free(&ld->res);
+    sc__resume_free(&ld->resume.state);
     sc_plan_free(ld->last_made);
     sc__dev_close(ld->dev);
     sc_cache_close(ld->cache);
