@@ -29,6 +29,7 @@
  * not fall.  Only the public header is used: this is what a user writes.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,75 +38,33 @@
 #include <shardcache.h>
 
 #include "checkpoint.h"
+#include "model.h"
+#include "options.h"
 #include "transforms.h"
-
-#include <signal.h>
 
 #ifdef TRAIN_HAVE_CUDA
 #include "train_gpu.h"
 #endif
 
-typedef struct opts {
-    uint64_t epochs, classes;
-    double lr, step_ms;
-    const char *source, *images, *labels, *device;
-    uint64_t crop; /* --transform M: normalize and crop M pixels a side, once; flip per delivery */
-    const char *ckpt, *resume;
-    uint64_t kill_after;
-} opts;
+/* The job's figures over its epochs, summed over ranks. */
+typedef struct totals {
+    double first_loss, last_loss, wait, wall;
+    uint64_t later_hits, later_reads, samples, duplicated, skipped;
+    int all_ok;
+} totals;
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
-                    "             [--device auto|cpu|gpu] [--transform MARGIN] [--source FILE]\n"
-                    "             [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]\n"
-                    "             [--images NAME] [--labels NAME]\n");
-    return 2;
-}
-
-static int parse(int argc, char **argv, opts *o)
-{
-    *o = (opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto", 0, NULL, NULL, 0};
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!v)
-            return usage();
-        if (!strcmp(a, "--epochs"))
-            o->epochs = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--classes"))
-            o->classes = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--lr"))
-            o->lr = strtod(v, &end);
-        else if (!strcmp(a, "--step-ms"))
-            o->step_ms = strtod(v, &end);
-        else if (!strcmp(a, "--source"))
-            o->source = v, end = (char *)"";
-        else if (!strcmp(a, "--images"))
-            o->images = v, end = (char *)"";
-        else if (!strcmp(a, "--labels"))
-            o->labels = v, end = (char *)"";
-        else if (!strcmp(a, "--transform"))
-            o->crop = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--checkpoint"))
-            o->ckpt = v, end = (char *)"";
-        else if (!strcmp(a, "--resume"))
-            o->resume = v, end = (char *)"";
-        else if (!strcmp(a, "--kill-after"))
-            o->kill_after = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--device") &&
-                 (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu")))
-            o->device = v, end = (char *)"";
-        else
-            return usage();
-        if (!end || *end || (o->epochs < 1) || o->classes < 2 || !(o->lr > 0) ||
-            o->step_ms < 0) {
-            fprintf(stderr, "train: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-    }
-    return 0;
-}
+/* What a rank carries from epoch to epoch. */
+typedef struct job {
+    int rank, nranks, gpu, bad_label;
+    sc_loader *ld;
+    int ix, iy;      /* the images' and the labels' field in each batch */
+    ex_model m;      /* the CPU model */
+#ifdef TRAIN_HAVE_CUDA
+    tg_model *g;     /* the GPU model, made on the first batch's device */
+#endif
+    uint64_t e0, steps;
+    totals t;
+} job;
 
 static double now(void)
 {
@@ -122,52 +81,110 @@ static void busy_for(double ms)
         ;
 }
 
-typedef struct model {
-    uint64_t d, k;
-    float *w, *grad; /* [k][d + 1]: the last column is the bias */
-} model;
-
-/* One SGD step on a batch of inputs in [0,1]; returns its summed cross-entropy. */
-static double step(model *m, const float *x, const int64_t *y, uint64_t n,
-                   MPI_Comm comm, int nranks, double lr, int *bad_label)
+/* Prints why the loader stopped; returns the exit status 1. */
+static int loader_failed(const job *j)
 {
-    uint64_t d = m->d, k = m->k, row = d + 1;
-    double loss = 0;
-    float logits[256], p[256];
-    memset(m->grad, 0, sizeof *m->grad * k * row);
-    for (uint64_t i = 0; i < n; i++) {
-        const float *xi = x + i * d;
-        if (y[i] < 0 || (uint64_t)y[i] >= k) {
-            *bad_label = 1;
-            continue;
+    fprintf(stderr, "train[rank %d]: %s\n", j->rank, sc_last_error(j->ld));
+    return 1;
+}
+
+/* One SGD step on a batch, on the GPU or the CPU; returns the summed loss. */
+static double train_step(const ex_opts *o, job *j, const sc_batch *b)
+{
+#ifdef TRAIN_HAVE_CUDA
+    if (j->gpu) {
+        /* The model lives where the loader puts the batches. */
+        char msg[256];
+        double loss = 0;
+        if ((!j->g && tg_open(b->device, j->m.d, j->m.k, MPI_COMM_WORLD, &j->g, msg,
+                              sizeof msg)) ||
+            tg_step(j->g, b->data[j->ix], b->data[j->iy], b->size, b->ready, o->lr, &loss,
+                    &j->bad_label, msg, sizeof msg)) {
+            /* The other ranks are in the gradient all-reduce: stop them too. */
+            fprintf(stderr, "train[rank %d]: GPU %d: %s\n", j->rank, b->device, msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        float mx = -INFINITY;
-        for (uint64_t c = 0; c < k; c++) {
-            const float *wc = m->w + c * row;
-            float z = wc[d];
-            for (uint64_t j = 0; j < d; j++)
-                z += wc[j] * xi[j];
-            logits[c] = z;
-            mx = z > mx ? z : mx;
-        }
-        float sum = 0;
-        for (uint64_t c = 0; c < k; c++)
-            sum += p[c] = expf(logits[c] - mx);
-        for (uint64_t c = 0; c < k; c++) {
-            p[c] /= sum;
-            float g = (p[c] - (c == (uint64_t)y[i])) / (float)n;
-            float *gc = m->grad + c * row;
-            for (uint64_t j = 0; j < d; j++)
-                gc[j] += g * xi[j];
-            gc[d] += g;
-        }
-        loss -= log(p[y[i]] > 1e-30f ? p[y[i]] : 1e-30f);
+        return loss;
     }
-    MPI_Allreduce(MPI_IN_PLACE, m->grad, (int)(k * row), MPI_FLOAT, MPI_SUM, comm);
-    float scale = (float)(lr / nranks);
-    for (uint64_t i = 0; i < k * row; i++)
-        m->w[i] -= scale * m->grad[i];
+#endif
+    double loss = ex_model_step(&j->m, b->data[j->ix], o->crop != 0, b->data[j->iy], b->size,
+                                MPI_COMM_WORLD, j->nranks, o->lr, &j->bad_label);
+    if (isnan(loss)) {
+        fprintf(stderr, "train[rank %d]: out of memory\n", j->rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     return loss;
+}
+
+/* After a step: the benchmark's compute, the checkpoint, a test's crash. */
+static void after_step(const ex_opts *o, job *j)
+{
+    if (o->step_ms > 0)
+        busy_for(o->step_ms);
+    j->steps++;
+    if (o->ckpt && ex_ckpt_save(MPI_COMM_WORLD, o->ckpt, j->ld, j->m.w, ex_model_size(&j->m)))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (o->kill_after && j->steps == o->kill_after)
+        raise(SIGKILL); /* a test's crash, right after a checkpoint */
+}
+
+/* Rank 0's line for an epoch, from the job's sums; adds them to the totals. */
+static void report_epoch(job *j, uint64_t e, double loss, uint64_t n, double secs,
+                         const sc_epoch_summary *rep)
+{
+    double mine[6] = {loss, (double)n, rep->wait_s, rep->wall_s, (double)rep->cache_hits,
+                      (double)(rep->cache_hits + rep->cache_misses)};
+    double all[6];
+    MPI_Allreduce(mine, all, 6, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &secs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    totals *t = &j->t;
+    double mean = all[0] / all[1];
+    if (e == j->e0)
+        t->first_loss = mean;
+    t->last_loss = mean;
+    t->wait += all[2];
+    t->wall += all[3];
+    if (e > j->e0)
+        t->later_hits += (uint64_t)all[4], t->later_reads += (uint64_t)all[5];
+    const sc_exactly_once *v = &rep->exactly_once;
+    t->all_ok &= v->ok;
+    t->samples += v->delivered;
+    t->duplicated += v->duplicated;
+    t->skipped += v->skipped;
+    if (j->rank == 0)
+        printf("epoch %llu: loss %.4f, %.0f samples/s, consumer wait %.1f%% of step "
+               "time, cache hit rate %.1f%%, exactly-once %s%s%s\n",
+               (unsigned long long)e, mean, all[1] / secs,
+               all[3] > 0 ? 100.0 * all[2] / all[3] : 0.0,
+               all[5] > 0 ? 100.0 * all[4] / all[5] : 0.0, v->ok ? "ok" : "FAILED",
+               v->ok ? "" : ": ", v->ok ? "" : v->detail);
+    fflush(stdout);
+}
+
+/* One epoch: a step per batch this rank is given, then the job's verdict. */
+static int train_epoch(const ex_opts *o, job *j, uint64_t e)
+{
+    sc_epoch_info info;
+    if (sc_epoch_begin(j->ld, e, &info) != SC_OK)
+        return loader_failed(j);
+    double loss = 0, t0 = now();
+    uint64_t n = 0;
+    sc_batch b;
+    int rc;
+    while ((rc = sc_next_batch(j->ld, &b)) == SC_OK) {
+        loss += train_step(o, j, &b);
+        n += b.size;
+        sc_batch_release(j->ld, &b);
+        after_step(o, j);
+    }
+    if (rc != SC_END_OF_EPOCH)
+        return loader_failed(j);
+    double secs = now() - t0;
+    sc_epoch_summary rep;
+    if (sc_epoch_wait(j->ld, e, &rep) != SC_OK)
+        return loader_failed(j);
+    report_epoch(j, e, loss, n, secs, &rep);
+    return 0;
 }
 
 static int field_index(const sc_dataset *ds, const char *name, const char *dtype,
@@ -185,228 +202,159 @@ static int field_index(const sc_dataset *ds, const char *name, const char *dtype
     return -1;
 }
 
-int main(int argc, char **argv)
+/*
+ * The GPU when this build can train there and a device is visible
+ * (--device auto), else the CPU, with batches in host memory.
+ */
+static int choose_device(const ex_opts *o, job *j, sc_config *cfg)
 {
-    int provided, rank, nranks, rc;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    opts o;
-    if ((rc = parse(argc, argv, &o)) != 0) {
-        MPI_Finalize();
-        return rc;
-    }
-
-    sc_config cfg;
-    sc_error err = SC_ERROR_INIT;
-    if (sc_config_init(&cfg, &err) != SC_OK ||
-        (o.source && sc_config_set(&cfg, "SC_SOURCE", o.source, &err) != SC_OK)) {
-        fprintf(stderr, "train: %s\n", err.msg);
-        MPI_Finalize();
-        return 2;
-    }
-    /*
-     * The GPU when this build can train there and a device is visible
-     * (--device auto), else the CPU, with batches in host memory.
-     */
     sc_features f;
     sc_features_get(&f);
-    int gpu = 0;
 #ifdef TRAIN_HAVE_CUDA
-    gpu = strcmp(o.device, "cpu") != 0 && f.cuda_devices > 0;
+    j->gpu = strcmp(o->device, "cpu") != 0 && f.cuda_devices > 0;
 #endif
-    if (!strcmp(o.device, "gpu") && !gpu) {
-        if (rank == 0)
+    if (!strcmp(o->device, "gpu") && !j->gpu) {
+        if (j->rank == 0)
             fprintf(stderr, "train: --device gpu, but %s\n",
                     f.cuda_devices ? "this build has no nvcc-built GPU model"
                                    : "no CUDA device is visible");
-        MPI_Finalize();
         return 2;
     }
-    cfg.device = gpu ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
-    /* The transform needs the images' shape: a look at the dataset first. */
-    ex_crop crop = {0, 0, 0, o.crop};
-    sc_transform tf;
-    if (o.crop) {
-        sc_dataset *ds = NULL;
-        sc_field_info fi;
-        int ok = !gpu && sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err) == SC_OK &&
-                 field_index(ds, o.images, "uint8", &fi) >= 0 && fi.ndims == 3;
-        if (ok) {
-            crop.c = fi.dims[0], crop.h = fi.dims[1], crop.w = fi.dims[2];
-            ok = ex_crop_transform(&crop, 1, &tf) == SC_OK;
-        }
-        sc_dataset_close(ds);
-        if (!ok) {
-            if (rank == 0)
-                fprintf(stderr, "train: --transform %llu needs the CPU model and a uint8 "
-                                "[C][H][W] field '%s' larger than the crop%s%s\n",
-                        (unsigned long long)o.crop, o.images, err.msg[0] ? ": " : "",
-                        err.msg);
-            MPI_Finalize();
-            return 2;
-        }
-        cfg.transform = &tf;
+    cfg->device = j->gpu ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
+    return 0;
+}
+
+/* --transform: the crop needs the images' shape, so a look at the dataset first. */
+static int choose_transform(const ex_opts *o, job *j, sc_config *cfg, ex_crop *crop,
+                            sc_transform *tf)
+{
+    sc_dataset *ds = NULL;
+    sc_field_info fi;
+    sc_error err = SC_ERROR_INIT;
+    int ok = !j->gpu && sc_dataset_open(MPI_COMM_WORLD, cfg, &ds, &err) == SC_OK &&
+             field_index(ds, o->images, "uint8", &fi) >= 0 && fi.ndims == 3;
+    if (ok) {
+        *crop = (ex_crop){fi.dims[0], fi.dims[1], fi.dims[2], o->crop};
+        ok = ex_crop_transform(crop, 1, tf) == SC_OK;
     }
-    sc_loader *ld = NULL;
-    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK) {
-        MPI_Finalize();
+    sc_dataset_close(ds);
+    if (!ok) {
+        if (j->rank == 0)
+            fprintf(stderr, "train: --transform %llu needs the CPU model and a uint8 "
+                            "[C][H][W] field '%s' larger than the crop%s%s\n",
+                    (unsigned long long)o->crop, o->images, err.msg[0] ? ": " : "", err.msg);
+        return 2;
+    }
+    cfg->transform = tf;
+    return 0;
+}
+
+/* The batches' image and label fields, and a model sized to them. */
+static int open_model(const ex_opts *o, job *j)
+{
+    sc_field_info fx, fy;
+    j->ix = field_index(sc_loader_dataset(j->ld), o->images, o->crop ? "float32" : "uint8", &fx);
+    j->iy = field_index(sc_loader_dataset(j->ld), o->labels, "int64", &fy);
+    if (j->ix < 0 || j->iy < 0 || o->classes > 256) {
+        if (j->rank == 0)
+            fprintf(stderr, "train: needs a uint8 field '%s' and an int64 field '%s' "
+                            "(and at most 256 classes)\n", o->images, o->labels);
+        return 2;
+    }
+    /* Inputs in [0,1]: the transform's floats, or the bytes scaled by the model. */
+    uint64_t d = o->crop ? fx.sample_bytes / sizeof(float) : fx.sample_bytes;
+    if (ex_model_init(&j->m, d, o->classes) != 0) {
+        fprintf(stderr, "train[rank %d]: out of memory\n", j->rank);
         return 1;
     }
-    sc_field_info fx, fy;
-    int ix = field_index(sc_loader_dataset(ld), o.images, o.crop ? "float32" : "uint8", &fx);
-    int iy = field_index(sc_loader_dataset(ld), o.labels, "int64", &fy);
-    if (ix < 0 || iy < 0 || o.classes > 256) {
-        if (rank == 0)
-            fprintf(stderr, "train: needs a uint8 field '%s' and an int64 field '%s' "
-                            "(and at most 256 classes)\n", o.images, o.labels);
-        sc_loader_close(ld);
-        MPI_Finalize();
+    if ((o->ckpt || o->resume) && j->gpu) {
+        if (j->rank == 0)
+            fprintf(stderr, "train: --checkpoint and --resume run the CPU model\n");
         return 2;
     }
-    /* Inputs in [0,1]: the transform's floats, or the bytes scaled here. */
-    model m = {o.crop ? fx.sample_bytes / sizeof(float) : fx.sample_bytes, o.classes, NULL, NULL};
-    float *scaled = NULL;
-    uint64_t scaled_n = 0;
-    m.w = calloc(m.k * (m.d + 1), sizeof *m.w);
-    m.grad = calloc(m.k * (m.d + 1), sizeof *m.grad);
-#ifdef TRAIN_HAVE_CUDA
-    tg_model *g = NULL;
-#endif
+    return 0;
+}
 
-    double first_loss = NAN, last_loss = NAN, wait_all = 0, wall_all = 0;
-    uint64_t later_hits = 0, later_reads = 0, samples_all = 0, dup_all = 0, skip_all = 0;
-    int all_ok = 1, bad_label = 0;
-    uint64_t e0 = 0, steps = 0;
-    if ((o.ckpt || o.resume) && gpu) {
-        if (rank == 0)
-            fprintf(stderr, "train: --checkpoint and --resume run the CPU model\n");
-        rc = 2;
-    } else if (o.resume && ex_ckpt_load(MPI_COMM_WORLD, o.resume, ld, m.w, m.k * (m.d + 1),
-                                        &e0) != 0) {
+/* Settings, device, transform, loader and model; 0 or the exit status. */
+static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
+{
+    sc_config cfg;
+    sc_error err = SC_ERROR_INIT;
+    if (sc_config_init(&cfg, &err) != SC_OK ||
+        (o->source && sc_config_set(&cfg, "SC_SOURCE", o->source, &err) != SC_OK)) {
+        fprintf(stderr, "train: %s\n", err.msg);
+        return 2;
+    }
+    int rc = choose_device(o, j, &cfg);
+    if (rc == 0 && o->crop)
+        rc = choose_transform(o, j, &cfg, crop, tf);
+    if (rc == 0 && sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld) != SC_OK)
         rc = 1;
-    }
-    for (uint64_t e = e0; e < o.epochs && rc == 0; e++) {
-        sc_epoch_info info;
-        if (sc_epoch_begin(ld, e, &info) != SC_OK) {
-            fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
-            rc = 1;
-            break;
-        }
-        double loss = 0, t0 = now();
-        uint64_t n = 0;
-        sc_batch b;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
-#ifdef TRAIN_HAVE_CUDA
-            if (gpu) {
-                /* The model lives where the loader puts the batches. */
-                char msg[256];
-                double bl = 0;
-                if ((!g && tg_open(b.device, m.d, m.k, MPI_COMM_WORLD, &g, msg, sizeof msg)) ||
-                    tg_step(g, b.data[ix], b.data[iy], b.size, b.ready, o.lr, &bl,
-                            &bad_label, msg, sizeof msg)) {
-                    /* The other ranks are in the gradient all-reduce: stop them too. */
-                    fprintf(stderr, "train[rank %d]: GPU %d: %s\n", rank, b.device, msg);
-                    MPI_Abort(MPI_COMM_WORLD, 1);
-                }
-                loss += bl;
-            } else
-#endif
-            {
-            const float *x = b.data[ix];
-            if (!o.crop) {
-                if (scaled_n < b.size * m.d) {
-                    free(scaled);
-                    scaled = malloc(sizeof *scaled * (scaled_n = b.size * m.d));
-                    if (!scaled) {
-                        fprintf(stderr, "train[rank %d]: out of memory\n", rank);
-                        MPI_Abort(MPI_COMM_WORLD, 1);
-                    }
-                }
-                const uint8_t *px = b.data[ix];
-                for (uint64_t j = 0; j < b.size * m.d; j++)
-                    scaled[j] = (float)px[j] * (1.0f / 255.0f);
-                x = scaled;
-            }
-            loss += step(&m, x, b.data[iy], b.size, MPI_COMM_WORLD, nranks, o.lr, &bad_label);
-            }
-            n += b.size;
-            if (o.step_ms > 0)
-                busy_for(o.step_ms);
-            sc_batch_release(ld, &b);
-            steps++;
-            if (o.ckpt && ex_ckpt_save(MPI_COMM_WORLD, o.ckpt, ld, m.w, m.k * (m.d + 1)) != 0)
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            if (o.kill_after && steps == o.kill_after)
-                raise(SIGKILL); /* a test's crash, right after a checkpoint */
-        }
-        if (rc != SC_END_OF_EPOCH) {
-            fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
-            rc = 1;
-            break;
-        }
-        rc = 0;
-        double secs = now() - t0;
-        sc_epoch_summary rep;
-        if (sc_epoch_wait(ld, e, &rep) != SC_OK) {
-            fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
-            rc = 1;
-            break;
-        }
-        /* The job's figures: sums over ranks. */
-        double mine[6] = {loss, (double)n, rep.wait_s, rep.wall_s,
-                          (double)rep.cache_hits, (double)(rep.cache_hits + rep.cache_misses)};
-        double all[6];
-        MPI_Allreduce(mine, all, 6, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, &secs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        double mean = all[0] / all[1];
-        if (e == e0)
-            first_loss = mean;
-        last_loss = mean;
-        wait_all += all[2];
-        wall_all += all[3];
-        if (e > e0)
-            later_hits += (uint64_t)all[4], later_reads += (uint64_t)all[5];
-        const sc_exactly_once *v = &rep.exactly_once;
-        all_ok &= v->ok;
-        samples_all += v->delivered;
-        dup_all += v->duplicated;
-        skip_all += v->skipped;
-        if (rank == 0)
-            printf("epoch %llu: loss %.4f, %.0f samples/s, consumer wait %.1f%% of step "
-                   "time, cache hit rate %.1f%%, exactly-once %s%s%s\n",
-                   (unsigned long long)e, mean, all[1] / secs,
-                   all[3] > 0 ? 100.0 * all[2] / all[3] : 0.0,
-                   all[5] > 0 ? 100.0 * all[4] / all[5] : 0.0, v->ok ? "ok" : "FAILED",
-                   v->ok ? "" : ": ", v->ok ? "" : v->detail);
-        fflush(stdout);
-    }
-    int failed = rc != 0 || bad_label;
+    if (rc == 0)
+        rc = open_model(o, j);
+    if (rc == 0 && o->resume &&
+        ex_ckpt_load(MPI_COMM_WORLD, o->resume, j->ld, j->m.w, ex_model_size(&j->m), &j->e0))
+        rc = 1;
+    return rc;
+}
+
+/* Rank 0's four closing lines. */
+static void print_summary(const ex_opts *o, const job *j)
+{
+    const totals *t = &j->t;
+    int fell = t->last_loss < t->first_loss;
+    printf("exactly-once: %s (%llu epochs, %llu samples, %llu duplicated, %llu skipped)\n",
+           t->all_ok ? "ok" : "FAILED", (unsigned long long)(o->epochs - j->e0),
+           (unsigned long long)t->samples, (unsigned long long)t->duplicated,
+           (unsigned long long)t->skipped);
+    printf("loss: %.4f -> %.4f%s\n", t->first_loss, t->last_loss, fell ? "" : " (did not fall)");
+    printf("consumer wait: %.1f%% of step time\n", t->wall > 0 ? 100.0 * t->wait / t->wall : 0.0);
+    if (o->epochs > j->e0 + 1)
+        printf("cache hit rate after epoch 1: %.1f%%\n",
+               t->later_reads ? 100.0 * (double)t->later_hits / (double)t->later_reads : 0.0);
+}
+
+/*
+ * Closes everything.  The exit status: rc if the job stopped early (2: a
+ * usage error), else 1 unless every epoch was exactly-once and the loss fell.
+ */
+static int close_job(const ex_opts *o, job *j, int rc)
+{
+    int failed = rc != 0 || j->bad_label;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (sc_loader_close(ld) != SC_OK)
+    if (sc_loader_close(j->ld) != SC_OK)
         failed = 1;
-    int fell = last_loss < first_loss;
-    if (rank == 0 && !failed) {
-        printf("exactly-once: %s (%llu epochs, %llu samples, %llu duplicated, %llu skipped)\n",
-               all_ok ? "ok" : "FAILED", (unsigned long long)(o.epochs - e0),
-               (unsigned long long)samples_all, (unsigned long long)dup_all,
-               (unsigned long long)skip_all);
-        printf("loss: %.4f -> %.4f%s\n", first_loss, last_loss, fell ? "" : " (did not fall)");
-        printf("consumer wait: %.1f%% of step time\n",
-               wall_all > 0 ? 100.0 * wait_all / wall_all : 0.0);
-        if (o.epochs > e0 + 1)
-            printf("cache hit rate after epoch 1: %.1f%%\n",
-                   later_reads ? 100.0 * (double)later_hits / (double)later_reads : 0.0);
-    }
-    if (rank == 0 && bad_label)
+    if (j->rank == 0 && !failed)
+        print_summary(o, j);
+    if (j->rank == 0 && j->bad_label)
         fprintf(stderr, "train: a label is outside 0..%llu (--classes)\n",
-                (unsigned long long)(o.classes - 1));
-    free(m.w);
-    free(m.grad);
-    free(scaled);
+                (unsigned long long)(o->classes - 1));
+    ex_model_free(&j->m);
 #ifdef TRAIN_HAVE_CUDA
-    tg_close(g);
+    tg_close(j->g);
 #endif
+    if (rc != 0)
+        return rc;
+    return failed || !j->t.all_ok || !(j->t.last_loss < j->t.first_loss) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    job j = {.t = {NAN, NAN, 0, 0, 0, 0, 0, 0, 0, 1}};
+    MPI_Comm_rank(MPI_COMM_WORLD, &j.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &j.nranks);
+    ex_opts o;
+    ex_crop crop;
+    sc_transform tf;
+    int rc = ex_opts_parse(argc, argv, &o);
+    if (rc == 0)
+        rc = open_job(&o, &j, &crop, &tf);
+    for (uint64_t e = j.e0; rc == 0 && e < o.epochs; e++)
+        rc = train_epoch(&o, &j, e);
+    if (j.ld)
+        rc = close_job(&o, &j, rc);
     MPI_Finalize();
-    return failed || !all_ok || !fell ? 1 : 0;
+    return rc;
 }
