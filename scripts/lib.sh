@@ -46,10 +46,7 @@ sc_ensure_packages() {
 # forbid the shared-memory transport's single-copy mode (CMA), and its large
 # messages then fail: copy twice instead (a user's choice wins).
 sc_mpi_env() {
-    if [ "$(id -u)" -eq 0 ]; then
-        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    fi
-    export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+    . "$(dirname "${BASH_SOURCE[0]}")/../launch/ompi-env.sh"
 }
 
 # sc_build PRESET: configure and build one CMake preset.

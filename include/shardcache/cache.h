@@ -35,8 +35,9 @@ typedef struct sc_cache_stats {
 
 /*
  * Opens this rank's cache for the dataset: one directory per (dataset
- * fingerprint, node-local rank) under cfg->cache_dir, else $SLURM_TMPDIR,
- * $TMPDIR, /tmp, so a re-run on the same nodes starts warm.  Collective
+ * fingerprint, node-local rank) under cfg->cache_dir, else under
+ * $SLURM_TMPDIR, $TMPDIR or /tmp (the first set), in shardcache-<uid>, so a
+ * re-run on the same nodes starts warm.  Directories are made 0700.  Collective
  * over comm (it finds node-local ranks).
  */
 SC_API int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,

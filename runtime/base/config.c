@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "config.h"
 #include "error.h"
 #include "shardcache/config.h"
 
@@ -43,7 +45,8 @@ static const setting settings[] = {
     {"SC_REMAINDER", T_ENUM, F(remainder), "drop", {"drop", "pad"},
      "samples that do not fill equal batches: drop, or pad by repeating"},
     {"SC_CACHE_DIR", T_STR, F(cache_dir), "", {0},
-     "node-local cache directory; empty: $SLURM_TMPDIR, $TMPDIR, /tmp"},
+     "node-local cache directory; empty: $SLURM_TMPDIR, else $TMPDIR, else /tmp, "
+     "then shardcache-<uid>"},
     {"SC_CACHE_BYTES", T_BYTES, F(cache_bytes), "0", {0},
      "cache capacity per rank (K, M, G suffixes); 0: unbounded"},
     {"SC_CACHE_POLICY", T_ENUM, F(cache_policy), "belady", {"belady", "lru"},
@@ -219,4 +222,15 @@ int sc_config_print(const sc_config *cfg, void *file)
         fprintf(f, "%s=%s  # %s\n", s->env, text, s->help);
     }
     return SC_OK;
+}
+
+int sc__cache_root(char *buf, size_t n)
+{
+    const char *base = getenv("SLURM_TMPDIR");
+    if (!base || !*base)
+        base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    int len = snprintf(buf, n, "%s/shardcache-%lu", base, (unsigned long)getuid());
+    return len < 0 || (size_t)len >= n ? SC_EINVAL : SC_OK;
 }

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "error.h"
 #include "evict.h"
 #include "fault.h"
@@ -90,6 +91,7 @@ static struct seen identity(uint64_t shard, const struct stat *st)
     return s;
 }
 
+/* Every directory the cache makes is its user's alone (0700): no one else plants entries. */
 static int mkdirs(const char *path)
 {
     char tmp[SC_PATH_MAX];
@@ -97,11 +99,11 @@ static int mkdirs(const char *path)
     for (char *p = tmp + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+            if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
                 return -1;
             *p = '/';
         }
-    return mkdir(tmp, 0777) != 0 && errno != EEXIST ? -1 : 0;
+    return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
@@ -204,7 +206,13 @@ static int scan(sc_cache *c, sc_error *err)
  */
 static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
 {
-    const char *base = cfg->cache_dir[0] ? cfg->cache_dir : sc__cache_root();
+    char root[SC_PATH_MAX];
+    const char *base = cfg->cache_dir;
+    if (!base[0] && sc__cache_root(root, sizeof root) == SC_OK)
+        base = root;
+    if (!base[0])
+        return sc__seterr(err, SC_EINVAL, "the default cache directory's path is too long: "
+                          "set SC_CACHE_DIR");
     /* The base must leave room for the rank, the "-p<pid>" suffix and entries. */
     if (strlen(base) > sizeof c->node - 96)
         return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
@@ -252,14 +260,6 @@ static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
     if (rc != SC_OK)
         return sc__seterr(err, rc, "no memory for the cache index");
     return scan(c, err);
-}
-
-const char *sc__cache_root(void)
-{
-    const char *base = getenv("SLURM_TMPDIR");
-    if (!base || !*base)
-        base = getenv("TMPDIR");
-    return base && *base ? base : "/tmp";
 }
 
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,

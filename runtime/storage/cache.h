@@ -30,13 +30,6 @@ int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *
                    sc_cache **out, sc_error *err);
 
 /*
- * The default root of the caches when SC_CACHE_DIR is empty: $SLURM_TMPDIR,
- * else $TMPDIR, else /tmp.  The one rule: the launch scripts leave it to
- * the library, and `shardcache` prints it.
- */
-const char *sc__cache_root(void);
-
-/*
  * sc_cache_read, telling whether it was a hit, and tracing its stages
  * (cache read, checksum, source read, cache write) into `tc` (may be
  * NULL).  Safe from several threads at once, for different shards.

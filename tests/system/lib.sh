@@ -2,8 +2,7 @@
 set -u
 : "${SC_BIN:?SC_BIN must point at the shardcache binary}"
 : "${MPIEXEC:=mpiexec}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+. "$(dirname "${BASH_SOURCE[0]}")/../../launch/ompi-env.sh"
 SC_T_PASS=0
 SC_T_FAIL=0
 SC_T_TMP=$(mktemp -d)

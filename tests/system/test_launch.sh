@@ -22,16 +22,17 @@ fi
 
 unset SLURM_JOB_ID SC_CACHE_DIR SLURM_TMPDIR
 expect_ok "dry run: mpirun, ranks, binding, forwarded settings" \
-    "^\+ mpirun -np 3 --bind-to core --map-by core .*-x SC_CACHE_DIR .*-x SC_SEED .* $train --epochs 2$" \
+    "^\+ mpirun -np 3 --bind-to core --map-by core .*-x SC_SEED .* $train --epochs 2$" \
     env SC_SEED=4 "$run" --dry-run -n 3 -- "$train" --epochs 2
 expect_ok "dry run: staging first, with the same settings" "^\+ mpirun .* stage --epochs 2$" \
     env SHARDCACHE="$SC_BIN" "$run" --dry-run -n 2 --stage 2 -- "$train"
-expect_ok "dry run: a cache directory of its own" "cache in ${TMPDIR:-/tmp}/shardcache-job\." \
+expect_ok "dry run: the library's default cache" "cache in the default .*/shardcache-$(id -u)$" \
     "$run" --dry-run -n 2 -- "$train"
+out=$("$run" --dry-run -n 2 -- "$train" 2>&1)
+grep -q -- "-x SC_CACHE_DIR" <<<"$out" && failed "SC_CACHE_DIR forwarded though unset" \
+    || pass "no SC_CACHE_DIR of its own: the library's rule applies"
 expect_ok "dry run: SC_CACHE_DIR is kept" "cache in /scratch/mine$" \
     env SC_CACHE_DIR=/scratch/mine "$run" --dry-run -n 2 -- "$train"
-expect_ok "dry run: SLURM_TMPDIR under Slurm" "cache in /local/job7/shardcache$" \
-    env SLURM_TMPDIR=/local/job7 "$run" --dry-run -n 2 --launcher mpirun -- "$train"
 expect_ok "dry run: -x forwards a setting" "-x SC_BATCH_SIZE" \
     "$run" --dry-run -n 2 -x SC_BATCH_SIZE=64 -- "$train"
 expect_ok "dry run: one rank per core without GPUs" "^shardcache-run: $(nproc) ranks via mpirun, 0 GPUs" \
@@ -57,6 +58,9 @@ grep -q "^epoch 0: .*cache hit rate 100.0%" <<<"$out" && pass "staged: warm from
     || { failed "not warm after staging"; grep "^epoch 0" <<<"$out"; }
 grep -Eq "^(bottleneck|verdict): " <<<"$out" && [ -s "$SC_T_TMP/trace/summary.txt" ] \
     && pass "trace merged and summarized" || failed "no trace summary"
-compgen -G "$SC_T_TMP/shardcache-job.*" >/dev/null && failed "its temporary cache was left behind" \
-    || pass "its temporary cache is removed"
+# No SC_CACHE_DIR: staging and training used the library's default, private to the user.
+root=$SC_T_TMP/shardcache-$(id -u)
+compgen -G "$root/shardcache-*-l*/s*.h5" >/dev/null && [ "$(stat -c %a "$root")" = 700 ] \
+    && pass "the cache is in the default root, $root, mode 700" \
+    || { failed "no cache under $root (or not 0700)"; ls -la "$SC_T_TMP" "$root" 2>&1 | head; }
 finish

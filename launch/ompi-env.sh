@@ -1,0 +1,11 @@
+# ompi-env.sh - source it (bash): exports the Open MPI settings listed in
+# ompi.env beside it, keeping any value already set.
+sc_ompi_env() {
+    local line name
+    while IFS= read -r line; do
+        case $line in '' | '#'*) continue ;; esac
+        name=${line%%=*}
+        [ -n "${!name:-}" ] || export "${line?}"
+    done <"$(dirname "${BASH_SOURCE[0]}")/ompi.env"
+}
+sc_ompi_env
