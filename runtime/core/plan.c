@@ -37,7 +37,7 @@ enum {
 /* How far ahead random-order loops prefetch (a few hundred ns of work). */
 #define PREFETCH 32
 
-static void shuffle_u32(uint32_t *a, uint64_t n, sc__rng *rng)
+static void plan_shuffle_u32(uint32_t *a, uint64_t n, sc__rng *rng)
 {
     for (uint64_t i = n; i > 1; i--) {
         uint64_t j = sc__rng_below(rng, i);
@@ -55,18 +55,18 @@ typedef struct heap {
     uint32_t n;
 } heap;
 
-static inline int heap_less(const heap *h, uint32_t a, uint32_t b)
+static inline int plan_heap_less(const heap *h, uint32_t a, uint32_t b)
 {
     return h->load[a] < h->load[b] || (h->load[a] == h->load[b] && a < b);
 }
 
-static void heap_sift_down(heap *h, uint32_t i)
+static void plan_heap_sift_down(heap *h, uint32_t i)
 {
     for (;;) {
         uint32_t l = 2 * i + 1, m = i;
-        if (l < h->n && heap_less(h, h->slot[l], h->slot[m]))
+        if (l < h->n && plan_heap_less(h, h->slot[l], h->slot[m]))
             m = l;
-        if (l + 1 < h->n && heap_less(h, h->slot[l + 1], h->slot[m]))
+        if (l + 1 < h->n && plan_heap_less(h, h->slot[l + 1], h->slot[m]))
             m = l + 1;
         if (m == i)
             return;
@@ -77,12 +77,12 @@ static void heap_sift_down(heap *h, uint32_t i)
     }
 }
 
-static void heap_build(heap *h)
+static void plan_heap_build(heap *h)
 {
     for (uint32_t i = 0; i < h->n; i++)
         h->slot[i] = i;
     for (uint32_t i = h->n / 2; i-- > 0;)
-        heap_sift_down(h, i);
+        plan_heap_sift_down(h, i);
 }
 
 /*
@@ -90,98 +90,126 @@ static void heap_build(heap *h)
  * UINT32_MAX to avoid none) and returns it.  The second smallest key is one
  * of the root's children, so avoiding a rank costs no pop and push.
  */
-static uint32_t heap_give(heap *h, uint64_t size, uint32_t avoid)
+static uint32_t plan_heap_give(heap *h, uint64_t size, uint32_t avoid)
 {
     uint32_t pos = 0;
     if (h->slot[0] == avoid && h->n > 1) {
         pos = 1;
-        if (h->n > 2 && heap_less(h, h->slot[2], h->slot[1]))
+        if (h->n > 2 && plan_heap_less(h, h->slot[2], h->slot[1]))
             pos = 2;
     }
     uint32_t r = h->slot[pos];
     h->load[r] += size;
-    heap_sift_down(h, pos);
+    plan_heap_sift_down(h, pos);
     return r;
 }
 
 /* ---- validation ---------------------------------------------------------- */
 
-static int check_params(const sc_plan_params *p, const sc_plan *prev,
-                        uint64_t *total, uint64_t *largest, sc_error *err)
+/* The counts every later step sizes its arrays and loops by. */
+static int plan_check_counts(const sc_plan_params *p, sc_error *err)
 {
-    if (!p)
-        return sc__seterr(err, SC_EINVAL, "plan parameters are NULL");
+    unsigned long long e = (unsigned long long)p->epoch;
+
     if (p->nshards == 0)
         return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: the dataset has zero shards",
-                          (unsigned long long)p->epoch);
+                          "epoch %llu: the dataset has zero shards", e);
     if (!p->shard_sizes)
         return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: shard sizes are NULL for %llu shards",
-                          (unsigned long long)p->epoch,
+                          "epoch %llu: shard sizes are NULL for %llu shards", e,
                           (unsigned long long)p->nshards);
     if (p->nshards > SC__PLAN_MAX_SHARDS)
         return sc__seterr(err, SC_EOVERFLOW,
                           "epoch %llu: %llu shards is more than the %llu a "
                           "plan can hold",
-                          (unsigned long long)p->epoch,
-                          (unsigned long long)p->nshards,
+                          e, (unsigned long long)p->nshards,
                           (unsigned long long)SC__PLAN_MAX_SHARDS);
     if (p->world_size == 0)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: world size is 0",
-                          (unsigned long long)p->epoch);
+        return sc__seterr(err, SC_EINVAL, "epoch %llu: world size is 0", e);
     if (p->world_size > p->nshards)
         return sc__seterr(err, SC_EINVAL,
                           "epoch %llu: more ranks (%u) than shards (%llu); "
                           "every rank needs at least one shard",
-                          (unsigned long long)p->epoch, p->world_size,
-                          (unsigned long long)p->nshards);
+                          e, p->world_size, (unsigned long long)p->nshards);
     if (p->batch_size == 0)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: batch size is 0",
-                          (unsigned long long)p->epoch);
+        return sc__seterr(err, SC_EINVAL, "epoch %llu: batch size is 0", e);
+    return SC_OK;
+}
+
+static int plan_check_policy(const sc_plan_params *p, sc_error *err)
+{
+    unsigned long long e = (unsigned long long)p->epoch;
+
     if (p->mode != SC_SHUFFLE_GLOBAL && p->mode != SC_SHUFFLE_STICKY)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: unknown shuffle mode %d",
-                          (unsigned long long)p->epoch, (int)p->mode);
+        return sc__seterr(err, SC_EINVAL, "epoch %llu: unknown shuffle mode %d", e,
+                          (int)p->mode);
     if (p->remainder != SC_REMAINDER_DROP && p->remainder != SC_REMAINDER_PAD)
-        return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: unknown remainder policy %d",
-                          (unsigned long long)p->epoch, (int)p->remainder);
+        return sc__seterr(err, SC_EINVAL, "epoch %llu: unknown remainder policy %d",
+                          e, (int)p->remainder);
     if (!(p->exchange >= 0.0 && p->exchange <= 1.0)) /* also rejects NaN */
         return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: exchange fraction %g is outside [0,1]",
-                          (unsigned long long)p->epoch, p->exchange);
+                          "epoch %llu: exchange fraction %g is outside [0,1]", e,
+                          p->exchange);
+    return SC_OK;
+}
 
+/* Every shard non-empty; also the total and the largest, which bound balance. */
+static int plan_check_sizes(const sc_plan_params *p, uint64_t *total,
+                            uint64_t *largest, sc_error *err)
+{
     uint64_t sum = 0, big = 0;
+
     for (uint64_t s = 0; s < p->nshards; s++) {
         uint64_t n = p->shard_sizes[s];
         if (n == 0)
-            return sc__seterr(err, SC_EINVAL,
-                              "epoch %llu: shard %llu has no samples",
-                              (unsigned long long)p->epoch,
-                              (unsigned long long)s);
+            return sc__seterr(err, SC_EINVAL, "epoch %llu: shard %llu has no samples",
+                              (unsigned long long)p->epoch, (unsigned long long)s);
         if (__builtin_add_overflow(sum, n, &sum))
             return sc__seterr(err, SC_EOVERFLOW,
                               "epoch %llu: shard sizes overflow 64 bits at "
                               "shard %llu",
-                              (unsigned long long)p->epoch,
-                              (unsigned long long)s);
+                              (unsigned long long)p->epoch, (unsigned long long)s);
         if (n > big)
             big = n;
     }
+    *total = sum;
+    *largest = big;
+    return SC_OK;
+}
+
+/* Sticky mode keeps prev's owners, so prev must describe the same job. */
+static int plan_check_prev(const sc_plan_params *p, const sc_plan *prev,
+                           sc_error *err)
+{
     if (prev && p->mode == SC_SHUFFLE_STICKY &&
-        (prev->info.nshards != p->nshards ||
-         prev->info.world_size != p->world_size))
+        (prev->info.nshards != p->nshards || prev->info.world_size != p->world_size))
         return sc__seterr(err, SC_EPLAN,
                           "epoch %llu: the previous plan (epoch %llu) has "
                           "%llu shards on %u ranks, this one %llu on %u",
                           (unsigned long long)p->epoch,
                           (unsigned long long)prev->info.epoch,
                           (unsigned long long)prev->info.nshards,
-                          prev->info.world_size,
-                          (unsigned long long)p->nshards, p->world_size);
-    *total = sum;
-    *largest = big;
+                          prev->info.world_size, (unsigned long long)p->nshards,
+                          p->world_size);
     return SC_OK;
+}
+
+static int plan_check_params(const sc_plan_params *p, const sc_plan *prev,
+                             uint64_t *total, uint64_t *largest, sc_error *err)
+{
+    uint64_t sum = 0, big = 0;
+    int rc;
+
+    if (!p)
+        return sc__seterr(err, SC_EINVAL, "plan parameters are NULL");
+    if ((rc = plan_check_counts(p, err)) == SC_OK &&
+        (rc = plan_check_policy(p, err)) == SC_OK &&
+        (rc = plan_check_sizes(p, &sum, &big, err)) == SC_OK &&
+        (rc = plan_check_prev(p, prev, err)) == SC_OK) {
+        *total = sum;
+        *largest = big;
+    }
+    return rc;
 }
 
 /* ---- assignment ------------------------------------------------------------ */
@@ -193,8 +221,8 @@ static int check_params(const sc_plan_params *p, const sc_plan *prev,
  * draws are made twice from the same counter-based stream (count, then
  * place) instead of being stored.
  */
-static void random_perm(uint32_t *perm, uint64_t n, uint64_t key,
-                        uint64_t *cursor, uint64_t nbuckets)
+static void plan_random_perm(uint32_t *perm, uint64_t n, uint64_t key,
+                             uint64_t *cursor, uint64_t nbuckets)
 {
     sc__rng rng;
     memset(cursor, 0, sizeof *cursor * (nbuckets + 1));
@@ -209,7 +237,7 @@ static void random_perm(uint32_t *perm, uint64_t n, uint64_t key,
     /* cursor[b] now ends bucket b; bucket b starts where b-1 ends. */
     for (uint64_t b = 0, lo = 0; b < nbuckets; lo = cursor[b++]) {
         sc__rng_init(&rng, sc__mix64(key ^ (b + 1)));
-        shuffle_u32(perm + lo, cursor[b] - lo, &rng);
+        plan_shuffle_u32(perm + lo, cursor[b] - lo, &rng);
     }
 }
 
@@ -219,9 +247,9 @@ static void random_perm(uint32_t *perm, uint64_t n, uint64_t key,
  * label[k].  A run of a uniform permutation is already in uniform order, so
  * the lists are final unless the balance needs repair.
  */
-static void assign_fresh(const sc_plan_params *p, sc_plan *plan,
-                         uint32_t *perm, uint64_t *load, uint64_t *cursor,
-                         uint64_t nbuckets, uint64_t total)
+static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
+                              uint32_t *perm, uint64_t *load, uint64_t *cursor,
+                              uint64_t nbuckets, uint64_t total)
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards, i = 0;
@@ -229,8 +257,8 @@ static void assign_fresh(const sc_plan_params *p, sc_plan *plan,
     uint64_t *off = plan->rank_off;
     sc__rng rng;
 
-    random_perm(perm, n, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0),
-                cursor, nbuckets);
+    plan_random_perm(perm, n, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0),
+                     cursor, nbuckets);
 
     /* label[] reuses cursor[]: the permutation is done with it. */
     uint64_t *label = cursor;
@@ -272,8 +300,8 @@ static void assign_fresh(const sc_plan_params *p, sc_plan *plan,
  * rounded so that they add up to round(q * N) exactly, and re-home them.
  * `byrank`/`off` list last epoch's shards per rank.
  */
-static void assign_sticky(const sc_plan_params *p, const sc_plan *prev,
-                          uint32_t *owner, uint32_t *scratch, heap *h)
+static void plan_assign_sticky(const sc_plan_params *p, const sc_plan *prev,
+                               uint32_t *owner, uint32_t *scratch, heap *h)
 {
     uint32_t R = h->n;
     uint64_t n = p->nshards;
@@ -308,20 +336,20 @@ static void assign_sticky(const sc_plan_params *p, const sc_plan *prev,
     }
 
     /* Re-home the released shards in a random order, away from their owner. */
-    shuffle_u32(scratch, released, &rng);
-    heap_build(h);
+    plan_shuffle_u32(scratch, released, &rng);
+    plan_heap_build(h);
     for (uint64_t i = 0; i < released; i++) {
         uint32_t s = scratch[i];
         if (i + PREFETCH < released) {
             __builtin_prefetch(&owner[scratch[i + PREFETCH]]);
             __builtin_prefetch(&p->shard_sizes[scratch[i + PREFETCH]]);
         }
-        owner[s] = heap_give(h, p->shard_sizes[s], R > 1 ? owner[s] : UINT32_MAX);
+        owner[s] = plan_heap_give(h, p->shard_sizes[s], R > 1 ? owner[s] : UINT32_MAX);
     }
 }
 
-static void link_lists(const uint32_t *owner, uint64_t n, uint32_t R,
-                       uint32_t *next, uint32_t *head)
+static void plan_link_lists(const uint32_t *owner, uint64_t n, uint32_t R,
+                            uint32_t *next, uint32_t *head)
 {
     for (uint32_t r = 0; r < R; r++)
         head[r] = UINT32_MAX;
@@ -332,9 +360,9 @@ static void link_lists(const uint32_t *owner, uint64_t n, uint32_t R,
 }
 
 /* Moves the shard that *link points at from rank `from` to rank `to`. */
-static void move_head(const sc_plan_params *p, uint32_t *owner, uint64_t *load,
-                      uint32_t *next, uint32_t *head, uint32_t from, uint32_t to,
-                      uint32_t *link)
+static void plan_move_head(const sc_plan_params *p, uint32_t *owner, uint64_t *load,
+                           uint32_t *next, uint32_t *head, uint32_t from, uint32_t to,
+                           uint32_t *link)
 {
     uint32_t s = *link;
     *link = next[s];
@@ -350,9 +378,9 @@ static void move_head(const sc_plan_params *p, uint32_t *owner, uint64_t *load,
  * at most the largest shard.  Only sticky plans can need it, and rarely;
  * `next`/`head` are per-rank singly linked lists of shards.
  */
-static void repair_balance(const sc_plan_params *p, uint32_t *owner,
-                           uint64_t *load, uint32_t R, uint64_t largest,
-                           uint32_t *next, uint32_t *head)
+static void plan_repair_balance(const sc_plan_params *p, uint32_t *owner,
+                                uint64_t *load, uint32_t R, uint64_t largest,
+                                uint32_t *next, uint32_t *head)
 {
     uint64_t n = p->nshards;
     int built = 0;
@@ -366,7 +394,7 @@ static void repair_balance(const sc_plan_params *p, uint32_t *owner,
         if (load[empty] != 0)
             continue;
         if (!built) {
-            link_lists(owner, n, R, next, head);
+            plan_link_lists(owner, n, R, next, head);
             built = 1;
         }
         uint32_t from = UINT32_MAX;
@@ -374,7 +402,7 @@ static void repair_balance(const sc_plan_params *p, uint32_t *owner,
             if (head[r] != UINT32_MAX && next[head[r]] != UINT32_MAX &&
                 (from == UINT32_MAX || load[r] > load[from]))
                 from = r;
-        move_head(p, owner, load, next, head, from, empty, &head[from]);
+        plan_move_head(p, owner, load, next, head, from, empty, &head[from]);
     }
 
     for (;;) {
@@ -389,14 +417,14 @@ static void repair_balance(const sc_plan_params *p, uint32_t *owner,
         if (spread <= largest)
             return;
         if (!built) {
-            link_lists(owner, n, R, next, head);
+            plan_link_lists(owner, n, R, next, head);
             built = 1;
         }
         /* Any shard smaller than the spread lowers sum(load^2); one exists. */
         uint32_t *link = &head[hi];
         while (*link != UINT32_MAX && p->shard_sizes[*link] >= spread)
             link = &next[*link];
-        move_head(p, owner, load, next, head, hi, lo, link);
+        plan_move_head(p, owner, load, next, head, hi, lo, link);
     }
 }
 
@@ -404,8 +432,8 @@ static void repair_balance(const sc_plan_params *p, uint32_t *owner,
  * Counting sort of shards by owner (R sequential output streams), then a
  * seeded shuffle of each rank's list, which is small enough to stay in cache.
  */
-static void build_order(const sc_plan_params *p, sc_plan *plan,
-                        const uint64_t *load)
+static void plan_build_order(const sc_plan_params *p, sc_plan *plan,
+                             const uint64_t *load)
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards;
@@ -426,13 +454,13 @@ static void build_order(const sc_plan_params *p, sc_plan *plan,
     for (uint32_t r = 0; r < R; r++) {
         sc__rng rng;
         sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_WITHIN, r));
-        shuffle_u32(plan->order + off[r], off[r + 1] - off[r], &rng);
+        plan_shuffle_u32(plan->order + off[r], off[r + 1] - off[r], &rng);
     }
 }
 
 /* Batches per rank and samples dropped or padded, from per-rank counts. */
-static int count_batches(sc_plan_info *info, const uint64_t *rank_samples,
-                         sc_error *err)
+static int plan_count_batches(sc_plan_info *info, const uint64_t *rank_samples,
+                              sc_error *err)
 {
     uint32_t R = info->world_size;
     uint64_t lo = UINT64_MAX, hi = 0, B = info->batch_size, cap;
@@ -470,90 +498,135 @@ static int count_batches(sc_plan_info *info, const uint64_t *rank_samples,
     return SC_OK;
 }
 
-int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
-                   sc_plan **out, sc_error *err)
+/* ---- planning ------------------------------------------------------------ */
+
+/* Working memory of one sc_plan_create(), freed before it returns. */
+typedef struct plan_work {
+    uint32_t *scratch; /* [nshards] */
+    uint32_t *head;    /* [R] */
+    uint64_t *cursor;  /* [max(nbuckets + 1, R)] */
+    uint64_t nbuckets;
+    heap h;
+} plan_work;
+
+static int plan_work_alloc(const sc_plan_params *p, plan_work *w, sc_error *err)
 {
-    uint64_t total = 0, largest = 0, *cursor = NULL;
-    sc_plan *plan = NULL;
-    uint32_t *scratch = NULL, *head = NULL;
-    heap h = {0};
-    int rc;
-
-    if (!out)
-        return sc__seterr(err, SC_EINVAL, "plan output pointer is NULL");
-    *out = NULL;
-    if ((rc = check_params(params, prev, &total, &largest, err)) != SC_OK)
-        return rc;
-
-    uint32_t R = params->world_size;
-    uint64_t n = params->nshards;
-    int sticky = params->mode == SC_SHUFFLE_STICKY && prev;
+    uint32_t R = p->world_size;
+    uint64_t n = p->nshards;
     /* Buckets of ~4096 shards (16 KiB) for the cache-friendly permutation. */
     uint64_t nbuckets = n / 4096 < 1 ? 1 : n / 4096 > 4096 ? 4096 : n / 4096;
     uint64_t ncursor = nbuckets + 1 > R ? nbuckets + 1 : R;
 
-    if ((rc = sc__plan_alloc(R, n, &plan, err)) != SC_OK)
-        return rc;
-    scratch = malloc(sizeof *scratch * n);
-    head = malloc(sizeof *head * R);
-    cursor = malloc(sizeof *cursor * ncursor);
-    h.slot = malloc(sizeof *h.slot * R);
-    h.load = malloc(sizeof *h.load * R);
-    h.n = R;
-    if (!scratch || !head || !cursor || !h.slot || !h.load) {
-        rc = sc__seterr(err, SC_ENOMEM,
-                        "epoch %llu: no memory to plan %llu shards on %u ranks",
-                        (unsigned long long)params->epoch,
-                        (unsigned long long)n, R);
-        goto out;
-    }
+    w->nbuckets = nbuckets;
+    w->scratch = malloc(sizeof *w->scratch * n);
+    w->head = malloc(sizeof *w->head * R);
+    w->cursor = malloc(sizeof *w->cursor * ncursor);
+    w->h.slot = malloc(sizeof *w->h.slot * R);
+    w->h.load = malloc(sizeof *w->h.load * R);
+    w->h.n = R;
+    if (!w->scratch || !w->head || !w->cursor || !w->h.slot || !w->h.load)
+        return sc__seterr(err, SC_ENOMEM,
+                          "epoch %llu: no memory to plan %llu shards on %u ranks",
+                          (unsigned long long)p->epoch, (unsigned long long)n, R);
+    return SC_OK;
+}
 
+static void plan_work_free(plan_work *w)
+{
+    free(w->scratch);
+    free(w->head);
+    free(w->cursor);
+    free(w->h.slot);
+    free(w->h.load);
+}
+
+static int plan_spread_exceeds(const uint64_t *load, uint32_t R, uint64_t largest)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        lo = load[r] < lo ? load[r] : lo;
+        hi = load[r] > hi ? load[r] : hi;
+    }
+    return hi - lo > largest;
+}
+
+/*
+ * A global plan whose runs came out balanced keeps the permutation's order
+ * as it is; any other plan is repaired and then ordered by owner.
+ */
+static void plan_assign(const sc_plan_params *p, const sc_plan *prev,
+                        sc_plan *plan, plan_work *w, uint64_t total,
+                        uint64_t largest)
+{
+    uint32_t R = p->world_size;
+    uint64_t *load = w->h.load;
     int reorder = 1;
-    if (sticky) {
-        assign_sticky(params, prev, plan->owner, scratch, &h);
+
+    if (p->mode == SC_SHUFFLE_STICKY && prev) {
+        plan_assign_sticky(p, prev, plan->owner, w->scratch, &w->h);
     } else {
-        assign_fresh(params, plan, scratch, h.load, cursor, nbuckets, total);
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (uint32_t r = 0; r < R; r++) {
-            lo = h.load[r] < lo ? h.load[r] : lo;
-            hi = h.load[r] > hi ? h.load[r] : hi;
-        }
-        reorder = hi - lo > largest;
+        plan_assign_fresh(p, plan, w->scratch, load, w->cursor, w->nbuckets, total);
+        reorder = plan_spread_exceeds(load, R, largest);
         if (reorder)
             sc__plan_fill_owner(plan);
     }
     if (reorder) {
         /* scratch is free again and serves as the repair pass's links. */
-        repair_balance(params, plan->owner, h.load, R, largest, scratch, head);
-        build_order(params, plan, h.load);
+        plan_repair_balance(p, plan->owner, load, R, largest, w->scratch, w->head);
+        plan_build_order(p, plan, load);
     } else {
-        memcpy(plan->rank_samples, h.load, sizeof *h.load * R);
+        memcpy(plan->rank_samples, load, sizeof *load * R);
         sc__plan_fill_owner(plan);
     }
+}
 
-    sc_plan_info *info = &plan->info;
-    info->epoch = params->epoch;
-    info->seed = params->seed;
-    info->fingerprint = params->fingerprint;
-    info->mode = params->mode;
-    info->remainder = params->remainder;
-    info->exchange = params->exchange;
-    info->batch_size = params->batch_size;
-    info->total_samples = total;
-    info->moved = 0;
+/* Without a previous plan of the same size nothing counts as moved. */
+static uint64_t plan_count_moved(const sc_plan *plan, const sc_plan *prev)
+{
+    uint64_t moved = 0, n = plan->info.nshards;
     if (prev && prev->info.nshards == n)
         for (uint64_t s = 0; s < n; s++)
-            info->moved += plan->owner[s] != prev->owner[s];
-    if ((rc = count_batches(info, plan->rank_samples, err)) != SC_OK)
-        goto out;
-    rc = sc__plan_seal(plan, err);
+            moved += plan->owner[s] != prev->owner[s];
+    return moved;
+}
 
-out:
-    free(scratch);
-    free(head);
-    free(cursor);
-    free(h.slot);
-    free(h.load);
+static void plan_fill_info(const sc_plan_params *p, const sc_plan *prev,
+                           sc_plan *plan, uint64_t total)
+{
+    sc_plan_info *info = &plan->info;
+    info->epoch = p->epoch;
+    info->seed = p->seed;
+    info->fingerprint = p->fingerprint;
+    info->mode = p->mode;
+    info->remainder = p->remainder;
+    info->exchange = p->exchange;
+    info->batch_size = p->batch_size;
+    info->total_samples = total;
+    info->moved = plan_count_moved(plan, prev);
+}
+
+int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
+                   sc_plan **out, sc_error *err)
+{
+    uint64_t total = 0, largest = 0;
+    sc_plan *plan = NULL;
+    plan_work w = {0};
+    int rc;
+
+    if (!out)
+        return sc__seterr(err, SC_EINVAL, "plan output pointer is NULL");
+    *out = NULL;
+    if ((rc = plan_check_params(params, prev, &total, &largest, err)) != SC_OK)
+        return rc;
+    if ((rc = sc__plan_alloc(params->world_size, params->nshards, &plan, err)) != SC_OK)
+        return rc;
+    if ((rc = plan_work_alloc(params, &w, err)) == SC_OK) {
+        plan_assign(params, prev, plan, &w, total, largest);
+        plan_fill_info(params, prev, plan, total);
+        if ((rc = plan_count_batches(&plan->info, plan->rank_samples, err)) == SC_OK)
+            rc = sc__plan_seal(plan, err);
+    }
+    plan_work_free(&w);
     if (rc == SC_OK)
         *out = plan;
     else
@@ -631,93 +704,134 @@ int sc__plan_matches(const sc_plan *plan, const sc_plan_params *p, int rank,
     return SC_OK;
 }
 
-int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
-                  const sc_plan *prev, sc_error *err)
+/* ---- checking ------------------------------------------------------------ */
+
+/*
+ * Rank r's list: each shard in range, not listed before, owned by r; the
+ * samples add up; the offsets start at 0 and never go back.
+ */
+static int plan_check_rank(const sc_plan *plan, const uint64_t *sizes, uint32_t r,
+                           unsigned char *seen, sc_error *err)
 {
-    uint64_t total = 0, largest = 0;
-    int rc;
+    unsigned long long e = (unsigned long long)plan->info.epoch;
+    uint64_t n = plan->info.nshards, sum = 0;
 
-    if (!plan)
-        return sc__seterr(err, SC_EINVAL, "plan is NULL");
-    if ((rc = check_params(params, prev, &total, &largest, err)) != SC_OK)
-        return rc;
-    if ((rc = sc__plan_matches(plan, params, 0, err)) != SC_OK)
-        return rc;
+    for (uint64_t i = plan->rank_off[r]; i < plan->rank_off[r + 1]; i++) {
+        uint32_t s = plan->order[i];
+        if (s >= n)
+            return sc__seterr(err, SC_EPLAN,
+                              "epoch %llu: shard %u is out of range (rank %u, "
+                              "%llu shards)",
+                              e, s, r, (unsigned long long)n);
+        if (seen[s]++)
+            return sc__seterr(err, SC_EPLAN,
+                              "epoch %llu: shard %u is listed twice (rank %u)", e,
+                              s, r);
+        if (plan->owner[s] != r)
+            return sc__seterr(err, SC_EPLAN,
+                              "epoch %llu: shard %u is listed by rank %u, its "
+                              "owner is rank %u",
+                              e, s, r, plan->owner[s]);
+        sum += sizes[s];
+    }
+    if (sum != plan->rank_samples[r])
+        return sc__seterr(err, SC_EPLAN,
+                          "epoch %llu: rank %u's shards hold %llu samples, "
+                          "the plan says %llu",
+                          e, r, (unsigned long long)sum,
+                          (unsigned long long)plan->rank_samples[r]);
+    if (r == 0 ? plan->rank_off[0] != 0 : plan->rank_off[r] < plan->rank_off[r - 1])
+        return sc__seterr(err, SC_EPLAN, "epoch %llu: bad offsets", e);
+    return SC_OK;
+}
 
-    const sc_plan_info *in = &plan->info;
-    unsigned long long e = (unsigned long long)in->epoch;
-    uint32_t R = in->world_size;
-    uint64_t n = in->nshards, B = in->batch_size;
+/* Every shard exactly once, and its owner is the rank whose list has it. */
+static int plan_check_lists(const sc_plan *plan, const uint64_t *sizes,
+                            sc_error *err)
+{
+    uint64_t n = plan->info.nshards;
+    int rc = SC_OK;
 
-    /* Every shard exactly once, and its owner is the rank whose list has it. */
     unsigned char *seen = calloc(n, 1);
     if (!seen)
         return sc__seterr(err, SC_ENOMEM, "no memory to check the plan");
-    for (uint32_t r = 0; r < R; r++) {
-        uint64_t sum = 0;
-        for (uint64_t i = plan->rank_off[r]; i < plan->rank_off[r + 1]; i++) {
-            uint32_t s = plan->order[i];
-            if (s >= n || seen[s]++ || plan->owner[s] != r) {
-                free(seen);
-                return sc__seterr(err, SC_EPLAN,
-                                  "epoch %llu: shard %u is listed twice or "
-                                  "out of range (rank %u)",
-                                  e, s, r);
-            }
-            sum += params->shard_sizes[s];
-        }
-        if (sum != plan->rank_samples[r]) {
-            free(seen);
-            return sc__seterr(err, SC_EPLAN,
-                              "epoch %llu: rank %u's shards hold %llu samples, "
-                              "the plan says %llu",
-                              e, r, (unsigned long long)sum,
-                              (unsigned long long)plan->rank_samples[r]);
-        }
-        if (r == 0 ? plan->rank_off[0] != 0
-                   : plan->rank_off[r] < plan->rank_off[r - 1]) {
-            free(seen);
-            return sc__seterr(err, SC_EPLAN, "epoch %llu: bad offsets", e);
-        }
-    }
-    for (uint64_t s = 0; s < n; s++)
-        if (!seen[s]) {
-            free(seen);
-            return sc__seterr(err, SC_EPLAN, "epoch %llu: shard %llu has no owner",
-                              e, (unsigned long long)s);
-        }
+    for (uint32_t r = 0; r < plan->info.world_size && rc == SC_OK; r++)
+        rc = plan_check_rank(plan, sizes, r, seen, err);
+    for (uint64_t s = 0; s < n && rc == SC_OK; s++)
+        if (!seen[s])
+            rc = sc__seterr(err, SC_EPLAN, "epoch %llu: shard %llu has no owner",
+                            (unsigned long long)plan->info.epoch,
+                            (unsigned long long)s);
     free(seen);
+    return rc;
+}
 
-    /* Balance: ranks differ by at most the largest shard. */
+/* Balance: ranks differ by at most the largest shard. */
+static int plan_check_balance(const sc_plan_info *in, uint64_t largest,
+                              sc_error *err)
+{
     if (in->max_rank_samples - in->min_rank_samples > largest)
         return sc__seterr(err, SC_EPLAN,
                           "epoch %llu: rank sample counts span %llu..%llu, "
                           "more than the largest shard (%llu)",
-                          e, (unsigned long long)in->min_rank_samples,
+                          (unsigned long long)in->epoch,
+                          (unsigned long long)in->min_rank_samples,
                           (unsigned long long)in->max_rank_samples,
                           (unsigned long long)largest);
+    return SC_OK;
+}
 
-    /*
-     * Equal batches: with drop every rank can fill them and none could fill
-     * one more; with pad every rank needs the last one and pads less than a
-     * batch beyond the largest rank.  The waste is then at most R*(B-1)
-     * plus the imbalance sum(S_r - min S), which whole-shard ownership
-     * cannot avoid (docs/plan.md explains why).
-     */
-    uint64_t b = in->batches_per_rank, lo = in->min_rank_samples,
-             hi = in->max_rank_samples, imbalance = 0;
-    for (uint32_t r = 0; r < R; r++)
+/* sum(S_r - min S) with drop, sum(max S - S_r) with pad. */
+static uint64_t plan_imbalance(const sc_plan *plan)
+{
+    const sc_plan_info *in = &plan->info;
+    uint64_t imbalance = 0;
+    for (uint32_t r = 0; r < in->world_size; r++)
         imbalance += (in->remainder == SC_REMAINDER_DROP)
-                         ? plan->rank_samples[r] - lo
-                         : hi - plan->rank_samples[r];
-    int ok_b = in->remainder == SC_REMAINDER_DROP
-                   ? (b >= 1 && b * B <= lo && (b + 1) * B > lo)
-                   : (b * B >= hi && (b - 1) * B < hi);
-    uint64_t waste = in->remainder == SC_REMAINDER_DROP ? in->dropped : in->padded;
-    if (!ok_b || in->total_samples != total ||
-        (in->remainder == SC_REMAINDER_DROP ? in->padded : in->dropped) != 0 ||
-        in->total_samples + in->padded - in->dropped != (uint64_t)R * b * B ||
-        waste > imbalance + (uint64_t)R * (B - 1))
+                         ? plan->rank_samples[r] - in->min_rank_samples
+                         : in->max_rank_samples - plan->rank_samples[r];
+    return imbalance;
+}
+
+/*
+ * Equal batches: with drop every rank can fill them and none could fill
+ * one more; with pad every rank needs the last one and pads less than a
+ * batch beyond the largest rank.  The waste is then at most R*(B-1)
+ * plus the imbalance sum(S_r - min S), which whole-shard ownership
+ * cannot avoid (docs/plan.md explains why).
+ */
+static int plan_check_batches(const sc_plan *plan, uint64_t total, sc_error *err)
+{
+    const sc_plan_info *in = &plan->info;
+    unsigned long long e = (unsigned long long)in->epoch;
+    uint32_t R = in->world_size;
+    uint64_t b = in->batches_per_rank, B = in->batch_size,
+             lo = in->min_rank_samples, hi = in->max_rank_samples;
+    int drop = in->remainder == SC_REMAINDER_DROP;
+    const char *policy = drop ? "drop" : "pad";
+    uint64_t waste = drop ? in->dropped : in->padded;
+    uint64_t other = drop ? in->padded : in->dropped;
+    uint64_t bound = plan_imbalance(plan) + (uint64_t)R * (B - 1);
+
+    if (drop ? !(b >= 1 && b * B <= lo && (b + 1) * B > lo)
+             : !(b * B >= hi && (b - 1) * B < hi))
+        return sc__seterr(err, SC_EPLAN,
+                          "epoch %llu: %llu batches per rank of %llu do not "
+                          "fit %llu..%llu samples per rank with remainder=%s",
+                          e, (unsigned long long)b, (unsigned long long)B,
+                          (unsigned long long)lo, (unsigned long long)hi, policy);
+    if (in->total_samples != total)
+        return sc__seterr(err, SC_EPLAN,
+                          "epoch %llu: the plan says %llu samples, the shards "
+                          "hold %llu",
+                          e, (unsigned long long)in->total_samples,
+                          (unsigned long long)total);
+    if (other != 0)
+        return sc__seterr(err, SC_EPLAN,
+                          "epoch %llu: %llu samples %s with remainder=%s", e,
+                          (unsigned long long)other, drop ? "padded" : "dropped",
+                          policy);
+    if (in->total_samples + in->padded - in->dropped != (uint64_t)R * b * B)
         return sc__seterr(err, SC_EPLAN,
                           "epoch %llu: %llu batches per rank of %llu with "
                           "%llu..%llu samples per rank, %llu dropped, %llu "
@@ -726,20 +840,36 @@ int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
                           (unsigned long long)lo, (unsigned long long)hi,
                           (unsigned long long)in->dropped,
                           (unsigned long long)in->padded);
+    if (waste > bound)
+        return sc__seterr(err, SC_EPLAN,
+                          "epoch %llu: %llu samples %s, more than the %llu "
+                          "that rank imbalance and partial batches explain",
+                          e, (unsigned long long)waste,
+                          drop ? "dropped" : "padded", (unsigned long long)bound);
+    return SC_OK;
+}
 
-    uint64_t moved = 0;
-    if (prev && prev->info.nshards == n)
-        for (uint64_t s = 0; s < n; s++)
-            moved += plan->owner[s] != prev->owner[s];
-    if (moved != in->moved)
+static int plan_check_moved(const sc_plan *plan, const sc_plan *prev,
+                            sc_error *err)
+{
+    uint64_t moved = plan_count_moved(plan, prev);
+    if (moved != plan->info.moved)
         return sc__seterr(err, SC_EPLAN,
                           "epoch %llu: %llu shards moved, the plan says %llu",
-                          e, (unsigned long long)moved,
-                          (unsigned long long)in->moved);
+                          (unsigned long long)plan->info.epoch,
+                          (unsigned long long)moved,
+                          (unsigned long long)plan->info.moved);
+    return SC_OK;
+}
 
-    /* Determinism: the same inputs give the same bytes. */
+/* Determinism: the same inputs give the same bytes. */
+static int plan_check_replan(const sc_plan *plan, const sc_plan_params *params,
+                             const sc_plan *prev, sc_error *err)
+{
+    unsigned long long e = (unsigned long long)plan->info.epoch;
     sc_plan *again = NULL;
-    if ((rc = sc_plan_create(params, prev, &again, err)) != SC_OK)
+
+    if (sc_plan_create(params, prev, &again, err) != SC_OK)
         return sc__errctx(err, "epoch %llu: re-planning failed", e);
     int same = again->wire_len == plan->wire_len &&
                memcmp(again->wire, plan->wire, plan->wire_len) == 0;
@@ -748,8 +878,27 @@ int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
         return sc__seterr(err, SC_EPLAN,
                           "epoch %llu: re-planning the same inputs gave "
                           "different bytes (hash %016llx)",
-                          e, (unsigned long long)in->hash);
-    return sc__errok(err);
+                          e, (unsigned long long)plan->info.hash);
+    return SC_OK;
+}
+
+int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
+                  const sc_plan *prev, sc_error *err)
+{
+    uint64_t total = 0, largest = 0;
+    int rc;
+
+    if (!plan)
+        return sc__seterr(err, SC_EINVAL, "plan is NULL");
+    if ((rc = plan_check_params(params, prev, &total, &largest, err)) == SC_OK &&
+        (rc = sc__plan_matches(plan, params, 0, err)) == SC_OK &&
+        (rc = plan_check_lists(plan, params->shard_sizes, err)) == SC_OK &&
+        (rc = plan_check_balance(&plan->info, largest, err)) == SC_OK &&
+        (rc = plan_check_batches(plan, total, err)) == SC_OK &&
+        (rc = plan_check_moved(plan, prev, err)) == SC_OK &&
+        (rc = plan_check_replan(plan, params, prev, err)) == SC_OK)
+        rc = sc__errok(err);
+    return rc;
 }
 
 int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out,

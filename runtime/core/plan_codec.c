@@ -120,16 +120,13 @@ int sc_plan_encode(const sc_plan *plan, void **buf, size_t *len, sc_error *err)
     return SC_OK;
 }
 
-/* The structural checks; the caller has already checked length and hash. */
-static int decode_body(const unsigned char *w, size_t len, sc_plan **out,
-                       sc_error *err)
+/* Sizes and enums that must hold before anything is allocated from them. */
+static int plan_codec_check_shape(const unsigned char *w, size_t len,
+                                  sc_error *err)
 {
     uint64_t nshards = sc__get_u64(w + W_NSHARDS);
     uint32_t R = sc__get_u32(w + W_WORLD);
     unsigned long long e = (unsigned long long)sc__get_u64(w + W_EPOCH);
-    sc_plan *p = NULL;
-    unsigned char *seen = NULL;
-    int rc;
 
     if (R == 0 || nshards == 0 || nshards < R || nshards > SC__PLAN_MAX_SHARDS ||
         sc__plan_wire_bytes(R, nshards) != len)
@@ -142,10 +139,12 @@ static int decode_body(const unsigned char *w, size_t len, sc_plan **out,
         return sc__seterr(err, SC_EFORMAT,
                           "plan for epoch %llu: unknown mode %u or remainder %u",
                           e, w[W_MODE], w[W_REMAINDER]);
-    if ((rc = sc__plan_alloc(R, nshards, &p, err)) != SC_OK)
-        return rc;
+    return SC_OK;
+}
 
-    sc_plan_info *in = &p->info;
+static void plan_codec_read_header(const unsigned char *w, size_t len,
+                                   sc_plan_info *in)
+{
     for (size_t i = 0; i < PLAN_CODEC_NU64; i++)
         *plan_codec_member(in, i) = sc__get_u64(w + plan_codec_u64[i].off);
     in->exchange = sc__bits_double(sc__get_u64(w + W_EXCHANGE));
@@ -153,18 +152,23 @@ static int decode_body(const unsigned char *w, size_t len, sc_plan **out,
     in->remainder = (sc_remainder)w[W_REMAINDER];
     in->hash = sc__get_u64(w + W_HASH);
     in->bytes = len;
+}
 
+/* Per-rank sample and shard counts; they must add up to the header's. */
+static int plan_codec_read_ranks(const unsigned char *w, sc_plan *p, sc_error *err)
+{
+    sc_plan_info *in = &p->info;
+    unsigned long long e = (unsigned long long)in->epoch;
     const unsigned char *q = w + SC__PLAN_HEADER_BYTES;
     uint64_t off = 0, sum = 0, lo = UINT64_MAX, hi = 0;
+
     p->rank_off[0] = 0;
-    for (uint32_t r = 0; r < R; r++, q += 16) {
+    for (uint32_t r = 0; r < in->world_size; r++, q += 16) {
         uint64_t samples = sc__get_u64(q), cnt = sc__get_u64(q + 8);
-        if (cnt > nshards - off || __builtin_add_overflow(sum, samples, &sum)) {
-            rc = sc__seterr(err, SC_EFORMAT,
-                            "plan for epoch %llu: rank %u's counts overflow",
-                            e, r);
-            goto fail;
-        }
+        if (cnt > in->nshards - off || __builtin_add_overflow(sum, samples, &sum))
+            return sc__seterr(err, SC_EFORMAT,
+                              "plan for epoch %llu: rank %u's counts overflow", e,
+                              r);
         off += cnt;
         p->rank_off[r + 1] = off;
         p->rank_samples[r] = samples;
@@ -173,46 +177,74 @@ static int decode_body(const unsigned char *w, size_t len, sc_plan **out,
     }
     in->min_rank_samples = lo;
     in->max_rank_samples = hi;
-    if (off != nshards || sum != in->total_samples) {
-        rc = sc__seterr(err, SC_EFORMAT,
-                        "plan for epoch %llu: ranks list %llu shards and %llu "
-                        "samples, the header says %llu and %llu",
-                        e, (unsigned long long)off, (unsigned long long)sum,
-                        (unsigned long long)nshards,
-                        (unsigned long long)in->total_samples);
-        goto fail;
-    }
-    if (!(seen = calloc(nshards, 1))) {
-        rc = sc__seterr(err, SC_ENOMEM, "no memory to decode the plan");
-        goto fail;
-    }
-    for (uint64_t i = 0; i < nshards; i++, q += 4) {
+    if (off != in->nshards || sum != in->total_samples)
+        return sc__seterr(err, SC_EFORMAT,
+                          "plan for epoch %llu: ranks list %llu shards and %llu "
+                          "samples, the header says %llu and %llu",
+                          e, (unsigned long long)off, (unsigned long long)sum,
+                          (unsigned long long)in->nshards,
+                          (unsigned long long)in->total_samples);
+    return SC_OK;
+}
+
+/* The concatenated shard lists: every shard in range and owned once. */
+static int plan_codec_read_shards(const unsigned char *w, sc_plan *p,
+                                  sc_error *err)
+{
+    uint64_t nshards = p->info.nshards;
+    const unsigned char *q =
+        w + SC__PLAN_HEADER_BYTES + (size_t)16 * p->info.world_size;
+    int rc = SC_OK;
+
+    unsigned char *seen = calloc(nshards, 1);
+    if (!seen)
+        return sc__seterr(err, SC_ENOMEM, "no memory to decode the plan");
+    for (uint64_t i = 0; i < nshards && rc == SC_OK; i++, q += 4) {
         uint32_t s = sc__get_u32(q);
-        if (s >= nshards || seen[s]++) {
+        if (s >= nshards || seen[s]++)
             rc = sc__seterr(err, SC_EFORMAT,
                             "plan for epoch %llu: shard %u is out of range or "
                             "owned twice",
-                            e, s);
-            goto fail;
-        }
-        p->order[i] = s;
+                            (unsigned long long)p->info.epoch, s);
+        else
+            p->order[i] = s;
     }
     free(seen);
-    seen = NULL;
-    sc__plan_fill_owner(p);
+    return rc;
+}
 
-    if (!(p->wire = malloc(len))) {
-        rc = sc__seterr(err, SC_ENOMEM, "no memory to decode the plan");
-        goto fail;
-    }
+/* The bytes decoded are the plan's canonical form: keep them, never re-encode. */
+static int plan_codec_keep_wire(sc_plan *p, const unsigned char *w, size_t len,
+                                sc_error *err)
+{
+    if (!(p->wire = malloc(len)))
+        return sc__seterr(err, SC_ENOMEM, "no memory to decode the plan");
     memcpy(p->wire, w, len);
     p->wire_len = len;
-    *out = p;
     return SC_OK;
+}
 
-fail:
-    free(seen);
-    sc_plan_free(p);
+/* The structural checks; the caller has already checked length and hash. */
+static int plan_codec_decode_body(const unsigned char *w, size_t len,
+                                  sc_plan **out, sc_error *err)
+{
+    sc_plan *p = NULL;
+    int rc;
+
+    if ((rc = plan_codec_check_shape(w, len, err)) != SC_OK)
+        return rc;
+    if ((rc = sc__plan_alloc(sc__get_u32(w + W_WORLD), sc__get_u64(w + W_NSHARDS),
+                             &p, err)) != SC_OK)
+        return rc;
+    plan_codec_read_header(w, len, &p->info);
+    if ((rc = plan_codec_read_ranks(w, p, err)) == SC_OK &&
+        (rc = plan_codec_read_shards(w, p, err)) == SC_OK &&
+        (rc = plan_codec_keep_wire(p, w, len, err)) == SC_OK) {
+        sc__plan_fill_owner(p);
+        *out = p;
+    } else {
+        sc_plan_free(p);
+    }
     return rc;
 }
 
@@ -256,5 +288,5 @@ int sc_plan_decode(const void *buf, size_t len, sc_plan **out, sc_error *err)
                           (unsigned long long)sc__get_u64(w + W_EPOCH),
                           (unsigned long long)hash,
                           (unsigned long long)sc__get_u64(w + W_HASH));
-    return decode_body(w, len, out, err);
+    return plan_codec_decode_body(w, len, out, err);
 }
