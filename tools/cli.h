@@ -42,6 +42,28 @@ void cli_progress_cb(void *arg, uint64_t done, uint64_t total);
 /* Reads SC_* settings from the environment; prints and returns 2 if bad. */
 int cli_config(sc_config *cfg);
 
+/*
+ * The flags of `plan`, which `verify` shares: it re-derives a job's plans
+ * from the job's dataset and plan flags.  Defined in cmd_plan.c.
+ */
+typedef struct plan_opts {
+    uint64_t nshards, shard_size, ranks, epochs, seed, batch;
+    double exchange;
+    sc_shuffle_mode mode;
+    sc_remainder remainder;
+    int check;
+    const char *sizes_file, *save;
+    const char *audit_dirs[8];
+    int naudit, union_mode;
+} plan_opts;
+
+/* 0, -1 after printing usage for --help, or 2 after saying what is wrong. */
+int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage);
+/* The shard sizes the flags describe; 0, or prints and returns 2. */
+int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n);
+/* The plan parameters the flags describe, for those shard sizes. */
+sc_plan_params cmd_plan_params(const plan_opts *o, const uint64_t *sizes, uint64_t n);
+
 int cmd_plan(int argc, char **argv);
 int cmd_make_dataset(int argc, char **argv);
 int cmd_stage(int argc, char **argv);

@@ -11,7 +11,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 
@@ -52,21 +51,56 @@ static const char plan_usage[] =
     "balance (fewest..most samples on one rank), shards moved since the\n"
     "previous epoch, the plan message's size and the time to compute it.\n";
 
-typedef struct plan_opts {
-    uint64_t nshards, shard_size, ranks, epochs, seed, batch;
-    double exchange;
-    sc_shuffle_mode mode;
-    sc_remainder remainder;
-    int check;
-    const char *sizes_file, *save;
-    const char *audit_dirs[8];
-    int naudit, union_mode;
-} plan_opts;
+/* getopt_long codes of the long flags, above every short option character. */
+enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
+       EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION };
 
-static int parse(int argc, char **argv, plan_opts *o, const char *usage)
+/* Applies one flag other than --help to *o; 0, or 2 after saying what is wrong. */
+static int cmd_plan_parse_flag(int c, plan_opts *o)
 {
-    enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
-           EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION };
+    int bad = 0;
+    switch (c) {
+    case SHARDS: bad = cli_u64("--shards", optarg, 1, UINT32_MAX, &o->nshards); break;
+    case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &o->shard_size); break;
+    case SIZES: o->sizes_file = optarg; break;
+    case RANKS: bad = cli_u64("--ranks", optarg, 1, UINT32_MAX, &o->ranks); break;
+    case EPOCHS: bad = cli_u64("--epochs", optarg, 1, 1000000, &o->epochs); break;
+    case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+    case BATCH: bad = cli_u64("--batch", optarg, 1, UINT64_MAX, &o->batch); break;
+    case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
+    case CHECK: o->check = 1; break;
+    case SAVE: o->save = optarg; break;
+    case AUDIT:
+        if (o->naudit == 8) {
+            fprintf(stderr, "shardcache verify: at most 8 --audit-dir\n");
+            bad = 2;
+        } else {
+            o->audit_dirs[o->naudit++] = optarg;
+        }
+        break;
+    case UNION: o->union_mode = 1; break;
+    case MODE: {
+        /* Indexed by sc_shuffle_mode and sc_remainder values. */
+        static const char *const modes[] = {"global", "sticky"};
+        int m = 0;
+        bad = cli_choice("--mode", optarg, modes, 2, &m);
+        o->mode = (sc_shuffle_mode)m;
+        break;
+    }
+    case REMAINDER: {
+        static const char *const policies[] = {"drop", "pad"};
+        int m = 0;
+        bad = cli_choice("--remainder", optarg, policies, 2, &m);
+        o->remainder = (sc_remainder)m;
+        break;
+    }
+    default: bad = 2; break;
+    }
+    return bad;
+}
+
+int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
+{
     static const struct option longopts[] = {
         {"shards", required_argument, 0, SHARDS},
         {"shard-size", required_argument, 0, SHARD_SIZE},
@@ -91,44 +125,11 @@ static int parse(int argc, char **argv, plan_opts *o, const char *usage)
                      .batch = 32, .exchange = 0.1};
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case SHARDS: bad = cli_u64("--shards", optarg, 1, UINT32_MAX, &o->nshards); break;
-        case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &o->shard_size); break;
-        case SIZES: o->sizes_file = optarg; break;
-        case RANKS: bad = cli_u64("--ranks", optarg, 1, UINT32_MAX, &o->ranks); break;
-        case EPOCHS: bad = cli_u64("--epochs", optarg, 1, 1000000, &o->epochs); break;
-        case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &o->seed); break;
-        case BATCH: bad = cli_u64("--batch", optarg, 1, UINT64_MAX, &o->batch); break;
-        case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
-        case CHECK: o->check = 1; break;
-        case SAVE: o->save = optarg; break;
-        case AUDIT:
-            if (o->naudit == 8) {
-                fprintf(stderr, "shardcache verify: at most 8 --audit-dir\n");
-                bad = 2;
-            } else {
-                o->audit_dirs[o->naudit++] = optarg;
-            }
-            break;
-        case UNION: o->union_mode = 1; break;
-        case MODE: {
-            /* Indexed by sc_shuffle_mode and sc_remainder values. */
-            static const char *const modes[] = {"global", "sticky"};
-            int m = 0;
-            bad = cli_choice("--mode", optarg, modes, 2, &m);
-            o->mode = (sc_shuffle_mode)m;
-            break;
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return -1;
         }
-        case REMAINDER: {
-            static const char *const policies[] = {"drop", "pad"};
-            int m = 0;
-            bad = cli_choice("--remainder", optarg, policies, 2, &m);
-            o->remainder = (sc_remainder)m;
-            break;
-        }
-        case 'h': fputs(usage, stdout); return -1;
-        default: bad = 2; break;
-        }
+        bad = cmd_plan_parse_flag(c, o);
     }
     if (!bad && optind < argc) {
         fprintf(stderr, "shardcache plan: unexpected argument '%s'\n", argv[optind]);
@@ -140,7 +141,7 @@ static int parse(int argc, char **argv, plan_opts *o, const char *usage)
 }
 
 /* The dataset's fingerprint here is its shard sizes: FNV-1a over them. */
-static uint64_t sizes_fingerprint(const uint64_t *sizes, uint64_t n)
+static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);
     for (uint64_t i = 0; i < n; i++)
@@ -150,7 +151,7 @@ static uint64_t sizes_fingerprint(const uint64_t *sizes, uint64_t n)
 }
 
 /* The shard sizes the flags describe (--shard-sizes, or --shards x --shard-size). */
-static int load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
+int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
 {
     if (o->sizes_file)
         return cli_read_counts(o->sizes_file, sizes, n);
@@ -164,7 +165,7 @@ static int load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
     return 0;
 }
 
-static sc_plan_params params_of(const plan_opts *o, const uint64_t *sizes, uint64_t n)
+sc_plan_params cmd_plan_params(const plan_opts *o, const uint64_t *sizes, uint64_t n)
 {
     sc_plan_params p = SC_PLAN_PARAMS_INIT;
     p.shard_sizes = sizes;
@@ -175,19 +176,19 @@ static sc_plan_params params_of(const plan_opts *o, const uint64_t *sizes, uint6
     p.mode = o->mode;
     p.exchange = o->exchange;
     p.remainder = o->remainder;
-    p.fingerprint = sizes_fingerprint(sizes, n);
+    p.fingerprint = cmd_plan_sizes_fingerprint(sizes, n);
     return p;
 }
 
 /* All ranks hold the same plan iff the max of hash and of ~hash agree. */
-static int hashes_agree(uint64_t hash)
+static int cmd_plan_hashes_agree(uint64_t hash)
 {
     uint64_t in[2] = {hash, ~hash}, out[2];
     MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     return out[0] == hash && out[1] == ~hash;
 }
 
-static int save_plan(const char *path, const sc_plan *plan, sc_error *err)
+static int cmd_plan_save(const char *path, const sc_plan *plan, sc_error *err)
 {
     void *buf = NULL;
     size_t len = 0;
@@ -205,7 +206,7 @@ static int save_plan(const char *path, const sc_plan *plan, sc_error *err)
     return rc;
 }
 
-static void print_epoch(const sc_plan_info *in, double ms, int first)
+static void cmd_plan_print_epoch(const sc_plan_info *in, double ms, int first)
 {
     double moved = 100.0 * (double)in->moved / (double)in->nshards;
     printf("epoch %" PRIu64 ": %" PRIu64 " batches/rank of %" PRIu64
@@ -225,7 +226,7 @@ static void print_epoch(const sc_plan_info *in, double ms, int first)
  * The sticky exchange bound: q*N shards move, within 2% of N.  Balance
  * repair may move a few more; it never moves more than the bound allows.
  */
-static int check_moved(const sc_plan_info *in, sc_error *err)
+static int cmd_plan_check_moved(const sc_plan_info *in, sc_error *err)
 {
     double want = in->exchange * (double)in->nshards;
     double slack = 0.02 * (double)in->nshards;
@@ -238,10 +239,112 @@ static int check_moved(const sc_plan_info *in, sc_error *err)
     return err->code = SC_EPLAN;
 }
 
+/*
+ * The shard sizes, with --ranks defaulting to the world size; 2 if they
+ * cannot be read or --ranks disagrees with the MPI world.
+ */
+static int cmd_plan_load(plan_opts *o, int rank, int world, uint64_t **sizes, uint64_t *n)
+{
+    if (o->ranks == 0)
+        o->ranks = (uint64_t)world;
+    if (cmd_plan_load_sizes(o, sizes, n) || (world > 1 && o->ranks != (uint64_t)world)) {
+        if (rank == 0 && *sizes)
+            fprintf(stderr, "shardcache plan: --ranks %" PRIu64 " but running on %d MPI ranks\n",
+                    o->ranks, world);
+        free(*sizes);
+        *sizes = NULL;
+        return 2;
+    }
+    return 0;
+}
+
+static void cmd_plan_print_header(const plan_opts *o, uint64_t n, int world)
+{
+    printf("plan: %" PRIu64 " shards on %" PRIu64 " ranks%s, seed %" PRIu64
+           ", %s mode%s, batch %" PRIu64 ", remainder %s\n",
+           n, o->ranks, world > 1 ? " (broadcast from rank 0)" : " (simulated)",
+           o->seed, o->mode == SC_SHUFFLE_STICKY ? "sticky" : "global",
+           o->mode == SC_SHUFFLE_STICKY ? (o->exchange > 0 ? "" : ", static") : "",
+           o->batch, o->remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+}
+
+/* Computes (under MPI: shares) one epoch's plan, timed, and checks it if asked. */
+static int cmd_plan_make(const plan_opts *o, const sc_plan_params *p, const sc_plan *prev,
+                         int world, sc_plan **plan, double *ms, sc_error *err)
+{
+    double t0 = MPI_Wtime();
+    int rc = world > 1 ? sc_plan_share(MPI_COMM_WORLD, p, prev, plan, err)
+                       : sc_plan_create(p, prev, plan, err);
+    *ms = (MPI_Wtime() - t0) * 1e3;
+    if (rc == SC_OK && o->check) {
+        sc_plan_info in = {0};
+        sc_plan_get_info(*plan, &in);
+        rc = sc_plan_check(*plan, p, prev, err);
+        if (rc == SC_OK && o->mode == SC_SHUFFLE_STICKY && prev)
+            rc = cmd_plan_check_moved(&in, err);
+    }
+    return rc;
+}
+
+/*
+ * Plans, checks and prints every epoch; *last is the last epoch's plan.
+ * Returns the exit status: 1 as soon as any rank failed.
+ */
+static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, int rank, int world,
+                           sc_plan **last, sc_error *err)
+{
+    sc_plan *prev = NULL, *plan = NULL;
+    int status = 0;
+    for (uint64_t e = 0; e < o->epochs && status == 0; e++) {
+        double ms;
+        p->epoch = e;
+        int rc = cmd_plan_make(o, p, prev, world, &plan, &ms, err);
+        if (rc != SC_OK)
+            cli_report("plan", rank, world, err);
+        /* Everyone learns whether anyone failed, so that no rank runs ahead. */
+        int bad = rc != SC_OK, anybad = bad;
+        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (anybad) {
+            status = 1;
+            break;
+        }
+        sc_plan_info in = {0};
+        sc_plan_get_info(plan, &in);
+        if (o->check && world > 1 && !cmd_plan_hashes_agree(in.hash)) {
+            if (rank == 0)
+                fprintf(stderr, "shardcache plan: epoch %" PRIu64
+                                ": ranks hold different plans\n", e);
+            status = 1;
+        }
+        if (rank == 0)
+            cmd_plan_print_epoch(&in, ms, prev == NULL);
+        sc_plan_free(prev);
+        prev = plan;
+        plan = NULL;
+    }
+    *last = prev;
+    return status;
+}
+
+/* --save and the --check verdict, on rank 0, once every epoch went well. */
+static int cmd_plan_finish(const plan_opts *o, uint64_t n, int rank, int world,
+                           const sc_plan *last, sc_error *err)
+{
+    if (o->save && rank == 0 && cmd_plan_save(o->save, last, err) != SC_OK) {
+        cli_report("plan", rank, 1, err);
+        return 1;
+    }
+    if (o->check && rank == 0)
+        printf("checked: %" PRIu64 " epochs, %" PRIu64 " shards, %" PRIu64
+               " ranks%s\nplan check: ok\n",
+               o->epochs, n, o->ranks, world > 1 ? ", same plan on every rank" : "");
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     plan_opts o;
-    int rc = parse(argc, argv, &o, plan_usage);
+    int rc = cmd_plan_parse(argc, argv, &o, plan_usage);
     if (rc)
         return rc < 0 ? 0 : rc;
 
@@ -251,358 +354,21 @@ int cmd_plan(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world);
 
     uint64_t *sizes = NULL, n = 0;
-    if (o.ranks == 0)
-        o.ranks = (uint64_t)world;
-    if (load_sizes(&o, &sizes, &n) || (world > 1 && o.ranks != (uint64_t)world)) {
-        if (rank == 0 && sizes)
-            fprintf(stderr, "shardcache plan: --ranks %" PRIu64 " but running on %d MPI ranks\n",
-                    o.ranks, world);
-        free(sizes);
+    if (cmd_plan_load(&o, rank, world, &sizes, &n)) {
         MPI_Finalize();
         return 2;
     }
-    sc_plan_params p = params_of(&o, sizes, n);
-
+    sc_plan_params p = cmd_plan_params(&o, sizes, n);
     if (rank == 0)
-        printf("plan: %" PRIu64 " shards on %" PRIu64 " ranks%s, seed %" PRIu64
-               ", %s mode%s, batch %" PRIu64 ", remainder %s\n",
-               n, o.ranks, world > 1 ? " (broadcast from rank 0)" : " (simulated)",
-               o.seed, o.mode == SC_SHUFFLE_STICKY ? "sticky" : "global",
-               o.mode == SC_SHUFFLE_STICKY ? (o.exchange > 0 ? "" : ", static") : "",
-               o.batch, o.remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+        cmd_plan_print_header(&o, n, world);
 
-    sc_plan *prev = NULL, *plan = NULL;
+    sc_plan *last = NULL;
     sc_error err = SC_ERROR_INIT;
-    for (uint64_t e = 0; e < o.epochs && status == 0; e++) {
-        p.epoch = e;
-        double t0 = MPI_Wtime();
-        rc = world > 1 ? sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, &err)
-                       : sc_plan_create(&p, prev, &plan, &err);
-        double ms = (MPI_Wtime() - t0) * 1e3;
-        sc_plan_info in = {0};
-        if (rc == SC_OK && o.check) {
-            sc_plan_get_info(plan, &in);
-            rc = sc_plan_check(plan, &p, prev, &err);
-            if (rc == SC_OK && o.mode == SC_SHUFFLE_STICKY && prev)
-                rc = check_moved(&in, &err);
-        }
-        if (rc != SC_OK)
-            cli_report("plan", rank, world, &err);
-        /* Everyone learns whether anyone failed, so that no rank runs ahead. */
-        int bad = rc != SC_OK, anybad = bad;
-        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (anybad) {
-            status = 1;
-            break;
-        }
-        sc_plan_get_info(plan, &in);
-        if (o.check && world > 1 && !hashes_agree(in.hash)) {
-            if (rank == 0)
-                fprintf(stderr, "shardcache plan: epoch %" PRIu64
-                                ": ranks hold different plans\n", e);
-            status = 1;
-        }
-        if (rank == 0)
-            print_epoch(&in, ms, prev == NULL);
-        sc_plan_free(prev);
-        prev = plan;
-        plan = NULL;
-    }
-
-    if (status == 0 && o.save && rank == 0 && save_plan(o.save, prev, &err) != SC_OK) {
-        cli_report("plan", rank, 1, &err);
-        status = 1;
-    }
-    if (status == 0 && o.check && rank == 0)
-        printf("checked: %" PRIu64 " epochs, %" PRIu64 " shards, %" PRIu64
-               " ranks%s\nplan check: ok\n",
-               o.epochs, n, o.ranks, world > 1 ? ", same plan on every rank" : "");
-    sc_plan_free(prev);
+    status = cmd_plan_epochs(&o, &p, rank, world, &last, &err);
+    if (status == 0)
+        status = cmd_plan_finish(&o, n, rank, world, last, &err);
+    sc_plan_free(last);
     free(sizes);
     MPI_Finalize();
     return status;
-}
-
-/* ---- shardcache verify ------------------------------------------------------ */
-
-static const char verify_usage[] =
-    "usage: shardcache verify --audit-dir DIR --plan-seed S [plan options]\n"
-    "\n"
-    "Checks exactly-once from a job's audit trail alone (SC_AUDIT_DIR: one\n"
-    "audit-r<rank>.bin per rank): re-derives every epoch's plan from the flags,\n"
-    "which must be the job's (--shards/--shard-size or --shard-sizes, --ranks,\n"
-    "--batch, --mode, --exchange, --remainder), and checks that each sample was\n"
-    "delivered once per epoch, on the rank that owned its shard, apart from the\n"
-    "samples the remainder policy drops or pads.  Prints\n"
-    "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
-    "offending sample ids, and exits 1 then.\n"
-    "\n"
-    "  --union   several trails of one job, given as several --audit-dir (a run\n"
-    "            and its resumption from a checkpoint, possibly on another\n"
-    "            number of ranks): checks that, epoch by epoch, every sample\n"
-    "            was delivered or dropped by the remainder policy exactly once\n"
-    "            across them all; ownership is not checked (a resumed epoch\n"
-    "            has no plan).  Needs the dataset's shard flags for its size.\n";
-
-typedef struct rec {
-    uint64_t epoch, id;
-    uint32_t rank;
-} rec;
-
-/*
- * Several trails of one job (a run, and its resumption from a checkpoint):
- * every sample of every epoch they cover delivered or dropped exactly once
- * across them all.
- */
-static int verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples, uint64_t *epochs,
-                        uint64_t *dup, uint64_t *skip, uint64_t *delivered)
-{
-    uint64_t lo = UINT64_MAX, hi = 0, shown = 0;
-    for (uint64_t i = 0; i < nrec; i++) {
-        lo = rs[i].epoch < lo ? rs[i].epoch : lo;
-        hi = rs[i].epoch + 1 > hi ? rs[i].epoch + 1 : hi;
-    }
-    uint32_t *count = calloc(nsamples + 1, sizeof *count);
-    if (!count)
-        return 2;
-    *epochs = 0;
-    for (uint64_t e = lo; e < hi; e++) {
-        memset(count, 0, sizeof *count * nsamples);
-        int seen = 0;
-        for (uint64_t i = 0; i < nrec; i++) {
-            uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
-            if (rs[i].epoch != e || (rs[i].id & SC_AUDIT_PADDED))
-                continue;
-            seen = 1;
-            if (id >= nsamples) {
-                if (shown++ < 10)
-                    printf("epoch %" PRIu64 ": sample %" PRIu64 " is outside the dataset\n", e, id);
-                (*dup)++;
-                continue;
-            }
-            count[id]++;
-            *delivered += !(rs[i].id & SC_AUDIT_DROPPED);
-        }
-        if (!seen)
-            continue;
-        (*epochs)++;
-        for (uint64_t id = 0; id < nsamples; id++) {
-            if (count[id] == 1)
-                continue;
-            if (count[id])
-                *dup += count[id] - 1;
-            else
-                (*skip)++;
-            if (shown++ < 10)
-                printf("epoch %" PRIu64 ": sample %" PRIu64 " %s\n", e, id,
-                       count[id] ? "delivered more than once" : "not delivered");
-        }
-    }
-    free(count);
-    return *dup || *skip;
-}
-
-/* Reads every rank's audit file; *world from their headers. */
-static int read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
-{
-    uint64_t cap = 0, n = 0;
-    rec *all = NULL;
-    *world = 0;
-    for (uint64_t r = 0;; r++) {
-        char path[4200];
-        uint64_t head[3], pair[2];
-        snprintf(path, sizeof path, "%s/audit-r%" PRIu64 ".bin", dir, r);
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            if (r == 0) {
-                fprintf(stderr, "shardcache verify: no audit file '%s'\n", path);
-                return 2;
-            }
-            if (r != *world) {
-                fprintf(stderr, "shardcache verify: '%s' is missing (the job had %" PRIu64
-                                " ranks)\n", path, *world);
-                return 1;
-            }
-            break;
-        }
-        if (fread(head, sizeof head, 1, f) != 1 || head[0] != SC_AUDIT_MAGIC ||
-            head[1] != r || (r > 0 && head[2] != *world)) {
-            fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64 "'s audit file\n",
-                    path, r);
-            fclose(f);
-            free(all);
-            return 1;
-        }
-        *world = head[2];
-        while (fread(pair, sizeof pair, 1, f) == 1) {
-            if (n == cap) {
-                rec *g = realloc(all, sizeof *g * (cap = cap ? 2 * cap : 4096));
-                if (!g) {
-                    fclose(f);
-                    free(all);
-                    return 2;
-                }
-                all = g;
-            }
-            all[n++] = (rec){pair[0], pair[1], (uint32_t)r};
-        }
-        fclose(f);
-    }
-    *out = all;
-    *nrec = n;
-    return 0;
-}
-
-/* Checks one epoch's records against its plan; prints offenders; 0 if ok. */
-static int verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nshards,
-                        const rec *rs, uint64_t nrec, uint32_t *count, uint64_t *dup,
-                        uint64_t *skip, uint64_t *delivered)
-{
-    sc_plan_info in;
-    sc_plan_get_info(plan, &in);
-    uint64_t nsamples = first[nshards], shown = 0, bad = 0;
-    memset(count, 0, sizeof *count * nsamples);
-    for (uint64_t i = 0; i < nrec; i++) {
-        if (rs[i].epoch != in.epoch)
-            continue;
-        if (rs[i].id & SC_AUDIT_DROPPED)
-            continue; /* a policy drop: the plan says which are allowed, below */
-        uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
-        int padded = !!(rs[i].id & SC_AUDIT_PADDED);
-        uint32_t owner = UINT32_MAX;
-        uint64_t shard;
-        if (sc_shard_of(first, nshards, id, &shard) == SC_OK)
-            sc_plan_owner(plan, shard, &owner);
-        if (owner != rs[i].rank) {
-            if (shown++ < 10)
-                printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
-                       "rank %d\n", in.epoch, id, rs[i].rank, owner == UINT32_MAX ? -1 : (int)owner);
-            bad++;
-            continue;
-        }
-        if (!padded) {
-            count[id]++;
-            (*delivered)++;
-        }
-    }
-    /* Each rank may leave out exactly what the drop policy drops. */
-    for (uint32_t r = 0; r < in.world_size; r++) {
-        const uint32_t *mine;
-        uint64_t n, samples, zeros = 0;
-        sc_plan_rank(plan, r, &mine, &n, &samples);
-        uint64_t allowed = in.remainder == SC_REMAINDER_DROP
-                               ? samples - in.batches_per_rank * in.batch_size : 0;
-        for (uint64_t i = 0; i < n; i++)
-            for (uint64_t id = first[mine[i]]; id < first[mine[i] + 1]; id++) {
-                if (count[id] > 1) {
-                    *dup += count[id] - 1;
-                    if (shown++ < 10)
-                        printf("epoch %" PRIu64 ": sample %" PRIu64 " delivered %u times\n",
-                               in.epoch, id, count[id]);
-                }
-                zeros += count[id] == 0;
-            }
-        if (zeros > allowed) {
-            *skip += zeros - allowed;
-            for (uint64_t i = 0; i < n && shown < 10; i++)
-                for (uint64_t id = first[mine[i]]; id < first[mine[i] + 1] && shown < 10; id++)
-                    if (!count[id] && zeros > allowed)
-                        printf("epoch %" PRIu64 ": sample %" PRIu64 " (rank %u) not delivered\n",
-                               in.epoch, id, r), shown++;
-        }
-    }
-    return bad || *dup || *skip;
-}
-
-int cmd_verify(int argc, char **argv)
-{
-    plan_opts o;
-    int rc = parse(argc, argv, &o, verify_usage);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!o.naudit || (o.naudit > 1 && !o.union_mode)) {
-        fprintf(stderr, "shardcache verify: %s\n",
-                o.naudit ? "several --audit-dir need --union" : "--audit-dir is required");
-        return 2;
-    }
-    rec *rs = NULL;
-    uint64_t nrec = 0, world = 0, *sizes = NULL, n = 0;
-    for (int d = 0; d < o.naudit; d++) {
-        rec *part = NULL;
-        uint64_t np = 0;
-        if ((rc = read_audit(o.audit_dirs[d], &part, &np, &world))) {
-            free(rs);
-            return rc;
-        }
-        rec *all = realloc(rs, sizeof *all * (nrec + np + 1));
-        if (!all) {
-            free(part);
-            free(rs);
-            return 2;
-        }
-        rs = all;
-        if (np)
-            memcpy(rs + nrec, part, sizeof *part * np);
-        nrec += np;
-        free(part);
-    }
-    if (!o.union_mode && o.ranks && o.ranks != world) {
-        fprintf(stderr, "shardcache verify: --ranks %" PRIu64 " but the audit trail has %" PRIu64
-                        " ranks\n", o.ranks, world);
-        free(rs);
-        return 1;
-    }
-    if (!o.union_mode)
-        o.ranks = world;
-    if ((rc = load_sizes(&o, &sizes, &n))) {
-        free(rs);
-        return rc;
-    }
-    if (o.union_mode) {
-        uint64_t total = 0, epochs = 0, dup = 0, skip = 0, delivered = 0;
-        for (uint64_t k = 0; k < n; k++)
-            total += sizes[k];
-        rc = verify_union(rs, nrec, total, &epochs, &dup, &skip, &delivered);
-        if (rc < 2)
-            printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
-                   " duplicated, %" PRIu64 " skipped; %d trails)\n",
-                   rc ? "FAILED" : "ok", epochs, delivered, dup, skip, o.naudit);
-        free(sizes);
-        free(rs);
-        return rc;
-    }
-    uint64_t *first = malloc(sizeof *first * (n + 1)), epochs = 0;
-    first[0] = 0;
-    for (uint64_t k = 0; k < n; k++)
-        first[k + 1] = first[k] + sizes[k];
-    for (uint64_t i = 0; i < nrec; i++)
-        epochs = rs[i].epoch + 1 > epochs ? rs[i].epoch + 1 : epochs;
-    uint32_t *count = malloc(sizeof *count * (first[n] + 1));
-    sc_plan_params p = params_of(&o, sizes, n);
-    sc_plan *prev = NULL;
-    uint64_t dup = 0, skip = 0, delivered = 0;
-    int bad = 0;
-    sc_error err = SC_ERROR_INIT;
-    for (uint64_t e = 0; e < epochs && rc == 0; e++) {
-        sc_plan *plan = NULL;
-        p.epoch = e;
-        if (sc_plan_create(&p, prev, &plan, &err) != SC_OK) {
-            cli_report("verify", 0, 1, &err);
-            rc = 1;
-            break;
-        }
-        bad |= verify_epoch(plan, first, n, rs, nrec, count, &dup, &skip, &delivered);
-        sc_plan_free(prev);
-        prev = plan;
-    }
-    sc_plan_free(prev);
-    if (rc == 0)
-        printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
-               " duplicated, %" PRIu64 " skipped)\n",
-               bad ? "FAILED" : "ok", epochs, delivered, dup, skip);
-    free(count);
-    free(first);
-    free(sizes);
-    free(rs);
-    return rc ? rc : bad;
 }

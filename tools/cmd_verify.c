@@ -1,0 +1,317 @@
+/*
+ * cmd_verify.c - `shardcache verify`: checks exactly-once from a job's audit
+ * trail alone, against the plans re-derived from the job's flags (parsed as
+ * `shardcache plan` parses them), or several trails of one job together.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char verify_usage[] =
+    "usage: shardcache verify --audit-dir DIR --plan-seed S [plan options]\n"
+    "\n"
+    "Checks exactly-once from a job's audit trail alone (SC_AUDIT_DIR: one\n"
+    "audit-r<rank>.bin per rank): re-derives every epoch's plan from the flags,\n"
+    "which must be the job's (--shards/--shard-size or --shard-sizes, --ranks,\n"
+    "--batch, --mode, --exchange, --remainder), and checks that each sample was\n"
+    "delivered once per epoch, on the rank that owned its shard, apart from the\n"
+    "samples the remainder policy drops or pads.  Prints\n"
+    "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
+    "offending sample ids, and exits 1 then.\n"
+    "\n"
+    "  --union   several trails of one job, given as several --audit-dir (a run\n"
+    "            and its resumption from a checkpoint, possibly on another\n"
+    "            number of ranks): checks that, epoch by epoch, every sample\n"
+    "            was delivered or dropped by the remainder policy exactly once\n"
+    "            across them all; ownership is not checked (a resumed epoch\n"
+    "            has no plan).  Needs the dataset's shard flags for its size.\n";
+
+typedef struct rec {
+    uint64_t epoch, id;
+    uint32_t rank;
+} rec;
+
+/*
+ * Several trails of one job (a run, and its resumption from a checkpoint):
+ * every sample of every epoch they cover delivered or dropped exactly once
+ * across them all.
+ */
+static int cmd_verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples,
+                            uint64_t *epochs, uint64_t *dup, uint64_t *skip, uint64_t *delivered)
+{
+    uint64_t lo = UINT64_MAX, hi = 0, shown = 0;
+    for (uint64_t i = 0; i < nrec; i++) {
+        lo = rs[i].epoch < lo ? rs[i].epoch : lo;
+        hi = rs[i].epoch + 1 > hi ? rs[i].epoch + 1 : hi;
+    }
+    uint32_t *count = calloc(nsamples + 1, sizeof *count);
+    if (!count)
+        return 2;
+    *epochs = 0;
+    for (uint64_t e = lo; e < hi; e++) {
+        memset(count, 0, sizeof *count * nsamples);
+        int seen = 0;
+        for (uint64_t i = 0; i < nrec; i++) {
+            uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
+            if (rs[i].epoch != e || (rs[i].id & SC_AUDIT_PADDED))
+                continue;
+            seen = 1;
+            if (id >= nsamples) {
+                if (shown++ < 10)
+                    printf("epoch %" PRIu64 ": sample %" PRIu64 " is outside the dataset\n", e, id);
+                (*dup)++;
+                continue;
+            }
+            count[id]++;
+            *delivered += !(rs[i].id & SC_AUDIT_DROPPED);
+        }
+        if (!seen)
+            continue;
+        (*epochs)++;
+        for (uint64_t id = 0; id < nsamples; id++) {
+            if (count[id] == 1)
+                continue;
+            if (count[id])
+                *dup += count[id] - 1;
+            else
+                (*skip)++;
+            if (shown++ < 10)
+                printf("epoch %" PRIu64 ": sample %" PRIu64 " %s\n", e, id,
+                       count[id] ? "delivered more than once" : "not delivered");
+        }
+    }
+    free(count);
+    return *dup || *skip;
+}
+
+/* Reads every rank's audit file; *world from their headers. */
+static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
+{
+    uint64_t cap = 0, n = 0;
+    rec *all = NULL;
+    *world = 0;
+    for (uint64_t r = 0;; r++) {
+        char path[4200];
+        uint64_t head[3], pair[2];
+        snprintf(path, sizeof path, "%s/audit-r%" PRIu64 ".bin", dir, r);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            if (r == 0) {
+                fprintf(stderr, "shardcache verify: no audit file '%s'\n", path);
+                return 2;
+            }
+            if (r != *world) {
+                fprintf(stderr, "shardcache verify: '%s' is missing (the job had %" PRIu64
+                                " ranks)\n", path, *world);
+                return 1;
+            }
+            break;
+        }
+        if (fread(head, sizeof head, 1, f) != 1 || head[0] != SC_AUDIT_MAGIC ||
+            head[1] != r || (r > 0 && head[2] != *world)) {
+            fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64 "'s audit file\n",
+                    path, r);
+            fclose(f);
+            free(all);
+            return 1;
+        }
+        *world = head[2];
+        while (fread(pair, sizeof pair, 1, f) == 1) {
+            if (n == cap) {
+                rec *g = realloc(all, sizeof *g * (cap = cap ? 2 * cap : 4096));
+                if (!g) {
+                    fclose(f);
+                    free(all);
+                    return 2;
+                }
+                all = g;
+            }
+            all[n++] = (rec){pair[0], pair[1], (uint32_t)r};
+        }
+        fclose(f);
+    }
+    *out = all;
+    *nrec = n;
+    return 0;
+}
+
+/* Checks one epoch's records against its plan; prints offenders; 0 if ok. */
+static int cmd_verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nshards,
+                            const rec *rs, uint64_t nrec, uint32_t *count, uint64_t *dup,
+                            uint64_t *skip, uint64_t *delivered)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    uint64_t nsamples = first[nshards], shown = 0, bad = 0;
+    memset(count, 0, sizeof *count * nsamples);
+    for (uint64_t i = 0; i < nrec; i++) {
+        if (rs[i].epoch != in.epoch)
+            continue;
+        if (rs[i].id & SC_AUDIT_DROPPED)
+            continue; /* a policy drop: the plan says which are allowed, below */
+        uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
+        int padded = !!(rs[i].id & SC_AUDIT_PADDED);
+        uint32_t owner = UINT32_MAX;
+        uint64_t shard;
+        if (sc_shard_of(first, nshards, id, &shard) == SC_OK)
+            sc_plan_owner(plan, shard, &owner);
+        if (owner != rs[i].rank) {
+            if (shown++ < 10)
+                printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
+                       "rank %d\n", in.epoch, id, rs[i].rank, owner == UINT32_MAX ? -1 : (int)owner);
+            bad++;
+            continue;
+        }
+        if (!padded) {
+            count[id]++;
+            (*delivered)++;
+        }
+    }
+    /* Each rank may leave out exactly what the drop policy drops. */
+    for (uint32_t r = 0; r < in.world_size; r++) {
+        const uint32_t *mine;
+        uint64_t n, samples, zeros = 0;
+        sc_plan_rank(plan, r, &mine, &n, &samples);
+        uint64_t allowed = in.remainder == SC_REMAINDER_DROP
+                               ? samples - in.batches_per_rank * in.batch_size : 0;
+        for (uint64_t i = 0; i < n; i++)
+            for (uint64_t id = first[mine[i]]; id < first[mine[i] + 1]; id++) {
+                if (count[id] > 1) {
+                    *dup += count[id] - 1;
+                    if (shown++ < 10)
+                        printf("epoch %" PRIu64 ": sample %" PRIu64 " delivered %u times\n",
+                               in.epoch, id, count[id]);
+                }
+                zeros += count[id] == 0;
+            }
+        if (zeros > allowed) {
+            *skip += zeros - allowed;
+            for (uint64_t i = 0; i < n && shown < 10; i++)
+                for (uint64_t id = first[mine[i]]; id < first[mine[i] + 1] && shown < 10; id++)
+                    if (!count[id] && zeros > allowed)
+                        printf("epoch %" PRIu64 ": sample %" PRIu64 " (rank %u) not delivered\n",
+                               in.epoch, id, r), shown++;
+        }
+    }
+    return bad || *dup || *skip;
+}
+
+/* Every --audit-dir's records, one after the other; *world from the last. */
+static int cmd_verify_read_trails(const plan_opts *o, rec **out, uint64_t *nrec,
+                                  uint64_t *world)
+{
+    rec *rs = NULL;
+    int rc;
+    *nrec = 0;
+    for (int d = 0; d < o->naudit; d++) {
+        rec *part = NULL;
+        uint64_t np = 0;
+        if ((rc = cmd_verify_read_audit(o->audit_dirs[d], &part, &np, world))) {
+            free(rs);
+            return rc;
+        }
+        rec *all = realloc(rs, sizeof *all * (*nrec + np + 1));
+        if (!all) {
+            free(part);
+            free(rs);
+            return 2;
+        }
+        rs = all;
+        if (np)
+            memcpy(rs + *nrec, part, sizeof *part * np);
+        *nrec += np;
+        free(part);
+    }
+    *out = rs;
+    return 0;
+}
+
+/* --union: the trails together; a resumed epoch has no plan, only the dataset's size. */
+static int cmd_verify_union_report(const plan_opts *o, const rec *rs, uint64_t nrec,
+                                   const uint64_t *sizes, uint64_t n)
+{
+    uint64_t total = 0, epochs = 0, dup = 0, skip = 0, delivered = 0;
+    for (uint64_t k = 0; k < n; k++)
+        total += sizes[k];
+    int rc = cmd_verify_union(rs, nrec, total, &epochs, &dup, &skip, &delivered);
+    if (rc < 2)
+        printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
+               " duplicated, %" PRIu64 " skipped; %d trails)\n",
+               rc ? "FAILED" : "ok", epochs, delivered, dup, skip, o->naudit);
+    return rc;
+}
+
+/* One trail, epoch by epoch, against the plans the flags re-derive. */
+static int cmd_verify_plans(const plan_opts *o, const rec *rs, uint64_t nrec,
+                            const uint64_t *sizes, uint64_t n)
+{
+    uint64_t *first = malloc(sizeof *first * (n + 1)), epochs = 0;
+    first[0] = 0;
+    for (uint64_t k = 0; k < n; k++)
+        first[k + 1] = first[k] + sizes[k];
+    for (uint64_t i = 0; i < nrec; i++)
+        epochs = rs[i].epoch + 1 > epochs ? rs[i].epoch + 1 : epochs;
+    uint32_t *count = malloc(sizeof *count * (first[n] + 1));
+    sc_plan_params p = cmd_plan_params(o, sizes, n);
+    sc_plan *prev = NULL;
+    uint64_t dup = 0, skip = 0, delivered = 0;
+    int bad = 0, rc = 0;
+    sc_error err = SC_ERROR_INIT;
+    for (uint64_t e = 0; e < epochs && rc == 0; e++) {
+        sc_plan *plan = NULL;
+        p.epoch = e;
+        if (sc_plan_create(&p, prev, &plan, &err) != SC_OK) {
+            cli_report("verify", 0, 1, &err);
+            rc = 1;
+            break;
+        }
+        bad |= cmd_verify_epoch(plan, first, n, rs, nrec, count, &dup, &skip, &delivered);
+        sc_plan_free(prev);
+        prev = plan;
+    }
+    sc_plan_free(prev);
+    if (rc == 0)
+        printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
+               " duplicated, %" PRIu64 " skipped)\n",
+               bad ? "FAILED" : "ok", epochs, delivered, dup, skip);
+    free(count);
+    free(first);
+    return rc ? rc : bad;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+    plan_opts o;
+    int rc = cmd_plan_parse(argc, argv, &o, verify_usage);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!o.naudit || (o.naudit > 1 && !o.union_mode)) {
+        fprintf(stderr, "shardcache verify: %s\n",
+                o.naudit ? "several --audit-dir need --union" : "--audit-dir is required");
+        return 2;
+    }
+    rec *rs = NULL;
+    uint64_t nrec = 0, world = 0, *sizes = NULL, n = 0;
+    if ((rc = cmd_verify_read_trails(&o, &rs, &nrec, &world)))
+        return rc;
+    if (!o.union_mode && o.ranks && o.ranks != world) {
+        fprintf(stderr, "shardcache verify: --ranks %" PRIu64 " but the audit trail has %" PRIu64
+                        " ranks\n", o.ranks, world);
+        free(rs);
+        return 1;
+    }
+    if (!o.union_mode)
+        o.ranks = world;
+    if ((rc = cmd_plan_load_sizes(&o, &sizes, &n))) {
+        free(rs);
+        return rc;
+    }
+    rc = o.union_mode ? cmd_verify_union_report(&o, rs, nrec, sizes, n)
+                      : cmd_verify_plans(&o, rs, nrec, sizes, n);
+    free(sizes);
+    free(rs);
+    return rc;
+}
