@@ -125,7 +125,7 @@ void cli_report(const char *cmd, int rank, int nranks, const sc_error *err)
                 sc_status_name(err->code), err->msg);
 }
 
-static double now(void)
+static double cli_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -137,7 +137,7 @@ void cli_progress_init(cli_progress *p, const char *what)
     p->what = what;
     p->tty = isatty(STDERR_FILENO);
     p->last_pct = -1;
-    p->t0 = now();
+    p->t0 = cli_now();
 }
 
 void cli_progress_cb(void *arg, uint64_t done, uint64_t total)
@@ -147,7 +147,7 @@ void cli_progress_cb(void *arg, uint64_t done, uint64_t total)
     if (pct == p->last_pct || (!p->tty && pct / 10 == p->last_pct / 10 && pct != 100))
         return;
     p->last_pct = pct;
-    double secs = now() - p->t0;
+    double secs = cli_now() - p->t0;
     if (p->tty) {
         char bar[41];
         int fill = pct * 40 / 100;

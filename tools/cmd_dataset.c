@@ -29,7 +29,7 @@ static const char usage[] =
     "  --seed S           (default 0)\n"
     "  -h, --help         this text\n";
 
-static int parse_shape(const char *s, sc_synth_params *p)
+static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
 {
     p->ndims = 0;
     while (*s) {
@@ -66,7 +66,7 @@ int cmd_make_dataset(int argc, char **argv)
         case OUT: p.out = optarg; break;
         case SAMPLES: bad = cli_u64("--samples", optarg, 1, UINT64_MAX, &p.samples); break;
         case SHAPE:
-            if (parse_shape(optarg, &p)) {
+            if (cmd_dataset_parse_shape(optarg, &p)) {
                 fprintf(stderr, "shardcache make-dataset: --shape '%s' is not like 3x64x64\n", optarg);
                 bad = 2;
             }

@@ -40,7 +40,7 @@ typedef struct parser {
 
 enum { MAX_DEPTH = 256 };
 
-static void *alloc(parser *ps, size_t n)
+static void *json_alloc(parser *ps, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
     block *b = ps->doc->arena;
@@ -59,7 +59,7 @@ static void *alloc(parser *ps, size_t n)
     return m;
 }
 
-static void fail(parser *ps, const char *fmt, ...)
+static void json_fail(parser *ps, const char *fmt, ...)
 {
     if (ps->failed)
         return;
@@ -76,18 +76,18 @@ static void fail(parser *ps, const char *fmt, ...)
     va_end(ap);
 }
 
-static void skip_ws(parser *ps)
+static void json_skip_ws(parser *ps)
 {
     while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' ||
                                *ps->p == '\r'))
         ps->p++;
 }
 
-static json *node(parser *ps, json_type t)
+static json *json_node(parser *ps, json_type t)
 {
-    json *v = alloc(ps, sizeof *v);
+    json *v = json_alloc(ps, sizeof *v);
     if (!v) {
-        fail(ps, "out of memory");
+        json_fail(ps, "out of memory");
         return NULL;
     }
     memset(v, 0, sizeof *v);
@@ -95,7 +95,7 @@ static json *node(parser *ps, json_type t)
     return v;
 }
 
-static int hexval(char c)
+static int json_hexval(char c)
 {
     return c >= '0' && c <= '9' ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -103,7 +103,7 @@ static int hexval(char c)
                                   : -1;
 }
 
-static void put_utf8(char **o, uint32_t cp)
+static void json_put_utf8(char **o, uint32_t cp)
 {
     unsigned char *u = (unsigned char *)*o;
     if (cp < 0x80) {
@@ -124,17 +124,17 @@ static void put_utf8(char **o, uint32_t cp)
     *o = (char *)u;
 }
 
-static int hex4(parser *ps, uint32_t *out)
+static int json_hex4(parser *ps, uint32_t *out)
 {
     if (ps->end - ps->p < 4) {
-        fail(ps, "truncated \\u escape");
+        json_fail(ps, "truncated \\u escape");
         return -1;
     }
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexval(ps->p[i]);
+        int h = json_hexval(ps->p[i]);
         if (h < 0) {
-            fail(ps, "bad \\u escape");
+            json_fail(ps, "bad \\u escape");
             return -1;
         }
         v = v << 4 | (uint32_t)h;
@@ -145,24 +145,24 @@ static int hex4(parser *ps, uint32_t *out)
 }
 
 /* A string at ps->p (on the opening quote), decoded into the arena. */
-static const char *string(parser *ps)
+static const char *json_string(parser *ps)
 {
     const char *q = ++ps->p;
     while (q < ps->end && *q != '"')
         q += *q == '\\' ? 2 : 1;
     if (q >= ps->end) {
-        fail(ps, "unterminated string");
+        json_fail(ps, "unterminated string");
         return NULL;
     }
-    char *out = alloc(ps, (size_t)(q - ps->p) + 1), *o = out;
+    char *out = json_alloc(ps, (size_t)(q - ps->p) + 1), *o = out;
     if (!out) {
-        fail(ps, "out of memory");
+        json_fail(ps, "out of memory");
         return NULL;
     }
     while (*ps->p != '"') {
         unsigned char c = (unsigned char)*ps->p++;
         if (c < 0x20) {
-            fail(ps, "control character in a string");
+            json_fail(ps, "control character in a string");
             return NULL;
         }
         if (c != '\\') {
@@ -181,28 +181,28 @@ static const char *string(parser *ps)
         case 'r': *o++ = '\r'; break;
         case 't': *o++ = '\t'; break;
         case 'u':
-            if (hex4(ps, &cp))
+            if (json_hex4(ps, &cp))
                 return NULL;
             if (cp >= 0xd800 && cp < 0xdc00) { /* a surrogate pair */
                 uint32_t lo;
                 if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u') {
-                    fail(ps, "lone surrogate in \\u escape");
+                    json_fail(ps, "lone surrogate in \\u escape");
                     return NULL;
                 }
                 ps->p += 2;
-                if (hex4(ps, &lo))
+                if (json_hex4(ps, &lo))
                     return NULL;
                 if (lo < 0xdc00 || lo >= 0xe000) {
-                    fail(ps, "bad surrogate pair");
+                    json_fail(ps, "bad surrogate pair");
                     return NULL;
                 }
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             }
             /* Six escaped bytes decode to at most four: it fits. */
-            put_utf8(&o, cp);
+            json_put_utf8(&o, cp);
             break;
         default:
-            fail(ps, "bad escape \\%c", e);
+            json_fail(ps, "bad escape \\%c", e);
             return NULL;
         }
     }
@@ -211,19 +211,19 @@ static const char *string(parser *ps)
     return out;
 }
 
-static json *value(parser *ps);
+static json *json_value(parser *ps);
 
-static json *container(parser *ps, int obj)
+static json *json_container(parser *ps, int obj)
 {
-    json *v = node(ps, obj ? JSON_OBJ : JSON_ARR);
+    json *v = json_node(ps, obj ? JSON_OBJ : JSON_ARR);
     if (!v)
         return NULL;
     if (++ps->depth > MAX_DEPTH) {
-        fail(ps, "nested deeper than %d", MAX_DEPTH);
+        json_fail(ps, "nested deeper than %d", MAX_DEPTH);
         return NULL;
     }
     ps->p++;
-    skip_ws(ps);
+    json_skip_ws(ps);
     if (ps->p < ps->end && *ps->p == (obj ? '}' : ']')) {
         ps->p++;
         ps->depth--;
@@ -231,22 +231,22 @@ static json *container(parser *ps, int obj)
     }
     for (;;) {
         const char *key = NULL;
-        skip_ws(ps);
+        json_skip_ws(ps);
         if (obj) {
             if (ps->p >= ps->end || *ps->p != '"') {
-                fail(ps, "expected a member name");
+                json_fail(ps, "expected a member name");
                 return NULL;
             }
-            if (!(key = string(ps)))
+            if (!(key = json_string(ps)))
                 return NULL;
-            skip_ws(ps);
+            json_skip_ws(ps);
             if (ps->p >= ps->end || *ps->p != ':') {
-                fail(ps, "expected ':'");
+                json_fail(ps, "expected ':'");
                 return NULL;
             }
             ps->p++;
         }
-        json *kid = value(ps);
+        json *kid = json_value(ps);
         if (!kid)
             return NULL;
         kid->key = key;
@@ -255,7 +255,7 @@ static json *container(parser *ps, int obj)
         else
             v->first = kid;
         v->last = kid;
-        skip_ws(ps);
+        json_skip_ws(ps);
         if (ps->p < ps->end && *ps->p == ',') {
             ps->p++;
             continue;
@@ -265,18 +265,18 @@ static json *container(parser *ps, int obj)
             ps->depth--;
             return v;
         }
-        fail(ps, "expected ',' or '%c'", obj ? '}' : ']');
+        json_fail(ps, "expected ',' or '%c'", obj ? '}' : ']');
         return NULL;
     }
 }
 
-static json *number(parser *ps)
+static json *json_number(parser *ps)
 {
     const char *q = ps->p;
     if (q < ps->end && *q == '-')
         q++;
     if (q >= ps->end || *q < '0' || *q > '9') {
-        fail(ps, "bad number");
+        json_fail(ps, "bad number");
         return NULL;
     }
     if (*q == '0')
@@ -286,7 +286,7 @@ static json *number(parser *ps)
             q++;
     if (q < ps->end && *q == '.') {
         if (++q >= ps->end || *q < '0' || *q > '9') {
-            fail(ps, "bad number");
+            json_fail(ps, "bad number");
             return NULL;
         }
         while (q < ps->end && *q >= '0' && *q <= '9')
@@ -297,7 +297,7 @@ static json *number(parser *ps)
         if (q < ps->end && (*q == '+' || *q == '-'))
             q++;
         if (q >= ps->end || *q < '0' || *q > '9') {
-            fail(ps, "bad number");
+            json_fail(ps, "bad number");
             return NULL;
         }
         while (q < ps->end && *q >= '0' && *q <= '9')
@@ -306,52 +306,52 @@ static json *number(parser *ps)
     char buf[64];
     size_t n = (size_t)(q - ps->p);
     if (n >= sizeof buf) {
-        fail(ps, "number too long");
+        json_fail(ps, "number too long");
         return NULL;
     }
     memcpy(buf, ps->p, n);
     buf[n] = 0;
-    json *v = node(ps, JSON_NUM);
+    json *v = json_node(ps, JSON_NUM);
     if (v)
         v->num = strtod(buf, NULL);
     ps->p = q;
     return v;
 }
 
-static json *literal(parser *ps, const char *word, json_type t)
+static json *json_literal(parser *ps, const char *word, json_type t)
 {
     size_t n = strlen(word);
     if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0) {
-        fail(ps, "unexpected '%c'", *ps->p);
+        json_fail(ps, "unexpected '%c'", *ps->p);
         return NULL;
     }
     ps->p += n;
-    json *v = node(ps, t);
+    json *v = json_node(ps, t);
     if (v && t == JSON_BOOL)
         v->str = word, v->num = word[0] == 't';
     return v;
 }
 
-static json *value(parser *ps)
+static json *json_value(parser *ps)
 {
-    skip_ws(ps);
+    json_skip_ws(ps);
     if (ps->p >= ps->end) {
-        fail(ps, "unexpected end of input");
+        json_fail(ps, "unexpected end of input");
         return NULL;
     }
     switch (*ps->p) {
-    case '{': return container(ps, 1);
-    case '[': return container(ps, 0);
+    case '{': return json_container(ps, 1);
+    case '[': return json_container(ps, 0);
     case '"': {
-        json *v = node(ps, JSON_STR);
-        if (v && !(v->str = string(ps)))
+        json *v = json_node(ps, JSON_STR);
+        if (v && !(v->str = json_string(ps)))
             return NULL;
         return v;
     }
-    case 't': return literal(ps, "true", JSON_BOOL);
-    case 'f': return literal(ps, "false", JSON_BOOL);
-    case 'n': return literal(ps, "null", JSON_NULL);
-    default: return number(ps);
+    case 't': return json_literal(ps, "true", JSON_BOOL);
+    case 'f': return json_literal(ps, "false", JSON_BOOL);
+    case 'n': return json_literal(ps, "null", JSON_NULL);
+    default: return json_number(ps);
     }
 }
 
@@ -374,10 +374,10 @@ json_doc *json_parse(const char *text, size_t len, char *err, size_t errlen)
         return NULL;
     }
     parser ps = {text, text + len, text, doc, err, errlen, 0, 0};
-    doc->root = value(&ps);
-    skip_ws(&ps);
+    doc->root = json_value(&ps);
+    json_skip_ws(&ps);
     if (!ps.failed && ps.p != ps.end)
-        fail(&ps, "text after the value");
+        json_fail(&ps, "text after the value");
     if (ps.failed || !doc->root) {
         json_free(doc);
         return NULL;

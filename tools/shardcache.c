@@ -18,7 +18,7 @@ static const struct {
     {"trace", cmd_trace, "merge, summarize and plot producer/consumer traces"},
 };
 
-static void usage(FILE *to)
+static void shardcache_usage(FILE *to)
 {
     fprintf(to,
             "usage: shardcache COMMAND [options]\n"
@@ -32,7 +32,7 @@ static void usage(FILE *to)
     fprintf(to, "\n`shardcache COMMAND --help` documents each command's flags.\n");
 }
 
-static int version(void)
+static int shardcache_version(void)
 {
     sc_features f;
     sc_features_get(&f);
@@ -48,19 +48,19 @@ static int version(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        shardcache_usage(stderr);
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(stdout);
+        shardcache_usage(stdout);
         return 0;
     }
     if (!strcmp(argv[1], "--version"))
-        return version();
+        return shardcache_version();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "shardcache: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
+    shardcache_usage(stderr);
     return 2;
 }

@@ -131,7 +131,7 @@ struct sc_loader {
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
 };
 
-static double now(void)
+static double loader_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -144,13 +144,13 @@ static int loader_fault(const sc_loader *ld, unsigned fault, uint64_t epoch)
     return (ld->fault.mask & fault) && ld->rank == ld->fault.rank && epoch == ld->fault.epoch;
 }
 
-static rec *find_rec(sc_loader *ld, uint64_t epoch);
+static rec *loader_find_rec(sc_loader *ld, uint64_t epoch);
 
 /*
  * After an error or at close: the epoch being begun or run is abandoned in
  * the ledger (begun there or not), so no other rank waits for it forever.
  */
-static void settle(sc_loader *ld)
+static void loader_settle(sc_loader *ld)
 {
     if (!ld->started || !ld->ledger || ld->settled_to > ld->cur)
         return;
@@ -158,23 +158,23 @@ static void settle(sc_loader *ld)
     ld->settled_to = ld->cur + 1;
     if (ld->phase == LD_RUNNING)
         ld->phase = LD_ENDED;
-    rec *r = find_rec(ld, ld->cur);
+    rec *r = loader_find_rec(ld, ld->cur);
     if (r)
         loader_rec_advance(r, REC_ENDED);
 }
 
 /* Records the loader's first error and stops it; returns the code. */
-static int fail(sc_loader *ld, const sc_error *err)
+static int loader_fail(sc_loader *ld, const sc_error *err)
 {
     if (!ld->failed) {
         ld->failed = 1;
         ld->err = *err;
-        settle(ld);
+        loader_settle(ld);
     }
     return ld->err.code;
 }
 
-static rec *find_rec(sc_loader *ld, uint64_t epoch)
+static rec *loader_find_rec(sc_loader *ld, uint64_t epoch)
 {
     for (int i = 0; i < NREC; i++)
         if (ld->recs[i].state != REC_FREE && ld->recs[i].epoch == epoch)
@@ -182,7 +182,7 @@ static rec *find_rec(sc_loader *ld, uint64_t epoch)
     return NULL;
 }
 
-static sc_epoch_summary *report_of(sc_loader *ld, uint64_t epoch)
+static sc_epoch_summary *loader_report_of(sc_loader *ld, uint64_t epoch)
 {
     if (!ld->started || epoch < ld->first)
         return NULL;
@@ -203,7 +203,7 @@ static sc_epoch_summary *report_of(sc_loader *ld, uint64_t epoch)
     return &ld->reps[i];
 }
 
-static void rec_free(sc_loader *ld, rec *r)
+static void loader_rec_free(sc_loader *ld, rec *r)
 {
     if (r->plan != ld->last_made) /* rank 0 still plans the next epoch from it */
         sc_plan_free(r->plan);
@@ -216,17 +216,17 @@ static void rec_free(sc_loader *ld, rec *r)
  * done with, and at least until the next epoch has begun (a stale-plan
  * fault re-uses the previous plan).
  */
-static void retire(sc_loader *ld)
+static void loader_retire(sc_loader *ld)
 {
     for (int i = 0; i < NREC; i++) {
         rec *r = &ld->recs[i];
         if (r->state == REC_JUDGED && !r->bc_live && r->epoch + 1 < ld->cur)
-            rec_free(ld, r);
+            loader_rec_free(ld, r);
     }
 }
 
 /* Picks up verdicts that have arrived; waits for `epoch`'s if wait. */
-static int poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
+static int loader_poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
 {
     for (int i = 0; i < NREC; i++) {
         rec *r = &ld->recs[i];
@@ -237,19 +237,19 @@ static int poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
         int rc = sc__ledger_result(ld->ledger, r->epoch, wait && r->epoch == epoch, &v,
                                    &err);
         if (rc != SC_OK)
-            return fail(ld, &err);
+            return loader_fail(ld, &err);
         if (v.verified) {
-            sc_epoch_summary *rep = report_of(ld, r->epoch);
+            sc_epoch_summary *rep = loader_report_of(ld, r->epoch);
             if (rep)
                 rep->exactly_once = v;
             r->state = REC_JUDGED;
         }
     }
-    retire(ld);
+    loader_retire(ld);
     return SC_OK;
 }
 
-static sc_plan_params params_for(const sc_loader *ld, uint64_t epoch)
+static sc_plan_params loader_params_for(const sc_loader *ld, uint64_t epoch)
 {
     sc_plan_params p;
     sc_dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
@@ -263,7 +263,7 @@ static sc_plan_params params_for(const sc_loader *ld, uint64_t epoch)
 }
 
 /* Posts the broadcast of `epoch`'s plan (rank 0 computes it first). */
-static int post(sc_loader *ld, uint64_t epoch, int closing)
+static int loader_post(sc_loader *ld, uint64_t epoch, int closing)
 {
     rec *r = NULL;
     for (int i = 0; i < NREC && !r; i++)
@@ -274,7 +274,7 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
         sc__seterr(&err, SC_EINVAL,
                    "rank %d: epoch %llu: more than %d epochs in flight (verdicts unread?)",
                    ld->rank, (unsigned long long)epoch, NREC);
-        return fail(ld, &err);
+        return loader_fail(ld, &err);
     }
     memset(r, 0, sizeof *r);
     r->state = REC_POSTED;
@@ -282,7 +282,7 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
     int made = SC_OK;
     sc_error err = SC_ERROR_INIT;
     if (ld->rank == 0 && !closing) {
-        sc_plan_params p = params_for(ld, epoch);
+        sc_plan_params p = loader_params_for(ld, epoch);
         uint64_t t0 = sc__trace_now(ld->tr);
         /* A sticky job begun at a later epoch replays the chain from epoch 0. */
         made = sc__plan_at(&p, ld->last_made, &r->plan, &err);
@@ -302,13 +302,13 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
         }
     }
     /* The broadcast before this one is still its `after` while in flight. */
-    rec *before = find_rec(ld, epoch - 1);
+    rec *before = loader_find_rec(ld, epoch - 1);
     sc__plan_bcast *after = epoch > 0 && before && before->bc_live ? &before->bc : NULL;
     int rc = sc__plan_bcast_start(&r->bc, after, ld->hdr, ld->data, 0,
                                   ld->rank == 0 ? r->plan : NULL,
                                   closing ? SC_END_OF_EPOCH : made, epoch, &err);
     if (rc != SC_OK)
-        return fail(ld, &err);
+        return loader_fail(ld, &err);
     r->bc_live = 1;
     ld->posted_to = epoch + 1;
     return SC_OK;
@@ -319,7 +319,7 @@ static int post(sc_loader *ld, uint64_t epoch, int closing)
  * the run before delivered or dropped, so that the verdict covers both;
  * then its schedule goes to the stream.
  */
-static int begin_resumed(sc_loader *ld, sc_error *err)
+static int loader_begin_resumed(sc_loader *ld, sc_error *err)
 {
     const sc__resume *r = &ld->resume.state;
     uint64_t e = ld->resume.epoch;
@@ -359,7 +359,7 @@ static int loader_fault_plan(sc_loader *ld, rec *r, const sc_plan_params *p,
             r->extra = NULL;
         }
     }
-    rec *old = find_rec(ld, r->epoch - 1);
+    rec *old = loader_find_rec(ld, r->epoch - 1);
     if (rc == SC_OK && loader_fault(ld, LF_STALE_PLAN, r->epoch) && old && old->plan) {
         /* Still on the previous epoch's assignment at the handoff. */
         size_t len;
@@ -384,10 +384,10 @@ static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
 #endif
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
-static int arrive(sc_loader *ld, rec *r)
+static int loader_arrive(sc_loader *ld, rec *r)
 {
     sc_error err = SC_ERROR_INIT;
-    sc_plan_params p = params_for(ld, r->epoch);
+    sc_plan_params p = loader_params_for(ld, r->epoch);
     sc_plan *got = NULL;
     int rc = sc__plan_bcast_finish(&r->bc, &p, &got, &err);
     r->bc_live = 0;
@@ -408,25 +408,25 @@ static int arrive(sc_loader *ld, rec *r)
 }
 
 /* Lets the next epoch's plan arrive while this one runs; never waits. */
-static int progress(sc_loader *ld)
+static int loader_progress(sc_loader *ld)
 {
-    rec *r = find_rec(ld, ld->cur + 1);
+    rec *r = loader_find_rec(ld, ld->cur + 1);
     if (!r || !r->bc_live)
         return SC_OK;
     int done = 0;
     sc_error err = SC_ERROR_INIT;
     if (sc__plan_bcast_test(&r->bc, &done, &err) != SC_OK)
-        return fail(ld, &err);
-    return done ? arrive(ld, r) : SC_OK;
+        return loader_fail(ld, &err);
+    return done ? loader_arrive(ld, r) : SC_OK;
 }
 
 /* Tells the cache what this rank reads from now on, for Belady eviction. */
-static void plan_ahead(sc_loader *ld)
+static void loader_plan_ahead(sc_loader *ld)
 {
     uint32_t *seq = NULL;
     uint64_t n = 0;
     for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
-        rec *r = find_rec(ld, e);
+        rec *r = loader_find_rec(ld, e);
         if (!r || !r->plan)
             continue;
         const uint32_t *mine;
@@ -449,7 +449,7 @@ static void plan_ahead(sc_loader *ld)
  * Open is collective step by step: a step that fails on one rank fails on
  * all before the next collective step, so no rank waits in one alone.
  */
-static int agree(const sc_loader *ld, int rc, sc_error *err)
+static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
 {
     int worst = rc;
     MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, ld->comm);
@@ -464,7 +464,7 @@ static int agree(const sc_loader *ld, int rc, sc_error *err)
  * ring while it maps or reads a shard (bench/deliver, 4 ranks on 2 cores:
  * 4.0 GB/s with one producer per rank, 12.2 GB/s with two), and at most 8.
  */
-static int default_producers(const sc_loader *ld)
+static int loader_default_producers(const sc_loader *ld)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long n = (cores > 0 ? cores : 1) / (ld->local_size > 0 ? ld->local_size : 1);
@@ -523,15 +523,15 @@ static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_e
 /* The source, the cache and the ownership ledger, each agreed on by every rank. */
 static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
-    int rc = agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    int rc = loader_agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
     if (rc == SC_OK)
-        rc = agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
+        rc = loader_agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
     if (rc != SC_OK)
         return rc;
     sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
                           cfg->audit_dir[0] ? cfg->audit_dir : NULL};
     ld->nshards = ld->ds->nshards;
-    return agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
+    return loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
                                      &ld->ledger, err),
                  err);
 }
@@ -539,17 +539,17 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
-    int rc = agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
+    int rc = loader_agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
                    err);
     ld->tr = sc__trace_ring(ld->trace, "consumer");
     /* A GPU missing on one rank fails the open on every rank. */
     if (rc == SC_OK)
-        rc = agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
+        rc = loader_agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
                    err);
     if (rc != SC_OK)
         return rc;
     sc__stream_opts so = {
-        .producers = cfg->producers > 0 ? cfg->producers : default_producers(ld),
+        .producers = cfg->producers > 0 ? cfg->producers : loader_default_producers(ld),
         .depth = cfg->prefetch_batches,
         .batch_size = cfg->batch_size,
         .window = cfg->shuffle_window,
@@ -561,7 +561,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .trace = ld->trace,
         .tf = cfg->transform,
     };
-    return agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+    return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
 }
 
 int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
@@ -605,7 +605,7 @@ int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
 /* ---- epochs ------------------------------------------------------------------- */
 
 /* The end of `ld->cur` on this rank: its verification goes out, never waited for. */
-static int end_epoch(sc_loader *ld)
+static int loader_end_epoch(sc_loader *ld)
 {
     sc_error err = SC_ERROR_INIT;
     const uint64_t *dropped;
@@ -618,7 +618,7 @@ static int end_epoch(sc_loader *ld)
     if (rc == SC_OK)
         rc = sc__ledger_end(ld->ledger, ld->cur, &err);
     if (rc != SC_OK)
-        return fail(ld, &err);
+        return loader_fail(ld, &err);
     uint64_t t1 = sc__trace_now(ld->tr);
     sc__trace_span(ld->tr, SC__ST_VERIFY, t0, t1, ld->cur, -1, -1, 0);
     sc__trace_epoch_end(ld->tr, t1, ld->cur);
@@ -627,10 +627,10 @@ static int end_epoch(sc_loader *ld)
                           100.0 * (double)c.hits / (double)(c.hits + c.misses));
     ld->phase = LD_ENDED;
     ld->settled_to = ld->cur + 1;
-    rec *r = find_rec(ld, ld->cur);
+    rec *r = loader_find_rec(ld, ld->cur);
     if (r)
         loader_rec_advance(r, REC_ENDED);
-    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    sc_epoch_summary *rep = loader_report_of(ld, ld->cur);
     if (rep) {
         rep->cache_hits = c.hits;
         rep->cache_misses = c.misses;
@@ -641,11 +641,11 @@ static int end_epoch(sc_loader *ld)
 }
 
 /* Closes the wall clock of the current epoch, once. */
-static void stop_clock(sc_loader *ld)
+static void loader_stop_clock(sc_loader *ld)
 {
-    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    sc_epoch_summary *rep = loader_report_of(ld, ld->cur);
     if (ld->phase != LD_NO_EPOCH && ld->t_begin > 0 && rep) {
-        rep->wall_s = now() - ld->t_begin;
+        rep->wall_s = loader_now() - ld->t_begin;
         ld->t_begin = 0;
     }
 }
@@ -681,21 +681,21 @@ static int loader_wait_plan(sc_loader *ld, uint64_t epoch, rec **out)
     if (!ld->started) {
         ld->started = 1;
         ld->first = ld->settled_to = epoch;
-        if ((rc = post(ld, epoch, 0)) != SC_OK)
+        if ((rc = loader_post(ld, epoch, 0)) != SC_OK)
             return rc;
     }
-    if ((rc = post(ld, epoch + 1, 0)) != SC_OK)
+    if ((rc = loader_post(ld, epoch + 1, 0)) != SC_OK)
         return rc;
-    rec *r = *out = find_rec(ld, epoch);
+    rec *r = *out = loader_find_rec(ld, epoch);
     if (!r) {
         sc_error err;
         sc__seterr(&err, SC_EINVAL, "rank %d: epoch %llu has no plan record", ld->rank,
                    (unsigned long long)epoch);
-        return fail(ld, &err);
+        return loader_fail(ld, &err);
     }
-    if (r->bc_live && (rc = arrive(ld, r)) != SC_OK)
+    if (r->bc_live && (rc = loader_arrive(ld, r)) != SC_OK)
         return rc;
-    return r->status != SC_OK ? fail(ld, &r->err) : SC_OK;
+    return r->status != SC_OK ? loader_fail(ld, &r->err) : SC_OK;
 }
 
 /*
@@ -712,12 +712,12 @@ static int loader_begin_ledger(sc_loader *ld, const rec *r, uint64_t *samples)
     int rc;
     if (ld->resume.pending) {
         *samples = ld->resume.state.sched.nreal;
-        rc = begin_resumed(ld, &err); /* sets ld->nb */
+        rc = loader_begin_resumed(ld, &err); /* sets ld->nb */
     } else {
         ld->resume.offset = 0, ld->resume.resliced = 0;
         rc = sc__ledger_begin(ld->ledger, r->plan, &err);
     }
-    return rc != SC_OK ? fail(ld, &err) : SC_OK;
+    return rc != SC_OK ? loader_fail(ld, &err) : SC_OK;
 }
 
 static void loader_fill_info(const sc_loader *ld, const rec *r, uint64_t samples,
@@ -744,20 +744,20 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     int rc = loader_begin_allowed(ld, epoch);
     if (rc != SC_OK)
         return rc;
-    stop_clock(ld);
-    double t0 = now();
+    loader_stop_clock(ld);
+    double t0 = loader_now();
     uint64_t tw = sc__trace_now(ld->tr);
     sc_error terr = SC_ERROR_INIT;
     /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
     if ((rc = sc__trace_flush(ld->trace, &terr)) != SC_OK)
-        return fail(ld, &terr);
+        return loader_fail(ld, &terr);
     ld->t_ret = 0;
     ld->cur = epoch;
     ld->phase = LD_NO_EPOCH;
     rec *r = NULL;
     if ((rc = loader_wait_plan(ld, epoch, &r)) != SC_OK)
         return rc;
-    double waited = now() - t0;
+    double waited = loader_now() - t0;
     sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
 
     ld->phase = LD_RUNNING;
@@ -766,22 +766,22 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     sc_plan_rank(r->plan, (uint32_t)ld->rank, NULL, NULL, &samples);
     if ((rc = loader_begin_ledger(ld, r, &samples)) != SC_OK)
         return rc;
-    plan_ahead(ld);
+    loader_plan_ahead(ld);
     ld->delivered = 0;
     ld->t_begin = t0;
-    sc_epoch_summary *rep = report_of(ld, epoch);
+    sc_epoch_summary *rep = loader_report_of(ld, epoch);
     if (!rep) {
         sc_error err;
         sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for epoch reports", ld->rank);
-        return fail(ld, &err);
+        return loader_fail(ld, &err);
     }
     rep->epoch = epoch;
-    if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
+    if ((rc = loader_poll_verdicts(ld, 0, 0)) != SC_OK)
         return rc;
     if (info)
         loader_fill_info(ld, r, samples, waited, info);
     /* An epoch without batches ends as it begins. */
-    return ld->nb == 0 ? end_epoch(ld) : SC_OK;
+    return ld->nb == 0 ? loader_end_epoch(ld) : SC_OK;
 }
 
 int sc_next_batch(sc_loader *ld, sc_batch *batch)
@@ -798,11 +798,11 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
         sc__trace_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__trace_now(ld->tr), ld->cur, -1,
                        (int64_t)ld->delivered - 1, 0);
     ld->t_ret = 0;
-    int rc = progress(ld);
+    int rc = loader_progress(ld);
     if (rc != SC_OK)
         return rc;
     if (ld->delivered == ld->nb) {
-        stop_clock(ld);
+        loader_stop_clock(ld);
         return SC_END_OF_EPOCH;
     }
     sc_error err = SC_ERROR_INIT;
@@ -836,15 +836,15 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
                                 &err);
     if (rc != SC_OK) {
         memset(batch, 0, sizeof *batch);
-        return fail(ld, &err);
+        return loader_fail(ld, &err);
     }
-    sc_epoch_summary *rep = report_of(ld, ld->cur);
+    sc_epoch_summary *rep = loader_report_of(ld, ld->cur);
     rep->wait_s += waited;
     rep->batches++;
     rep->samples += batch->size;
-    if (++ld->delivered == ld->nb && (rc = end_epoch(ld)) != SC_OK)
+    if (++ld->delivered == ld->nb && (rc = loader_end_epoch(ld)) != SC_OK)
         return rc;
-    if ((rc = poll_verdicts(ld, 0, 0)) != SC_OK)
+    if ((rc = loader_poll_verdicts(ld, 0, 0)) != SC_OK)
         return rc;
     ld->t_ret = sc__trace_now(ld->tr);
     return SC_OK;
@@ -861,11 +861,11 @@ int sc_batch_release(sc_loader *ld, sc_batch *batch)
     return rc;
 }
 
-static int report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)
+static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)
 {
     if (!ld || !rep)
         return SC_EINVAL;
-    sc_epoch_summary *mine = report_of(ld, epoch);
+    sc_epoch_summary *mine = loader_report_of(ld, epoch);
     if (!mine || epoch > ld->cur)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: epoch %llu has not begun", ld->rank,
                           (unsigned long long)epoch);
@@ -876,24 +876,24 @@ static int report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait
                           (unsigned long long)ld->delivered, (unsigned long long)ld->nb);
     if (!ld->failed) {
         uint64_t t0 = sc__trace_now(wait ? ld->tr : NULL);
-        int rc = poll_verdicts(ld, wait, epoch);
+        int rc = loader_poll_verdicts(ld, wait, epoch);
         sc__trace_span(wait ? ld->tr : NULL, SC__ST_VERIFY, t0, sc__trace_now(ld->tr), epoch,
                        -1, -1, 0);
         if (rc != SC_OK)
             return rc;
     }
-    *rep = *report_of(ld, epoch);
+    *rep = *loader_report_of(ld, epoch);
     return ld->failed ? ld->err.code : SC_OK;
 }
 
 int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
 {
-    return report(ld, epoch, rep, 0);
+    return loader_report(ld, epoch, rep, 0);
 }
 
 int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
 {
-    return report(ld, epoch, rep, 1);
+    return loader_report(ld, epoch, rep, 1);
 }
 
 const sc_dataset *sc_loader_dataset(const sc_loader *ld)
@@ -993,7 +993,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
             rc = sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for %d checkpoints", ld->rank,
                             n);
         }
-        rc = agree(ld, rc, &err);
+        rc = loader_agree(ld, rc, &err);
     }
     if (rc == SC_OK) {
         ld->resume.pending = 1;
@@ -1036,14 +1036,14 @@ int sc_loader_close(sc_loader *ld)
          * post alone: its unfinished epoch, abandoned; and on rank 0 one
          * more (empty) plan broadcast, for a rank already waiting on it.
          */
-        settle(ld);
+        loader_settle(ld);
         if (ld->rank == 0 && ld->started)
-            post(ld, ld->posted_to, 1);
+            loader_post(ld, ld->posted_to, 1);
         /* Then the same broadcasts and verifications on every rank. */
         unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2];
         MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm);
         for (uint64_t e = ld->posted_to; e < all[0]; e++)
-            post(ld, e, 1);
+            loader_post(ld, e, 1);
         for (uint64_t e = ld->settled_to; e < all[1]; e++)
             sc__ledger_abandon(ld->ledger, e, NULL);
         for (int i = 0; i < NREC; i++) {
@@ -1062,7 +1062,7 @@ int sc_loader_close(sc_loader *ld)
         sc__ledger_close(ld->ledger);
     }
     for (int i = 0; i < NREC; i++)
-        rec_free(ld, &ld->recs[i]);
+        loader_rec_free(ld, &ld->recs[i]);
     sc__resume_free(&ld->resume.state);
     sc_plan_free(ld->last_made);
     sc__dev_close(ld->dev);

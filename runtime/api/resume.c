@@ -53,7 +53,7 @@ int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_er
     return SC_OK;
 }
 
-static int cmp_rank(const void *a, const void *b)
+static int resume_cmp_rank(const void *a, const void *b)
 {
     const sc__ckpt *x = a, *y = b;
     return (x->rank > y->rank) - (x->rank < y->rank);
@@ -74,7 +74,7 @@ enum { NSETTINGS = 6 };
 static const char *const setting_names[NSETTINGS] = {
     "SC_SEED", "SC_SHUFFLE", "SC_EXCHANGE", "SC_REMAINDER", "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW"};
 
-static void settings_of(const sc__ckpt *c, uint64_t w[NSETTINGS])
+static void resume_settings_of(const sc__ckpt *c, uint64_t w[NSETTINGS])
 {
     const uint64_t v[NSETTINGS] = {c->seed, c->mode, c->exchange_bits, c->remainder, c->batch,
                                    c->window};
@@ -86,10 +86,10 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
 {
     if (n < 1)
         return sc__seterr(err, SC_EINVAL, "no checkpoints to resume from");
-    qsort(ck, (size_t)n, sizeof *ck, cmp_rank);
+    qsort(ck, (size_t)n, sizeof *ck, resume_cmp_rank);
     const sc__ckpt *a = &ck[0];
     uint64_t was[NSETTINGS], is[NSETTINGS];
-    settings_of(a, was);
+    resume_settings_of(a, was);
     if (a->world != (uint64_t)n)
         return sc__seterr(err, SC_EINVAL,
                           "the checkpoints are of a %llu-rank job: all %llu are needed, %d given",
@@ -104,7 +104,7 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                               "checkpoints from different epochs: rank 0's is of epoch %llu, "
                               "rank %d's of epoch %llu",
                               (unsigned long long)a->epoch, i, (unsigned long long)c->epoch);
-        settings_of(c, is);
+        resume_settings_of(c, is);
         if (c->world != a->world || memcmp(is, was, sizeof is) != 0 ||
             c->fingerprint != a->fingerprint || c->nshards != a->nshards ||
             c->batches != a->batches)
@@ -126,7 +126,7 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                           (unsigned long long)ds->nshards);
     sc__ckpt now;
     sc__ckpt_settings(cfg, &now);
-    settings_of(&now, is);
+    resume_settings_of(&now, is);
     for (int i = 0; i < NSETTINGS; i++)
         if (was[i] != is[i])
             return sc__seterr(err, SC_EINVAL,
@@ -146,7 +146,7 @@ void sc__resume_free(sc__resume *r)
 }
 
 /* Appends n ids to a growing list. */
-static int append(uint64_t **list, uint64_t *len, const uint64_t *ids, uint64_t n)
+static int resume_append(uint64_t **list, uint64_t *len, const uint64_t *ids, uint64_t n)
 {
     if (!n)
         return 0;
@@ -164,7 +164,7 @@ static int append(uint64_t **list, uint64_t *len, const uint64_t *ids, uint64_t 
  * are dealt out in contiguous shares, balanced to within one sample; every
  * share gets the same batch count, by the remainder policy.
  */
-static int reslice(const uint64_t *S, uint64_t L, uint32_t world, uint32_t rank, uint64_t B,
+static int resume_reslice(const uint64_t *S, uint64_t L, uint32_t world, uint32_t rank, uint64_t B,
                    sc_remainder policy, sc__sched *out)
 {
     uint64_t base = L / world, extra = L % world;
@@ -208,12 +208,12 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
         uint64_t done = ck[q].consumed * B, ended = ck[q].consumed == ck[q].batches;
         uint64_t delivered = done < sq.nreal ? done : sq.nreal;
         if (rank == 0) {
-            oom |= append(&out->before, &out->nbefore, sq.ids, delivered);
+            oom |= resume_append(&out->before, &out->nbefore, sq.ids, delivered);
             /* An old rank that ended the epoch recorded its drops then. */
             if (ended)
-                oom |= append(&out->dropped_old, &out->ndropped_old, sq.dropped, sq.ndropped);
+                oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq.dropped, sq.ndropped);
             else if (world != old)
-                oom |= append(&out->dropped_new, &out->ndropped_new, sq.dropped, sq.ndropped);
+                oom |= resume_append(&out->dropped_new, &out->ndropped_new, sq.dropped, sq.ndropped);
         }
         if (world == old && q == rank) {
             /* The same ranks: this one continues its own schedule at its next batch. */
@@ -229,11 +229,11 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
             }
         }
         if (world != old && sq.nreal > delivered)
-            oom |= append(&S, &L, sq.ids + delivered, sq.nreal - delivered);
+            oom |= resume_append(&S, &L, sq.ids + delivered, sq.nreal - delivered);
         sc__sched_free(&sq);
     }
     if (rc == SC_OK && !oom && world != old)
-        oom |= reslice(S, L, world, rank, B, (sc_remainder)ck[0].remainder, &out->sched);
+        oom |= resume_reslice(S, L, world, rank, B, (sc_remainder)ck[0].remainder, &out->sched);
     if (rc == SC_OK && !oom && world == old && !out->sched.dropped)
         oom |= !(out->sched.dropped = malloc(sizeof *out->sched.dropped));
     free(S);

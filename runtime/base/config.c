@@ -76,7 +76,7 @@ static const setting settings[] = {
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
-static int parse_u64(const char *v, uint64_t *out, int bytes)
+static int config_parse_u64(const char *v, uint64_t *out, int bytes)
 {
     char *end = NULL;
     if (!*v || *v == '-')
@@ -102,7 +102,7 @@ static int parse_u64(const char *v, uint64_t *out, int bytes)
     return 0;
 }
 
-static int apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
+static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
 {
     char *field = (char *)cfg + s->offset;
     uint64_t u;
@@ -115,7 +115,7 @@ static int apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
         return SC_OK;
     case T_U64:
     case T_BYTES:
-        if (parse_u64(v, &u, s->type == T_BYTES))
+        if (config_parse_u64(v, &u, s->type == T_BYTES))
             return sc__seterr(err, SC_EINVAL, "%s='%s' is not a%s non-negative integer",
                               s->env, v, s->type == T_BYTES ? " byte count or" : "");
         memcpy(field, &u, sizeof u);
@@ -123,7 +123,7 @@ static int apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
     case T_LEVEL:
     case T_INT: {
         uint64_t max = s->type == T_LEVEL ? 9 : 1024;
-        if (parse_u64(v, &u, 0) || u > max)
+        if (config_parse_u64(v, &u, 0) || u > max)
             return sc__seterr(err, SC_EINVAL, "%s='%s' is not an integer 0..%llu", s->env,
                               v, (unsigned long long)max);
         *(int *)(void *)field = (int)u;
@@ -162,7 +162,7 @@ int sc_config_set(sc_config *cfg, const char *name, const char *value,
         return sc__seterr(err, SC_EINVAL, "sc_config_set: NULL argument");
     for (size_t i = 0; i < NSETTINGS; i++)
         if (!strcmp(settings[i].env, name))
-            return apply(cfg, &settings[i], value, err);
+            return config_apply(cfg, &settings[i], value, err);
     return sc__seterr(err, SC_EINVAL, "unknown setting %s", name);
 }
 
@@ -173,11 +173,11 @@ int sc_config_init(sc_config *cfg, sc_error *err)
         return sc__seterr(err, SC_EINVAL, "sc_config_init: NULL config");
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < NSETTINGS; i++)
-        if ((rc = apply(cfg, &settings[i], settings[i].dflt, err)) != SC_OK)
+        if ((rc = config_apply(cfg, &settings[i], settings[i].dflt, err)) != SC_OK)
             return rc;
     for (size_t i = 0; i < NSETTINGS; i++) {
         const char *v = getenv(settings[i].env);
-        if (v && (rc = apply(cfg, &settings[i], v, err)) != SC_OK)
+        if (v && (rc = config_apply(cfg, &settings[i], v, err)) != SC_OK)
             return sc__errctx(err, "in the environment");
     }
     const char *dump = getenv("SC_DUMP_CONFIG");

@@ -13,21 +13,21 @@
 #define P4 UINT64_C(0x85EBCA77C2B2AE63)
 #define P5 UINT64_C(0x27D4EB2F165667C5)
 
-static inline uint64_t rotl(uint64_t x, int r)
+static inline uint64_t hash_rotl(uint64_t x, int r)
 {
     return (x << r) | (x >> (64 - r));
 }
 
-static inline uint64_t round64(uint64_t acc, uint64_t lane)
+static inline uint64_t hash_round64(uint64_t acc, uint64_t lane)
 {
     acc += lane * P2;
-    acc = rotl(acc, 31);
+    acc = hash_rotl(acc, 31);
     return acc * P1;
 }
 
-static inline uint64_t merge64(uint64_t acc, uint64_t v)
+static inline uint64_t hash_merge64(uint64_t acc, uint64_t v)
 {
-    acc ^= round64(0, v);
+    acc ^= hash_round64(0, v);
     return acc * P1 + P4;
 }
 
@@ -42,12 +42,12 @@ void sc__xxh64_init(sc__xxh64_state *s, uint64_t seed)
     s->buffered = 0;
 }
 
-static void stripe(uint64_t *v, const unsigned char *p)
+static void hash_stripe(uint64_t *v, const unsigned char *p)
 {
-    v[0] = round64(v[0], sc__get_u64(p));
-    v[1] = round64(v[1], sc__get_u64(p + 8));
-    v[2] = round64(v[2], sc__get_u64(p + 16));
-    v[3] = round64(v[3], sc__get_u64(p + 24));
+    v[0] = hash_round64(v[0], sc__get_u64(p));
+    v[1] = hash_round64(v[1], sc__get_u64(p + 8));
+    v[2] = hash_round64(v[2], sc__get_u64(p + 16));
+    v[3] = hash_round64(v[3], sc__get_u64(p + 24));
 }
 
 void sc__xxh64_update(sc__xxh64_state *s, const void *data, size_t len)
@@ -63,14 +63,14 @@ void sc__xxh64_update(sc__xxh64_state *s, const void *data, size_t len)
     if (s->buffered) {
         size_t take = 32 - s->buffered;
         memcpy(s->buf + s->buffered, p, take);
-        stripe(s->v, s->buf);
+        hash_stripe(s->v, s->buf);
         p += take;
         s->buffered = 0;
     }
     /* Four independent lanes: keep them in registers for the long run. */
     uint64_t v[4] = {s->v[0], s->v[1], s->v[2], s->v[3]};
     for (; end - p >= 32; p += 32)
-        stripe(v, p);
+        hash_stripe(v, p);
     memcpy(s->v, v, sizeof v);
     s->buffered = (size_t)(end - p);
     if (s->buffered)
@@ -83,26 +83,26 @@ uint64_t sc__xxh64_final(const sc__xxh64_state *s)
     uint64_t h;
     if (s->total >= 32) {
         const uint64_t *v = s->v;
-        h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
+        h = hash_rotl(v[0], 1) + hash_rotl(v[1], 7) + hash_rotl(v[2], 12) + hash_rotl(v[3], 18);
         for (int i = 0; i < 4; i++)
-            h = merge64(h, v[i]);
+            h = hash_merge64(h, v[i]);
     } else {
         h = s->seed + P5;
     }
     h += s->total;
     while (end - p >= 8) {
-        h ^= round64(0, sc__get_u64(p));
-        h = rotl(h, 27) * P1 + P4;
+        h ^= hash_round64(0, sc__get_u64(p));
+        h = hash_rotl(h, 27) * P1 + P4;
         p += 8;
     }
     if (end - p >= 4) {
         h ^= (uint64_t)sc__get_u32(p) * P1;
-        h = rotl(h, 23) * P2 + P3;
+        h = hash_rotl(h, 23) * P2 + P3;
         p += 4;
     }
     while (p < end) {
         h ^= (uint64_t)(*p++) * P5;
-        h = rotl(h, 11) * P1;
+        h = hash_rotl(h, 11) * P1;
     }
     h ^= h >> 33;
     h *= P2;

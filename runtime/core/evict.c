@@ -39,7 +39,7 @@ struct sc__evict {
     uint64_t nvictims, vcap;
 };
 
-static int map_init(map *m, uint64_t want)
+static int evict_map_init(map *m, uint64_t want)
 {
     uint64_t size = 16;
     while (size < 2 * want)
@@ -59,13 +59,13 @@ static int map_init(map *m, uint64_t want)
     return SC_OK;
 }
 
-static void map_free(map *m)
+static void evict_map_free(map *m)
 {
     free(m->key);
     free(m->val);
 }
 
-static uint64_t slot_of(const map *m, uint32_t k)
+static uint64_t evict_slot_of(const map *m, uint32_t k)
 {
     uint64_t i = sc__mix64(k) & m->mask;
     while (m->key[i] != EMPTY && m->key[i] != k)
@@ -73,29 +73,29 @@ static uint64_t slot_of(const map *m, uint32_t k)
     return i;
 }
 
-static uint64_t *map_get(const map *m, uint32_t k)
+static uint64_t *evict_map_get(const map *m, uint32_t k)
 {
-    uint64_t i = slot_of(m, k);
+    uint64_t i = evict_slot_of(m, k);
     return m->key[i] == k ? &m->val[i] : NULL;
 }
 
-static int map_put(map *m, uint32_t k, uint64_t v)
+static int evict_map_put(map *m, uint32_t k, uint64_t v)
 {
     if (2 * (m->n + 1) > m->mask + 1) {
         map bigger;
-        if (map_init(&bigger, m->n + 1) != SC_OK)
+        if (evict_map_init(&bigger, m->n + 1) != SC_OK)
             return SC_ENOMEM;
         for (uint64_t i = 0; i <= m->mask; i++)
             if (m->key[i] != EMPTY) {
-                uint64_t j = slot_of(&bigger, m->key[i]);
+                uint64_t j = evict_slot_of(&bigger, m->key[i]);
                 bigger.key[j] = m->key[i];
                 bigger.val[j] = m->val[i];
             }
         bigger.n = m->n;
-        map_free(m);
+        evict_map_free(m);
         *m = bigger;
     }
-    uint64_t i = slot_of(m, k);
+    uint64_t i = evict_slot_of(m, k);
     m->n += m->key[i] == EMPTY;
     m->key[i] = k;
     m->val[i] = v;
@@ -103,9 +103,9 @@ static int map_put(map *m, uint32_t k, uint64_t v)
 }
 
 /* Linear-probing delete: shift later members of the run back into the hole. */
-static void map_del(map *m, uint32_t k)
+static void evict_map_del(map *m, uint32_t k)
 {
-    uint64_t i = slot_of(m, k);
+    uint64_t i = evict_slot_of(m, k);
     if (m->key[i] != k)
         return;
     m->key[i] = EMPTY;
@@ -125,7 +125,7 @@ static void map_del(map *m, uint32_t k)
 int sc__evict_new(sc_cache_policy policy, uint64_t capacity, sc__evict **out)
 {
     sc__evict *ev = calloc(1, sizeof *ev);
-    if (!ev || map_init(&ev->idx, 16) != SC_OK) {
+    if (!ev || evict_map_init(&ev->idx, 16) != SC_OK) {
         free(ev);
         return SC_ENOMEM;
     }
@@ -139,7 +139,7 @@ void sc__evict_free(sc__evict *ev)
 {
     if (!ev)
         return;
-    map_free(&ev->idx);
+    evict_map_free(&ev->idx);
     free(ev->e);
     free(ev->seq);
     free(ev->after);
@@ -148,7 +148,7 @@ void sc__evict_free(sc__evict *ev)
 }
 
 /* The next position at or after the cursor where `shard` is read, or NEVER. */
-static uint64_t first_use(const sc__evict *ev, uint32_t shard)
+static uint64_t evict_first_use(const sc__evict *ev, uint32_t shard)
 {
     for (uint64_t i = ev->cursor; i < ev->nseq; i++)
         if (ev->seq[i] == shard)
@@ -161,7 +161,7 @@ int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n)
     uint32_t *s = n ? malloc(sizeof *s * n) : NULL;
     uint64_t *after = n ? malloc(sizeof *after * n) : NULL;
     map last = {0};
-    if ((n && (!s || !after)) || map_init(&last, n) != SC_OK) {
+    if ((n && (!s || !after)) || evict_map_init(&last, n) != SC_OK) {
         free(s);
         free(after);
         return SC_ENOMEM;
@@ -170,10 +170,10 @@ int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n)
         memcpy(s, seq, sizeof *s * n);
     /* Backwards: after[i] is where seq[i] is seen next. */
     for (uint64_t i = n; i-- > 0;) {
-        uint64_t *v = map_get(&last, s[i]);
+        uint64_t *v = evict_map_get(&last, s[i]);
         after[i] = v ? *v : NEVER;
-        if (map_put(&last, s[i], i) != SC_OK) {
-            map_free(&last);
+        if (evict_map_put(&last, s[i], i) != SC_OK) {
+            evict_map_free(&last);
             free(s);
             free(after);
             return SC_ENOMEM;
@@ -186,19 +186,19 @@ int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n)
     ev->nseq = n;
     ev->cursor = 0;
     for (uint64_t k = 0; k < ev->n; k++) {
-        uint64_t *v = map_get(&last, ev->e[k].shard);
+        uint64_t *v = evict_map_get(&last, ev->e[k].shard);
         ev->e[k].next = v ? *v : NEVER;
     }
-    map_free(&last);
+    evict_map_free(&last);
     return SC_OK;
 }
 
 /* A read of `shard` now: move the cursor past it; its next use after that. */
-static uint64_t advance(sc__evict *ev, uint32_t shard)
+static uint64_t evict_advance(sc__evict *ev, uint32_t shard)
 {
     uint64_t pos = ev->cursor < ev->nseq && ev->seq[ev->cursor] == shard
                        ? ev->cursor
-                       : first_use(ev, shard); /* off plan: rare */
+                       : evict_first_use(ev, shard); /* off plan: rare */
     if (pos == NEVER)
         return NEVER;
     ev->cursor = pos + 1;
@@ -207,38 +207,38 @@ static uint64_t advance(sc__evict *ev, uint32_t shard)
 
 int sc__evict_has(const sc__evict *ev, uint32_t shard)
 {
-    return map_get(&ev->idx, shard) != NULL;
+    return evict_map_get(&ev->idx, shard) != NULL;
 }
 
 void sc__evict_touch(sc__evict *ev, uint32_t shard)
 {
-    uint64_t *k = map_get(&ev->idx, shard);
+    uint64_t *k = evict_map_get(&ev->idx, shard);
     if (!k)
         return;
     ev->e[*k].last = ++ev->clock;
-    ev->e[*k].next = advance(ev, shard);
+    ev->e[*k].next = evict_advance(ev, shard);
 }
 
-static void drop(sc__evict *ev, uint64_t k)
+static void evict_drop(sc__evict *ev, uint64_t k)
 {
     ev->bytes -= ev->e[k].bytes;
-    map_del(&ev->idx, ev->e[k].shard);
+    evict_map_del(&ev->idx, ev->e[k].shard);
     if (k != ev->n - 1) {
         ev->e[k] = ev->e[ev->n - 1];
-        *map_get(&ev->idx, ev->e[k].shard) = k;
+        *evict_map_get(&ev->idx, ev->e[k].shard) = k;
     }
     ev->n--;
 }
 
 void sc__evict_remove(sc__evict *ev, uint32_t shard)
 {
-    uint64_t *k = map_get(&ev->idx, shard);
+    uint64_t *k = evict_map_get(&ev->idx, shard);
     if (k)
-        drop(ev, *k);
+        evict_drop(ev, *k);
 }
 
 /* Belady: furthest next use first; LRU: oldest last use first. */
-static uint64_t pick_victim(const sc__evict *ev)
+static uint64_t evict_pick_victim(const sc__evict *ev)
 {
     uint64_t best = 0;
     for (uint64_t k = 1; k < ev->n; k++) {
@@ -263,7 +263,7 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
     *victims = ev->victims;
     *nvictims = 0;
     if (bytes > ev->capacity) {
-        advance(ev, shard);
+        evict_advance(ev, shard);
         return SC_EOVERFLOW;
     }
     if (ev->n == ev->cap) {
@@ -283,13 +283,13 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
             ev->victims = v;
             ev->vcap = cap;
         }
-        uint64_t k = pick_victim(ev);
+        uint64_t k = evict_pick_victim(ev);
         ev->victims[ev->nvictims++] = ev->e[k].shard;
-        drop(ev, k);
+        evict_drop(ev, k);
     }
-    if (map_put(&ev->idx, shard, ev->n) != SC_OK)
+    if (evict_map_put(&ev->idx, shard, ev->n) != SC_OK)
         return SC_ENOMEM;
-    ev->e[ev->n++] = (entry){shard, 0, bytes, ++ev->clock, advance(ev, shard)};
+    ev->e[ev->n++] = (entry){shard, 0, bytes, ++ev->clock, evict_advance(ev, shard)};
     ev->bytes += bytes;
     *victims = ev->victims;
     *nvictims = ev->nvictims;
@@ -298,13 +298,13 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
 
 int sc__evict_flag(const sc__evict *ev, uint32_t shard)
 {
-    uint64_t *k = map_get(&ev->idx, shard);
+    uint64_t *k = evict_map_get(&ev->idx, shard);
     return k ? ev->e[*k].flag : 0;
 }
 
 void sc__evict_set_flag(sc__evict *ev, uint32_t shard, int flag)
 {
-    uint64_t *k = map_get(&ev->idx, shard);
+    uint64_t *k = evict_map_get(&ev->idx, shard);
     if (k)
         ev->e[*k].flag = flag;
 }

@@ -41,15 +41,15 @@
 #define RANK_MASK ((UINT32_C(1) << RANK_BITS) - 1)
 #define TAG_SPAN 4095u /* tags 1..4095; 0 is a word never claimed */
 
-static uint32_t tag_of(uint64_t epoch)
+static uint32_t ownership_tag_of(uint64_t epoch)
 {
     return (uint32_t)(epoch % TAG_SPAN) + 1;
 }
 
 /* The epoch a claimed word names, less `epoch` (within half the tag span). */
-static int64_t epoch_delta(uint32_t word, uint64_t epoch)
+static int64_t ownership_epoch_delta(uint32_t word, uint64_t epoch)
 {
-    uint32_t d = ((word >> RANK_BITS) + TAG_SPAN - tag_of(epoch)) % TAG_SPAN;
+    uint32_t d = ((word >> RANK_BITS) + TAG_SPAN - ownership_tag_of(epoch)) % TAG_SPAN;
     return d <= TAG_SPAN / 2 ? (int64_t)d : (int64_t)d - (int64_t)TAG_SPAN;
 }
 
@@ -82,23 +82,23 @@ struct sc__ledger {
 };
 
 /* The epoch's key, mixed once; a sample's hash then costs one mix. */
-static inline uint64_t epoch_key(uint64_t epoch)
+static inline uint64_t ownership_epoch_key(uint64_t epoch)
 {
     return sc__mix64(epoch ^ UINT64_C(0x6f776e6572736869)); /* "ownershi" */
 }
 
-static inline uint64_t keyed_hash(uint64_t key, uint64_t id)
+static inline uint64_t ownership_keyed_hash(uint64_t key, uint64_t id)
 {
     return sc__mix64(key + id * UINT64_C(0x9E3779B97F4A7C15));
 }
 
 uint64_t sc__sample_hash(uint64_t epoch, uint64_t id)
 {
-    return keyed_hash(epoch_key(epoch), id);
+    return ownership_keyed_hash(ownership_epoch_key(epoch), id);
 }
 
 /* One sample into a sketch, sums[GOT_N] or sums[EXP_N] on: count, sum, sum of squares. */
-static inline void sketch_add(uint64_t *sketch, uint64_t h)
+static inline void ownership_sketch_add(uint64_t *sketch, uint64_t h)
 {
     sketch[0]++;
     sketch[1] += h;
@@ -106,7 +106,7 @@ static inline void sketch_add(uint64_t *sketch, uint64_t h)
 }
 
 /* Sums modulo 2^64, spelled out: MPI_SUM's overflow is not ours to assume. */
-static void sum_u64(void *in, void *inout, int *len, MPI_Datatype *type)
+static void ownership_sum_u64(void *in, void *inout, int *len, MPI_Datatype *type)
 {
     (void)type;
     const uint64_t *a = in;
@@ -148,7 +148,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
         m = MPI_Win_lock_all(MPI_MODE_NOCHECK, l->win);
     }
     if (m == MPI_SUCCESS && rc == SC_OK)
-        m = MPI_Op_create(sum_u64, 1, &l->sum_op);
+        m = MPI_Op_create(ownership_sum_u64, 1, &l->sum_op);
     if (m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "ledger setup", __FILE__, __LINE__);
     if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
@@ -173,7 +173,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
     return SC_OK;
 }
 
-static void slot_free(slot *s)
+static void ownership_slot_free(slot *s)
 {
     if (s->posted && !s->done)
         MPI_Waitall(2, s->req, MPI_STATUSES_IGNORE);
@@ -188,7 +188,7 @@ void sc__ledger_close(sc__ledger *l)
     if (!l)
         return;
     for (int i = 0; i < SC__LEDGER_SLOTS; i++)
-        slot_free(&l->slots[i]);
+        ownership_slot_free(&l->slots[i]);
     if (l->win != MPI_WIN_NULL) {
         MPI_Win_unlock_all(l->win);
         MPI_Win_free(&l->win);
@@ -204,12 +204,12 @@ void sc__ledger_close(sc__ledger *l)
     free(l);
 }
 
-static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v);
+static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v);
 /* A free slot for `epoch`, waiting out the oldest one if need be. */
-static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
-static int open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
+static int ownership_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
+static int ownership_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
 
-static slot *find(sc__ledger *l, uint64_t epoch)
+static slot *ownership_find(sc__ledger *l, uint64_t epoch)
 {
     for (int i = 0; i < SC__LEDGER_SLOTS; i++)
         if (l->slots[i].used && l->slots[i].epoch == epoch)
@@ -217,10 +217,10 @@ static slot *find(sc__ledger *l, uint64_t epoch)
     return NULL;
 }
 
-static int claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
+static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
                  sc_error *err)
 {
-    uint32_t want = tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
+    uint32_t want = ownership_tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
     uint64_t sl = epoch % SC__LEDGER_SLOTS;
     if (n > l->scratch_n) {
         free(l->old);
@@ -244,7 +244,7 @@ static int claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n
             uint32_t w = l->old[i];
             if (w == want)
                 continue; /* ours already */
-            int64_t delta = w ? epoch_delta(w, epoch) : -1; /* 0: never claimed */
+            int64_t delta = w ? ownership_epoch_delta(w, epoch) : -1; /* 0: never claimed */
             if (delta == 0)
                 return sc__seterr(err, SC_EOWNERSHIP,
                                   "epoch %llu: shard %u claimed by rank %d is already "
@@ -288,11 +288,11 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
                           l->rank, (unsigned long long)in.epoch, in.world_size,
                           (unsigned long long)in.nshards, l->size,
                           (unsigned long long)l->nshards);
-    if (find(l, in.epoch))
+    if (ownership_find(l, in.epoch))
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
                           (unsigned long long)in.epoch);
     slot *s = NULL;
-    int rc = open_slot(l, in.epoch, &s, err);
+    int rc = ownership_open_slot(l, in.epoch, &s, err);
     if (rc != SC_OK)
         return rc;
     s->plan = plan;
@@ -300,21 +300,21 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
     uint64_t n;
     sc_plan_rank(plan, (uint32_t)l->rank, &mine, &n, NULL);
     /* The expected sketch: every sample of every shard this rank owns. */
-    uint64_t key = epoch_key(in.epoch);
+    uint64_t key = ownership_epoch_key(in.epoch);
     for (uint64_t i = 0; i < n; i++)
         for (uint64_t id = l->first[mine[i]]; id < l->first[mine[i] + 1]; id++)
-            sketch_add(&s->sums[EXP_N], keyed_hash(key, id));
+            ownership_sketch_add(&s->sums[EXP_N], ownership_keyed_hash(key, id));
     s->used = 1;
-    if ((rc = claim(l, in.epoch, mine, n, err)) != SC_OK)
+    if ((rc = ownership_claim(l, in.epoch, mine, n, err)) != SC_OK)
         s->plan = NULL; /* the epoch stays open, to be abandoned */
     return rc;
 }
 
 /* A fresh slot for `epoch` (full mode: with its count vectors), not yet used. */
-static int open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
+static int ownership_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
 {
     slot *s = NULL;
-    int rc = take_slot(l, epoch, &s, err);
+    int rc = ownership_take_slot(l, epoch, &s, err);
     if (rc != SC_OK)
         return rc;
     memset(s, 0, sizeof *s);
@@ -322,7 +322,7 @@ static int open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
     s->req[0] = s->req[1] = MPI_REQUEST_NULL;
     if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
                     !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
-        slot_free(s);
+        ownership_slot_free(s);
         return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for SC_VERIFY=full counts",
                           l->rank);
     }
@@ -330,48 +330,48 @@ static int open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
     return SC_OK;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int ownership_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Adds ids to the expected sketch. */
-static void expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n)
+static void ownership_expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n)
 {
-    uint64_t key = epoch_key(epoch);
+    uint64_t key = ownership_epoch_key(epoch);
     for (uint64_t i = 0; i < n; i++)
-        sketch_add(&s->sums[EXP_N], keyed_hash(key, ids[i]));
+        ownership_sketch_add(&s->sums[EXP_N], ownership_keyed_hash(key, ids[i]));
 }
 
 int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *slots,
                            uint64_t nslots, uint64_t nreal, const uint64_t *dropped,
                            uint64_t ndropped, sc_error *err)
 {
-    if (find(l, epoch))
+    if (ownership_find(l, epoch))
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
                           (unsigned long long)epoch);
     slot *s = NULL;
-    int rc = open_slot(l, epoch, &s, err);
+    int rc = ownership_open_slot(l, epoch, &s, err);
     if (rc != SC_OK)
         return rc;
     uint64_t n = nslots + ndropped;
     if (!(s->share = malloc(sizeof *s->share * (n + 1)))) {
-        slot_free(s);
+        ownership_slot_free(s);
         return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for epoch %llu's share",
                           l->rank, (unsigned long long)epoch);
     }
     memcpy(s->share, slots, sizeof *slots * nslots);
     memcpy(s->share + nslots, dropped, sizeof *dropped * ndropped);
-    qsort(s->share, n, sizeof *s->share, cmp_u64);
+    qsort(s->share, n, sizeof *s->share, ownership_cmp_u64);
     s->nshare = n;
-    expect(s, epoch, slots, nreal); /* padding repeats are not expected */
-    expect(s, epoch, dropped, ndropped);
+    ownership_expect(s, epoch, slots, nreal); /* padding repeats are not expected */
+    ownership_expect(s, epoch, dropped, ndropped);
     s->used = 1;
     return SC_OK;
 }
 
-static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
+static int ownership_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
 {
     slot *s = NULL;
     for (int i = 0; i < SC__LEDGER_SLOTS && !s; i++)
@@ -394,8 +394,8 @@ static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
                               l->rank, (unsigned long long)epoch, SC__LEDGER_SLOTS);
         SC_MPI_CHECK(err, MPI_Waitall(2, oldest->req, MPI_STATUSES_IGNORE));
         oldest->done = 1;
-        verdict(l, oldest, &l->done[l->ndone++]);
-        slot_free(oldest);
+        ownership_verdict(l, oldest, &l->done[l->ndone++]);
+        ownership_slot_free(oldest);
         s = oldest;
     }
     *out = s;
@@ -405,13 +405,13 @@ static int take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
 int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                      sc_error *err)
 {
-    slot *s = find(l, epoch);
+    slot *s = ownership_find(l, epoch);
     if (!s || (!s->plan && !s->share))
         return sc__seterr(err, SC_EOWNERSHIP,
                           "rank %d: a batch of epoch %llu, which this rank has not begun",
                           l->rank, (unsigned long long)epoch);
     for (uint64_t i = 0; s->share && i < n; i++)
-        if (!bsearch(&ids[i], s->share, s->nshare, sizeof *s->share, cmp_u64))
+        if (!bsearch(&ids[i], s->share, s->nshare, sizeof *s->share, ownership_cmp_u64))
             return sc__seterr(err, SC_EOWNERSHIP,
                               "epoch %llu: sample %llu delivered on rank %d is not in its "
                               "share of the resumed epoch",
@@ -446,10 +446,10 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
 }
 
 /* Accounts delivered (or dropped, or padding) ids; `audit`: into the trail too. */
-static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                   int padded, int dropped, int audit, sc_error *err)
 {
-    slot *s = find(l, epoch);
+    slot *s = ownership_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EOWNERSHIP,
                           "rank %d: samples recorded for epoch %llu, which is %s",
@@ -458,9 +458,9 @@ static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n
     if (padded) {
         s->sums[PADDED] += n;
     } else {
-        uint64_t key = epoch_key(epoch);
+        uint64_t key = ownership_epoch_key(epoch);
         for (uint64_t i = 0; i < n; i++) {
-            sketch_add(&s->sums[GOT_N], keyed_hash(key, ids[i]));
+            ownership_sketch_add(&s->sums[GOT_N], ownership_keyed_hash(key, ids[i]));
             if (s->counts && ids[i] < l->nsamples)
                 s->counts[ids[i]]++;
         }
@@ -481,34 +481,34 @@ static int record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n
 int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int dropped, int audit, sc_error *err)
 {
-    slot *s = find(l, epoch);
+    slot *s = ownership_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s", l->rank,
                           (unsigned long long)epoch, s ? "already ended" : "not begun");
-    expect(s, epoch, ids, n);
-    return record(l, epoch, ids, n, 0, dropped, audit, err);
+    ownership_expect(s, epoch, ids, n);
+    return ownership_record(l, epoch, ids, n, 0, dropped, audit, err);
 }
 
 int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int padded, sc_error *err)
 {
-    return record(l, epoch, ids, n, padded, 0, 1, err);
+    return ownership_record(l, epoch, ids, n, padded, 0, 1, err);
 }
 
 int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err)
 {
-    return record(l, epoch, ids, n, 0, 1, 1, err);
+    return ownership_record(l, epoch, ids, n, 0, 1, 1, err);
 }
 
 int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
 {
-    slot *s = find(l, epoch);
+    slot *s = ownership_find(l, epoch);
     int rc;
     if (s && s->posted)
         return SC_OK; /* ended already: the others have what they need */
     if (!s) {
-        if ((rc = open_slot(l, epoch, &s, err)) != SC_OK)
+        if ((rc = ownership_open_slot(l, epoch, &s, err)) != SC_OK)
             return rc;
         s->used = 1;
     }
@@ -524,7 +524,7 @@ void sc__ledger_flush(sc__ledger *l)
 
 int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
 {
-    slot *s = find(l, epoch);
+    slot *s = ownership_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu %s", l->rank,
                           (unsigned long long)epoch, s ? "ended twice" : "not begun");
@@ -539,7 +539,7 @@ int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
-static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
+static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
     const uint64_t *t = s->total;
     memset(v, 0, sizeof *v);
@@ -606,7 +606,7 @@ static void verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *out,
                       sc_error *err)
 {
-    slot *s = find(l, epoch);
+    slot *s = ownership_find(l, epoch);
     memset(out, 0, sizeof *out);
     out->epoch = epoch;
     for (int i = 0; !s && i < l->ndone; i++)
@@ -628,7 +628,7 @@ int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *
     }
     if (!s->done)
         return SC_OK;
-    verdict(l, s, out);
-    slot_free(s);
+    ownership_verdict(l, s, out);
+    ownership_slot_free(s);
     return SC_OK;
 }

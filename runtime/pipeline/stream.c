@@ -104,7 +104,7 @@ struct sc__stream {
 
 /* ---- the schedule ------------------------------------------------------------- */
 
-static void ep_free_work(ep *e)
+static void stream_ep_free_work(ep *e)
 {
     free(e->shards);
     free(e->start);
@@ -129,11 +129,11 @@ static void ep_free_work(ep *e)
     e->need = NULL;
 }
 
-static void ep_free(ep *e)
+static void stream_ep_free(ep *e)
 {
     if (!e)
         return;
-    ep_free_work(e);
+    stream_ep_free_work(e);
     sc__sched_free(&e->sched);
     free(e);
 }
@@ -143,7 +143,7 @@ static void ep_free(ep *e)
  * of first use (the order they are loaded in), and per slot the shard and
  * offset to copy from.
  */
-static int prepare(const sc__stream *s, ep *e, sc_error *err)
+static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
 {
     const sc_dataset *ds = s->ds;
     uint64_t B = s->o.batch_size;
@@ -236,7 +236,7 @@ typedef struct task {
 } task;
 
 /* The smallest pooled buffer of at least `bytes`, or NULL. */
-static unsigned char *pool_take(sc__stream *s, uint64_t bytes, uint64_t *cap)
+static unsigned char *stream_pool_take(sc__stream *s, uint64_t bytes, uint64_t *cap)
 {
     uint64_t best = s->npool;
     for (uint64_t k = 0; k < s->npool; k++)
@@ -253,7 +253,7 @@ static unsigned char *pool_take(sc__stream *s, uint64_t bytes, uint64_t *cap)
     return b;
 }
 
-static void pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
+static void stream_pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
 {
     if (s->pool_bytes + cap <= s->o.mem_bytes) {
         unsigned char **p = realloc(s->pool, sizeof *p * (s->npool + 1));
@@ -271,20 +271,20 @@ static void pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
     free(b);
 }
 
-static uint64_t shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
+static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
 {
     return (e->start[i + 1] - e->start[i]) * s->ds->sample_bytes;
 }
 
-static void advance_prefix(ep *e)
+static void stream_advance_prefix(ep *e)
 {
     while (e->loaded_prefix < e->nsh && e->state[e->loaded_prefix] >= SH_LOADED)
         e->loaded_prefix++;
 }
 
-static int pick(sc__stream *s, task *t)
+static int stream_pick(sc__stream *s, task *t)
 {
-    ep *build = NULL, *load = NULL;
+    ep *stream_build = NULL, *stream_load = NULL;
     t->ring_full = 0;
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
@@ -296,43 +296,43 @@ static int pick(sc__stream *s, task *t)
             break; /* later epochs wait for this one's schedule */
         while (e->next_load < e->nsh && e->state[e->next_load] != SH_WAIT)
             e->next_load++;
-        if (!build && e->next_build < e->nb)
-            build = e;
-        if (!load && e->next_load < e->nsh)
-            load = e;
-        if (build && load)
+        if (!stream_build && e->next_build < e->nb)
+            stream_build = e;
+        if (!stream_load && e->next_load < e->nsh)
+            stream_load = e;
+        if (stream_build && stream_load)
             break;
     }
-    if (build) {
-        uint64_t b = build->next_build;
-        rslot *slot = &s->ring[(build->seq0 + b) % s->o.depth];
+    if (stream_build) {
+        uint64_t b = stream_build->next_build;
+        rslot *slot = &s->ring[(stream_build->seq0 + b) % s->o.depth];
         /* Its shards are in, its slot is not: the ring is full (traced as such). */
-        t->ring_full = build->loaded_prefix > build->need[b] && slot->state != SL_FREE;
-        t->e = build;
+        t->ring_full = stream_build->loaded_prefix > stream_build->need[b] && slot->state != SL_FREE;
+        t->e = stream_build;
         t->i = b;
-        if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
-            build->next_build++;
+        if (stream_build->loaded_prefix > stream_build->need[b] && slot->state == SL_FREE) {
+            stream_build->next_build++;
             slot->state = SL_BUILDING;
-            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0};
+            *t = (task){T_BUILD, stream_build, b, slot, NULL, 0, 0};
             return 1;
         }
     }
-    if (load) {
-        uint64_t i = load->next_load, bytes = shard_bytes(s, load, i);
-        int must = load == build && i <= build->need[build->next_build];
+    if (stream_load) {
+        uint64_t i = stream_load->next_load, bytes = stream_shard_bytes(s, stream_load, i);
+        int must = stream_load == stream_build && i <= stream_build->need[stream_build->next_build];
         if (must || s->resident == 0 || s->resident + bytes <= s->o.mem_bytes) {
-            load->state[i] = SH_LOADING;
-            load->next_load++;
+            stream_load->state[i] = SH_LOADING;
+            stream_load->next_load++;
             s->resident += bytes;
-            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
-            t->buf = pool_take(s, bytes, &t->cap);
+            *t = (task){T_LOAD, stream_load, i, NULL, NULL, 0, 0};
+            t->buf = stream_pool_take(s, bytes, &t->cap);
             return 1;
         }
     }
     return 0;
 }
 
-static void fail(sc__stream *s, const sc_error *err)
+static void stream_fail(sc__stream *s, const sc_error *err)
 {
     if (!s->failed) {
         s->failed = 1;
@@ -345,7 +345,7 @@ static void fail(sc__stream *s, const sc_error *err)
 
 /* ---- doing it (mutex not held) ------------------------------------------------ */
 
-static int load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
+static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
 {
     ep *e = t->e;
     uint64_t i = t->i, ns = e->start[i + 1] - e->start[i];
@@ -361,7 +361,7 @@ static int load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
     }
     unsigned char *buf = t->buf;
     if (!buf)
-        buf = malloc(t->cap = shard_bytes(s, e, i) + 1);
+        buf = malloc(t->cap = stream_shard_bytes(s, e, i) + 1);
     t->buf = NULL; /* the shard's now, or freed below */
     if (!buf)
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
@@ -388,7 +388,7 @@ static int load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
  * seed depends on (seed, epoch, sample) only, so the bytes delivered do
  * not depend on which thread built the batch.
  */
-static int augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
+static int stream_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
 {
     const sc_transform *tf = s->o.tf;
     if (!tf || !tf->augment)
@@ -411,7 +411,7 @@ static int augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc
     return SC_OK;
 }
 
-static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
                  sc_error *err)
 {
     uint64_t B = s->o.batch_size, q0 = b * B;
@@ -428,7 +428,7 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
                    s->fsb[f]);
     }
     memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
-    if ((rc = augment(s, e, b, slot, err)) != SC_OK)
+    if ((rc = stream_augment(s, e, b, slot, err)) != SC_OK)
         return rc;
     slot->epoch = e->epoch;
     slot->index = b;
@@ -459,15 +459,15 @@ static int build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
 }
 
 /* Retires a task's work (mutex held). */
-static void finish(sc__stream *s, const task *t, int hit)
+static void stream_finish(sc__stream *s, const task *t, int hit)
 {
     ep *e = t->e;
     if (t->kind == T_PREPARE) {
         e->prep = PREP_DONE;
     } else if (t->kind == T_LOAD) {
         e->state[t->i] = SH_LOADED;
-        advance_prefix(e);
-        uint64_t bytes = shard_bytes(s, e, t->i);
+        stream_advance_prefix(e);
+        uint64_t bytes = stream_shard_bytes(s, e, t->i);
         if (hit)
             e->counts.hits++, e->counts.bytes_from_cache += bytes;
         else
@@ -480,10 +480,10 @@ static void finish(sc__stream *s, const task *t, int hit)
                 if (e->map[i].base)
                     sc__cache_unmap(&e->map[i]);
                 else
-                    pool_put(s, e->buf[i], e->cap[i]);
+                    stream_pool_put(s, e->buf[i], e->cap[i]);
                 e->buf[i] = NULL;
                 e->state[i] = SH_FREED;
-                s->resident -= shard_bytes(s, e, i);
+                s->resident -= stream_shard_bytes(s, e, i);
             }
         }
         t->slot->state = SL_READY;
@@ -492,7 +492,7 @@ static void finish(sc__stream *s, const task *t, int hit)
     pthread_cond_broadcast(&s->work);
 }
 
-static void *producer(void *arg)
+static void *stream_producer(void *arg)
 {
     sc__stream *s = arg;
     sc_error err = SC_ERROR_INIT;
@@ -504,10 +504,10 @@ static void *producer(void *arg)
     sc__tring *tr = sc__trace_ring(s->o.trace, name);
     pthread_mutex_lock(&s->mu);
     if (rc != SC_OK)
-        fail(s, &err);
+        stream_fail(s, &err);
     while (!s->stop) {
         task t;
-        if (!pick(s, &t)) {
+        if (!stream_pick(s, &t)) {
             /* The epoch may be retired while we wait: keep its number, not it. */
             uint64_t t0 = t.ring_full ? sc__trace_now(tr) : 0;
             uint64_t epoch = t.ring_full ? t.e->epoch : 0;
@@ -520,18 +520,18 @@ static void *producer(void *arg)
         pthread_mutex_unlock(&s->mu);
         int hit = 0;
         if (t.kind == T_PREPARE)
-            rc = prepare(s, t.e, &err);
+            rc = stream_prepare(s, t.e, &err);
         else if (t.kind == T_LOAD)
-            rc = load(s, &t, tr, &hit, &err);
+            rc = stream_load(s, &t, tr, &hit, &err);
         else
-            rc = build(s, t.e, t.i, t.slot, tr, &err);
+            rc = stream_build(s, t.e, t.i, t.slot, tr, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
-            pool_put(s, t.buf, t.cap);
+            stream_pool_put(s, t.buf, t.cap);
         if (rc != SC_OK)
-            fail(s, &err);
+            stream_fail(s, &err);
         else
-            finish(s, &t, hit);
+            stream_finish(s, &t, hit);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -589,7 +589,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
             rc = sc__dev_event(o->dev, &r->event, err);
     }
     for (int i = 0; rc == SC_OK && i < o->producers; i++) {
-        if (pthread_create(&s->threads[i], NULL, producer, s) != 0)
+        if (pthread_create(&s->threads[i], NULL, stream_producer, s) != 0)
             rc = sc__seterr(err, SC_ENOMEM, "rank %d: cannot start producer thread %d",
                             o->rank, i);
         else
@@ -604,7 +604,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
 }
 
 /* Queues an epoch behind the others: its batches follow theirs. */
-static void enqueue(sc__stream *s, ep *e)
+static void stream_enqueue(sc__stream *s, ep *e)
 {
     pthread_mutex_lock(&s->mu);
     e->seq0 = s->next_seq;
@@ -636,7 +636,7 @@ int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_erro
     e->plan = plan;
     e->faults = faults;
     e->nb = in.batches_per_rank;
-    enqueue(s, e);
+    stream_enqueue(s, e);
     return SC_OK;
 }
 
@@ -657,11 +657,11 @@ int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_er
     e->nb = sched->nslots / B;
     e->sched = *sched;
     memset(sched, 0, sizeof *sched);
-    enqueue(s, e);
+    stream_enqueue(s, e);
     return SC_OK;
 }
 
-static double now(void)
+static double stream_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -683,10 +683,10 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
                           "release a batch before asking for the next",
                           s->o.rank, (unsigned long long)s->o.depth);
     } else if (!(slot->state == SL_READY && slot->seq == s->take)) {
-        double t0 = now();
+        double t0 = stream_now();
         while (!s->failed && !(slot->state == SL_READY && slot->seq == s->take))
             pthread_cond_wait(&s->ready, &s->mu);
-        *waited = now() - t0;
+        *waited = stream_now() - t0;
     }
     if (s->failed) {
         if (err)
@@ -780,10 +780,10 @@ int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **drop
     s->head = e->next;
     if (!s->head)
         s->tail = NULL;
-    ep_free(s->retired);
+    stream_ep_free(s->retired);
     s->retired = e;
     pthread_mutex_unlock(&s->mu);
-    ep_free_work(e);
+    stream_ep_free_work(e);
     *dropped = e->sched.dropped;
     *ndropped = e->sched.ndropped;
     *counts = e->counts;
@@ -803,9 +803,9 @@ void sc__stream_close(sc__stream *s)
         pthread_join(s->threads[i], NULL);
     for (ep *e = s->head, *n; e; e = n) {
         n = e->next;
-        ep_free(e);
+        stream_ep_free(e);
     }
-    ep_free(s->retired);
+    stream_ep_free(s->retired);
     for (uint64_t i = 0; s->ring && i < s->o.depth; i++) {
         rslot *r = &s->ring[i];
         sc__dev_event_wait(s->o.dev, r->event, NULL);

@@ -43,7 +43,7 @@ struct sc__trace {
  * bounds the error best (Cristian's algorithm): rank 0's reading lies
  * within that round trip, so the error is at most half of it.
  */
-static void measure_offset(MPI_Comm comm, int rank, int world, int64_t *offset,
+static void trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *offset,
                            int64_t *error)
 {
     enum { ROUNDS = 8, TAG = 0x7ace };
@@ -70,9 +70,9 @@ static void measure_offset(MPI_Comm comm, int rank, int world, int64_t *offset,
     }
 }
 
-static int put_line(sc__trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int trace_put_line(sc__trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static int put_line(sc__trace *t, const char *fmt, ...)
+static int trace_put_line(sc__trace *t, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -117,7 +117,7 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
     int ok = rc == SC_OK, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     if (all_ok)
-        measure_offset(comm, rank, world, &t->offset_ns, &t->error_ns);
+        trace_measure_offset(comm, rank, world, &t->offset_ns, &t->error_ns);
     else if (rc == SC_OK)
         rc = sc__seterr(err, SC_EIO, "rank %d: another rank could not open its trace file",
                         rank);
@@ -129,12 +129,12 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
         free(t);
         return rc;
     }
-    put_line(t, "{\"traceEvents\":[\n");
-    put_line(t,
+    trace_put_line(t, "{\"traceEvents\":[\n");
+    trace_put_line(t,
              "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\","
              "\"args\":{\"name\":\"rank %d\"}},\n",
              rank, rank);
-    put_line(t,
+    trace_put_line(t,
              "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_sort_index\","
              "\"args\":{\"sort_index\":%d}}",
              rank, rank);
@@ -171,14 +171,14 @@ typedef struct line {
     size_t n;
 } line;
 
-static void l_str(line *l, const char *s)
+static void trace_l_str(line *l, const char *s)
 {
     size_t k = strlen(s);
     memcpy(l->b + l->n, s, k);
     l->n += k;
 }
 
-static void l_u64(line *l, uint64_t v)
+static void trace_l_u64(line *l, uint64_t v)
 {
     char tmp[24];
     int i = 0;
@@ -189,76 +189,76 @@ static void l_u64(line *l, uint64_t v)
         l->b[l->n++] = tmp[--i];
 }
 
-static void l_i64(line *l, int64_t v)
+static void trace_l_i64(line *l, int64_t v)
 {
     if (v < 0) {
         l->b[l->n++] = '-';
-        l_u64(l, (uint64_t)(-(v + 1)) + 1);
+        trace_l_u64(l, (uint64_t)(-(v + 1)) + 1);
     } else {
-        l_u64(l, (uint64_t)v);
+        trace_l_u64(l, (uint64_t)v);
     }
 }
 
 /* v thousandths as a decimal with three places: 1234567 -> "1234.567". */
-static void l_milli(line *l, int64_t v)
+static void trace_l_milli(line *l, int64_t v)
 {
     if (v < 0) {
         l->b[l->n++] = '-';
         v = -v;
     }
-    l_u64(l, (uint64_t)v / 1000);
+    trace_l_u64(l, (uint64_t)v / 1000);
     l->b[l->n++] = '.';
     l->b[l->n++] = (char)('0' + v / 100 % 10);
     l->b[l->n++] = (char)('0' + v / 10 % 10);
     l->b[l->n++] = (char)('0' + v % 10);
 }
 
-static void l_head(line *l, const sc__trace *t, const sc__tring *r, const char *ph,
+static void trace_l_head(line *l, const sc__trace *t, const sc__tring *r, const char *ph,
                    const char *name, uint64_t ts_ns)
 {
-    l_str(l, ",\n{\"ph\":\"");
-    l_str(l, ph);
-    l_str(l, "\",\"pid\":");
-    l_i64(l, t->rank);
-    l_str(l, ",\"tid\":");
-    l_i64(l, sc__tring_tid(r));
-    l_str(l, ",\"name\":\"");
-    l_str(l, name);
-    l_str(l, "\",\"ts\":"); /* microseconds on rank 0's clock, as Chrome wants */
-    l_milli(l, (int64_t)ts_ns + t->offset_ns);
+    trace_l_str(l, ",\n{\"ph\":\"");
+    trace_l_str(l, ph);
+    trace_l_str(l, "\",\"pid\":");
+    trace_l_i64(l, t->rank);
+    trace_l_str(l, ",\"tid\":");
+    trace_l_i64(l, sc__tring_tid(r));
+    trace_l_str(l, ",\"name\":\"");
+    trace_l_str(l, name);
+    trace_l_str(l, "\",\"ts\":"); /* microseconds on rank 0's clock, as Chrome wants */
+    trace_l_milli(l, (int64_t)ts_ns + t->offset_ns);
 }
 
-static void write_event(void *arg, const sc__tring *r, const sc__event *e)
+static void trace_write_event(void *arg, const sc__tring *r, const sc__event *e)
 {
     sc__trace *t = arg;
     static const char *const counters[] = {"ring occupancy", "cache hit rate"};
     static const char *const counter_keys[] = {"batches", "percent"};
     line l = {.n = 0};
     if (e->kind == SC__EV_SPAN) {
-        l_head(&l, t, r, "X", sc__stage_name((sc__stage)e->what), e->t0);
-        l_str(&l, ",\"dur\":");
-        l_milli(&l, (int64_t)(e->t1 - e->t0));
-        l_str(&l, ",\"args\":{\"epoch\":");
-        l_u64(&l, e->epoch);
-        l_str(&l, ",\"shard\":");
-        l_i64(&l, e->shard);
-        l_str(&l, ",\"batch\":");
-        l_i64(&l, e->batch);
-        l_str(&l, ",\"bytes\":");
-        l_u64(&l, e->bytes);
-        l_str(&l, "}}");
+        trace_l_head(&l, t, r, "X", sc__stage_name((sc__stage)e->what), e->t0);
+        trace_l_str(&l, ",\"dur\":");
+        trace_l_milli(&l, (int64_t)(e->t1 - e->t0));
+        trace_l_str(&l, ",\"args\":{\"epoch\":");
+        trace_l_u64(&l, e->epoch);
+        trace_l_str(&l, ",\"shard\":");
+        trace_l_i64(&l, e->shard);
+        trace_l_str(&l, ",\"batch\":");
+        trace_l_i64(&l, e->batch);
+        trace_l_str(&l, ",\"bytes\":");
+        trace_l_u64(&l, e->bytes);
+        trace_l_str(&l, "}}");
     } else if (e->kind == SC__EV_COUNTER) {
-        l_head(&l, t, r, "C", counters[e->what], e->t0);
-        l_str(&l, ",\"args\":{\"");
-        l_str(&l, counter_keys[e->what]);
-        l_str(&l, "\":");
-        l_milli(&l, (int64_t)(e->value * 1000.0 + (e->value < 0 ? -0.5 : 0.5)));
-        l_str(&l, "}}");
+        trace_l_head(&l, t, r, "C", counters[e->what], e->t0);
+        trace_l_str(&l, ",\"args\":{\"");
+        trace_l_str(&l, counter_keys[e->what]);
+        trace_l_str(&l, "\":");
+        trace_l_milli(&l, (int64_t)(e->value * 1000.0 + (e->value < 0 ? -0.5 : 0.5)));
+        trace_l_str(&l, "}}");
     } else {
-        l_head(&l, t, r, "i\",\"s\":\"p", "epoch end", e->t0);
-        l_str(&l, ",\"args\":{\"epoch\":");
-        l_u64(&l, e->epoch);
-        l_str(&l, "}}");
+        trace_l_head(&l, t, r, "i\",\"s\":\"p", "epoch end", e->t0);
+        trace_l_str(&l, ",\"args\":{\"epoch\":");
+        trace_l_u64(&l, e->epoch);
+        trace_l_str(&l, "}}");
     }
     if (fwrite(l.b, 1, l.n, t->f) != l.n)
         t->io_failed = 1;
@@ -274,12 +274,12 @@ int sc__trace_flush(sc__trace *t, sc_error *err)
     /* Rings are only ever prepended, so the list from `list` on is stable. */
     for (trace_node *n = list; n; n = n->next) {
         if (!n->named) /* written as soon as the thread exists: a crash keeps it */
-            put_line(t,
+            trace_put_line(t,
                      ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
                      "\"args\":{\"name\":\"%s\"}}",
                      t->rank, sc__tring_tid(n->ring), sc__tring_name(n->ring));
         n->named = 1;
-        sc__tring_drain(n->ring, write_event, t);
+        sc__tring_drain(n->ring, trace_write_event, t);
     }
     if (fflush(t->f) != 0)
         t->io_failed = 1;
@@ -297,7 +297,7 @@ int sc__trace_close(sc__trace *t, sc_error *err)
     unsigned long long dropped = 0;
     for (trace_node *n = t->rings; n; n = n->next)
         dropped += sc__tring_dropped(n->ring);
-    put_line(t,
+    trace_put_line(t,
              ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"shardcache\",\"args\":{"
              "\"rank\":%d,\"world\":%d,\"clock_offset_us\":%.3f,\"clock_error_us\":%.3f,"
              "\"dropped\":%llu,\"untraced_threads\":%d,\"ring_events\":%llu}}\n"

@@ -84,7 +84,7 @@ struct seen {
 
 enum { SEEN_MAX = 1 << 16 };
 
-static struct seen identity(uint64_t shard, const struct stat *st)
+static struct seen cache_identity(uint64_t shard, const struct stat *st)
 {
     struct seen s = {shard, (uint64_t)st->st_dev, (uint64_t)st->st_ino,
                      (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec};
@@ -92,7 +92,7 @@ static struct seen identity(uint64_t shard, const struct stat *st)
 }
 
 /* Every directory the cache makes is its user's alone (0700): no one else plants entries. */
-static int mkdirs(const char *path)
+static int cache_mkdirs(const char *path)
 {
     char tmp[SC_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -109,17 +109,17 @@ static int mkdirs(const char *path)
 /* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
 enum { ENTRY_WRITING = 2 };
 
-static void entry_path(const sc_cache *c, uint64_t shard, char *out, size_t n)
+static void cache_entry_path(const sc_cache *c, uint64_t shard, char *out, size_t n)
 {
     snprintf(out, n, "%s/s%llu.h5", c->dir, (unsigned long long)shard);
 }
 
 /* Takes the directory's lock; *busy is 1 if another live process holds it. */
-static int lock_dir(sc_cache *c, int *busy, sc_error *err)
+static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
 {
     char path[SC_PATH_MAX + 16];
     *busy = 0;
-    if (mkdirs(c->dir) != 0)
+    if (cache_mkdirs(c->dir) != 0)
         return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir,
                           strerror(errno));
     snprintf(path, sizeof path, "%s/lock", c->dir);
@@ -139,10 +139,10 @@ static int lock_dir(sc_cache *c, int *busy, sc_error *err)
 }
 
 /* Deletes an entry that cannot be served, and says so. */
-static void repair(sc_cache *c, uint64_t shard, const char *why)
+static void cache_repair(sc_cache *c, uint64_t shard, const char *why)
 {
     char path[SC_PATH_MAX + 32];
-    entry_path(c, shard, path, sizeof path);
+    cache_entry_path(c, shard, path, sizeof path);
     unlink(path);
     sc__evict_remove(c->ev, (uint32_t)shard);
     c->st.repairs++;
@@ -153,14 +153,14 @@ static void repair(sc_cache *c, uint64_t shard, const char *why)
 }
 
 /* Admits a shard to the index and deletes the files of the entries it evicts. */
-static int admit(sc_cache *c, uint64_t shard, uint64_t bytes)
+static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes)
 {
     const uint32_t *victims;
     uint64_t nv;
     int rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
     for (uint64_t i = 0; i < nv; i++) {
         char path[SC_PATH_MAX + 32];
-        entry_path(c, victims[i], path, sizeof path);
+        cache_entry_path(c, victims[i], path, sizeof path);
         unlink(path);
         c->st.evictions++;
     }
@@ -168,7 +168,7 @@ static int admit(sc_cache *c, uint64_t shard, uint64_t bytes)
 }
 
 /* Learns what an earlier run left: entries, and temporaries of crashed writers. */
-static int scan(sc_cache *c, sc_error *err)
+static int cache_scan(sc_cache *c, sc_error *err)
 {
     DIR *d = opendir(c->dir);
     struct dirent *e;
@@ -191,7 +191,7 @@ static int scan(sc_cache *c, sc_error *err)
                            : "an entry for a shard this dataset does not have");
             continue;
         }
-        if (admit(c, shard, sc__shard_bytes(c->ds, shard)) == SC_ENOMEM) {
+        if (cache_admit(c, shard, sc__shard_bytes(c->ds, shard)) == SC_ENOMEM) {
             closedir(d);
             return sc__seterr(err, SC_ENOMEM, "cache '%s': no memory", c->dir);
         }
@@ -231,7 +231,7 @@ static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
 static int cache_take_dir(sc_cache *c, sc_error *err)
 {
     int busy = 0;
-    int rc = lock_dir(c, &busy, err);
+    int rc = cache_lock_dir(c, &busy, err);
     if (rc != SC_OK || !busy)
         return rc;
     char shared[SC_PATH_MAX];
@@ -243,7 +243,7 @@ static int cache_take_dir(sc_cache *c, sc_error *err)
             "cache '%s' is in use by another process on this node; using the "
             "private (cold) cache '%s' instead",
             shared, c->dir);
-    rc = lock_dir(c, &busy, err);
+    rc = cache_lock_dir(c, &busy, err);
     if (rc == SC_OK && busy)
         rc = sc__seterr(err, SC_EIO, "cache '%s' is locked", c->dir);
     return rc;
@@ -259,7 +259,7 @@ static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
     int rc = sc__evict_new(cfg->cache_policy, cfg->cache_bytes, &c->ev);
     if (rc != SC_OK)
         return sc__seterr(err, rc, "no memory for the cache index");
-    return scan(c, err);
+    return cache_scan(c, err);
 }
 
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
@@ -306,7 +306,7 @@ int sc_cache_close(sc_cache *c)
     return SC_OK;
 }
 
-static uint64_t checksum(const sc_dataset *ds, uint64_t shard, void *const *bufs)
+static uint64_t cache_checksum(const sc_dataset *ds, uint64_t shard, void *const *bufs)
 {
     sc__xxh64_state s;
     sc__xxh64_init(&s, CHECKSUM_SEED);
@@ -346,7 +346,7 @@ typedef struct header {
     uint64_t job;
 } header;
 
-static void encode_header(const header *h, unsigned char *b)
+static void cache_encode_header(const header *h, unsigned char *b)
 {
     memset(b, 0, USERBLOCK);
     memcpy(b, ENTRY_MAGIC, 8);
@@ -364,7 +364,7 @@ static void encode_header(const header *h, unsigned char *b)
     sc__put_u64(b + H_JOB_AT + 8, sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED));
 }
 
-static int decode_header(const unsigned char *b, header *h)
+static int cache_decode_header(const unsigned char *b, header *h)
 {
     if (memcmp(b, ENTRY_MAGIC, 8) != 0 || sc__get_u64(b + 8) != USERBLOCK ||
         sc__get_u64(b + H_HASH_AT) != sc__xxh64(b, H_HASH_AT, CHECKSUM_SEED))
@@ -384,7 +384,7 @@ static int decode_header(const unsigned char *b, header *h)
 }
 
 /* pread()/pwrite() until done; 0 on success. */
-static int full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
+static int cache_full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
 {
     unsigned char *p = buf;
     while (n) {
@@ -401,7 +401,7 @@ static int full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
 }
 
 /* Writes one entry: temporary file, data, header (the mark), rename. */
-static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
+static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                        sc_error *err)
 {
     const sc_dataset *ds = c->ds;
@@ -409,7 +409,7 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
     header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
     int bad;
     static _Atomic unsigned long writers; /* names each writer's temporary */
-    entry_path(c, shard, path, sizeof path);
+    cache_entry_path(c, shard, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(),
              (unsigned long)atomic_fetch_add(&writers, 1));
 
@@ -450,13 +450,13 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
         raise(SIGKILL); /* test hook: the writer dies with data but no mark */
     if (rc == SC_OK) {
         unsigned char block[USERBLOCK];
-        encode_header(&h, block);
+        cache_encode_header(&h, block);
         int fd = open(tmp, O_WRONLY | O_CLOEXEC);
         for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
-            if (full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
+            if (cache_full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
                 rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", tmp, i,
                                 strerror(errno));
-        if (rc == SC_OK && (fd < 0 || full_io(fd, block, USERBLOCK, 0, 1) != 0))
+        if (rc == SC_OK && (fd < 0 || cache_full_io(fd, block, USERBLOCK, 0, 1) != 0))
             rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", tmp,
                             strerror(errno));
         if (fd >= 0 && close(fd) != 0 && rc == SC_OK)
@@ -471,7 +471,7 @@ static int write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t 
 }
 
 /* One traced stage of a shard's read, for the caller's thread. */
-static void span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
+static void cache_span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
                  uint64_t bytes)
 {
     if (tc)
@@ -479,7 +479,7 @@ static void span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
                        (int64_t)shard, -1, bytes);
 }
 
-static sc__tring *ring_of(const sc__tctx *tc)
+static sc__tring *cache_ring_of(const sc__tctx *tc)
 {
     return tc ? tc->ring : NULL;
 }
@@ -497,12 +497,12 @@ static sc__tring *ring_of(const sc__tctx *tc)
  * Any entry written in this job counts as verified (see header).
  * Returns NULL on success, or why the entry cannot be served.
  */
-static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
+static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shard,
                               void *const *bufs, sc__mapping *m, int verified,
                               struct seen *seen, const sc__tctx *tc)
 {
-    uint64_t t0 = sc__trace_now(ring_of(tc));
-    sc__trace_slow(ring_of(tc), SC__ST_CACHE_READ);
+    uint64_t t0 = sc__trace_now(cache_ring_of(tc));
+    sc__trace_slow(cache_ring_of(tc), SC__ST_CACHE_READ);
     const sc_dataset *ds = c->ds;
     unsigned char block[USERBLOCK];
     const char *why = NULL;
@@ -512,7 +512,7 @@ static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0)
         why = "it cannot be opened";
-    else if (full_io(fd, block, USERBLOCK, 0, 0) || decode_header(block, &h))
+    else if (cache_full_io(fd, block, USERBLOCK, 0, 0) || cache_decode_header(block, &h))
         why = "it has no complete mark (or a damaged header)";
     else if (h.shard != shard)
         why = "it belongs to another shard";
@@ -524,7 +524,7 @@ static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
             why = "a field has the wrong size";
         else if (h.off[i] < USERBLOCK || h.off[i] + want > (uint64_t)st.st_size)
             why = "it is truncated";
-        else if (!m && full_io(fd, bufs[i], want, h.off[i], 0))
+        else if (!m && cache_full_io(fd, bufs[i], want, h.off[i], 0))
             why = "its data does not read back";
     }
     if (!why && m) {
@@ -540,20 +540,20 @@ static const char *read_entry(sc_cache *c, const char *path, uint64_t shard,
     }
     if (fd >= 0)
         close(fd);
-    span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
+    cache_span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
     if (!why && h.job == c->job)
         verified = 1; /* written in this job: see header */
     struct seen me = {0};
     if (!why && seen) {
-        me = identity(shard, &st);
+        me = cache_identity(shard, &st);
         verified |= !memcmp(&me, seen, sizeof me);
     }
     if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
-        t0 = sc__trace_now(ring_of(tc));
-        if (checksum(ds, shard, bufs) != h.checksum)
+        t0 = sc__trace_now(cache_ring_of(tc));
+        if (cache_checksum(ds, shard, bufs) != h.checksum)
             why = "its checksum does not match its bytes";
-        span(tc, SC__ST_CHECKSUM, t0, shard, sc__shard_bytes(ds, shard));
+        cache_span(tc, SC__ST_CHECKSUM, t0, shard, sc__shard_bytes(ds, shard));
         pthread_mutex_lock(&c->mu);
         c->st.bytes_checked += sc__shard_bytes(ds, shard);
         pthread_mutex_unlock(&c->mu);
@@ -583,7 +583,7 @@ void sc__cache_unmap(sc__mapping *m)
  * immutable, and an unlink by their owner leaves our mapping whole.
  * Returns NULL when served (and counted as a hit).
  */
-static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
+static const char *cache_neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
                                   sc__mapping *m, const sc__tctx *tc)
 {
     char path[SC_PATH_MAX + 64];
@@ -597,7 +597,7 @@ static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs
         pthread_mutex_lock(&c->mu);
         struct seen known = *slot;
         pthread_mutex_unlock(&c->mu);
-        if (read_entry(c, path, shard, bufs, m, 0, &known, tc))
+        if (cache_read_entry(c, path, shard, bufs, m, 0, &known, tc))
             continue;
         pthread_mutex_lock(&c->mu);
         *slot = known;
@@ -614,7 +614,7 @@ static const char *neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs
  * A warm hit: the entry read (or mapped), checked, and counted; or why it
  * could not be served, in which case it has been repaired (dropped).
  */
-static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
+static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
                              sc__mapping *m, const sc__tctx *tc)
 {
     uint32_t s32 = (uint32_t)shard;
@@ -626,10 +626,10 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
         pthread_cond_wait(&c->written, &c->mu);
     pthread_mutex_unlock(&c->mu);
     if (!held)
-        return neighbor_entry(c, shard, bufs, m, tc);
+        return cache_neighbor_entry(c, shard, bufs, m, tc);
     char path[SC_PATH_MAX + 32];
-    entry_path(c, shard, path, sizeof path);
-    const char *why = read_entry(c, path, shard, bufs, m, verified, NULL, tc);
+    cache_entry_path(c, shard, path, sizeof path);
+    const char *why = cache_read_entry(c, path, shard, bufs, m, verified, NULL, tc);
     pthread_mutex_lock(&c->mu);
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
     if (!why) {
@@ -640,7 +640,7 @@ static const char *hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
         c->st.hits++;
         c->st.bytes_from_cache += sc__shard_bytes(c->ds, shard);
     } else if (sc__evict_has(c->ev, s32)) {
-        repair(c, shard, why);
+        cache_repair(c, shard, why);
     }
     pthread_mutex_unlock(&c->mu);
     return why;
@@ -653,7 +653,7 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    hit_entry(c, shard, NULL, m, tc);
+    cache_hit_entry(c, shard, NULL, m, tc);
     return sc__errok(err);
 }
 
@@ -664,7 +664,7 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
  * then the source read, the checksum, and the entry's write, all without
  * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
  */
-static int miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
+static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
                 sc_error *err)
 {
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
@@ -673,26 +673,26 @@ static int miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *
     c->st.misses++;
     c->st.bytes_from_source += bytes;
     /* SC_EOVERFLOW: bigger than the whole cache (or held meanwhile): serve, don't keep. */
-    int kept = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : admit(c, shard, bytes);
+    int kept = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : cache_admit(c, shard, bytes);
     if (kept == SC_OK)
         sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
     pthread_mutex_unlock(&c->mu);
     if (kept != SC_OK && kept != SC_EOVERFLOW)
         return sc__seterr(err, kept, "cache '%s': no memory for its index", c->dir);
 
-    uint64_t t0 = sc__trace_now(ring_of(tc));
-    sc__trace_slow(ring_of(tc), SC__ST_SOURCE_READ);
+    uint64_t t0 = sc__trace_now(cache_ring_of(tc));
+    sc__trace_slow(cache_ring_of(tc), SC__ST_SOURCE_READ);
     int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
-    span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
+    cache_span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
     int wrc = rc;
     sc_error werr = SC_ERROR_INIT;
     if (rc == SC_OK && kept == SC_OK) {
-        t0 = sc__trace_now(ring_of(tc));
-        uint64_t sum = checksum(c->ds, shard, bufs);
-        span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
-        t0 = sc__trace_now(ring_of(tc));
-        wrc = write_entry(c, shard, bufs, sum, &werr);
-        span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
+        t0 = sc__trace_now(cache_ring_of(tc));
+        uint64_t sum = cache_checksum(c->ds, shard, bufs);
+        cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
+        t0 = sc__trace_now(cache_ring_of(tc));
+        wrc = cache_write_entry(c, shard, bufs, sum, &werr);
+        cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
     if (kept != SC_OK)
         return rc;
@@ -706,7 +706,7 @@ static int miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *
             sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
     } else if (!held) {
         char path[SC_PATH_MAX + 32]; /* evicted while it was written */
-        entry_path(c, shard, path, sizeof path);
+        cache_entry_path(c, shard, path, sizeof path);
         unlink(path);
     } else {
         sc__evict_set_flag(c->ev, s32, 1);
@@ -726,12 +726,12 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
     if (hit)
         *hit = 0;
-    if (!hit_entry(c, shard, bufs, NULL, tc)) {
+    if (!cache_hit_entry(c, shard, bufs, NULL, tc)) {
         if (hit)
             *hit = 1;
         return sc__errok(err);
     }
-    int rc = miss(c, shard, bufs, tc, err);
+    int rc = cache_miss(c, shard, bufs, tc, err);
     return rc == SC_OK ? sc__errok(err) : rc;
 }
 

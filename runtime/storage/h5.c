@@ -32,7 +32,7 @@ typedef struct last_msg {
 } last_msg;
 
 /* The walk goes from the innermost error outwards; keep the innermost. */
-static herr_t keep_first(unsigned n, const H5E_error2_t *e, void *data)
+static herr_t h5_keep_first(unsigned n, const H5E_error2_t *e, void *data)
 {
     last_msg *m = data;
     if (n == 0 && e->desc)
@@ -48,7 +48,7 @@ int sc__h5_err(sc_error *err, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_first, &m);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_keep_first, &m);
     H5Eclear2(H5E_DEFAULT);
     if (m.text[0])
         return sc__seterr(err, code, "%s (HDF5: %s)", ctx, m.text);

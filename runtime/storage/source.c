@@ -25,7 +25,7 @@ typedef struct bytes {
     int oom;
 } bytes;
 
-static void put(bytes *b, const void *data, size_t n)
+static void source_put(bytes *b, const void *data, size_t n)
 {
     if (b->oom)
         return;
@@ -45,40 +45,40 @@ static void put(bytes *b, const void *data, size_t n)
     b->len += n;
 }
 
-static void put_u64(bytes *b, uint64_t v)
+static void source_put_u64(bytes *b, uint64_t v)
 {
     unsigned char le[8];
     sc__put_u64(le, v);
-    put(b, le, 8);
+    source_put(b, le, 8);
 }
 
-static void put_str(bytes *b, const char *s)
+static void source_put_str(bytes *b, const char *s)
 {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
+    source_put_u64(b, strlen(s));
+    source_put(b, s, strlen(s));
 }
 
 /* A field's name, type and sample shape, as the fingerprint sees them. */
-static void put_field(bytes *b, const sc__field *f)
+static void source_put_field(bytes *b, const sc__field *f)
 {
-    put_str(b, f->name);
-    put_u64(b, (uint64_t)f->dtype);
-    put_u64(b, (uint64_t)f->ndims);
+    source_put_str(b, f->name);
+    source_put_u64(b, (uint64_t)f->dtype);
+    source_put_u64(b, (uint64_t)f->ndims);
     for (int d = 0; d < f->ndims; d++)
-        put_u64(b, f->dims[d]);
+        source_put_u64(b, f->dims[d]);
 }
 
 /* Path, size and modification time of one file, as the fingerprint sees it. */
-static int put_file(bytes *b, const char *path, sc_error *err)
+static int source_put_file(bytes *b, const char *path, sc_error *err)
 {
     struct stat st;
     char real[PATH_MAX];
     if (stat(path, &st) != 0)
         return sc__seterr(err, SC_EIO, "source file '%s': %s", path, strerror(errno));
-    put_str(b, realpath(path, real) ? real : path);
-    put_u64(b, (uint64_t)st.st_size);
-    put_u64(b, (uint64_t)st.st_mtim.tv_sec);
-    put_u64(b, (uint64_t)st.st_mtim.tv_nsec);
+    source_put_str(b, realpath(path, real) ? real : path);
+    source_put_u64(b, (uint64_t)st.st_size);
+    source_put_u64(b, (uint64_t)st.st_mtim.tv_sec);
+    source_put_u64(b, (uint64_t)st.st_mtim.tv_nsec);
     return SC_OK;
 }
 
@@ -90,7 +90,7 @@ typedef struct name_list {
 } name_list;
 
 /* Written against HDF5 1.10's API (Debian 12), which 1.12+ still provides. */
-static herr_t collect_dataset(hid_t group, const char *name, const H5L_info_t *info,
+static herr_t source_collect_dataset(hid_t group, const char *name, const H5L_info_t *info,
                               void *data)
 {
     name_list *l = data;
@@ -109,7 +109,7 @@ static herr_t collect_dataset(hid_t group, const char *name, const H5L_info_t *i
 }
 
 /* The fields to load: the configured list, or every dataset in "/". */
-static int field_names(hid_t file, const char *path, const char *wanted,
+static int source_field_names(hid_t file, const char *path, const char *wanted,
                        name_list *l, sc_error *err)
 {
     memset(l, 0, sizeof *l);
@@ -128,7 +128,7 @@ static int field_names(hid_t file, const char *path, const char *wanted,
         return SC_OK;
     }
     hsize_t idx = 0;
-    if (H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_dataset, l) < 0)
+    if (H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, source_collect_dataset, l) < 0)
         return sc__h5_err(err, SC_EHDF5, "source '%s': cannot list its datasets", path);
     if (l->too_many)
         return sc__seterr(err, SC_EINVAL,
@@ -144,7 +144,7 @@ static int field_names(hid_t file, const char *path, const char *wanted,
  * Describes one field of an open file; *n gets its first dimension.  The
  * caller holds the HDF5 lock.
  */
-static int describe(hid_t file, const char *path, const char *name, sc__field *f,
+static int source_describe(hid_t file, const char *path, const char *name, sc__field *f,
                     uint64_t *n, hid_t *dset_out, sc_error *err)
 {
     hid_t d = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
@@ -201,13 +201,13 @@ static int describe(hid_t file, const char *path, const char *name, sc__field *f
     return rc;
 }
 
-static int same_field(const sc__field *a, const sc__field *b)
+static int source_same_field(const sc__field *a, const sc__field *b)
 {
     return a->dtype == b->dtype && a->ndims == b->ndims &&
            memcmp(a->dims, b->dims, sizeof a->dims) == 0;
 }
 
-static hid_t open_file(const char *path, MPI_Comm comm, int parallel, sc_error *err)
+static hid_t source_open_file(const char *path, MPI_Comm comm, int parallel, sc_error *err)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (parallel)
@@ -221,7 +221,7 @@ static hid_t open_file(const char *path, MPI_Comm comm, int parallel, sc_error *
 
 /* ---- layouts ------------------------------------------------------------------- */
 
-static int open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
+static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                          sc_error *err)
 {
     int size = ds->world, rc;
@@ -238,13 +238,13 @@ static int open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     int parallel = size > 1 && level == MPI_THREAD_MULTIPLE;
-    if ((ds->file = open_file(ds->path, ds->comm, parallel, err)) < 0)
+    if ((ds->file = source_open_file(ds->path, ds->comm, parallel, err)) < 0)
         return err ? err->code : SC_EHDF5;
-    if ((rc = field_names(ds->file, ds->path, cfg->fields, &names, err)) != SC_OK)
+    if ((rc = source_field_names(ds->file, ds->path, cfg->fields, &names, err)) != SC_OK)
         return rc;
     for (int i = 0; i < names.n; i++) {
         uint64_t n = 0;
-        rc = describe(ds->file, ds->path, names.names[i], &ds->fields[i], &n,
+        rc = source_describe(ds->file, ds->path, names.names[i], &ds->fields[i], &n,
                       &ds->dset[i], err);
         if (rc != SC_OK)
             return rc;
@@ -271,17 +271,17 @@ static int open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
         uint64_t left = ds->nsamples - k * ds->shard_size;
         ds->shard_sizes[k] = left < ds->shard_size ? left : ds->shard_size;
     }
-    put_u64(fp, ds->shard_size);
-    return put_file(fp, ds->path, err);
+    source_put_u64(fp, ds->shard_size);
+    return source_put_file(fp, ds->path, err);
 }
 
 /* Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of paths. */
-static int cmp_str(const void *a, const void *b)
+static int source_cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err)
+static int source_add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err)
 {
     if (ds->nfiles == *cap) {
         uint64_t ncap = *cap ? *cap * 2 : 64;
@@ -297,7 +297,7 @@ static int add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *e
     return SC_OK;
 }
 
-static int list_files(sc_dataset *ds, int is_dir, sc_error *err)
+static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 {
     uint64_t cap = 0;
     char buf[SC_PATH_MAX + 512];
@@ -312,12 +312,12 @@ static int list_files(sc_dataset *ds, int is_dir, sc_error *err)
             if ((len > 3 && !strcmp(e->d_name + len - 3, ".h5")) ||
                 (len > 5 && !strcmp(e->d_name + len - 5, ".hdf5"))) {
                 snprintf(buf, sizeof buf, "%s/%s", ds->path, e->d_name);
-                rc = add_file(ds, &cap, buf, err);
+                rc = source_add_file(ds, &cap, buf, err);
             }
         }
         closedir(d);
         if (rc == SC_OK && ds->nfiles > 1)
-            qsort(ds->files, ds->nfiles, sizeof *ds->files, cmp_str);
+            qsort(ds->files, ds->nfiles, sizeof *ds->files, source_cmp_str);
     } else {
         FILE *f = fopen(ds->path, "r");
         if (!f)
@@ -333,7 +333,7 @@ static int list_files(sc_dataset *ds, int is_dir, sc_error *err)
                                 "HDF5 files (line %llu: '%.200s' is not a file)",
                                 ds->path, (unsigned long long)line, buf);
             else
-                rc = add_file(ds, &cap, buf, err);
+                rc = source_add_file(ds, &cap, buf, err);
         }
         fclose(f);
     }
@@ -342,12 +342,12 @@ static int list_files(sc_dataset *ds, int is_dir, sc_error *err)
     return rc;
 }
 
-static int open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
+static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
                          bytes *fp, sc_error *err)
 {
     int rc;
     name_list names;
-    if ((rc = list_files(ds, is_dir, err)) != SC_OK)
+    if ((rc = source_list_files(ds, is_dir, err)) != SC_OK)
         return rc;
     if (ds->nfiles > UINT32_MAX)
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
@@ -357,20 +357,20 @@ static int open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; k < ds->nfiles; k++) {
         const char *path = ds->files[k];
-        hid_t f = open_file(path, MPI_COMM_SELF, 0, err);
+        hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
         if (f < 0)
             return err ? err->code : SC_EHDF5;
-        rc = k == 0 ? field_names(f, path, cfg->fields, &names, err) : SC_OK;
+        rc = k == 0 ? source_field_names(f, path, cfg->fields, &names, err) : SC_OK;
         for (int i = 0; rc == SC_OK && i < names.n; i++) {
             sc__field fld;
             uint64_t n = 0;
-            rc = describe(f, path, names.names[i], &fld, &n, NULL, err);
+            rc = source_describe(f, path, names.names[i], &fld, &n, NULL, err);
             if (rc != SC_OK)
                 break;
             if (k == 0) {
                 ds->fields[i] = fld;
                 ds->nfields = i + 1;
-            } else if (!same_field(&fld, &ds->fields[i])) {
+            } else if (!source_same_field(&fld, &ds->fields[i])) {
                 rc = sc__seterr(err, SC_EINVAL,
                                 "source file '%s': field '%s' has another type or "
                                 "shape than in '%s'",
@@ -388,7 +388,7 @@ static int open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
         }
         H5Fclose(f);
         if (rc == SC_OK)
-            rc = put_file(fp, path, err);
+            rc = source_put_file(fp, path, err);
         if (rc != SC_OK)
             return rc;
         ds->nsamples += ds->shard_sizes[k];
@@ -406,17 +406,17 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
                          size_t *len)
 {
     bytes m = {0};
-    put_u64(&m, (uint64_t)(int64_t)rc);
-    put_str(&m, rc == SC_OK || !msg ? "" : msg);
+    source_put_u64(&m, (uint64_t)(int64_t)rc);
+    source_put_str(&m, rc == SC_OK || !msg ? "" : msg);
     if (rc == SC_OK) {
-        put_u64(&m, ds->fingerprint);
-        put_u64(&m, ds->nsamples);
-        put_u64(&m, (uint64_t)ds->nfields);
-        put(&m, ds->fields, sizeof ds->fields); /* one build, one ABI */
-        put_u64(&m, ds->nfiles);
+        source_put_u64(&m, ds->fingerprint);
+        source_put_u64(&m, ds->nsamples);
+        source_put_u64(&m, (uint64_t)ds->nfields);
+        source_put(&m, ds->fields, sizeof ds->fields); /* one build, one ABI */
+        source_put_u64(&m, ds->nfiles);
         for (uint64_t k = 0; k < ds->nfiles; k++) {
-            put_str(&m, ds->files[k]);
-            put_u64(&m, ds->shard_sizes[k]);
+            source_put_str(&m, ds->files[k]);
+            source_put_u64(&m, ds->shard_sizes[k]);
         }
     }
     if (m.oom) {
@@ -459,7 +459,7 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, sc_error *err)
         memcpy(name, path, plen);
         name[plen] = '\0';
         ds->shard_sizes[k] = sc__get_u64(sz);
-        rc = add_file(ds, &cap, name, err);
+        rc = source_add_file(ds, &cap, name, err);
     }
     return rc;
 }
@@ -502,7 +502,7 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
  * replace fields[] (the source's move to src[]), and the fingerprint, which
  * keys the cache, takes in the transform's name, version and outputs.
  */
-static int transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *err)
+static int source_transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *err)
 {
     if (!tf)
         return SC_OK;
@@ -515,9 +515,9 @@ static int transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *er
         return sc__seterr(err, SC_EINVAL, "transform '%s': %d output fields (1 to %d)", tf->name,
                           tf->nout, SC_MAX_FIELDS);
     bytes fp = {0};
-    put_u64(&fp, ds->fingerprint);
-    put_str(&fp, tf->name);
-    put_str(&fp, tf->version);
+    source_put_u64(&fp, ds->fingerprint);
+    source_put_str(&fp, tf->name);
+    source_put_str(&fp, tf->version);
     memcpy(ds->src, ds->fields, sizeof ds->src);
     ds->nsrc = ds->nfields;
     for (int i = 0; i < tf->nout; i++) {
@@ -544,7 +544,7 @@ static int transform_fields(sc_dataset *ds, const sc_transform *tf, sc_error *er
             return sc__seterr(err, SC_EINVAL, "transform '%s': output field '%s' is empty",
                               tf->name, o->name);
         }
-        put_field(&fp, f);
+        source_put_field(&fp, f);
     }
     ds->nfields = tf->nout;
     ds->tf = tf;
@@ -582,18 +582,18 @@ int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     sc__h5_lock();
     ds->layout = !ds->is_dir && H5Fis_hdf5(ds->path) > 0 ? 'A' : 'B';
     H5Eclear2(H5E_DEFAULT);
-    put(&fp, &ds->layout, 1);
+    source_put(&fp, &ds->layout, 1);
     /* Layout B: rank 0 alone scans the files, then tells everyone. */
     int scans = sc__dataset_scans(ds);
     if (ds->layout == 'A')
-        rc = open_layout_a(ds, cfg, &fp, err);
+        rc = source_open_layout_a(ds, cfg, &fp, err);
     else if (scans)
-        rc = open_layout_b(ds, cfg, ds->is_dir, &fp, err);
+        rc = source_open_layout_b(ds, cfg, ds->is_dir, &fp, err);
     sc__h5_unlock();
 
     if (rc == SC_OK && scans) {
         for (int i = 0; i < ds->nfields; i++)
-            put_field(&fp, &ds->fields[i]);
+            source_put_field(&fp, &ds->fields[i]);
         if (fp.oom)
             rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
         ds->fingerprint = sc__xxh64(fp.p, fp.len, 0);
@@ -614,7 +614,7 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     ds->shard_first[0] = 0;
     for (uint64_t k = 0; k < ds->nshards; k++)
         ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
-    int rc = transform_fields(ds, cfg->transform, err);
+    int rc = source_transform_fields(ds, cfg->transform, err);
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
         ds->sample_bytes += ds->fields[i].sample_bytes;
     return rc;
@@ -641,7 +641,7 @@ int sc_dataset_close(sc_dataset *ds)
 }
 
 /* Reads `count` samples from `first` of an open dataset into buf. */
-static int read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
+static int source_read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
                      void *buf, const char *path, uint64_t shard, sc_error *err)
 {
     hsize_t start[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
@@ -667,32 +667,32 @@ static int read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count
 }
 
 /* The source's own fields of one shard (src[], or fields[] without a transform). */
-static int read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
+static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
                        void *const *bufs, sc_error *err)
 {
     int rc = SC_OK;
     sc__h5_lock();
     if (ds->layout == 'A') {
         for (int i = 0; rc == SC_OK && i < nfields; i++)
-            rc = read_rows(ds->dset[i], &fields[i], ds->shard_first[shard],
+            rc = source_read_rows(ds->dset[i], &fields[i], ds->shard_first[shard],
                            ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
     } else {
         const char *path = ds->files[shard];
-        hid_t f = open_file(path, MPI_COMM_SELF, 0, err);
+        hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
         rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
         for (int i = 0; rc == SC_OK && i < nfields; i++) {
             sc__field now;
             uint64_t n = 0;
             hid_t d = H5I_INVALID_HID;
-            rc = describe(f, path, fields[i].name, &now, &n, &d, err);
-            if (rc == SC_OK && (!same_field(&now, &fields[i]) ||
+            rc = source_describe(f, path, fields[i].name, &now, &n, &d, err);
+            if (rc == SC_OK && (!source_same_field(&now, &fields[i]) ||
                                 n != ds->shard_sizes[shard]))
                 rc = sc__seterr(err, SC_EIO,
                                 "source file '%s' (shard %llu) changed since the "
                                 "dataset was opened: field '%s'",
                                 path, (unsigned long long)shard, now.name);
             if (rc == SC_OK)
-                rc = read_rows(d, &fields[i], 0, n, bufs[i], path, shard, err);
+                rc = source_read_rows(d, &fields[i], 0, n, bufs[i], path, shard, err);
             if (d >= 0)
                 H5Dclose(d);
         }
@@ -704,7 +704,7 @@ static int read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, 
 }
 
 /* Reads the source's fields into scratch buffers and runs the transform (no lock held). */
-static int read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
+static int source_read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
 {
     const sc_transform *tf = ds->tf;
     uint64_t n = ds->shard_sizes[shard], total = 0;
@@ -718,7 +718,7 @@ static int read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, s
     uint64_t at = 0; /* a shard's field can pass 2 GiB */
     for (int i = 0; i < ds->nsrc; at += n * ds->src[i].sample_bytes, i++)
         in[i] = scratch + at;
-    int rc = read_source(ds, shard, ds->src, ds->nsrc, in, err);
+    int rc = source_read_source(ds, shard, ds->src, ds->nsrc, in, err);
     char msg[256] = "";
     if (rc == SC_OK && tf->shard(tf->arg, shard, ds->shard_first[shard], n,
                                  (const void *const *)in, bufs, msg, sizeof msg) != 0)
@@ -742,8 +742,8 @@ int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard, void *const *bufs,
         return sc__seterr(err, SC_EINVAL, "source '%s': shard %llu of %llu",
                           ds->path, (unsigned long long)shard,
                           (unsigned long long)ds->nshards);
-    return ds->tf ? read_transformed(ds, shard, bufs, err)
-                  : read_source(ds, shard, ds->fields, ds->nfields, bufs, err);
+    return ds->tf ? source_read_transformed(ds, shard, bufs, err)
+                  : source_read_source(ds, shard, ds->fields, ds->nfields, bufs, err);
 }
 
 int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)

@@ -27,7 +27,7 @@ typedef struct gen {
     unsigned char *proto; /* [labels][elems], 0..255 */
 } gen;
 
-static void store(sc__dtype dt, void *buf, uint64_t j, int v)
+static void synth_store(sc__dtype dt, void *buf, uint64_t j, int v)
 {
     switch (dt) {
     case SC__DT_U8: ((uint8_t *)buf)[j] = (uint8_t)v; break;
@@ -45,7 +45,7 @@ static void store(sc__dtype dt, void *buf, uint64_t j, int v)
 }
 
 /* Fills `rows` samples from `first` into images/labels. */
-static void fill(const gen *g, uint64_t first, uint64_t rows, void *images,
+static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images,
                  int64_t *labels)
 {
     for (uint64_t r = 0; r < rows; r++) {
@@ -62,13 +62,13 @@ static void fill(const gen *g, uint64_t first, uint64_t rows, void *images,
             int noise = (int)((bits >> (8 * (j % 8))) & 0xff) / 2 - 64;
             int v = proto[j] + noise;
             v = v < 0 ? 0 : v > 255 ? 255 : v;
-            store(g->dt, images, r * g->elems + j, v);
+            synth_store(g->dt, images, r * g->elems + j, v);
         }
     }
 }
 
 /* Writes samples [first, first+n) as one file with /images and /labels. */
-static int write_file(const gen *g, const char *path, uint64_t first, uint64_t n,
+static int synth_write_file(const gen *g, const char *path, uint64_t first, uint64_t n,
                       sc_progress_fn progress, void *arg, uint64_t *done,
                       sc_error *err)
 {
@@ -104,7 +104,7 @@ static int write_file(const gen *g, const char *path, uint64_t first, uint64_t n
 
     for (uint64_t at = 0; rc == SC_OK && at < n; at += ROWS_PER_WRITE) {
         uint64_t rows = n - at < ROWS_PER_WRITE ? n - at : ROWS_PER_WRITE;
-        fill(g, first + at, rows, images, labels);
+        synth_fill(g, first + at, rows, images, labels);
         hsize_t start[SC_MAX_DIMS + 1] = {at}, cnt[SC_MAX_DIMS + 1];
         memcpy(cnt, dims, sizeof cnt);
         cnt[0] = rows;
@@ -184,7 +184,7 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
 
     uint64_t done = 0;
     if (p->layout == 'A') {
-        rc = write_file(&g, p->out, 0, p->samples, progress, arg, &done, err);
+        rc = synth_write_file(&g, p->out, 0, p->samples, progress, arg, &done, err);
     } else if (mkdir(p->out, 0777) != 0 && errno != EEXIST) {
         rc = sc__seterr(err, SC_EIO, "make-dataset: cannot create directory '%s': %s",
                         p->out, strerror(errno));
@@ -195,7 +195,7 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
             n = n < p->shard_size ? n : p->shard_size;
             snprintf(path, sizeof path, "%s/shard-%06llu.h5", p->out,
                      (unsigned long long)k);
-            rc = write_file(&g, path, first, n, progress, arg, &done, err);
+            rc = synth_write_file(&g, path, first, n, progress, arg, &done, err);
         }
     }
     free(g.proto);
