@@ -41,7 +41,7 @@ typedef struct stage_opts {
     int check;
 } stage_opts;
 
-static int parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
+static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
 {
     enum { SOURCE = 256, RANKS, EPOCHS, FIRST, SHARD_SIZE, SEED, BATCH, MODE,
            EXCHANGE, CACHE_DIR, CACHE_BYTES, CHECK };
@@ -97,7 +97,7 @@ static int parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
 }
 
 /* Per-field buffers big enough for the largest shard. */
-static void **field_buffers(const sc_dataset *ds, const sc_dataset_info *di)
+static void **cmd_stage_field_buffers(const sc_dataset *ds, const sc_dataset_info *di)
 {
     const uint64_t *sizes;
     uint64_t most = 0;
@@ -114,7 +114,7 @@ static void **field_buffers(const sc_dataset *ds, const sc_dataset_info *di)
     return bufs;
 }
 
-static void free_buffers(void **bufs, int n)
+static void cmd_stage_free_buffers(void **bufs, int n)
 {
     for (int i = 0; bufs && i < n; i++)
         free(bufs[i]);
@@ -127,8 +127,9 @@ typedef struct todo {
     uint64_t nseq, nfirst;
 } todo;
 
-static int plan_epochs(const sc_dataset *ds, const sc_config *cfg, const stage_opts *o,
-                       int rank, int world, todo *t, sc_error *err)
+static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
+                                 const stage_opts *o, int rank, int world, todo *t,
+                                 sc_error *err)
 {
     sc_dataset_info di;
     sc_dataset_get_info(ds, &di);
@@ -174,8 +175,9 @@ static int plan_epochs(const sc_dataset *ds, const sc_config *cfg, const stage_o
 }
 
 /* Reads shard k from the cache and from the source and compares them. */
-static int check_shard(sc_cache *cache, sc_dataset *ds, int nfields, uint64_t shard,
-                       void **a, void **b, uint64_t samples, sc_error *err)
+static int cmd_stage_check_shard(sc_cache *cache, sc_dataset *ds, int nfields,
+                                 uint64_t shard, void **a, void **b, uint64_t samples,
+                                 sc_error *err)
 {
     int rc = sc_cache_read(cache, shard, a, err);
     if (rc == SC_OK)
@@ -193,6 +195,172 @@ static int check_shard(sc_cache *cache, sc_dataset *ds, int nfields, uint64_t sh
     return rc;
 }
 
+/* One rank's staging: what it opened and planned, and what it did. */
+typedef struct stage_run {
+    sc_config *cfg;
+    const stage_opts *o;
+    int rank, world;
+    sc_error err;
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc_dataset_info di;
+    const uint64_t *sizes;
+    todo t;
+    void **bufs, **src;
+    uint64_t total; /* bytes of every rank's first uses */
+    uint64_t staged, staged_bytes, checked;
+    sc_cache_stats st; /* of the staging itself, before --check */
+} stage_run;
+
+/* MPI_Init, and -1 (after saying so on rank 0) if the world is not --ranks. */
+static int cmd_stage_mpi_start(stage_run *s, int *argc, char ***argv)
+{
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &s->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &s->world);
+    if (s->o->ranks && s->o->ranks != (uint64_t)s->world) {
+        if (s->rank == 0)
+            fprintf(stderr, "shardcache stage: --ranks %" PRIu64 " but running on %d MPI "
+                    "ranks; stage under mpirun -np %" PRIu64 "\n", s->o->ranks, s->world,
+                    s->o->ranks);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens the source and the cache, plans the epochs and tells the cache the plan. */
+static int cmd_stage_open(stage_run *s)
+{
+    int rc = sc_dataset_open(MPI_COMM_WORLD, s->cfg, &s->ds, &s->err);
+    if (rc == SC_OK) {
+        sc_dataset_get_info(s->ds, &s->di);
+        sc_dataset_shard_sizes(s->ds, &s->sizes);
+        rc = sc_cache_open(s->ds, MPI_COMM_WORLD, s->cfg, &s->cache, &s->err);
+    }
+    if (rc == SC_OK)
+        rc = cmd_stage_plan_epochs(s->ds, s->cfg, s->o, s->rank, s->world, &s->t, &s->err);
+    if (rc == SC_OK && (!(s->bufs = cmd_stage_field_buffers(s->ds, &s->di)) ||
+                        (s->o->check && !(s->src = cmd_stage_field_buffers(s->ds, &s->di))))) {
+        rc = s->err.code = SC_ENOMEM;
+        snprintf(s->err.msg, sizeof s->err.msg, "no memory for shard buffers");
+    }
+    if (rc == SC_OK)
+        rc = sc_cache_plan_ahead(s->cache, s->t.seq, s->t.nseq);
+    return rc;
+}
+
+/* Stages first uses [*next, until), or until the cache is full. */
+static int cmd_stage_slice(stage_run *s, uint64_t *next, uint64_t until)
+{
+    int rc = SC_OK;
+    uint64_t i = *next;
+    for (; rc == SC_OK && i < until; i++) {
+        uint64_t k = s->t.first_use[i], bytes = s->sizes[k] * s->di.sample_bytes;
+        sc_cache_stats st;
+        sc_cache_get_stats(s->cache, &st);
+        /* A full cache: staging more would evict shards needed sooner. */
+        if (s->cfg->cache_bytes && st.bytes_cached + bytes > s->cfg->cache_bytes)
+            break;
+        rc = sc_cache_read(s->cache, k, s->bufs, &s->err);
+        s->staged++;
+        s->staged_bytes += bytes;
+    }
+    if (i < until && rc == SC_OK)
+        i = until; /* the cache is full: skip the rest of the slice */
+    *next = i;
+    return rc;
+}
+
+/* Stages this rank's shards in order of first use; rc is cmd_stage_open()'s. */
+static int cmd_stage_fill(stage_run *s, int rc)
+{
+    /* Work in a fixed number of slices, so every rank makes the same number
+       of progress reductions whatever its share. */
+    enum { SLICES = 50 };
+    uint64_t mine_total = 0, done_all = 0;
+    for (uint64_t i = 0; rc == SC_OK && i < s->t.nfirst; i++)
+        mine_total += s->sizes[s->t.first_use[i]] * s->di.sample_bytes;
+    int bad = rc != SC_OK, anybad = bad;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine_total, &s->total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    cli_progress prog;
+    cli_progress_init(&prog, "stage");
+    uint64_t next = 0;
+    for (int sl = 0; !anybad && sl < SLICES; sl++) {
+        rc = cmd_stage_slice(s, &next, s->t.nfirst * (uint64_t)(sl + 1) / SLICES);
+        bad = rc != SC_OK;
+        uint64_t in[2] = {s->staged_bytes, (uint64_t)bad}, out2[2];
+        MPI_Allreduce(in, out2, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        done_all = out2[0];
+        anybad = out2[1] != 0;
+        if (s->rank == 0)
+            cli_progress_cb(&prog, sl + 1 == SLICES || anybad ? s->total : done_all, s->total);
+    }
+    return rc;
+}
+
+/* --check: reads every staged shard back and compares it with the source. */
+static int cmd_stage_check_all(stage_run *s, int rc)
+{
+    for (uint64_t i = 0; rc == SC_OK && s->o->check && i < s->staged; i++, s->checked++)
+        rc = cmd_stage_check_shard(s->cache, s->ds, s->di.nfields, s->t.first_use[i], s->bufs,
+                                   s->src, s->sizes[s->t.first_use[i]], &s->err);
+    return rc;
+}
+
+/* Per-rank counters, in rank order on rank 0. */
+static void cmd_stage_report_ranks(const stage_run *s)
+{
+    const sc_cache_stats *st = &s->st;
+    char line[SC_PATH_MAX + 512];
+    snprintf(line, sizeof line,
+             "rank %d: %" PRIu64 " shards staged, hits %" PRIu64 ", misses %" PRIu64
+             ", from source %.1f MiB, from cache %.1f MiB, evictions %" PRIu64
+             ", repairs %" PRIu64 ", cached %" PRIu64 " entries (%.1f MiB) in %s",
+             s->rank, s->staged, st->hits, st->misses,
+             (double)st->bytes_from_source / 1048576.0, (double)st->bytes_from_cache / 1048576.0,
+             st->evictions, st->repairs, st->entries, (double)st->bytes_cached / 1048576.0,
+             s->cache ? sc_cache_dir(s->cache) : "-");
+    for (int r = 0; r < s->world; r++) {
+        if (r == s->rank && s->rank == 0)
+            printf("%s\n", line);
+        else if (r == s->rank)
+            MPI_Send(line, (int)strlen(line) + 1, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+        else if (s->rank == 0) {
+            char other[sizeof line];
+            MPI_Recv(other, (int)sizeof other, MPI_CHAR, r, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            printf("%s\n", other);
+        }
+    }
+}
+
+/* The job's totals on rank 0 if every rank succeeded; 1 if one did not. */
+static int cmd_stage_report_job(const stage_run *s, int rc)
+{
+    uint64_t mine[4] = {(uint64_t)(rc != SC_OK), s->checked, s->st.hits, s->st.misses}, sum[4];
+    MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (s->rank == 0 && sum[0] == 0) {
+        printf("staged: %" PRIu64 " epochs from epoch %" PRIu64 ", %.1f MiB on %d ranks, "
+               "hit rate %.1f%%\n", s->o->epochs, s->o->first, (double)s->total / 1048576.0,
+               s->world,
+               sum[2] + sum[3] ? 100.0 * (double)sum[2] / (double)(sum[2] + sum[3]) : 0.0);
+        if (s->o->check)
+            printf("cache check: ok (%" PRIu64 " shards)\n", sum[1]);
+    }
+    return sum[0] ? 1 : 0;
+}
+
+static void cmd_stage_close(stage_run *s)
+{
+    cmd_stage_free_buffers(s->bufs, s->di.nfields);
+    cmd_stage_free_buffers(s->src, s->di.nfields);
+    free(s->t.seq);
+    free(s->t.first_use);
+    sc_cache_close(s->cache);
+    sc_dataset_close(s->ds);
+}
+
 int cmd_stage(int argc, char **argv)
 {
     sc_config cfg;
@@ -200,129 +368,24 @@ int cmd_stage(int argc, char **argv)
     int rc;
     if ((rc = cli_config(&cfg)))
         return rc;
-    if ((rc = parse(argc, argv, &cfg, &o)))
+    if ((rc = cmd_stage_parse(argc, argv, &cfg, &o)))
         return rc < 0 ? 0 : rc;
 
-    int rank = 0, world = 1;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (o.ranks && o.ranks != (uint64_t)world) {
-        if (rank == 0)
-            fprintf(stderr, "shardcache stage: --ranks %" PRIu64 " but running on %d MPI "
-                    "ranks; stage under mpirun -np %" PRIu64 "\n", o.ranks, world, o.ranks);
+    stage_run s = {.cfg = &cfg, .o = &o, .rank = 0, .world = 1, .err = SC_ERROR_INIT};
+    if (cmd_stage_mpi_start(&s, &argc, &argv)) {
         MPI_Finalize();
         return 2;
     }
-
-    sc_error err = SC_ERROR_INIT;
-    sc_dataset *ds = NULL;
-    sc_cache *cache = NULL;
-    sc_dataset_info di = {0};
-    todo t = {0};
-    void **bufs = NULL, **src = NULL;
-    const uint64_t *sizes = NULL;
-    uint64_t staged = 0, staged_bytes = 0, checked = 0;
-
-    rc = sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err);
-    if (rc == SC_OK) {
-        sc_dataset_get_info(ds, &di);
-        sc_dataset_shard_sizes(ds, &sizes);
-        rc = sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &cache, &err);
-    }
-    if (rc == SC_OK)
-        rc = plan_epochs(ds, &cfg, &o, rank, world, &t, &err);
-    if (rc == SC_OK && (!(bufs = field_buffers(ds, &di)) ||
-                        (o.check && !(src = field_buffers(ds, &di))))) {
-        rc = err.code = SC_ENOMEM;
-        snprintf(err.msg, sizeof err.msg, "no memory for shard buffers");
-    }
-    if (rc == SC_OK)
-        rc = sc_cache_plan_ahead(cache, t.seq, t.nseq);
-
-    /* Work in a fixed number of slices, so every rank makes the same number
-       of progress reductions whatever its share. */
-    enum { SLICES = 50 };
-    uint64_t mine_total = 0, total = 0, done_all = 0;
-    for (uint64_t i = 0; rc == SC_OK && i < t.nfirst; i++)
-        mine_total += sizes[t.first_use[i]] * di.sample_bytes;
-    int bad = rc != SC_OK, anybad = bad;
-    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine_total, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    cli_progress prog;
-    cli_progress_init(&prog, "stage");
-    uint64_t next = 0;
-    for (int s = 0; !anybad && s < SLICES; s++) {
-        uint64_t until = t.nfirst * (uint64_t)(s + 1) / SLICES;
-        for (; rc == SC_OK && next < until; next++) {
-            uint64_t k = t.first_use[next], bytes = sizes[k] * di.sample_bytes;
-            sc_cache_stats st;
-            sc_cache_get_stats(cache, &st);
-            /* A full cache: staging more would evict shards needed sooner. */
-            if (cfg.cache_bytes && st.bytes_cached + bytes > cfg.cache_bytes)
-                break;
-            rc = sc_cache_read(cache, k, bufs, &err);
-            staged++;
-            staged_bytes += bytes;
-        }
-        if (next < until && rc == SC_OK)
-            next = until; /* the cache is full: skip the rest of the slice */
-        bad = rc != SC_OK;
-        uint64_t in[2] = {staged_bytes, (uint64_t)bad}, out2[2];
-        MPI_Allreduce(in, out2, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-        done_all = out2[0];
-        anybad = out2[1] != 0;
-        if (rank == 0)
-            cli_progress_cb(&prog, s + 1 == SLICES || anybad ? total : done_all, total);
-    }
+    rc = cmd_stage_fill(&s, cmd_stage_open(&s));
     /* Counters of the staging itself, before --check reads it all again. */
-    sc_cache_stats st = {0};
-    if (cache)
-        sc_cache_get_stats(cache, &st);
-    for (uint64_t i = 0; rc == SC_OK && o.check && i < staged; i++, checked++)
-        rc = check_shard(cache, ds, di.nfields, t.first_use[i], bufs, src,
-                         sizes[t.first_use[i]], &err);
+    if (s.cache)
+        sc_cache_get_stats(s.cache, &s.st);
+    rc = cmd_stage_check_all(&s, rc);
     if (rc != SC_OK)
-        cli_report("stage", rank, world, &err);
-
-    /* Per-rank counters, in rank order on rank 0. */
-    char line[SC_PATH_MAX + 512];
-    snprintf(line, sizeof line,
-             "rank %d: %" PRIu64 " shards staged, hits %" PRIu64 ", misses %" PRIu64
-             ", from source %.1f MiB, from cache %.1f MiB, evictions %" PRIu64
-             ", repairs %" PRIu64 ", cached %" PRIu64 " entries (%.1f MiB) in %s",
-             rank, staged, st.hits, st.misses, (double)st.bytes_from_source / 1048576.0,
-             (double)st.bytes_from_cache / 1048576.0, st.evictions, st.repairs,
-             st.entries, (double)st.bytes_cached / 1048576.0,
-             cache ? sc_cache_dir(cache) : "-");
-    for (int r = 0; r < world; r++) {
-        if (r == rank && rank == 0)
-            printf("%s\n", line);
-        else if (r == rank)
-            MPI_Send(line, (int)strlen(line) + 1, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
-        else if (rank == 0) {
-            char other[sizeof line];
-            MPI_Recv(other, (int)sizeof other, MPI_CHAR, r, 0, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
-            printf("%s\n", other);
-        }
-    }
-    bad = rc != SC_OK;
-    uint64_t mine[4] = {(uint64_t)bad, checked, st.hits, st.misses}, sum[4];
-    MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0 && sum[0] == 0) {
-        printf("staged: %" PRIu64 " epochs from epoch %" PRIu64 ", %.1f MiB on %d ranks, "
-               "hit rate %.1f%%\n", o.epochs, o.first, (double)total / 1048576.0, world,
-               sum[2] + sum[3] ? 100.0 * (double)sum[2] / (double)(sum[2] + sum[3]) : 0.0);
-        if (o.check)
-            printf("cache check: ok (%" PRIu64 " shards)\n", sum[1]);
-    }
-    free_buffers(bufs, di.nfields);
-    free_buffers(src, di.nfields);
-    free(t.seq);
-    free(t.first_use);
-    sc_cache_close(cache);
-    sc_dataset_close(ds);
+        cli_report("stage", s.rank, s.world, &s.err);
+    cmd_stage_report_ranks(&s);
+    rc = cmd_stage_report_job(&s, rc);
+    cmd_stage_close(&s);
     MPI_Finalize();
-    return sum[0] ? 1 : 0;
+    return rc;
 }

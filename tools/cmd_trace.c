@@ -47,7 +47,7 @@ static const char *const why[] = {
     "host-to-device copies", "", "", "end-of-epoch verification"};
 _Static_assert(sizeof why / sizeof why[0] == NSTAGES, "one reason per stage");
 
-static int stage_of(const char *name)
+static int cmd_trace_stage_of(const char *name)
 {
     for (int i = 0; i < NSTAGES; i++)
         if (!strcmp(name, stages[i]))
@@ -63,12 +63,19 @@ typedef struct span {
     uint64_t bytes, epoch;
 } span;
 
+/* What an instant ("i") or counter ("C") event records. */
+typedef enum mark_kind {
+    MARK_EPOCH_END, /* any instant */
+    MARK_RING,      /* the "ring occupancy" counter, in batches */
+    MARK_HIT_RATE,  /* any other counter: the cache hit rate, in percent */
+} mark_kind;
+
 typedef struct mark {
     int rank;
     uint64_t epoch;
     double t;
     double value; /* counters */
-    int kind;     /* 0 epoch end, 1 ring occupancy, 2 cache hit rate */
+    mark_kind kind;
 } mark;
 
 typedef struct thread {
@@ -99,7 +106,7 @@ typedef struct model {
                  : ((cap) = (cap) ? 2 * (cap) : 1024,                         \
                     ((arr) = realloc((arr), sizeof *(arr) * (cap))) ? 0 : -1))
 
-static int rank_slot(model *m, int rank)
+static int cmd_trace_rank_slot(model *m, int rank)
 {
     if (rank < 0 || rank > 1 << 20)
         return -1;
@@ -115,8 +122,15 @@ static int rank_slot(model *m, int rank)
     return 0;
 }
 
+static mark_kind cmd_trace_mark_kind_of(const char *ph, const char *name)
+{
+    if (!strcmp(ph, "i"))
+        return MARK_EPOCH_END;
+    return !strcmp(name, "ring occupancy") ? MARK_RING : MARK_HIT_RATE;
+}
+
 /* Takes one event object into the model; -1 with a message if it is not one of ours. */
-static int take_event(model *m, const json *e, char *err, size_t errlen)
+static int cmd_trace_take_event(model *m, const json *e, char *err, size_t errlen)
 {
     const char *ph = json_str(json_get(e, "ph"), NULL);
     const char *name = json_str(json_get(e, "name"), "");
@@ -127,7 +141,7 @@ static int take_event(model *m, const json *e, char *err, size_t errlen)
         return -1;
     }
     int rank = (int)pid, tid = (int)json_num(json_get(e, "tid"), 0);
-    if (rank_slot(m, rank)) {
+    if (cmd_trace_rank_slot(m, rank)) {
         snprintf(err, errlen, "rank %d out of range, or out of memory", rank);
         return -1;
     }
@@ -142,7 +156,7 @@ static int take_event(model *m, const json *e, char *err, size_t errlen)
             snprintf(err, errlen, "span '%s' without a valid ts and dur", name);
             return -1;
         }
-        m->spans[m->nspans++] = (span){rank, tid, stage_of(name), ts, ts + dur,
+        m->spans[m->nspans++] = (span){rank, tid, cmd_trace_stage_of(name), ts, ts + dur,
                                        (uint64_t)json_num(json_get(args, "bytes"), 0),
                                        (uint64_t)json_num(json_get(args, "epoch"), 0)};
     } else if (!strcmp(ph, "i") || !strcmp(ph, "C")) {
@@ -150,10 +164,10 @@ static int take_event(model *m, const json *e, char *err, size_t errlen)
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        int kind = !strcmp(ph, "i") ? 0 : !strcmp(name, "ring occupancy") ? 1 : 2;
-        double v = kind == 1   ? json_num(json_get(args, "batches"), 0)
-                   : kind == 2 ? json_num(json_get(args, "percent"), 0)
-                               : 0;
+        mark_kind kind = cmd_trace_mark_kind_of(ph, name);
+        double v = kind == MARK_RING       ? json_num(json_get(args, "batches"), 0)
+                   : kind == MARK_HIT_RATE ? json_num(json_get(args, "percent"), 0)
+                                           : 0;
         m->marks[m->nmarks++] = (mark){rank, (uint64_t)json_num(json_get(args, "epoch"), 0),
                                        json_num(json_get(e, "ts"), 0), v, kind};
     } else if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) {
@@ -173,7 +187,7 @@ static int take_event(model *m, const json *e, char *err, size_t errlen)
     return 0;
 }
 
-static void model_free(model *m)
+static void cmd_trace_model_free(model *m)
 {
     free(m->spans);
     free(m->marks);
@@ -182,7 +196,7 @@ static void model_free(model *m)
     memset(m, 0, sizeof *m);
 }
 
-static char *slurp(const char *path, size_t *len)
+static char *cmd_trace_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -211,10 +225,10 @@ static char *slurp(const char *path, size_t *len)
 }
 
 /* A whole trace document (Chrome's object form) into the model. */
-static int load(const char *path, model *m)
+static int cmd_trace_load(const char *path, model *m)
 {
     size_t len;
-    char *text = slurp(path, &len), err[256];
+    char *text = cmd_trace_slurp(path, &len), err[256];
     if (!text)
         return 2;
     json_doc *doc = json_parse(text, len, err, sizeof err);
@@ -231,7 +245,7 @@ static int load(const char *path, model *m)
     }
     size_t i = 0;
     for (const json *e = json_first(evs); e; e = json_next(e), i++)
-        if (take_event(m, e, err, sizeof err)) {
+        if (cmd_trace_take_event(m, e, err, sizeof err)) {
             fprintf(stderr, "shardcache trace: '%s': event %zu: %s\n", path, i, err);
             json_free(doc);
             return 1;
@@ -240,22 +254,22 @@ static int load(const char *path, model *m)
     return 0;
 }
 
-/* load(), and a trace without a single span is an error for `cmd`. */
-static int load_spans(const char *path, const char *cmd, model *m)
+/* cmd_trace_load(), and a trace without a single span is an error for `cmd`. */
+static int cmd_trace_load_spans(const char *path, const char *cmd, model *m)
 {
-    int rc = load(path, m);
+    int rc = cmd_trace_load(path, m);
     if (!rc && !m->nspans) {
         fprintf(stderr, "shardcache trace %s: '%s' holds no spans\n", cmd, path);
         rc = 1;
     }
     if (rc)
-        model_free(m);
+        cmd_trace_model_free(m);
     return rc;
 }
 
 /* ---- merge and check ---------------------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b)
+static int cmd_trace_cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -265,7 +279,7 @@ typedef struct names {
     int n;
 } names;
 
-static int add_name(names *l, const char *a, const char *b)
+static int cmd_trace_add_name(names *l, const char *a, const char *b)
 {
     char **g = realloc(l->v, sizeof *g * (size_t)(l->n + 1));
     size_t len = strlen(a) + (b ? strlen(b) + 1 : 0) + 1;
@@ -282,7 +296,7 @@ static int add_name(names *l, const char *a, const char *b)
     return 0;
 }
 
-static void free_names(names *l)
+static void cmd_trace_free_names(names *l)
 {
     for (int i = 0; i < l->n; i++)
         free(l->v[i]);
@@ -290,7 +304,7 @@ static void free_names(names *l)
 }
 
 /* The rank files in DIR: *.rank<N>.json, sorted. */
-static int list_dir(const char *dir, names *out)
+static int cmd_trace_list_dir(const char *dir, names *out)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -302,10 +316,10 @@ static int list_dir(const char *dir, names *out)
     while (!rc && (de = readdir(d))) {
         size_t len = strlen(de->d_name);
         if (strstr(de->d_name, ".rank") && len > 5 && !strcmp(de->d_name + len - 5, ".json"))
-            rc = add_name(out, dir, de->d_name) ? 2 : 0;
+            rc = cmd_trace_add_name(out, dir, de->d_name) ? 2 : 0;
     }
     closedir(d);
-    qsort(out->v + first, (size_t)(out->n - first), sizeof *out->v, cmp_str);
+    qsort(out->v + first, (size_t)(out->n - first), sizeof *out->v, cmd_trace_cmp_str);
     return rc;
 }
 
@@ -314,10 +328,10 @@ static int list_dir(const char *dir, names *out)
  * short (a rank that died) ends the file with a warning, anything else
  * that does not parse is an error.
  */
-static int merge_one(const char *path, FILE *out, uint64_t *written, model *m)
+static int cmd_trace_merge_one(const char *path, FILE *out, uint64_t *written, model *m)
 {
     size_t len;
-    char *text = slurp(path, &len), err[256];
+    char *text = cmd_trace_slurp(path, &len), err[256];
     if (!text)
         return 2;
     uint64_t lines = 0, here = 0;
@@ -337,7 +351,7 @@ static int merge_one(const char *path, FILE *out, uint64_t *written, model *m)
                         path, lines, here);
                 break;
             }
-            if (!doc || take_event(m, json_root(doc), err, sizeof err)) {
+            if (!doc || cmd_trace_take_event(m, json_root(doc), err, sizeof err)) {
                 fprintf(stderr, "shardcache trace merge: '%s' line %" PRIu64 ": %s\n", path,
                         lines, err);
                 rc = 1;
@@ -359,7 +373,7 @@ static int merge_one(const char *path, FILE *out, uint64_t *written, model *m)
     return rc;
 }
 
-static int merge(int argc, char **argv)
+static int cmd_trace_merge(int argc, char **argv)
 {
     const char *out = NULL;
     names files = {NULL, 0};
@@ -369,9 +383,9 @@ static int merge(int argc, char **argv)
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             out = argv[++i];
         else if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
-            rc = list_dir(argv[i], &files);
+            rc = cmd_trace_list_dir(argv[i], &files);
         else
-            rc = add_name(&files, argv[i], NULL) ? 2 : 0;
+            rc = cmd_trace_add_name(&files, argv[i], NULL) ? 2 : 0;
     }
     if (!rc && (!out || !files.n)) {
         fprintf(stderr, "usage: shardcache trace merge DIR|FILE... -o job.json%s\n",
@@ -388,7 +402,7 @@ static int merge(int argc, char **argv)
     if (f) {
         fprintf(f, "{\"traceEvents\":[\n");
         for (int i = 0; i < files.n && !rc; i++)
-            rc = merge_one(files.v[i], f, &written, &m);
+            rc = cmd_trace_merge_one(files.v[i], f, &written, &m);
         fprintf(f, "\n],\"displayTimeUnit\":\"ms\"}\n");
         if (fclose(f) != 0 && !rc) {
             fprintf(stderr, "shardcache trace merge: writing '%s' failed\n", out);
@@ -402,15 +416,15 @@ static int merge(int argc, char **argv)
         printf("merged %" PRIu64 " events from %d files (%d ranks) into %s\n", written,
                files.n, ranks, out);
     }
-    free_names(&files);
-    model_free(&m);
+    cmd_trace_free_names(&files);
+    cmd_trace_model_free(&m);
     return rc;
 }
 
-static int check(const char *path)
+static int cmd_trace_check(const char *path)
 {
     model m = {0};
-    int rc = load(path, &m);
+    int rc = cmd_trace_load(path, &m);
     if (!rc) {
         uint64_t dropped = 0;
         int ranks = 0;
@@ -419,13 +433,13 @@ static int check(const char *path)
         printf("%s: valid JSON, %" PRIu64 " events, %d ranks, %" PRIu64 " dropped\n", path,
                m.events, ranks, dropped);
     }
-    model_free(&m);
+    cmd_trace_model_free(&m);
     return rc;
 }
 
 /* ---- summary ------------------------------------------------------------------ */
 
-static int cmp_span(const void *a, const void *b)
+static int cmd_trace_cmp_span(const void *a, const void *b)
 {
     const span *x = a, *y = b;
     if (x->rank != y->rank)
@@ -436,7 +450,7 @@ static int cmp_span(const void *a, const void *b)
 }
 
 /* Spans of one (rank, stage), sorted by start: [lo, hi) of m->spans. */
-static void range(const model *m, int rank, int stage, size_t *lo, size_t *hi)
+static void cmd_trace_range(const model *m, int rank, int stage, size_t *lo, size_t *hi)
 {
     size_t a = 0, b = m->nspans;
     while (a < b) {
@@ -458,7 +472,7 @@ static void range(const model *m, int rank, int stage, size_t *lo, size_t *hi)
  * the union of spans [lo, hi) (sorted by start): how much of the
  * starvation this stage was running for.
  */
-static double overlap(const span *w, size_t nw, const span *s, size_t ns)
+static double cmd_trace_overlap(const span *w, size_t nw, const span *s, size_t ns)
 {
     double total = 0, cur0 = 0, cur1 = -INFINITY;
     size_t j = 0;
@@ -484,196 +498,257 @@ static double overlap(const span *w, size_t nw, const span *s, size_t ns)
     return total;
 }
 
-static int cmp_double(const void *a, const void *b)
+static int cmd_trace_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static int summary(const char *path)
+/* What summary finds for one rank. */
+typedef struct rank_sum {
+    double t_lo, t_hi, wall;
+    double busy[NSTAGES], bytes[NSTAGES];
+    double ov[NSTAGES]; /* time each stage ran while the consumer waited */
+    double ring, hit;   /* sums of the counters, for their means */
+    int nring, nhit;
+} rank_sum;
+
+/* ... and for the job. */
+typedef struct job_sum {
+    rank_sum *r;
+    int nranks, seen, epochs;
+    double wall, wait, sum_wall, wait_pct, clock_err;
+    double ov[NSTAGES];
+    uint64_t dropped;
+} job_sum;
+
+/* Each rank's extent in time, and its busy time and bytes per stage. */
+static void cmd_trace_sum_spans(const model *m, rank_sum *rs)
 {
-    model m = {0};
-    int rc = load_spans(path, "summary", &m);
-    if (rc)
-        return rc;
-    qsort(m.spans, m.nspans, sizeof *m.spans, cmp_span);
-    int R = m.nranks;
-    double *wall = calloc((size_t)R, sizeof *wall), *t_lo = calloc((size_t)R, sizeof *t_lo);
-    double *t_hi = calloc((size_t)R, sizeof *t_hi);
-    double(*busy)[NSTAGES] = calloc((size_t)R, sizeof *busy);
-    double(*ov)[NSTAGES] = calloc((size_t)R, sizeof *ov);
-    double(*bytes)[NSTAGES] = calloc((size_t)R, sizeof *bytes);
-    if (!wall || !t_lo || !t_hi || !busy || !ov || !bytes) {
-        fprintf(stderr, "shardcache trace summary: out of memory\n");
-        rc = 2;
-        goto out;
-    }
-    for (int r = 0; r < R; r++)
-        t_lo[r] = INFINITY, t_hi[r] = -INFINITY;
-    for (size_t i = 0; i < m.nspans; i++) {
-        const span *s = &m.spans[i];
-        t_lo[s->rank] = s->t0 < t_lo[s->rank] ? s->t0 : t_lo[s->rank];
-        t_hi[s->rank] = s->t1 > t_hi[s->rank] ? s->t1 : t_hi[s->rank];
+    for (int r = 0; r < m->nranks; r++)
+        rs[r].t_lo = INFINITY, rs[r].t_hi = -INFINITY;
+    for (size_t i = 0; i < m->nspans; i++) {
+        const span *s = &m->spans[i];
+        rank_sum *x = &rs[s->rank];
+        x->t_lo = s->t0 < x->t_lo ? s->t0 : x->t_lo;
+        x->t_hi = s->t1 > x->t_hi ? s->t1 : x->t_hi;
         if (s->stage >= 0) {
-            busy[s->rank][s->stage] += s->t1 - s->t0;
-            bytes[s->rank][s->stage] += (double)s->bytes;
+            x->busy[s->stage] += s->t1 - s->t0;
+            x->bytes[s->stage] += (double)s->bytes;
         }
     }
-    double job_wall = 0, job_wait = 0, job_ov[NSTAGES] = {0};
-    uint64_t dropped = 0;
-    double clock_err = 0;
-    int epochs = 0, nr = 0;
-    for (int r = 0; r < R; r++) {
-        wall[r] = t_hi[r] > t_lo[r] ? t_hi[r] - t_lo[r] : 0;
+}
+
+/* Wall time and the waits' overlaps per rank, and the job's totals; m->spans sorted. */
+static void cmd_trace_sum_ranks(const model *m, job_sum *js)
+{
+    for (int r = 0; r < js->nranks; r++) {
+        rank_sum *x = &js->r[r];
+        x->wall = x->t_hi > x->t_lo ? x->t_hi - x->t_lo : 0;
         size_t wlo, whi;
-        range(&m, r, ST_CONSUMER_WAIT, &wlo, &whi);
+        cmd_trace_range(m, r, ST_CONSUMER_WAIT, &wlo, &whi);
         for (int st = 0; st < NSTAGES; st++) {
             if (st == ST_CONSUMER_WAIT || st == ST_COMPUTE || st == ST_RING_WAIT)
                 continue;
             size_t lo, hi;
-            range(&m, r, st, &lo, &hi);
-            ov[r][st] = overlap(m.spans + wlo, whi - wlo, m.spans + lo, hi - lo);
-            job_ov[st] += ov[r][st];
+            cmd_trace_range(m, r, st, &lo, &hi);
+            x->ov[st] = cmd_trace_overlap(m->spans + wlo, whi - wlo, m->spans + lo, hi - lo);
+            js->ov[st] += x->ov[st];
         }
-        if (m.ranks[r].seen)
-            nr++, job_wall = wall[r] > job_wall ? wall[r] : job_wall;
-        job_wait += busy[r][ST_CONSUMER_WAIT];
-        dropped += m.ranks[r].dropped;
-        if (m.ranks[r].clock_error_us > clock_err)
-            clock_err = m.ranks[r].clock_error_us;
+        if (m->ranks[r].seen) {
+            js->seen++;
+            js->wall = x->wall > js->wall ? x->wall : js->wall;
+            js->sum_wall += x->wall;
+        }
+        js->wait += x->busy[ST_CONSUMER_WAIT];
+        js->dropped += m->ranks[r].dropped;
+        if (m->ranks[r].clock_error_us > js->clock_err)
+            js->clock_err = m->ranks[r].clock_error_us;
     }
-    for (size_t i = 0; i < m.nmarks; i++)
-        if (m.marks[i].kind == 0 && (int)m.marks[i].epoch + 1 > epochs)
-            epochs = (int)m.marks[i].epoch + 1;
+    js->wait_pct = js->sum_wall > 0 ? 100.0 * js->wait / js->sum_wall : 0.0;
+}
+
+/* The counters' sums per rank, and the number of epochs that ended. */
+static void cmd_trace_sum_marks(const model *m, job_sum *js)
+{
+    for (size_t i = 0; i < m->nmarks; i++) {
+        const mark *k = &m->marks[i];
+        rank_sum *x = &js->r[k->rank];
+        if (k->kind == MARK_EPOCH_END && (int)k->epoch + 1 > js->epochs)
+            js->epochs = (int)k->epoch + 1;
+        if (k->kind == MARK_RING)
+            x->ring += k->value, x->nring++;
+        if (k->kind == MARK_HIT_RATE)
+            x->hit += k->value, x->nhit++;
+    }
+}
+
+static void cmd_trace_print_totals(const char *path, const model *m, const job_sum *js)
+{
     printf("trace %s: %d ranks, %d epochs, %" PRIu64 " events, %" PRIu64
            " dropped, clock error <= %.1f us\n\n",
-           path, nr, epochs, m.events, dropped, clock_err);
+           path, js->seen, js->epochs, m->events, js->dropped, js->clock_err);
+}
 
+/* The stage that overlaps the waits most, or -1 if none does. */
+static int cmd_trace_top_stage(const double ov[NSTAGES])
+{
+    int top = -1;
+    for (int st = 0; st < NSTAGES; st++)
+        if (ov[st] > 0 && (top < 0 || ov[st] > ov[top]))
+            top = st;
+    return top;
+}
+
+static void cmd_trace_print_rank(const model *m, int r, const rank_sum *x)
+{
+    int top = cmd_trace_top_stage(x->ov);
+    double w = x->busy[ST_CONSUMER_WAIT];
+    char topbuf[96] = "-", ringbuf[16] = "-", hitbuf[16] = "-";
+    if (top >= 0)
+        snprintf(topbuf, sizeof topbuf, "%s (%.0f%% of waits)", stages[top],
+                 w > 0 ? 100.0 * x->ov[top] / w : 0.0);
+    if (x->nring)
+        snprintf(ringbuf, sizeof ringbuf, "%.1f", x->ring / x->nring);
+    if (x->nhit)
+        snprintf(hitbuf, sizeof hitbuf, "%.1f%%", x->hit / x->nhit);
+    printf("%-5d %9.3f %13.1f%% %9.1f%% %10s %9s  %s%s\n", r, x->wall / 1e6,
+           x->wall > 0 ? 100.0 * w / x->wall : 0.0,
+           x->wall > 0 ? 100.0 * x->busy[ST_PLAN_WAIT] / x->wall : 0.0, ringbuf, hitbuf,
+           topbuf, m->ranks[r].finished ? "" : "  (trace not finished)");
+}
+
+static void cmd_trace_print_ranks(const model *m, const job_sum *js)
+{
     printf("%-5s %9s %14s %10s %10s %9s  %s\n", "rank", "wall s", "consumer wait",
            "plan wait", "ring avg", "hit rate", "most overlapped by the waits");
-    double sum_wall = 0;
-    for (int r = 0; r < R; r++) {
-        if (!m.ranks[r].seen)
-            continue;
-        sum_wall += wall[r];
-        double ring = 0, hit = 0;
-        int nring = 0, nhit = 0;
-        for (size_t i = 0; i < m.nmarks; i++) {
-            if (m.marks[i].rank != r)
-                continue;
-            if (m.marks[i].kind == 1)
-                ring += m.marks[i].value, nring++;
-            if (m.marks[i].kind == 2)
-                hit += m.marks[i].value, nhit++;
-        }
-        int top = -1;
-        for (int st = 0; st < NSTAGES; st++)
-            if (ov[r][st] > 0 && (top < 0 || ov[r][st] > ov[r][top]))
-                top = st;
-        double w = busy[r][ST_CONSUMER_WAIT];
-        char topbuf[96] = "-";
-        if (top >= 0)
-            snprintf(topbuf, sizeof topbuf, "%s (%.0f%% of waits)", stages[top],
-                     w > 0 ? 100.0 * ov[r][top] / w : 0.0);
-        char ringbuf[16] = "-", hitbuf[16] = "-";
-        if (nring)
-            snprintf(ringbuf, sizeof ringbuf, "%.1f", ring / nring);
-        if (nhit)
-            snprintf(hitbuf, sizeof hitbuf, "%.1f%%", hit / nhit);
-        printf("%-5d %9.3f %13.1f%% %9.1f%% %10s %9s  %s%s\n", r, wall[r] / 1e6,
-               wall[r] > 0 ? 100.0 * w / wall[r] : 0.0,
-               wall[r] > 0 ? 100.0 * busy[r][ST_PLAN_WAIT] / wall[r] : 0.0, ringbuf, hitbuf,
-               topbuf, m.ranks[r].finished ? "" : "  (trace not finished)");
-    }
-    double wait_pct = sum_wall > 0 ? 100.0 * job_wait / sum_wall : 0.0;
-    printf("%-5s %9.3f %13.1f%%\n\n", "job", job_wall / 1e6, wait_pct);
+    for (int r = 0; r < js->nranks; r++)
+        if (m->ranks[r].seen)
+            cmd_trace_print_rank(m, r, &js->r[r]);
+    printf("%-5s %9.3f %13.1f%%\n\n", "job", js->wall / 1e6, js->wait_pct);
+}
 
+static void cmd_trace_print_stages(const job_sum *js)
+{
     printf("%-22s %8s %10s   (busy: thread-time as a share of the ranks' wall time)\n",
            "stage", "busy", "MB/s");
     for (int st = 0; st < NSTAGES; st++) {
         double b = 0, by = 0;
-        for (int r = 0; r < R; r++)
-            b += busy[r][st], by += bytes[r][st];
+        for (int r = 0; r < js->nranks; r++)
+            b += js->r[r].busy[st], by += js->r[r].bytes[st];
         if (b <= 0)
             continue;
         char rate[24] = "-";
         if (by > 0)
             snprintf(rate, sizeof rate, "%.1f", by / b); /* bytes per us = MB/s */
-        printf("%-22s %7.1f%% %10s\n", stages[st], sum_wall > 0 ? 100.0 * b / sum_wall : 0,
-               rate);
+        printf("%-22s %7.1f%% %10s\n", stages[st],
+               js->sum_wall > 0 ? 100.0 * b / js->sum_wall : 0, rate);
     }
+}
 
-    /* Stragglers: who ends each epoch last, and by how much. */
-    if (epochs > 0 && nr > 1) {
-        int *last = calloc((size_t)R, sizeof *last);
-        double *spreads = calloc((size_t)epochs, sizeof *spreads);
-        int nspread = 0;
-        printf("\nepoch end spread:");
-        for (int e = 0; e < epochs && last && spreads; e++) {
-            double lo = INFINITY, hi = -INFINITY;
-            int who = -1, n = 0;
-            for (size_t i = 0; i < m.nmarks; i++) {
-                const mark *k = &m.marks[i];
-                if (k->kind != 0 || (int)k->epoch != e)
-                    continue;
-                n++;
-                lo = k->t < lo ? k->t : lo;
-                if (k->t > hi)
-                    hi = k->t, who = k->rank;
-            }
-            if (n < 2)
-                continue;
-            spreads[nspread++] = hi - lo;
-            last[who]++;
-            printf(" %d: %.1f ms (rank %d last)%s", e, (hi - lo) / 1e3, who,
-                   e + 1 < epochs ? "," : "");
-        }
-        printf("\n");
-        if (nspread && last && spreads) {
-            qsort(spreads, (size_t)nspread, sizeof *spreads, cmp_double);
-            double med = spreads[nspread / 2], epoch_len = job_wall / epochs;
-            int worst = 0;
-            for (int r = 1; r < R; r++)
-                worst = last[r] > last[worst] ? r : worst;
-            if (med > 0.05 * epoch_len && 2 * last[worst] > nspread)
-                printf("stragglers: rank %d (last in %d of %d epochs, median spread %.1f ms)\n",
-                       worst, last[worst], nspread, med / 1e3);
-            else
-                printf("stragglers: none (median spread %.1f ms, %.1f%% of an epoch)\n",
-                       med / 1e3, epoch_len > 0 ? 100.0 * med / epoch_len : 0.0);
-        }
-        free(last);
-        free(spreads);
+/* Epoch e's end marks: how many, the first and last, and whose was last. */
+static int cmd_trace_epoch_ends(const model *m, int e, double *lo, double *hi, int *who)
+{
+    int n = 0;
+    *lo = INFINITY, *hi = -INFINITY, *who = -1;
+    for (size_t i = 0; i < m->nmarks; i++) {
+        const mark *k = &m->marks[i];
+        if (k->kind != MARK_EPOCH_END || (int)k->epoch != e)
+            continue;
+        n++;
+        *lo = k->t < *lo ? k->t : *lo;
+        if (k->t > *hi)
+            *hi = k->t, *who = k->rank;
     }
+    return n;
+}
 
-    /* The verdict. */
-    int top = -1, where = -1;
-    for (int st = 0; st < NSTAGES; st++)
-        if (job_ov[st] > 0 && (top < 0 || job_ov[st] > job_ov[top]))
-            top = st;
-    for (int r = 0; top >= 0 && r < R; r++)
-        if (where < 0 || ov[r][top] > ov[where][top])
+/* A straggler is last in most epochs, by more than noise against an epoch's length. */
+static void cmd_trace_print_straggler(const job_sum *js, const int *last, double *spreads,
+                                      int nspread)
+{
+    qsort(spreads, (size_t)nspread, sizeof *spreads, cmd_trace_cmp_double);
+    double med = spreads[nspread / 2], epoch_len = js->wall / js->epochs;
+    int worst = 0;
+    for (int r = 1; r < js->nranks; r++)
+        worst = last[r] > last[worst] ? r : worst;
+    if (med > 0.05 * epoch_len && 2 * last[worst] > nspread)
+        printf("stragglers: rank %d (last in %d of %d epochs, median spread %.1f ms)\n",
+               worst, last[worst], nspread, med / 1e3);
+    else
+        printf("stragglers: none (median spread %.1f ms, %.1f%% of an epoch)\n",
+               med / 1e3, epoch_len > 0 ? 100.0 * med / epoch_len : 0.0);
+}
+
+/* Stragglers: who ends each epoch last, and by how much. */
+static void cmd_trace_print_stragglers(const model *m, const job_sum *js)
+{
+    int *last = calloc((size_t)js->nranks, sizeof *last);
+    double *spreads = calloc((size_t)js->epochs, sizeof *spreads);
+    int nspread = 0;
+    printf("\nepoch end spread:");
+    for (int e = 0; e < js->epochs && last && spreads; e++) {
+        double lo, hi;
+        int who;
+        if (cmd_trace_epoch_ends(m, e, &lo, &hi, &who) < 2)
+            continue;
+        spreads[nspread++] = hi - lo;
+        last[who]++;
+        printf(" %d: %.1f ms (rank %d last)%s", e, (hi - lo) / 1e3, who,
+               e + 1 < js->epochs ? "," : "");
+    }
+    printf("\n");
+    if (nspread && last && spreads)
+        cmd_trace_print_straggler(js, last, spreads, nspread);
+    free(last);
+    free(spreads);
+}
+
+static void cmd_trace_print_verdict(const job_sum *js)
+{
+    int top = cmd_trace_top_stage(js->ov), where = -1;
+    for (int r = 0; top >= 0 && r < js->nranks; r++)
+        if (where < 0 || js->r[r].ov[top] > js->r[where].ov[top])
             where = r;
     printf("\n");
-    if (wait_pct < 1.0 || top < 0)
+    if (js->wait_pct < 1.0 || top < 0)
         printf("verdict: no starvation: the consumer waited %.1f%% of the time (the training "
                "step is the bottleneck)\n",
-               wait_pct);
+               js->wait_pct);
     else
         printf("bottleneck: %s on rank %d (%s); the consumer waited %.1f%% of the time\n",
-               stages[top], where, why[top], wait_pct);
-    if (dropped)
+               stages[top], where, why[top], js->wait_pct);
+    if (js->dropped)
         printf("note: %" PRIu64 " events were dropped (full rings): raise SC_TRACE_EVENTS\n",
-               dropped);
-out:
-    free(wall);
-    free(t_lo);
-    free(t_hi);
-    free(busy);
-    free(ov);
-    free(bytes);
-    model_free(&m);
-    return rc;
+               js->dropped);
+}
+
+static int cmd_trace_summary(const char *path)
+{
+    model m = {0};
+    int rc = cmd_trace_load_spans(path, "summary", &m);
+    if (rc)
+        return rc;
+    /* cmd_trace_range() bisects for each (rank, stage). */
+    qsort(m.spans, m.nspans, sizeof *m.spans, cmd_trace_cmp_span);
+    job_sum js = {.nranks = m.nranks};
+    if (!(js.r = calloc((size_t)m.nranks, sizeof *js.r))) {
+        fprintf(stderr, "shardcache trace summary: out of memory\n");
+        cmd_trace_model_free(&m);
+        return 2;
+    }
+    cmd_trace_sum_spans(&m, js.r);
+    cmd_trace_sum_ranks(&m, &js);
+    cmd_trace_sum_marks(&m, &js);
+    cmd_trace_print_totals(path, &m, &js);
+    cmd_trace_print_ranks(&m, &js);
+    cmd_trace_print_stages(&js);
+    if (js.epochs > 0 && js.seen > 1)
+        cmd_trace_print_stragglers(&m, &js);
+    cmd_trace_print_verdict(&js);
+    free(js.r);
+    cmd_trace_model_free(&m);
+    return 0;
 }
 
 /* ---- plot --------------------------------------------------------------------- */
@@ -682,126 +757,190 @@ static const char *const colors[] = {
     "#9e9e9e", "#616161", "#e65100", "#1e88e5", "#8e24aa", "#fdd835",
     "#43a047", "#bdbdbd", "#00acc1", "#e53935", "#7cb342", "#6d4c41"};
 
-static int cmp_thread(const void *a, const void *b)
+static int cmd_trace_cmp_thread(const void *a, const void *b)
 {
     const thread *x = a, *y = b;
     return x->rank != y->rank ? x->rank - y->rank : x->tid - y->tid;
 }
 
-static int plot(const char *path, const char *out)
+/* The picture's geometry, in SVG units. */
+static const double plot_left = 170, plot_width = 1000, plot_lane = 16, plot_gap = 10,
+                    plot_top = 40;
+
+/* Time to x: where the trace starts, how long it is, and units per microsecond. */
+typedef struct plot_scale {
+    double t0, span_us, scale;
+} plot_scale;
+
+/* Every (rank, thread) that has spans gets a lane, named if it was. */
+static int cmd_trace_add_lanes(model *m)
 {
-    model m = {0};
-    int rc = load_spans(path, "plot", &m);
-    if (rc)
-        return rc;
-    /* Every (rank, thread) that has spans gets a lane, named if it was. */
-    for (size_t i = 0; i < m.nspans; i++) {
+    for (size_t i = 0; i < m->nspans; i++) {
+        const span *s = &m->spans[i];
         int have = 0;
-        for (size_t k = 0; k < m.nthreads && !have; k++)
-            have = m.threads[k].rank == m.spans[i].rank && m.threads[k].tid == m.spans[i].tid;
-        if (!have) {
-            if (GROW(m.threads, m.nthreads, m.capthreads)) {
-                model_free(&m);
-                return 2;
-            }
-            thread *t = &m.threads[m.nthreads++];
-            t->rank = m.spans[i].rank, t->tid = m.spans[i].tid;
-            snprintf(t->name, sizeof t->name, "thread %d", t->tid);
-        }
+        for (size_t k = 0; k < m->nthreads && !have; k++)
+            have = m->threads[k].rank == s->rank && m->threads[k].tid == s->tid;
+        if (have)
+            continue;
+        if (GROW(m->threads, m->nthreads, m->capthreads))
+            return -1;
+        thread *t = &m->threads[m->nthreads++];
+        t->rank = s->rank, t->tid = s->tid;
+        snprintf(t->name, sizeof t->name, "thread %d", t->tid);
     }
-    qsort(m.threads, m.nthreads, sizeof *m.threads, cmp_thread);
+    qsort(m->threads, m->nthreads, sizeof *m->threads, cmd_trace_cmp_thread);
+    return 0;
+}
+
+static plot_scale cmd_trace_plot_scale(const model *m)
+{
     double t0 = INFINITY, t1 = -INFINITY;
-    for (size_t i = 0; i < m.nspans; i++) {
-        t0 = m.spans[i].t0 < t0 ? m.spans[i].t0 : t0;
-        t1 = m.spans[i].t1 > t1 ? m.spans[i].t1 : t1;
+    for (size_t i = 0; i < m->nspans; i++) {
+        t0 = m->spans[i].t0 < t0 ? m->spans[i].t0 : t0;
+        t1 = m->spans[i].t1 > t1 ? m->spans[i].t1 : t1;
     }
-    const double left = 170, width = 1000, lane = 16, gap = 10, top = 40;
-    double span_us = t1 > t0 ? t1 - t0 : 1, scale = width / span_us;
+    double span_us = t1 > t0 ? t1 - t0 : 1;
+    return (plot_scale){t0, span_us, plot_width / span_us};
+}
+
+/* The lanes, a gap between ranks, and room for the legend. */
+static double cmd_trace_plot_height(const model *m)
+{
     int ranks = 0, prev = -1;
-    for (size_t k = 0; k < m.nthreads; k++)
-        if (m.threads[k].rank != prev)
-            ranks++, prev = m.threads[k].rank;
-    double height = top + (double)m.nthreads * lane + ranks * gap + 60;
-    FILE *f = fopen(out, "w");
-    if (!f) {
-        fprintf(stderr, "shardcache trace plot: cannot write '%s': %s\n", out, strerror(errno));
-        model_free(&m);
-        return 2;
-    }
+    for (size_t k = 0; k < m->nthreads; k++)
+        if (m->threads[k].rank != prev)
+            ranks++, prev = m->threads[k].rank;
+    return plot_top + (double)m->nthreads * plot_lane + ranks * plot_gap + 60;
+}
+
+static void cmd_trace_plot_title(FILE *f, const char *path, const plot_scale *sc, double height)
+{
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
             "font-family=\"sans-serif\" font-size=\"11\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n"
             "<text x=\"10\" y=\"18\" font-size=\"14\">%s: %.3f s; red bands: the consumer "
             "waits for data</text>\n",
-            left + width + 20, height, path, span_us / 1e6);
-    /* Lanes: y of each thread, and the band of each rank. */
-    double y = top;
-    prev = -1;
-    double *lane_y = malloc(sizeof *lane_y * (m.nthreads + 1));
-    for (size_t k = 0; lane_y && k < m.nthreads; k++) {
-        if (m.threads[k].rank != prev) {
+            plot_left + plot_width + 20, height, path, sc->span_us / 1e6);
+}
+
+/* Lanes: y of each thread into lane_y, with its label; returns the y below the last. */
+static double cmd_trace_plot_lanes(FILE *f, const model *m, double *lane_y)
+{
+    double y = plot_top;
+    int prev = -1;
+    for (size_t k = 0; lane_y && k < m->nthreads; k++) {
+        if (m->threads[k].rank != prev) {
             if (prev >= 0)
-                y += gap;
-            prev = m.threads[k].rank;
+                y += plot_gap;
+            prev = m->threads[k].rank;
         }
         lane_y[k] = y;
-        fprintf(f, "<text x=\"4\" y=\"%.1f\">rank %d %s</text>\n", y + lane - 4,
-                m.threads[k].rank, m.threads[k].name);
-        y += lane;
+        fprintf(f, "<text x=\"4\" y=\"%.1f\">rank %d %s</text>\n", y + plot_lane - 4,
+                m->threads[k].rank, m->threads[k].name);
+        y += plot_lane;
     }
-    /* Consumer waits first, as full-height bands over their rank. */
-    for (size_t i = 0; lane_y && i < m.nspans; i++) {
-        const span *s = &m.spans[i];
+    return y;
+}
+
+/* Consumer waits first, as full-height bands over their rank. */
+static void cmd_trace_plot_waits(FILE *f, const model *m, const plot_scale *sc,
+                                 const double *lane_y)
+{
+    for (size_t i = 0; i < m->nspans; i++) {
+        const span *s = &m->spans[i];
         if (s->stage != ST_CONSUMER_WAIT)
             continue;
         double ylo = INFINITY, yhi = -INFINITY;
-        for (size_t k = 0; k < m.nthreads; k++)
-            if (m.threads[k].rank == s->rank) {
+        for (size_t k = 0; k < m->nthreads; k++)
+            if (m->threads[k].rank == s->rank) {
                 ylo = lane_y[k] < ylo ? lane_y[k] : ylo;
-                yhi = lane_y[k] + lane > yhi ? lane_y[k] + lane : yhi;
+                yhi = lane_y[k] + plot_lane > yhi ? lane_y[k] + plot_lane : yhi;
             }
-        double w = (s->t1 - s->t0) * scale;
+        double w = (s->t1 - s->t0) * sc->scale;
         fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
                    "fill=\"#ffcdd2\"/>\n",
-                left + (s->t0 - t0) * scale, ylo, w < 0.5 ? 0.5 : w, yhi - ylo);
+                plot_left + (s->t0 - sc->t0) * sc->scale, ylo, w < 0.5 ? 0.5 : w, yhi - ylo);
     }
-    for (size_t i = 0; lane_y && i < m.nspans; i++) {
-        const span *s = &m.spans[i];
+}
+
+static void cmd_trace_plot_spans(FILE *f, const model *m, const plot_scale *sc,
+                                 const double *lane_y)
+{
+    for (size_t i = 0; i < m->nspans; i++) {
+        const span *s = &m->spans[i];
         size_t k = 0;
-        while (k < m.nthreads && !(m.threads[k].rank == s->rank && m.threads[k].tid == s->tid))
+        while (k < m->nthreads && !(m->threads[k].rank == s->rank && m->threads[k].tid == s->tid))
             k++;
-        if (k == m.nthreads)
+        if (k == m->nthreads)
             continue;
-        double w = (s->t1 - s->t0) * scale;
+        double w = (s->t1 - s->t0) * sc->scale;
         fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
                    "<title>%s, epoch %" PRIu64 ", %.1f us</title></rect>\n",
-                left + (s->t0 - t0) * scale, lane_y[k] + 2, w < 0.5 ? 0.5 : w, lane - 4,
-                s->stage >= 0 ? colors[s->stage] : "#000000",
+                plot_left + (s->t0 - sc->t0) * sc->scale, lane_y[k] + 2, w < 0.5 ? 0.5 : w,
+                plot_lane - 4, s->stage >= 0 ? colors[s->stage] : "#000000",
                 s->stage >= 0 ? stages[s->stage] : "other", s->epoch, s->t1 - s->t0);
     }
-    /* The legend and a time axis. */
+}
+
+/* The legend, below the lanes at y, wrapped to the picture's width. */
+static void cmd_trace_plot_legend(FILE *f, double y)
+{
     double ly = y + 24, lx = 4;
     for (int st = 0; st < NSTAGES; st++) {
         fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
                    "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
                 lx, ly, colors[st], lx + 13, ly + 9, stages[st]);
         lx += 13 + 7.0 * (double)strlen(stages[st]) + 14;
-        if (lx > left + width - 120)
+        if (lx > plot_left + plot_width - 120)
             lx = 4, ly += 16;
     }
+}
+
+static void cmd_trace_plot_axis(FILE *f, const plot_scale *sc)
+{
     for (int k = 0; k <= 10; k++)
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555555\">%.3f s</text>\n",
-                left + width * k / 10.0 - 12, top - 6, span_us * k / 10.0 / 1e6);
+                plot_left + plot_width * k / 10.0 - 12, plot_top - 6,
+                sc->span_us * k / 10.0 / 1e6);
+}
+
+static int cmd_trace_plot(const char *path, const char *out)
+{
+    model m = {0};
+    int rc = cmd_trace_load_spans(path, "plot", &m);
+    if (rc)
+        return rc;
+    if (cmd_trace_add_lanes(&m)) {
+        cmd_trace_model_free(&m);
+        return 2;
+    }
+    plot_scale sc = cmd_trace_plot_scale(&m);
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        fprintf(stderr, "shardcache trace plot: cannot write '%s': %s\n", out, strerror(errno));
+        cmd_trace_model_free(&m);
+        return 2;
+    }
+    cmd_trace_plot_title(f, path, &sc, cmd_trace_plot_height(&m));
+    double *lane_y = malloc(sizeof *lane_y * (m.nthreads + 1));
+    double y = cmd_trace_plot_lanes(f, &m, lane_y);
+    if (lane_y) {
+        cmd_trace_plot_waits(f, &m, &sc, lane_y);
+        cmd_trace_plot_spans(f, &m, &sc, lane_y);
+    }
+    cmd_trace_plot_legend(f, y);
+    cmd_trace_plot_axis(f, &sc);
     fprintf(f, "</svg>\n");
+    int drawn = lane_y != NULL;
     free(lane_y);
-    if (fclose(f) != 0 || !lane_y) {
+    if (fclose(f) != 0 || !drawn) {
         fprintf(stderr, "shardcache trace plot: writing '%s' failed\n", out);
         rc = 2;
     } else {
         printf("wrote %s: %zu lanes, %zu spans\n", out, m.nthreads, m.nspans);
     }
-    model_free(&m);
+    cmd_trace_model_free(&m);
     return rc;
 }
 
@@ -829,13 +968,13 @@ int cmd_trace(int argc, char **argv)
     }
     const char *sub = argv[1];
     if (!strcmp(sub, "merge"))
-        return merge(argc - 2, argv + 2);
+        return cmd_trace_merge(argc - 2, argv + 2);
     if (!strcmp(sub, "check") && argc == 3)
-        return check(argv[2]);
+        return cmd_trace_check(argv[2]);
     if (!strcmp(sub, "summary") && argc == 3)
-        return summary(argv[2]);
+        return cmd_trace_summary(argv[2]);
     if (!strcmp(sub, "plot") && argc == 5 && !strcmp(argv[3], "-o"))
-        return plot(argv[2], argv[4]);
+        return cmd_trace_plot(argv[2], argv[4]);
     fputs(trace_usage, stderr);
     return 2;
 }
