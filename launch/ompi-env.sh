@@ -5,6 +5,7 @@ sc_ompi_env() {
     while IFS= read -r line; do
         case $line in '' | '#'*) continue ;; esac
         name=${line%%=*}
+        case $name in OMPI_ALLOW_RUN_AS_ROOT*) [ "$(id -u)" -eq 0 ] || continue ;; esac
         [ -n "${!name:-}" ] || export "${line?}"
     done <"$(dirname "${BASH_SOURCE[0]}")/ompi.env"
 }

@@ -59,6 +59,22 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
 }
 
 /*
+ * Every rank's status of a step, agreed: a step that failed on one rank
+ * fails on all, before the next collective, so that no rank waits in one
+ * alone (a source missing on one node, say).
+ */
+static int node_agree(MPI_Comm comm, int rc, const char *what, sc_error *err)
+{
+    int worst = rc, rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    SC_MPI_CHECK(err, MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
+    if (rc == SC_OK && worst != SC_OK)
+        return sc__seterr(err, worst, "rank %d: another rank could not %s (%s)", rank, what,
+                          sc_status_name(worst));
+    return rc;
+}
+
+/*
  * Layout B: rank 0's scan, or its error, to every rank in one broadcast
  * (rc is rank 0's status; the others' is what arrives).
  */
@@ -71,16 +87,21 @@ static int node_share_manifest(sc_dataset *ds, MPI_Comm comm, int rc, sc_error *
     MPI_Comm_rank(comm, &rank);
     if (rank == 0 && sc__dataset_manifest(ds, rc, err ? err->msg : NULL, &buf, &len) == SC_OK)
         n = len <= INT_MAX ? len : 0;
-    int e = MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
-    if (e == MPI_SUCCESS && rank != 0 && n && !(buf = malloc(n)))
-        n = 0; /* cannot take part: fails below */
-    if (e == MPI_SUCCESS && n)
+    SC_MPI_CHECK(err, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
+    /* Every rank has room for the manifest, or none takes part in its broadcast. */
+    int got = rank == 0 || !n || (buf = malloc(n)) != NULL, all = got;
+    int e = MPI_Allreduce(&got, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (e == MPI_SUCCESS && all && n)
         e = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, comm);
     if (e != MPI_SUCCESS) {
         free(buf);
         return sc__mpi_err(err, e, "MPI_Bcast of the source manifest", __FILE__, __LINE__);
     }
-    if (rank != 0 && n)
+    if (!all)
+        rc = sc__seterr(err, SC_ENOMEM, "rank %d: source '%s': %s", rank, ds->path,
+                        got ? "another rank has no memory for the manifest"
+                            : "no memory for the manifest");
+    else if (rank != 0 && n)
         rc = sc__dataset_take_manifest(ds, buf, n, err);
     else if (rc == SC_OK && !n)
         rc = sc__seterr(err, SC_ENOMEM, "rank %d: source '%s': the manifest is too large "
@@ -96,13 +117,13 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
         return sc__seterr(err, SC_EINVAL, "sc_dataset_open: NULL argument");
     *out = NULL;
     sc_dataset *ds = NULL;
-    int world = 1, rc = sc__dataset_new(comm, cfg, &ds, err);
-    if (rc != SC_OK)
-        return rc;
-    MPI_Comm_size(comm, &world);
-    rc = sc__dataset_scan(ds, cfg, err);
-    if (ds->layout == 'B' && world > 1)
-        rc = node_share_manifest(ds, comm, rc, err);
+    int rc = node_agree(comm, sc__dataset_new(comm, cfg, &ds, err), "find the source", err);
+    if (rc == SC_OK) {
+        rc = sc__dataset_scan(ds, cfg, err);
+        /* Rank 0's failure to scan travels in the manifest: every rank fails with it. */
+        if (sc__dataset_shared(ds))
+            rc = node_share_manifest(ds, comm, rc, err);
+    }
     if (rc == SC_OK)
         rc = sc__dataset_finish(ds, cfg, err);
     if (rc != SC_OK) {

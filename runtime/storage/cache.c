@@ -201,6 +201,32 @@ static int cache_scan(sc_cache *c, sc_error *err)
 }
 
 /*
+ * The default root is a predictable name, often in a world-writable /tmp:
+ * whoever makes it first owns it.  Another user's directory, a symlink, or
+ * one others may write into is refused, never used: it could hold planted
+ * entries with valid checksums.
+ */
+static int cache_private_root(const char *root, sc_error *err)
+{
+    struct stat st;
+    if (mkdir(root, 0700) != 0 && errno != EEXIST)
+        return sc__seterr(err, SC_EIO, "cache root '%s': %s", root, strerror(errno));
+    if (lstat(root, &st) != 0)
+        return sc__seterr(err, SC_EIO, "cache root '%s': %s", root, strerror(errno));
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+        return sc__seterr(err, SC_EIO,
+                          "cache root '%s' is %s owned by uid %lu with mode %03o: not this "
+                          "user's private directory (uid %lu, 0700); remove it or set "
+                          "SC_CACHE_DIR",
+                          root, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode)
+                                                                              ? "a directory"
+                                                                              : "a file",
+                          (unsigned long)st.st_uid, (unsigned)(st.st_mode & 07777),
+                          (unsigned long)getuid());
+    return SC_OK;
+}
+
+/*
  * The directory of this rank's entries: under cfg->cache_dir, else the
  * default root (sc__cache_root), one per (dataset, node-local rank).
  */
@@ -208,11 +234,15 @@ static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
 {
     char root[SC_PATH_MAX];
     const char *base = cfg->cache_dir;
-    if (!base[0] && sc__cache_root(root, sizeof root) == SC_OK)
+    if (!base[0]) {
+        if (sc__cache_root(root, sizeof root) != SC_OK)
+            return sc__seterr(err, SC_EINVAL, "the default cache directory's path is too "
+                              "long: set SC_CACHE_DIR");
+        int rc = cache_private_root(root, err);
+        if (rc != SC_OK)
+            return rc;
         base = root;
-    if (!base[0])
-        return sc__seterr(err, SC_EINVAL, "the default cache directory's path is too long: "
-                          "set SC_CACHE_DIR");
+    }
     /* The base must leave room for the rank, the "-p<pid>" suffix and entries. */
     if (strlen(base) > sizeof c->node - 96)
         return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);

@@ -584,7 +584,7 @@ int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     H5Eclear2(H5E_DEFAULT);
     source_put(&fp, &ds->layout, 1);
     /* Layout B: rank 0 alone scans the files, then tells everyone. */
-    int scans = sc__dataset_scans(ds);
+    int scans = !sc__dataset_shared(ds) || ds->rank == 0;
     if (ds->layout == 'A')
         rc = source_open_layout_a(ds, cfg, &fp, err);
     else if (scans)
@@ -602,9 +602,9 @@ int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     return rc;
 }
 
-int sc__dataset_scans(const sc_dataset *ds)
+int sc__dataset_shared(const sc_dataset *ds)
 {
-    return ds->layout == 'A' || ds->rank == 0 || ds->world == 1;
+    return ds->layout == 'B' && ds->world > 1;
 }
 
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)

@@ -53,14 +53,16 @@ struct sc_dataset {
 /*
  * Opening, in the steps that mpi/node.c's sc_dataset_open runs on every
  * rank: new (checks the settings, finds the source), scan (the layout,
- * fields and shards: every rank for layout A, only the ranks for which
- * sc__dataset_scans is true for layout B), the manifest that rank 0 sends
- * the others for layout B, and finish (shard offsets, the transform's
- * fields).  No step sends a message; sc_dataset_close frees what any made.
+ * fields and shards: every rank for layout A; for layout B on several
+ * ranks, rank 0 alone), the manifest that rank 0 then sends the others,
+ * and finish (shard offsets, the transform's fields).  No step sends a
+ * message of its own (layout A's file may be opened collectively through
+ * MPI-IO); sc_dataset_close frees what any step made.
  */
 int sc__dataset_new(MPI_Comm comm, const sc_config *cfg, sc_dataset **out, sc_error *err);
 int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err);
-int sc__dataset_scans(const sc_dataset *ds);
+/* After the scan: layout B on several ranks, whose rank 0 sends a manifest. */
+int sc__dataset_shared(const sc_dataset *ds);
 /* Rank 0's status `rc` (with its message) and, when SC_OK, what it scanned. */
 int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **buf,
                          size_t *len);

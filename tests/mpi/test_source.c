@@ -221,6 +221,38 @@ static void test_bad_sources(void **state)
 }
 
 /* A changed source has another fingerprint, so stale caches are not used. */
+/*
+ * A source missing on one rank only (one node's mount): every rank fails,
+ * naming why, instead of the others waiting for rank 0's manifest forever.
+ */
+static void test_source_missing_on_one_rank(void **state)
+{
+    (void)state;
+    char sub[1200], part[1300], missing[1200];
+    path_of(sub, "b-one");
+    path_of(missing, "b-not-here");
+    snprintf(part, sizeof part, "%s/part-0.h5", sub);
+    if (rank == 0) {
+        uint64_t n = 8;
+        mkdir(sub, 0777);
+        assert_int_equal(sc_t_write(part, "/x", H5T_NATIVE_INT32, 1, &n, NULL, 1), 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    int lost = rank == size - 1 && size > 1;
+    sc_config c = config(lost ? missing : sub);
+    sc_dataset *ds = (sc_dataset *)0x1;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err);
+    if (size == 1) {
+        assert_int_equal(rc, SC_OK);
+        sc_dataset_close(ds);
+        return;
+    }
+    assert_int_equal(rc, SC_EIO);
+    assert_null(ds);
+    assert_non_null(strstr(err.msg, lost ? "No such file" : "another rank could not find the source"));
+}
+
 static void test_fingerprint_follows_the_source(void **state)
 {
     (void)state;
@@ -266,6 +298,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layout_a),
         cmocka_unit_test(test_layout_b_dir_and_list),
         cmocka_unit_test(test_bad_sources),
+        cmocka_unit_test(test_source_missing_on_one_rank),
         cmocka_unit_test(test_fingerprint_follows_the_source),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);

@@ -42,6 +42,26 @@ expect_fail "missing source" "source '$d/none.h5': No such file" \
     "$sc" stage --source "$d/none.h5"
 expect_fail "bad cache size" "SC_CACHE_BYTES='12Q'" "$sc" stage --source "$d/a.h5" --cache-bytes 12Q
 
+# The default root (no --cache-dir): $TMPDIR/shardcache-<uid>, made 0700; a
+# root someone else could write into, or a symlink, is refused, not used.
+root=$d/tmp/shardcache-$(id -u)
+mkdir -p "$d/tmp" "$d/elsewhere"
+def=(env -u SC_CACHE_DIR -u SLURM_TMPDIR TMPDIR="$d/tmp" "$sc" stage --source "$d/a.h5"
+     --shard-size 100 --epochs 1)
+expect_ok "default root: made and used" "hit rate" "${def[@]}"
+[ "$(stat -c %a "$root")" = 700 ] && compgen -G "$root/shardcache-*-l0/s*.h5" >/dev/null \
+    && pass "default root is 0700 and holds the entries" || failed "default root: $(ls -la "$root")"
+chmod 0777 "$root"
+expect_fail "a world-writable default root is refused" "cache root '$root' is a directory .* mode 777" \
+    "${def[@]}"
+chmod 0700 "$root" && chown nobody "$root"
+expect_fail "another user's default root is refused" "owned by uid $(id -u nobody)" "${def[@]}"
+rm -rf "$root" && ln -s "$d/elsewhere" "$root"
+expect_fail "a symlinked default root is refused" "is a symbolic link" "${def[@]}"
+[ -z "$(ls -A "$d/elsewhere")" ] && pass "nothing written through the symlink" \
+    || failed "wrote into the symlink's target: $(ls "$d/elsewhere")"
+rm -f "$root"
+
 # Faults: only builds with the test hooks can kill their own writer.
 if "$sc" --version | grep -q "fault hooks: compiled in"; then
     one=("$sc" stage --source "$d/a.h5" --shard-size 100 --cache-dir "$d/crash")

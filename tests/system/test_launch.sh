@@ -20,6 +20,13 @@ else
     failed "shellcheck is missing (scripts/test installs Debian's shellcheck)"
 fi
 
+# launch/ompi.env is the one list: every setting in it reaches ctest's tests too.
+while IFS= read -r line; do
+    case $line in '' | '#'*) continue ;; esac
+    grep -qF "$line" "$SC_BUILD_DIR/tests/CTestTestfile.cmake" && pass "ctest gets $line" \
+        || failed "ompi.env's $line is not in the tests' environment"
+done <"$SC_SOURCE_DIR/launch/ompi.env"
+
 unset SLURM_JOB_ID SC_CACHE_DIR SLURM_TMPDIR
 expect_ok "dry run: mpirun, ranks, binding, forwarded settings" \
     "^\+ mpirun -np 3 --bind-to core --map-by core .*-x SC_SEED .* $train --epochs 2$" \
