@@ -10,6 +10,10 @@
    probe file that includes what the layer must not see is compiled, and
    must fail (and the layer's own sources must compile with the same
    command, so a failure means the rule, not a broken command).
+3. By linking: every shardcache symbol a layer's objects call is defined
+   in that layer or one below (a public header would let a call upward
+   compile), and storage calls MPI only for local queries: it never
+   sends a message (mpi/node.c does it for storage).
 
 Usage: layers.py SOURCE_DIR BUILD_DIR.  Prints one line per check and
 'N passed, M failed'; exits 1 on any failure.
@@ -145,10 +149,40 @@ def build_rules(src, build):
             check(not ok, f"{layer}: '{probe}' does not compile there")
 
 
+# MPI calls storage may make: local queries, and the MPI-IO file access.
+STORAGE_MPI = {"MPI_Comm_rank", "MPI_Comm_size", "MPI_Query_thread"}
+
+
+def symbols(objects, flag):
+    out = subprocess.run(["nm", flag] + objects, capture_output=True, text=True).stdout
+    return {line.split()[-1] for line in out.splitlines()
+            if line.strip() and not line.endswith(":")}
+
+
+def link_rules(build):
+    defined_below = set()
+    for layer in LAYERS:
+        d = os.path.join(build, "CMakeFiles", f"sc_{layer}.dir", "runtime", layer)
+        objects = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".c.o"))
+        check(bool(objects), f"{layer}: its objects are built")
+        if not objects:
+            continue
+        defined_below |= symbols(objects, "--defined-only")
+        calls = {s for s in symbols(objects, "-u") if s.startswith("sc_")}
+        upward = sorted(calls - defined_below)
+        check(not upward, f"{layer}: calls no shardcache function of a layer above"
+              + ("" if not upward else ": " + ", ".join(upward)))
+        if layer == "storage":
+            mpi = {s for s in symbols(objects, "-u") if s.startswith("MPI_")}
+            check(mpi <= STORAGE_MPI, "storage: MPI only for local queries"
+                  + ("" if mpi <= STORAGE_MPI else ": " + ", ".join(sorted(mpi - STORAGE_MPI))))
+
+
 def main():
     src, build = sys.argv[1], sys.argv[2]
     read_rules(src)
     build_rules(src, build)
+    link_rules(build)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
