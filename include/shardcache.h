@@ -22,9 +22,12 @@
  * and never changes an old one; a change that would break a compiled
  * caller bumps the major version.  Structs that callers fill have an
  * *_INIT initializer or an init call; structs the library writes into the
- * caller's memory (sc_config, sc_batch, sc_epoch_info, sc_epoch_summary)
- * end in reserved space, and new fields take their room from it, so their
- * size never changes within a major version.
+ * caller's memory, and those callers fill and pass by pointer, end in
+ * reserved space (sc_config, sc_batch, sc_epoch_info, sc_epoch_summary and
+ * its sc_exactly_once, sc_transform and sc_field_info, sc_plan_params,
+ * sc_plan_info, sc_dataset_info, sc_synth_params, sc_cache_stats,
+ * sc_features): new fields take their room from it, so no size changes
+ * within a major version (tests/unit/test_abi.c holds them to it).
  */
 #ifndef SHARDCACHE_H
 #define SHARDCACHE_H
@@ -85,6 +88,7 @@ struct sc_transform {
     sc_shard_fn shard;                 /* NULL: no transform */
     sc_augment_fn augment;             /* NULL: no augmentation */
     void *arg;
+    uint64_t reserved[4];     /* room for later fields: the size stays */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -109,6 +113,7 @@ typedef struct sc_exactly_once {
     uint64_t duplicated;   /* extra deliveries (sketch: a lower bound) */
     uint64_t skipped;      /* samples never delivered (sketch: a lower bound) */
     char detail[256];      /* what went wrong, with sample ids in full mode */
+    uint64_t reserved[8];     /* room for later fields: the size stays */
 } sc_exactly_once;
 
 /* ------------------------------------------------------------------------ */

@@ -31,6 +31,7 @@ typedef struct sc_cache_stats {
     uint64_t bytes_cached;      /* their bytes */
     uint64_t neighbor_hits;     /* of hits: read from another local rank's cache */
     uint64_t bytes_checked;     /* read from the cache and checked against its checksum */
+    uint64_t reserved[8];     /* room for later fields: the size stays */
 } sc_cache_stats;
 
 /*

@@ -35,6 +35,7 @@ typedef struct sc_field_info {
     int ndims;                 /* dimensions of one sample */
     uint64_t dims[SC_MAX_DIMS];
     uint64_t sample_bytes;
+    uint64_t reserved[4];     /* room for later fields: the size stays */
 } sc_field_info;
 
 typedef struct sc_dataset_info {
@@ -45,6 +46,7 @@ typedef struct sc_dataset_info {
     uint64_t sample_bytes;     /* all fields */
     int nfields;
     uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
+    uint64_t reserved[8];     /* room for later fields: the size stays */
 } sc_dataset_info;
 
 
@@ -89,10 +91,11 @@ typedef struct sc_synth_params {
     uint64_t labels;           /* classes in /labels (int64) */
     uint64_t shard_size;       /* layout B: samples per file */
     uint64_t seed;
+    uint64_t reserved[8];     /* room for later fields: the size stays */
 } sc_synth_params;
 
 #define SC_SYNTH_PARAMS_INIT                                                 \
-    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0}
+    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0, {0}}
 
 SC_API int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress,
                            void *arg, sc_error *err);

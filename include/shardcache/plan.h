@@ -47,10 +47,11 @@ typedef struct sc_plan_params {
     sc_shuffle_mode mode;
     double exchange;             /* sticky: fraction of shards moved, [0,1] */
     uint64_t fingerprint;        /* the dataset's fingerprint, carried along */
+    uint64_t reserved[8];     /* room for later fields: the size stays */
 } sc_plan_params;
 
 #define SC_PLAN_PARAMS_INIT                                                  \
-    {NULL, 0, 1, 0, 0, 1, SC_REMAINDER_DROP, SC_SHUFFLE_GLOBAL, 0.0, 0}
+    {NULL, 0, 1, 0, 0, 1, SC_REMAINDER_DROP, SC_SHUFFLE_GLOBAL, 0.0, 0, {0}}
 
 /*
  * Computes the plan for params->epoch.  In sticky mode `prev` is the plan of
@@ -82,6 +83,7 @@ typedef struct sc_plan_info {
     uint64_t max_rank_samples; /* balance: most samples on one rank */
     uint64_t hash;             /* 64-bit hash of the encoded plan */
     uint64_t bytes;            /* size of the encoded plan */
+    uint64_t reserved[8];     /* room for later fields: the size stays */
 } sc_plan_info;
 
 SC_API int sc_plan_get_info(const sc_plan *plan, sc_plan_info *out);

@@ -752,7 +752,7 @@ int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)
         return SC_EINVAL;
     *out = (sc_dataset_info){ds->layout, ds->nsamples, ds->nshards,
                              ds->layout == 'A' ? ds->shard_size : 0,
-                             ds->sample_bytes, ds->nfields, ds->fingerprint};
+                             ds->sample_bytes, ds->nfields, ds->fingerprint, {0}};
     return SC_OK;
 }
 
