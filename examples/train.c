@@ -81,10 +81,17 @@ static void busy_for(double ms)
         ;
 }
 
-/* Prints why the loader stopped; returns the exit status 1. */
+/*
+ * The loader stopped on this rank mid-epoch: say why and end the job.  The
+ * other ranks may be inside the gradient all-reduce, waiting for a step
+ * this rank will never take, so closing cleanly here would hang them.
+ */
 static int loader_failed(const job *j)
 {
     fprintf(stderr, "train[rank %d]: %s\n", j->rank, sc_last_error(j->ld));
+    fflush(stderr);
+    if (j->nranks > 1)
+        MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
 }
 

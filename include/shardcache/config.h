@@ -54,7 +54,7 @@ typedef struct sc_config {
     sc_shuffle_mode mode;         /* SC_SHUFFLE: global | sticky */
     double exchange;              /* SC_EXCHANGE: sticky fraction moved */
     sc_remainder remainder;       /* SC_REMAINDER: drop | pad */
-    char cache_dir[SC_PATH_MAX];  /* SC_CACHE_DIR; empty: ${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/shardcache-<uid> */
+    char cache_dir[SC_PATH_MAX];  /* SC_CACHE_DIR; empty: the default root (config.c) */
     uint64_t cache_bytes;         /* SC_CACHE_BYTES: capacity; 0 = unbounded */
     sc_cache_policy cache_policy; /* SC_CACHE_POLICY: belady | lru */
     sc_cache_check cache_check;   /* SC_CACHE_CHECK: first | always */

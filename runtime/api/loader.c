@@ -539,13 +539,13 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
-    int rc = loader_agree(ld, sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err),
-                   err);
+    int rc = sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err);
+    rc = loader_agree(ld, rc, err);
     ld->tr = sc__trace_ring(ld->trace, "consumer");
     /* A GPU missing on one rank fails the open on every rank. */
     if (rc == SC_OK)
         rc = loader_agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
-                   err);
+                          err);
     if (rc != SC_OK)
         return rc;
     sc__stream_opts so = {

@@ -165,7 +165,7 @@ static int resume_append(uint64_t **list, uint64_t *len, const uint64_t *ids, ui
  * share gets the same batch count, by the remainder policy.
  */
 static int resume_reslice(const uint64_t *S, uint64_t L, uint32_t world, uint32_t rank, uint64_t B,
-                   sc_remainder policy, sc__sched *out)
+                          sc_remainder policy, sc__sched *out)
 {
     uint64_t base = L / world, extra = L % world;
     uint64_t len = base + (rank < extra), lo = rank * base + (rank < extra ? rank : extra);
@@ -211,9 +211,11 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
             oom |= resume_append(&out->before, &out->nbefore, sq.ids, delivered);
             /* An old rank that ended the epoch recorded its drops then. */
             if (ended)
-                oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq.dropped, sq.ndropped);
+                oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq.dropped,
+                                     sq.ndropped);
             else if (world != old)
-                oom |= resume_append(&out->dropped_new, &out->ndropped_new, sq.dropped, sq.ndropped);
+                oom |= resume_append(&out->dropped_new, &out->ndropped_new, sq.dropped,
+                                     sq.ndropped);
         }
         if (world == old && q == rank) {
             /* The same ranks: this one continues its own schedule at its next batch. */

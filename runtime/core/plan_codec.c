@@ -27,6 +27,8 @@ enum {
     W_EXCHANGE = 104, W_WORLD = 112, W_MODE = 116, W_REMAINDER = 117, W_ZERO = 118,
 };
 
+_Static_assert(W_ZERO + 2 == SC__PLAN_HEADER_BYTES, "the offsets end where the header does");
+
 /* The header's 64-bit counts: one table for the encoder and the decoder. */
 static const struct {
     unsigned off;

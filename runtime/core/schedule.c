@@ -18,7 +18,7 @@ void sc__sched_free(sc__sched *sc)
     memset(sc, 0, sizeof *sc);
 }
 
-int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank, uint64_t B,
+int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank, uint64_t batch,
                  uint64_t window, uint64_t seed, unsigned faults, sc__sched *out, sc_error *err)
 {
     const uint32_t *mine;
@@ -45,7 +45,7 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
         len[i] = shard_first[shard + 1] - shard_first[shard];
         m += len[i];
     }
-    uint64_t want = in.batches_per_rank * B;
+    uint64_t want = in.batches_per_rank * batch;
     if (want && !m) {
         free(first);
         free(len);

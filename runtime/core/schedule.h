@@ -48,9 +48,9 @@ static inline uint64_t sc__pad_slot(uint64_t q, uint64_t len)
  * any rank can compute any rank's (a resume needs the old ranks').
  * shard_first[k] is shard k's first sample id, [nshards + 1] entries.
  */
-int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank, uint64_t batch,
-                 uint64_t window, uint64_t seed, unsigned faults, sc__sched *out,
-                 sc_error *err);
+int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank,
+                 uint64_t batch, uint64_t window, uint64_t seed, unsigned faults,
+                 sc__sched *out, sc_error *err);
 void sc__sched_free(sc__sched *sc);
 
 #endif /* SC_SCHEDULE_H */

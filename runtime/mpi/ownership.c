@@ -218,7 +218,7 @@ static slot *ownership_find(sc__ledger *l, uint64_t epoch)
 }
 
 static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
-                 sc_error *err)
+                           sc_error *err)
 {
     uint32_t want = ownership_tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
     uint64_t sl = epoch % SC__LEDGER_SLOTS;
@@ -447,7 +447,7 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
 
 /* Accounts delivered (or dropped, or padding) ids; `audit`: into the trail too. */
 static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                  int padded, int dropped, int audit, sc_error *err)
+                            int padded, int dropped, int audit, sc_error *err)
 {
     slot *s = ownership_find(l, epoch);
     if (!s || s->posted)

@@ -11,11 +11,11 @@
  * possibly by several threads at once, and freed when the last batch that
  * copies from them is built.
  *
- * The schedule of an epoch is a pure function of (plan, seed, rank): the
- * rank's shards in plan order, cut into windows of `window` positions, each
- * window shuffled by its own counter-based stream.  Dropped samples are the
- * tail of the shuffled order; padding repeats the last samples backwards,
- * which are the ones still in memory when the padding is built.
+ * An epoch's slots come from its schedule (core/schedule: a pure function
+ * of the plan and the settings); here they become work: the shards to
+ * load, in order of first use, and per slot where to copy from.  Padding
+ * repeats the last samples backwards, which are the ones still in memory
+ * when the padding is built.
  */
 #include "stream.h"
 
@@ -102,7 +102,7 @@ struct sc__stream {
     uint64_t *pool_cap, npool, pool_bytes;
 };
 
-/* ---- the schedule ------------------------------------------------------------- */
+/* ---- an epoch's work, from its schedule ---------------------------------------- */
 
 static void stream_ep_free_work(ep *e)
 {
@@ -284,7 +284,7 @@ static void stream_advance_prefix(ep *e)
 
 static int stream_pick(sc__stream *s, task *t)
 {
-    ep *stream_build = NULL, *stream_load = NULL;
+    ep *build = NULL, *load = NULL;
     t->ring_full = 0;
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
@@ -296,35 +296,35 @@ static int stream_pick(sc__stream *s, task *t)
             break; /* later epochs wait for this one's schedule */
         while (e->next_load < e->nsh && e->state[e->next_load] != SH_WAIT)
             e->next_load++;
-        if (!stream_build && e->next_build < e->nb)
-            stream_build = e;
-        if (!stream_load && e->next_load < e->nsh)
-            stream_load = e;
-        if (stream_build && stream_load)
+        if (!build && e->next_build < e->nb)
+            build = e;
+        if (!load && e->next_load < e->nsh)
+            load = e;
+        if (build && load)
             break;
     }
-    if (stream_build) {
-        uint64_t b = stream_build->next_build;
-        rslot *slot = &s->ring[(stream_build->seq0 + b) % s->o.depth];
+    if (build) {
+        uint64_t b = build->next_build;
+        rslot *slot = &s->ring[(build->seq0 + b) % s->o.depth];
         /* Its shards are in, its slot is not: the ring is full (traced as such). */
-        t->ring_full = stream_build->loaded_prefix > stream_build->need[b] && slot->state != SL_FREE;
-        t->e = stream_build;
+        t->ring_full = build->loaded_prefix > build->need[b] && slot->state != SL_FREE;
+        t->e = build;
         t->i = b;
-        if (stream_build->loaded_prefix > stream_build->need[b] && slot->state == SL_FREE) {
-            stream_build->next_build++;
+        if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
+            build->next_build++;
             slot->state = SL_BUILDING;
-            *t = (task){T_BUILD, stream_build, b, slot, NULL, 0, 0};
+            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0};
             return 1;
         }
     }
-    if (stream_load) {
-        uint64_t i = stream_load->next_load, bytes = stream_shard_bytes(s, stream_load, i);
-        int must = stream_load == stream_build && i <= stream_build->need[stream_build->next_build];
+    if (load) {
+        uint64_t i = load->next_load, bytes = stream_shard_bytes(s, load, i);
+        int must = load == build && i <= build->need[build->next_build];
         if (must || s->resident == 0 || s->resident + bytes <= s->o.mem_bytes) {
-            stream_load->state[i] = SH_LOADING;
-            stream_load->next_load++;
+            load->state[i] = SH_LOADING;
+            load->next_load++;
             s->resident += bytes;
-            *t = (task){T_LOAD, stream_load, i, NULL, NULL, 0, 0};
+            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
             t->buf = stream_pool_take(s, bytes, &t->cap);
             return 1;
         }
@@ -412,7 +412,7 @@ static int stream_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *s
 }
 
 static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                 sc_error *err)
+                        sc_error *err)
 {
     uint64_t B = s->o.batch_size, q0 = b * B;
     uint64_t t0 = sc__trace_now(tr);

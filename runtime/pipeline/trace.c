@@ -44,7 +44,7 @@ struct sc__trace {
  * within that round trip, so the error is at most half of it.
  */
 static void trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *offset,
-                           int64_t *error)
+                                 int64_t *error)
 {
     enum { ROUNDS = 8, TAG = 0x7ace };
     *offset = 0;
@@ -131,13 +131,13 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
     }
     trace_put_line(t, "{\"traceEvents\":[\n");
     trace_put_line(t,
-             "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\","
-             "\"args\":{\"name\":\"rank %d\"}},\n",
-             rank, rank);
+                   "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\","
+                   "\"args\":{\"name\":\"rank %d\"}},\n",
+                   rank, rank);
     trace_put_line(t,
-             "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_sort_index\","
-             "\"args\":{\"sort_index\":%d}}",
-             rank, rank);
+                   "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_sort_index\","
+                   "\"args\":{\"sort_index\":%d}}",
+                   rank, rank);
     *out = t;
     return sc__errok(err);
 }
@@ -214,7 +214,7 @@ static void trace_l_milli(line *l, int64_t v)
 }
 
 static void trace_l_head(line *l, const sc__trace *t, const sc__tring *r, const char *ph,
-                   const char *name, uint64_t ts_ns)
+                         const char *name, uint64_t ts_ns)
 {
     trace_l_str(l, ",\n{\"ph\":\"");
     trace_l_str(l, ph);
@@ -275,9 +275,9 @@ int sc__trace_flush(sc__trace *t, sc_error *err)
     for (trace_node *n = list; n; n = n->next) {
         if (!n->named) /* written as soon as the thread exists: a crash keeps it */
             trace_put_line(t,
-                     ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
-                     "\"args\":{\"name\":\"%s\"}}",
-                     t->rank, sc__tring_tid(n->ring), sc__tring_name(n->ring));
+                           ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
+                           "\"args\":{\"name\":\"%s\"}}",
+                           t->rank, sc__tring_tid(n->ring), sc__tring_name(n->ring));
         n->named = 1;
         sc__tring_drain(n->ring, trace_write_event, t);
     }
@@ -298,12 +298,12 @@ int sc__trace_close(sc__trace *t, sc_error *err)
     for (trace_node *n = t->rings; n; n = n->next)
         dropped += sc__tring_dropped(n->ring);
     trace_put_line(t,
-             ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"shardcache\",\"args\":{"
-             "\"rank\":%d,\"world\":%d,\"clock_offset_us\":%.3f,\"clock_error_us\":%.3f,"
-             "\"dropped\":%llu,\"untraced_threads\":%d,\"ring_events\":%llu}}\n"
-             "],\"displayTimeUnit\":\"ms\"}\n",
-             t->rank, t->rank, t->world, (double)t->offset_ns / 1e3,
-             (double)t->error_ns / 1e3, dropped, t->untraced, (unsigned long long)t->cap);
+                   ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"shardcache\",\"args\":{"
+                   "\"rank\":%d,\"world\":%d,\"clock_offset_us\":%.3f,\"clock_error_us\":%.3f,"
+                   "\"dropped\":%llu,\"untraced_threads\":%d,\"ring_events\":%llu}}\n"
+                   "],\"displayTimeUnit\":\"ms\"}\n",
+                   t->rank, t->rank, t->world, (double)t->offset_ns / 1e3,
+                   (double)t->error_ns / 1e3, dropped, t->untraced, (unsigned long long)t->cap);
     if (fclose(t->f) != 0)
         t->io_failed = 1;
     if (rc == SC_OK && t->io_failed)

@@ -3,8 +3,9 @@
  * thread, so that a starving GPU can be traced to its cause.
  *
  * Every thread that records owns one ring (base/tring.h: recording is
- * a clock read and a few stores, never a wait).  The loader's thread drains every ring into this rank's Chrome Trace Event
- * file (one event per line) when an epoch begins and at close, so memory
+ * a clock read and a few stores, never a wait).  The loader's thread
+ * drains every ring into this rank's Chrome Trace Event file (one event
+ * per line) when an epoch begins and at close, so memory
  * stays bounded in a job of any length and a crashed rank's file holds
  * every epoch it began.  Timestamps are one job-wide clock: this rank's
  * CLOCK_MONOTONIC plus its offset to rank 0's, measured at open.

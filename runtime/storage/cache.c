@@ -432,7 +432,7 @@ static int cache_full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
 
 /* Writes one entry: temporary file, data, header (the mark), rename. */
 static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
-                       sc_error *err)
+                             sc_error *err)
 {
     const sc_dataset *ds = c->ds;
     char tmp[SC_PATH_MAX + 64], path[SC_PATH_MAX + 32];
@@ -502,7 +502,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
 
 /* One traced stage of a shard's read, for the caller's thread. */
 static void cache_span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
-                 uint64_t bytes)
+                       uint64_t bytes)
 {
     if (tc)
         sc__trace_span(tc->ring, st, t0, sc__trace_now(tc->ring), tc->epoch,
@@ -528,8 +528,8 @@ static sc__tring *cache_ring_of(const sc__tctx *tc)
  * Returns NULL on success, or why the entry cannot be served.
  */
 static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shard,
-                              void *const *bufs, sc__mapping *m, int verified,
-                              struct seen *seen, const sc__tctx *tc)
+                                    void *const *bufs, sc__mapping *m, int verified,
+                                    struct seen *seen, const sc__tctx *tc)
 {
     uint64_t t0 = sc__trace_now(cache_ring_of(tc));
     sc__trace_slow(cache_ring_of(tc), SC__ST_CACHE_READ);
@@ -614,7 +614,7 @@ void sc__cache_unmap(sc__mapping *m)
  * Returns NULL when served (and counted as a hit).
  */
 static const char *cache_neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
-                                  sc__mapping *m, const sc__tctx *tc)
+                                        sc__mapping *m, const sc__tctx *tc)
 {
     char path[SC_PATH_MAX + 64];
     for (int lr = 0; lr < c->local_size; lr++) {
@@ -645,7 +645,7 @@ static const char *cache_neighbor_entry(sc_cache *c, uint64_t shard, void *const
  * could not be served, in which case it has been repaired (dropped).
  */
 static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
-                             sc__mapping *m, const sc__tctx *tc)
+                                   sc__mapping *m, const sc__tctx *tc)
 {
     uint32_t s32 = (uint32_t)shard;
     pthread_mutex_lock(&c->mu);
@@ -695,7 +695,7 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
  * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
  */
 static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
-                sc_error *err)
+                      sc_error *err)
 {
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
     uint32_t s32 = (uint32_t)shard;

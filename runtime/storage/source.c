@@ -91,7 +91,7 @@ typedef struct name_list {
 
 /* Written against HDF5 1.10's API (Debian 12), which 1.12+ still provides. */
 static herr_t source_collect_dataset(hid_t group, const char *name, const H5L_info_t *info,
-                              void *data)
+                                     void *data)
 {
     name_list *l = data;
     H5O_info_t oi;
@@ -110,7 +110,7 @@ static herr_t source_collect_dataset(hid_t group, const char *name, const H5L_in
 
 /* The fields to load: the configured list, or every dataset in "/". */
 static int source_field_names(hid_t file, const char *path, const char *wanted,
-                       name_list *l, sc_error *err)
+                              name_list *l, sc_error *err)
 {
     memset(l, 0, sizeof *l);
     if (wanted && *wanted) {
@@ -145,7 +145,7 @@ static int source_field_names(hid_t file, const char *path, const char *wanted,
  * caller holds the HDF5 lock.
  */
 static int source_describe(hid_t file, const char *path, const char *name, sc__field *f,
-                    uint64_t *n, hid_t *dset_out, sc_error *err)
+                           uint64_t *n, hid_t *dset_out, sc_error *err)
 {
     hid_t d = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK];
@@ -222,7 +222,7 @@ static hid_t source_open_file(const char *path, MPI_Comm comm, int parallel, sc_
 /* ---- layouts ------------------------------------------------------------------- */
 
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
-                         sc_error *err)
+                                sc_error *err)
 {
     int size = ds->world, rc;
     name_list names;
@@ -245,7 +245,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
     for (int i = 0; i < names.n; i++) {
         uint64_t n = 0;
         rc = source_describe(ds->file, ds->path, names.names[i], &ds->fields[i], &n,
-                      &ds->dset[i], err);
+                             &ds->dset[i], err);
         if (rc != SC_OK)
             return rc;
         ds->nfields = i + 1;
@@ -343,7 +343,7 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 }
 
 static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
-                         bytes *fp, sc_error *err)
+                                bytes *fp, sc_error *err)
 {
     int rc;
     name_list names;
@@ -475,8 +475,9 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
     if (status != SC_OK)
         return sc__seterr(err, status, "rank %d: rank 0 could not open the source: %.*s",
                           ds->rank, msg ? (int)mlen : 0, msg ? (const char *)msg : "");
-    const unsigned char *h = source_take(&c, 24), *f = h ? source_take(&c, sizeof ds->fields) : NULL,
-                        *nf = f ? source_take(&c, 8) : NULL;
+    const unsigned char *h = source_take(&c, 24);
+    const unsigned char *f = h ? source_take(&c, sizeof ds->fields) : NULL;
+    const unsigned char *nf = f ? source_take(&c, 8) : NULL;
     int rc = nf ? SC_OK : SC_EFORMAT;
     if (rc == SC_OK) {
         ds->fingerprint = sc__get_u64(h);
@@ -642,7 +643,7 @@ int sc_dataset_close(sc_dataset *ds)
 
 /* Reads `count` samples from `first` of an open dataset into buf. */
 static int source_read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
-                     void *buf, const char *path, uint64_t shard, sc_error *err)
+                            void *buf, const char *path, uint64_t shard, sc_error *err)
 {
     hsize_t start[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
     cnt[0] = count;
@@ -668,14 +669,14 @@ static int source_read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_
 
 /* The source's own fields of one shard (src[], or fields[] without a transform). */
 static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
-                       void *const *bufs, sc_error *err)
+                              void *const *bufs, sc_error *err)
 {
     int rc = SC_OK;
     sc__h5_lock();
     if (ds->layout == 'A') {
         for (int i = 0; rc == SC_OK && i < nfields; i++)
             rc = source_read_rows(ds->dset[i], &fields[i], ds->shard_first[shard],
-                           ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
+                                  ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
     } else {
         const char *path = ds->files[shard];
         hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);

@@ -46,7 +46,7 @@ static void synth_store(sc__dtype dt, void *buf, uint64_t j, int v)
 
 /* Fills `rows` samples from `first` into images/labels. */
 static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images,
-                 int64_t *labels)
+                       int64_t *labels)
 {
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t id = first + r;
@@ -69,8 +69,8 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
 
 /* Writes samples [first, first+n) as one file with /images and /labels. */
 static int synth_write_file(const gen *g, const char *path, uint64_t first, uint64_t n,
-                      sc_progress_fn progress, void *arg, uint64_t *done,
-                      sc_error *err)
+                            sc_progress_fn progress, void *arg, uint64_t *done,
+                            sc_error *err)
 {
     const sc_synth_params *p = g->p;
     hsize_t dims[SC_MAX_DIMS + 1], ldims[1] = {n};

@@ -9,7 +9,8 @@ if cmake --install "$SC_BUILD_DIR" --prefix "$prefix" >"$SC_T_TMP/install.log" 2
 else
     failed "cmake --install"; tail -20 "$SC_T_TMP/install.log"; finish; exit 1
 fi
-for f in include/shardcache.h include/shardcache_version.h bin/shardcache \
+for f in include/shardcache.h include/shardcache_version.h include/shardcache/plan.h \
+         include/shardcache/base.h include/shardcache/formats.h bin/shardcache \
          lib/libshardcache.a lib/cmake/shardcache/shardcacheConfig.cmake \
          lib/pkgconfig/shardcache.pc; do
     [ -e "$prefix/$f" ] && pass "installed $f" || failed "missing $prefix/$f"
@@ -25,6 +26,27 @@ if cmake -S "$SC_SOURCE_DIR/tests/system/consumer" -B "$cm" -DCMAKE_PREFIX_PATH=
 else
     failed "find_package consumer"; tail -30 "$SC_T_TMP/cm.log"
 fi
+# The installed command finds its library with no LD_LIBRARY_PATH (RUNPATH).
+expect_ok "installed CLI runs as installed" "^plan check: ok$" \
+    env -u LD_LIBRARY_PATH "$prefix/bin/shardcache" plan --shards 50 --ranks 2 --check
+# A tool that only plans needs no MPI: the plan header compiles without mpi.h.
+cat >"$SC_T_TMP/planner.c" <<'C'
+#include <shardcache/plan.h>
+int main(void)
+{
+    uint64_t sizes[4] = {10, 10, 10, 5};
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = sizes, p.nshards = 4, p.world_size = 2;
+    sc_plan *plan = NULL;
+    int rc = sc_plan_create(&p, NULL, &plan, NULL);
+    sc_plan_free(plan);
+    return rc != SC_OK;
+}
+C
+expect_ok "plan header without MPI: compiles" "" \
+    cc -Wall -Wextra -Werror -I"$prefix/include" -c "$SC_T_TMP/planner.c" -o "$SC_T_TMP/planner.o"
+expect_fail "shardcache.h does need MPI (the probe is real)" "mpi.h" \
+    cc -I"$prefix/include" -x c -c - -o /dev/null <<<'#include <shardcache.h>'
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 expect_ok "cmake shared consumer runs" "consumer .*: ok, 25 batches" "$cm/consumer_shared"
 expect_ok "cmake static consumer runs" "consumer .*: ok, 25 batches" "$cm/consumer_static"
