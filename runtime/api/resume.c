@@ -196,7 +196,7 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
     sc_plan *plan = NULL;
     int rc = sc__plan_at(&p, NULL, &plan, err);
     if (rc != SC_OK)
-        return sc__errctx(err, "resuming epoch %llu of a %u-rank job", (unsigned long long)e,
+        return sc__errctx(err, rc, "resuming epoch %llu of a %u-rank job", (unsigned long long)e,
                           old);
     uint64_t *S = NULL, L = 0;
     int oom = 0;

@@ -178,7 +178,7 @@ int sc_config_init(sc_config *cfg, sc_error *err)
     for (size_t i = 0; i < NSETTINGS; i++) {
         const char *v = getenv(settings[i].env);
         if (v && (rc = config_apply(cfg, &settings[i], v, err)) != SC_OK)
-            return sc__errctx(err, "in the environment");
+            return sc__errctx(err, rc, "in the environment");
     }
     const char *dump = getenv("SC_DUMP_CONFIG");
     if (dump && strcmp(dump, "0") != 0)

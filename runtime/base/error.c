@@ -48,10 +48,11 @@ int sc__seterr(sc_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-int sc__errctx(sc_error *err, const char *fmt, ...)
+int sc__errctx(sc_error *err, int code, const char *fmt, ...)
 {
     if (!err)
-        return SC_OK;
+        return code;
+    err->code = code;
     char out[SC_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -68,7 +69,7 @@ int sc__errctx(sc_error *err, const char *fmt, ...)
     }
     out[used] = '\0';
     memcpy(err->msg, out, used + 1);
-    return err->code;
+    return code;
 }
 
 int sc__errok(sc_error *err)

@@ -26,8 +26,12 @@
 int sc__seterr(sc_error *err, int code, const char *fmt, ...) SC__PRINTF(3, 4);
 int sc__vseterr(sc_error *err, int code, const char *fmt, va_list ap);
 
-/* Prepends "context: " to the message already in err; returns err->code. */
-int sc__errctx(sc_error *err, const char *fmt, ...) SC__PRINTF(2, 3);
+/*
+ * Prepends "context: " to the message already in err and returns `code`,
+ * the failing call's status: the status is an input, never read back from
+ * err, so a caller that passed no sc_error still gets the failure.
+ */
+int sc__errctx(sc_error *err, int code, const char *fmt, ...) SC__PRINTF(3, 4);
 
 /* Clears err to SC_OK; returns SC_OK. */
 int sc__errok(sc_error *err);

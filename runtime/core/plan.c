@@ -869,8 +869,9 @@ static int plan_check_replan(const sc_plan *plan, const sc_plan_params *params,
     unsigned long long e = (unsigned long long)plan->info.epoch;
     sc_plan *again = NULL;
 
-    if (sc_plan_create(params, prev, &again, err) != SC_OK)
-        return sc__errctx(err, "epoch %llu: re-planning failed", e);
+    int rc = sc_plan_create(params, prev, &again, err);
+    if (rc != SC_OK)
+        return sc__errctx(err, rc, "epoch %llu: re-planning failed", e);
     int same = again->wire_len == plan->wire_len &&
                memcmp(again->wire, plan->wire, plan->wire_len) == 0;
     sc_plan_free(again);

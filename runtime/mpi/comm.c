@@ -177,7 +177,7 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
         rc = sc_plan_decode(b->buf, b->len, &plan, err);
         if (rc != SC_OK) {
             comm_release(b);
-            return sc__errctx(err, "rank %d: plan for epoch %llu from rank %d",
+            return sc__errctx(err, rc, "rank %d: plan for epoch %llu from rank %d",
                               b->rank, e, b->root);
         }
         if (plan->info.hash != b->head[1]) {

@@ -373,7 +373,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
         rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
     if (rc != SC_OK) {
         free(buf);
-        return sc__errctx(err, "rank %d: epoch %llu: shard %u", s->o.rank,
+        return sc__errctx(err, rc, "rank %d: epoch %llu: shard %u", s->o.rank,
                           (unsigned long long)e->epoch, e->shards[i]);
     }
     e->buf[i] = buf;
@@ -452,7 +452,7 @@ static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring
         sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
                        B * s->ds->sample_bytes);
         if (rc != SC_OK)
-            return sc__errctx(err, "rank %d: epoch %llu: batch %llu", s->o.rank,
+            return sc__errctx(err, rc, "rank %d: epoch %llu: batch %llu", s->o.rank,
                               (unsigned long long)e->epoch, (unsigned long long)b);
     }
     return SC_OK;

@@ -36,8 +36,10 @@ static void test_error_helpers(void **state)
     assert_int_equal(sc__seterr(&err, SC_EIO, "file %s", "x.h5"), SC_EIO);
     assert_int_equal(err.code, SC_EIO);
     assert_string_equal(err.msg, "file x.h5");
-    assert_int_equal(sc__errctx(&err, "rank %d", 3), SC_EIO);
+    assert_int_equal(sc__errctx(&err, SC_EIO, "rank %d", 3), SC_EIO);
     assert_string_equal(err.msg, "rank 3: file x.h5");
+    /* The status is the caller's, not read back from a buffer that may be absent. */
+    assert_int_equal(sc__errctx(NULL, SC_EPLAN, "epoch %d", 1), SC_EPLAN);
     assert_int_equal(sc__seterr(NULL, SC_EINVAL, "ignored"), SC_EINVAL);
     /* Long messages are cut, never overflow. */
     char big[2 * SC_ERROR_MSG_MAX];
