@@ -110,7 +110,14 @@ struct sc_loader {
     double t_begin;
     sc_epoch_summary *reps;   /* [nreps], by epoch - first */
     uint64_t nreps;
+    /*
+     * Two messages: why the loader stopped (the first fatal error, which
+     * every later call returns and close reports, whatever happens after)
+     * and the last failed call's (sc_last_error), which may be a caller's
+     * mistake the loader survives.
+     */
     int failed;
+    sc_error fatal;
     sc_error err;
     struct {
         unsigned mask;       /* LF_*: testing builds only, else 0 */
@@ -163,15 +170,23 @@ static void loader_settle(sc_loader *ld)
         loader_rec_advance(r, REC_ENDED);
 }
 
-/* Records the loader's first error and stops it; returns the code. */
+/* Records the loader's first fatal error and stops it; returns its code. */
 static int loader_fail(sc_loader *ld, const sc_error *err)
 {
     if (!ld->failed) {
         ld->failed = 1;
-        ld->err = *err;
+        ld->fatal = *err;
         loader_settle(ld);
     }
-    return ld->err.code;
+    ld->err = ld->fatal;
+    return ld->fatal.code;
+}
+
+/* A call on a stopped loader: it fails with why the loader stopped. */
+static int loader_stopped(sc_loader *ld)
+{
+    ld->err = ld->fatal;
+    return ld->fatal.code;
 }
 
 static rec *loader_find_rec(sc_loader *ld, uint64_t epoch)
@@ -740,7 +755,7 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     if (!ld)
         return SC_EINVAL;
     if (ld->failed)
-        return ld->err.code;
+        return loader_stopped(ld);
     int rc = loader_begin_allowed(ld, epoch);
     if (rc != SC_OK)
         return rc;
@@ -789,7 +804,7 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     if (!ld || !batch)
         return SC_EINVAL;
     if (ld->failed)
-        return ld->err.code;
+        return loader_stopped(ld);
     if (ld->phase == LD_NO_EPOCH)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_next_batch before sc_epoch_begin",
                           ld->rank);
@@ -883,7 +898,7 @@ static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, i
             return rc;
     }
     *rep = *loader_report_of(ld, epoch);
-    return ld->failed ? ld->err.code : SC_OK;
+    return ld->failed ? loader_stopped(ld) : SC_OK;
 }
 
 int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
@@ -908,7 +923,7 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
     if (!ld || !buf || !len)
         return SC_EINVAL;
     if (ld->failed)
-        return ld->err.code;
+        return loader_stopped(ld);
     if (!ld->started)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: no epoch begun yet: nothing to checkpoint", ld->rank);
@@ -946,7 +961,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
     if (!ld || !epoch)
         return SC_EINVAL;
     sc_error err = SC_ERROR_INIT;
-    int rc = ld->failed ? ld->err.code : SC_OK, n = 0;
+    int rc = ld->failed ? loader_stopped(ld) : SC_OK, n = 0;
     if (rc == SC_OK && (ld->started || ld->resume.pending))
         rc = sc__seterr(&err, SC_EINVAL,
                         "rank %d: sc_loader_resume comes right after sc_loader_open, before "
@@ -1020,7 +1035,7 @@ int sc_loader_close(sc_loader *ld)
 {
     if (!ld)
         return SC_OK;
-    int rc = ld->failed ? ld->err.code : SC_OK;
+    int rc = ld->failed ? ld->fatal.code : SC_OK;
     sc__stream_close(ld->stream);
     ld->stream = NULL;
     /* The producers are joined: every ring can be drained and the file finished. */

@@ -385,6 +385,16 @@ static void test_source_error_stops_the_loader(void **state)
             fail_msg("no epoch named: %s", msg);
         assert_int_equal(sc_next_batch(ld, &b), rc); /* it stays stopped */
         assert_int_equal(sc_epoch_begin(ld, 1, NULL), rc);
+        /* Misuse after the stop is refused, but never replaces why it stopped. */
+        char first[SC_ERROR_MSG_MAX];
+        snprintf(first, sizeof first, "%s", msg);
+        sc_batch foreign = {0};
+        foreign.seq = 12345;
+        assert_int_not_equal(sc_batch_release(ld, &foreign), SC_OK);
+        sc_epoch_summary none;
+        assert_int_not_equal(sc_epoch_report(ld, 999, &none), SC_OK);
+        assert_int_equal(sc_next_batch(ld, &b), rc);
+        assert_string_equal(sc_last_error(ld), first);
     }
     MPI_Allreduce(&failed, &nfailed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     assert_true(nfailed >= 1 && nfailed <= 2); /* its owners in epochs 0 and 1 */
@@ -396,7 +406,8 @@ static void test_source_error_stops_the_loader(void **state)
         assert_false(rep.exactly_once.ok);
         assert_non_null(strstr(rep.exactly_once.detail, "abandoned"));
     }
-    assert_int_equal(sc_loader_close(ld) != SC_OK, failed);
+    int closed = sc_loader_close(ld); /* the first fatal error, whatever came after */
+    assert_int_equal(closed, failed ? rc : SC_OK);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         assert_int_equal(rename(keep, gone), 0);
