@@ -76,4 +76,12 @@ expect_ok "pkg-config static consumer runs" "ok, 25 batches" "$SC_T_TMP/pc_stati
 expect_ok "installed consumer under mpirun -np 2" "ok, 12 batches" \
     "$MPIEXEC" -n 2 --oversubscribe "$SC_T_TMP/pc_shared"
 expect_ok "installed CLI runs" "^plan check: ok$" "$prefix/bin/shardcache" plan --shards 50 --ranks 2 --check
+
+# A user's plain `cmake` build carries no test hooks (SC_FAULT): only the test presets do.
+if cmake -S "$SC_SOURCE_DIR" -B "$SC_T_TMP/plain" -DBUILD_TESTING=OFF >"$SC_T_TMP/plain.log" 2>&1; then
+    grep -q '^SC_TESTING:BOOL=OFF$' "$SC_T_TMP/plain/CMakeCache.txt" \
+        && pass "a plain configure has no fault hooks" || failed "a plain configure turns SC_TESTING on"
+else
+    failed "plain configure"; tail -5 "$SC_T_TMP/plain.log"
+fi
 finish
