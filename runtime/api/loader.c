@@ -25,6 +25,7 @@
 #include "error.h"
 #include "fault.h"
 #include "log.h"
+#include "mpierr.h"
 #include "node.h"
 #include "ownership.h"
 #include "plan.h"
@@ -87,6 +88,7 @@ enum {
     LF_STALE_PLAN = 1u << 4,  /* runs the previous epoch's plan */
     LF_DUP_SHARD = 1u << 5,   /* reads its first shard twice */
     LF_SKIP_SHARD = 1u << 6,  /* never reads its last shard */
+    LF_MPI_ERROR = 1u << 7,   /* an MPI call on the loader's communicator fails */
 };
 
 struct sc_loader {
@@ -387,6 +389,18 @@ static int loader_fault_plan(sc_loader *ld, rec *r, const sc_plan_params *p,
     return rc;
 }
 
+/*
+ * An MPI call MPI itself refuses (a negative count), on the loader's own
+ * communicator: with MPI's default handler the job would abort here; the
+ * loader's returns the error, which must become SC_EMPI with MPI's text.
+ */
+static int loader_fault_mpi(sc_loader *ld, uint64_t epoch, sc_error *err)
+{
+    if (loader_fault(ld, LF_MPI_ERROR, epoch))
+        SC_MPI_CHECK(err, MPI_Send(NULL, -1, MPI_BYTE, 0, 0, ld->comm));
+    return SC_OK;
+}
+
 /* The schedule-level faults of `epoch` (SC__SCHED_*). */
 static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
 {
@@ -396,6 +410,7 @@ static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
 #else
 #define loader_fault_plan(ld, r, p, use, err) SC_OK
 #define loader_fault_sched(ld, epoch) 0u
+#define loader_fault_mpi(ld, epoch, err) SC_OK
 #endif
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
@@ -467,7 +482,7 @@ static void loader_plan_ahead(sc_loader *ld)
 static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
 {
     int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, ld->comm);
+    SC_MPI_CHECK(err, MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, ld->comm));
     if (rc == SC_OK && worst != SC_OK)
         return sc__seterr(err, worst, "rank %d: another rank failed to open its loader (%s)",
                           ld->rank, sc_status_name(worst));
@@ -498,7 +513,7 @@ static void loader_read_faults(sc_loader *ld)
     } names[] = {{"plan-seed", LF_PLAN_SEED},   {"world", LF_WORLD},
                  {"fingerprint", LF_FINGERPRINT}, {"own-plan", LF_OWN_PLAN},
                  {"stale-plan", LF_STALE_PLAN}, {"dup-shard", LF_DUP_SHARD},
-                 {"skip-shard", LF_SKIP_SHARD}};
+                 {"skip-shard", LF_SKIP_SHARD},  {"mpi-error", LF_MPI_ERROR}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (sc__fault(names[i].name))
             ld->fault.mask |= names[i].bit;
@@ -528,10 +543,15 @@ static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_e
         sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
                 "MPI was initialized with MPI_THREAD_SINGLE; the loader runs producer "
                 "threads (which never call MPI): MPI_THREAD_FUNNELED says so");
-    if (MPI_Comm_dup(comm, &ld->comm) != MPI_SUCCESS ||
-        MPI_Comm_dup(comm, &ld->hdr) != MPI_SUCCESS ||
-        MPI_Comm_dup(comm, &ld->data) != MPI_SUCCESS)
-        return sc__seterr(err, SC_EMPI, "rank %d: MPI_Comm_dup failed", ld->rank);
+    /*
+     * The loader's own communicators return MPI errors as codes (SC_EMPI with
+     * MPI's text), where the caller's default would abort the job first.
+     */
+    MPI_Comm *own[3] = {&ld->comm, &ld->hdr, &ld->data};
+    for (int i = 0; i < 3; i++) {
+        SC_MPI_CHECK(err, MPI_Comm_dup(comm, own[i]));
+        SC_MPI_CHECK(err, MPI_Comm_set_errhandler(*own[i], MPI_ERRORS_RETURN));
+    }
     return sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
 }
 
@@ -769,6 +789,8 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     ld->t_ret = 0;
     ld->cur = epoch;
     ld->phase = LD_NO_EPOCH;
+    if ((rc = loader_fault_mpi(ld, epoch, &terr)) != SC_OK)
+        return loader_fail(ld, &terr);
     rec *r = NULL;
     if ((rc = loader_wait_plan(ld, epoch, &r)) != SC_OK)
         return rc;
@@ -955,6 +977,37 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
     return SC_OK;
 }
 
+/*
+ * Rank 0's status and checked records to every rank (`rc`: this rank's
+ * status so far).  *shared: the records went out, so every rank goes on to
+ * compute the resumption (and agree on it); else rank 0 refused them.
+ */
+static int loader_share_records(sc_loader *ld, int rc, int *n, sc__ckpt **ck,
+                                unsigned char **wire, int *shared, sc_error *err)
+{
+    int head[2] = {rc, *n};
+    SC_MPI_CHECK(err, MPI_Bcast(head, 2, MPI_INT, 0, ld->comm));
+    if (head[0] != SC_OK)
+        return rc != SC_OK ? rc
+                           : sc__seterr(err, head[0], "rank %d: rank 0 refused the checkpoints "
+                                        "(%s); its own error says why",
+                                        ld->rank, sc_status_name(head[0]));
+    *n = head[1];
+    if (ld->rank != 0) {
+        *ck = calloc((size_t)*n, sizeof **ck);
+        *wire = malloc((size_t)*n * SC__CKPT_BYTES);
+    }
+    int have = *ck && *wire;
+    SC_MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, ld->comm));
+    *shared = 1;
+    if (!have)
+        return rc != SC_OK ? rc
+                           : sc__seterr(err, SC_ENOMEM, "rank %d: no memory for %d checkpoints",
+                                        ld->rank, *n);
+    SC_MPI_CHECK(err, MPI_Bcast(*wire, *n * SC__CKPT_BYTES, MPI_BYTE, 0, ld->comm));
+    return rc;
+}
+
 int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens, int nblobs,
                      uint64_t *epoch)
 {
@@ -982,32 +1035,16 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         for (int i = 0; rc == SC_OK && i < n; i++)
             sc__ckpt_encode(&ck[i], wire + (size_t)i * SC__CKPT_BYTES);
     }
-    int head[2] = {rc, n};
-    MPI_Bcast(head, 2, MPI_INT, 0, ld->comm);
-    if (ld->rank != 0 && head[0] != SC_OK && rc == SC_OK)
-        rc = sc__seterr(&err, head[0], "rank %d: rank 0 refused the checkpoints (%s); its "
-                        "own error says why", ld->rank, sc_status_name(head[0]));
-    if (head[0] == SC_OK) {
-        n = head[1];
-        if (ld->rank != 0) {
-            ck = calloc((size_t)n, sizeof *ck);
-            wire = malloc((size_t)n * SC__CKPT_BYTES);
-        }
-        int have = ck && wire;
-        MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, ld->comm);
-        if (have) {
-            MPI_Bcast(wire, n * SC__CKPT_BYTES, MPI_BYTE, 0, ld->comm);
-            /* Rank 0 holds them decoded and checked already. */
-            for (int i = 0; ld->rank != 0 && rc == SC_OK && i < n; i++)
-                rc = sc__ckpt_decode(wire + (size_t)i * SC__CKPT_BYTES, SC__CKPT_BYTES, i,
-                                     &ck[i], &err);
-            if (rc == SC_OK)
-                rc = sc__resume_compute(ld->ds, &ld->cfg, ck, (uint32_t)ld->size,
-                                        (uint32_t)ld->rank, &ld->resume.state, &err);
-        } else if (rc == SC_OK) {
-            rc = sc__seterr(&err, SC_ENOMEM, "rank %d: no memory for %d checkpoints", ld->rank,
-                            n);
-        }
+    int shared = 0;
+    rc = loader_share_records(ld, rc, &n, &ck, &wire, &shared, &err);
+    if (shared) {
+        /* Rank 0 holds them decoded and checked already. */
+        for (int i = 0; ld->rank != 0 && rc == SC_OK && i < n; i++)
+            rc = sc__ckpt_decode(wire + (size_t)i * SC__CKPT_BYTES, SC__CKPT_BYTES, i, &ck[i],
+                                 &err);
+        if (rc == SC_OK)
+            rc = sc__resume_compute(ld->ds, &ld->cfg, ck, (uint32_t)ld->size,
+                                    (uint32_t)ld->rank, &ld->resume.state, &err);
         rc = loader_agree(ld, rc, &err);
     }
     if (rc == SC_OK) {
@@ -1055,8 +1092,11 @@ int sc_loader_close(sc_loader *ld)
         if (ld->rank == 0 && ld->started)
             loader_post(ld, ld->posted_to, 1);
         /* Then the same broadcasts and verifications on every rank. */
-        unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2];
-        MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm);
+        unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2] = {mine[0], mine[1]};
+        int e = MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm);
+        if (e != MPI_SUCCESS && rc == SC_OK) /* then this rank finishes only its own */
+            rc = sc__mpi_err(&ld->err, e, "MPI_Allreduce of the epochs in flight at close",
+                             __FILE__, __LINE__);
         for (uint64_t e = ld->posted_to; e < all[0]; e++)
             loader_post(ld, e, 1);
         for (uint64_t e = ld->settled_to; e < all[1]; e++)

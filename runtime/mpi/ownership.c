@@ -130,6 +130,9 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
     l->nsamples = shard_first[nshards];
     l->full = opts && opts->full;
     int m = MPI_Comm_dup(comm, &l->comm);
+    /* MPI errors come back as statuses (SC_EMPI), not as MPI's abort. */
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_set_errhandler(l->comm, MPI_ERRORS_RETURN);
     if (m == MPI_SUCCESS)
         m = MPI_Comm_rank(l->comm, &l->rank);
     if (m == MPI_SUCCESS)
@@ -142,6 +145,8 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
     if (m == MPI_SUCCESS && rc == SC_OK)
         m = MPI_Win_allocate(bytes, sizeof(uint32_t), MPI_INFO_NULL, l->comm, &l->base,
                              &l->win);
+    if (m == MPI_SUCCESS && rc == SC_OK)
+        m = MPI_Win_set_errhandler(l->win, MPI_ERRORS_RETURN);
     if (m == MPI_SUCCESS && rc == SC_OK) {
         memset(l->base, 0, (size_t)bytes);
         /* Nothing else touches the window: lock it once for the run. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "mpierr.h"
 
 /* A ring in this rank's list; `named`: its thread's name is in the file. */
 typedef struct trace_node {
@@ -43,8 +44,8 @@ struct sc__trace {
  * bounds the error best (Cristian's algorithm): rank 0's reading lies
  * within that round trip, so the error is at most half of it.
  */
-static void trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *offset,
-                                 int64_t *error)
+static int trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *offset,
+                                int64_t *error, sc_error *err)
 {
     enum { ROUNDS = 8, TAG = 0x7ace };
     *offset = 0;
@@ -53,13 +54,15 @@ static void trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *of
         for (int k = 0; k < ROUNDS; k++) {
             uint64_t t;
             if (rank == 0) {
-                MPI_Recv(&t, 1, MPI_UINT64_T, peer, TAG, comm, MPI_STATUS_IGNORE);
+                SC_MPI_CHECK(err, MPI_Recv(&t, 1, MPI_UINT64_T, peer, TAG, comm,
+                                           MPI_STATUS_IGNORE));
                 t = sc__tring_clock();
-                MPI_Send(&t, 1, MPI_UINT64_T, peer, TAG, comm);
+                SC_MPI_CHECK(err, MPI_Send(&t, 1, MPI_UINT64_T, peer, TAG, comm));
             } else if (rank == peer) {
                 uint64_t a = sc__tring_clock();
-                MPI_Send(&a, 1, MPI_UINT64_T, 0, TAG, comm);
-                MPI_Recv(&t, 1, MPI_UINT64_T, 0, TAG, comm, MPI_STATUS_IGNORE);
+                SC_MPI_CHECK(err, MPI_Send(&a, 1, MPI_UINT64_T, 0, TAG, comm));
+                SC_MPI_CHECK(err, MPI_Recv(&t, 1, MPI_UINT64_T, 0, TAG, comm,
+                                           MPI_STATUS_IGNORE));
                 uint64_t b = sc__tring_clock(), rtt = b - a;
                 if (k == 0 || (int64_t)rtt / 2 < *error) {
                     *error = (int64_t)rtt / 2;
@@ -68,6 +71,7 @@ static void trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *of
             }
         }
     }
+    return SC_OK;
 }
 
 static int trace_put_line(sc__trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -88,10 +92,10 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
 {
     *out = NULL;
     int rank, world, on = prefix && *prefix, all_on = 0, any_on = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &world);
-    MPI_Allreduce(&on, &all_on, 1, MPI_INT, MPI_MIN, comm);
-    MPI_Allreduce(&on, &any_on, 1, MPI_INT, MPI_MAX, comm);
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
+    SC_MPI_CHECK(err, MPI_Comm_size(comm, &world));
+    SC_MPI_CHECK(err, MPI_Allreduce(&on, &all_on, 1, MPI_INT, MPI_MIN, comm));
+    SC_MPI_CHECK(err, MPI_Allreduce(&on, &any_on, 1, MPI_INT, MPI_MAX, comm));
     if (all_on != any_on)
         return sc__seterr(err, SC_EINVAL,
                           "rank %d: SC_TRACE is %s here but not on every rank: set it "
@@ -115,9 +119,11 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
     }
     /* Every rank takes part in the ping-pong, or none does: agree first. */
     int ok = rc == SC_OK, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-    if (all_ok)
-        trace_measure_offset(comm, rank, world, &t->offset_ns, &t->error_ns);
+    int e = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (e != MPI_SUCCESS)
+        rc = sc__mpi_err(err, e, "MPI_Allreduce of the trace files' status", __FILE__, __LINE__);
+    else if (all_ok)
+        rc = trace_measure_offset(comm, rank, world, &t->offset_ns, &t->error_ns, err);
     else if (rc == SC_OK)
         rc = sc__seterr(err, SC_EIO, "rank %d: another rank could not open its trace file",
                         rank);

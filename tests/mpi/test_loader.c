@@ -494,6 +494,12 @@ static void test_faults_are_caught(void **state)
     assert_false(s.verdict_ok);
     assert_true(s.skip >= SHARD - 5);
 
+    /* An MPI error on the loader's communicator is a status, not MPI's abort. */
+    s = run_fault("mpi-error", SC_SHUFFLE_GLOBAL);
+    assert_int_equal(s.code, SC_EMPI);
+    if (!strstr(s.msg, "MPI_Send") || !strstr(s.msg, "MPI_ERR_COUNT"))
+        fail_msg("MPI error not named: %s", s.msg);
+
     s = run_fault("world", SC_SHUFFLE_STICKY);
     assert_int_equal(s.code, SC_EPLAN);
     /* Named by a receiving rank, or by rank 0 when it is the one (at -n 1). */
