@@ -28,8 +28,10 @@ typedef enum sc_cache_check {
 } sc_cache_check;
 
 typedef enum sc_device_mode {
-    SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and one is visible */
-    SC_DEVICE_HOST = 1, /* batches stay in (pinned) host memory */
+    SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and one is visible: the
+                         * loop must read batch.device (-1: host) to know which */
+    SC_DEVICE_HOST = 1, /* the default: batches in (pinned) host memory, which a
+                         * CPU training loop can read */
     SC_DEVICE_CUDA = 2  /* the GPU, or an SC_ECUDA error at open */
 } sc_device_mode;
 
@@ -64,7 +66,7 @@ typedef struct sc_config {
     uint64_t prefetch_batches;    /* SC_PREFETCH_BATCHES: depth of the batch ring */
     uint64_t shuffle_window;      /* SC_SHUFFLE_WINDOW: samples shuffled together; 0, 1: none */
     uint64_t stream_bytes;        /* SC_STREAM_BYTES: shard bytes held in memory */
-    sc_device_mode device;        /* SC_DEVICE: auto | host | cuda */
+    sc_device_mode device;        /* SC_DEVICE: host (default) | cuda | auto */
     sc_verify_mode verify;        /* SC_VERIFY: sketch | full */
     char audit_dir[SC_PATH_MAX];  /* SC_AUDIT_DIR: per-rank consumed ids; empty = off */
     /* appended for tracing */

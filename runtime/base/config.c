@@ -63,8 +63,9 @@ static const setting settings[] = {
      "samples shuffled together within a rank's epoch, across shards; 0: none"},
     {"SC_STREAM_BYTES", T_BYTES, F(stream_bytes), "256M", {0},
      "shard bytes a rank holds in memory while it builds batches"},
-    {"SC_DEVICE", T_ENUM, F(device), "auto", {"auto", "host", "cuda"},
-     "where batches land: the GPU if there is one, host memory, or the GPU"},
+    {"SC_DEVICE", T_ENUM, F(device), "host", {"auto", "host", "cuda"},
+     "where batches land: host (what a CPU loop reads), cuda (the GPU, or an error), "
+     "auto (the GPU when one is visible: the loop must look at batch.device)"},
     {"SC_VERIFY", T_ENUM, F(verify), "sketch", {"sketch", "full"},
      "exactly-once check: an O(1) sketch per epoch, or per-sample counts"},
     {"SC_AUDIT_DIR", T_STR, F(audit_dir), "", {0},

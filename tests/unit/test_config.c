@@ -17,6 +17,8 @@ static void test_defaults_and_env(void **state)
     assert_int_equal(c.mode, SC_SHUFFLE_STICKY);
     assert_int_equal(c.cache_policy, SC_CACHE_BELADY);
     assert_int_equal(c.cache_bytes, 0);
+    /* Batches land where a CPU loop can read them unless the caller asks for a GPU. */
+    assert_int_equal(c.device, SC_DEVICE_HOST);
 
     setenv("SC_SEED", "42", 1);
     setenv("SC_CACHE_BYTES", "3G", 1);
