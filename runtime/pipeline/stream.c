@@ -682,6 +682,20 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
                           "rank %d: all %llu batch buffers (SC_PREFETCH_BATCHES) are held; "
                           "release a batch before asking for the next",
                           s->o.rank, (unsigned long long)s->o.depth);
+    } else if (slot->state == SL_HELD) {
+        /*
+         * Ring slots are reused in order: the next batch is built into the
+         * buffer of the batch handed out `depth` batches ago, which the
+         * caller still holds.  Waiting would wait forever.
+         */
+        rc = sc__seterr(err, SC_EINVAL,
+                        "rank %d: epoch %llu batch %llu is still held, and the next batch "
+                        "needs its buffer: release batches within %llu of each other "
+                        "(SC_PREFETCH_BATCHES)",
+                        s->o.rank, (unsigned long long)slot->epoch,
+                        (unsigned long long)slot->index, (unsigned long long)s->o.depth);
+        pthread_mutex_unlock(&s->mu);
+        return rc;
     } else if (!(slot->state == SL_READY && slot->seq == s->take)) {
         double t0 = stream_now();
         while (!s->failed && !(slot->state == SL_READY && slot->seq == s->take))

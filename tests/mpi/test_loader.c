@@ -560,9 +560,39 @@ static void test_misuse_is_an_error(void **state)
     assert_int_equal(sc_next_batch(NULL, &b[0]), SC_EINVAL);
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
+    /*
+     * Released out of order: batch 0 kept while later ones come and go.  The
+     * next batch needs batch 0's buffer: a clear error, never a hang; once
+     * batch 0 is released the epoch goes on and stays exactly-once.
+     */
+    c.prefetch_batches = 4;
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    sc_epoch_info info;
+    assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
+    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK); /* kept */
+    int rc, taken = 1;
+    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK) {
+        taken++;
+        assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
+    }
+    if (info.batches > 4) {
+        assert_int_equal(rc, SC_EINVAL);
+        assert_int_equal(taken, 4); /* batches 1..3 came; batch 4 needs batch 0's buffer */
+        assert_non_null(strstr(sc_last_error(ld), "batch 0 is still held"));
+    }
+    assert_int_equal(sc_batch_release(ld, &b[0]), SC_OK);
+    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK)
+        assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
+    assert_int_equal(rc, SC_END_OF_EPOCH);
+    sc_epoch_summary done;
+    assert_int_equal(sc_epoch_wait(ld, 0, &done), SC_OK);
+    assert_true(done.exactly_once.ok);
+    assert_int_equal(done.batches, info.batches);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+
     /* Asking for a GPU that is not there fails the open, on every rank. */
     c.device = SC_DEVICE_CUDA;
-    int rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err);
+    rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err);
     assert_true(rc == SC_ECUDA || rc == SC_ENOTSUP);
     assert_null(ld);
     assert_non_null(strstr(err.msg, "SC_DEVICE=cuda"));
