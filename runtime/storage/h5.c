@@ -90,3 +90,58 @@ hid_t sc__h5_native(sc__dtype dt)
     default: return H5I_INVALID_HID;
     }
 }
+
+/* An integer or float type's name ("int8", "float16"), or "" when it has none. */
+static const char *h5_number_name(hid_t type)
+{
+    static const char *const ints[2][4] = {{"uint8", "uint16", "uint32", "uint64"},
+                                           {"int8", "int16", "int32", "int64"}};
+    size_t size = H5Tget_size(type);
+    int log2 = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls == H5T_INTEGER && log2 >= 0)
+        return ints[H5Tget_sign(type) == H5T_SGN_2][log2];
+    if (cls == H5T_FLOAT)
+        return size == 2 ? "float16" : size == 4 ? "float32" : size == 8 ? "float64" : "";
+    return "";
+}
+
+void sc__h5_type_words(hid_t type, char *buf, size_t n)
+{
+    size_t size = H5Tget_size(type);
+    hid_t super = H5I_INVALID_HID;
+    switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+    case H5T_FLOAT:
+        snprintf(buf, n, "a %zu-byte %s (%s)", size,
+                 H5Tget_class(type) == H5T_FLOAT ? "float" : "integer", h5_number_name(type));
+        break;
+    case H5T_STRING:
+        if (H5Tis_variable_str(type) > 0)
+            snprintf(buf, n, "a variable-length string");
+        else
+            snprintf(buf, n, "a fixed-length string of %zu bytes", size);
+        break;
+    case H5T_VLEN:
+        super = H5Tget_super(type);
+        snprintf(buf, n, "a variable-length sequence of %s",
+                 super >= 0 && *h5_number_name(super) ? h5_number_name(super) : "another type");
+        break;
+    case H5T_ENUM:
+        super = H5Tget_super(type);
+        snprintf(buf, n, "an enum of %d values over %s (h5py stores bool so)",
+                 H5Tget_nmembers(type), super >= 0 ? h5_number_name(super) : "?");
+        break;
+    case H5T_COMPOUND:
+        snprintf(buf, n, "a compound of %d members (%zu bytes)", H5Tget_nmembers(type), size);
+        break;
+    case H5T_ARRAY: snprintf(buf, n, "an array type of %zu bytes", size); break;
+    case H5T_OPAQUE: snprintf(buf, n, "an opaque type of %zu bytes", size); break;
+    case H5T_REFERENCE: snprintf(buf, n, "a reference"); break;
+    case H5T_BITFIELD: snprintf(buf, n, "a bitfield of %zu bytes", size); break;
+    case H5T_TIME: snprintf(buf, n, "a time type"); break;
+    default: snprintf(buf, n, "an unknown type of %zu bytes", size); break;
+    }
+    if (super >= 0)
+        H5Tclose(super);
+}

@@ -30,6 +30,13 @@ void sc__h5_unlock(void);
 int sc__h5_err(sc_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * An HDF5 type in words, for messages: "a 2-byte float (float16)", "a
+ * variable-length sequence of uint8", "a fixed-length string of 8 bytes",
+ * "a compound of 3 members", ...  Never fails; writes at most n bytes.
+ */
+void sc__h5_type_words(hid_t type, char *buf, size_t n);
+
 /* The dtype of an HDF5 file type, or SC__DT_INVALID when unsupported. */
 sc__dtype sc__h5_dtype(hid_t type);
 /* The native memory type for a dtype (not to be closed). */

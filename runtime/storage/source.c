@@ -14,6 +14,7 @@
 #include "error.h"
 #include "h5.h"
 #include "hash.h"
+#include "log.h"
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int64_t");
 
@@ -87,7 +88,30 @@ static int source_put_file(bytes *b, const char *path, sc_error *err)
 typedef struct name_list {
     char names[SC_MAX_FIELDS][256];
     int n, too_many;
+    char skipped[512]; /* datasets left out for their type, named with it */
+    int nskipped;
 } name_list;
+
+/* A dataset of a type shardcache cannot carry: named, with its type, in l->skipped. */
+static int source_skips(hid_t group, const char *name, name_list *l)
+{
+    hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
+    hid_t t = d < 0 ? H5I_INVALID_HID : H5Dget_type(d);
+    int skip = t >= 0 && sc__h5_dtype(t) == SC__DT_INVALID;
+    if (skip) {
+        char words[128];
+        size_t used = strlen(l->skipped);
+        sc__h5_type_words(t, words, sizeof words);
+        snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (%s)",
+                 l->nskipped ? ", " : "", name, words);
+        l->nskipped++;
+    }
+    if (t >= 0)
+        H5Tclose(t);
+    if (d >= 0)
+        H5Dclose(d);
+    return skip;
+}
 
 /* Written against HDF5 1.10's API (Debian 12), which 1.12+ still provides. */
 static herr_t source_collect_dataset(hid_t group, const char *name, const H5L_info_t *info,
@@ -98,7 +122,7 @@ static herr_t source_collect_dataset(hid_t group, const char *name, const H5L_in
     (void)info;
     if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
         return -1;
-    if (oi.type != H5O_TYPE_DATASET)
+    if (oi.type != H5O_TYPE_DATASET || source_skips(group, name, l))
         return 0;
     if (l->n == SC_MAX_FIELDS) {
         l->too_many = 1;
@@ -136,7 +160,8 @@ static int source_field_names(hid_t file, const char *path, const char *wanted,
                           "fields with SC_FIELDS",
                           path, SC_MAX_FIELDS);
     if (l->n == 0)
-        return sc__seterr(err, SC_EINVAL, "source '%s' has no datasets in '/'", path);
+        return sc__seterr(err, SC_EINVAL, "source '%s' has no numeric datasets in '/'%s%s",
+                          path, l->nskipped ? "; left out: " : "", l->skipped);
     return SC_OK;
 }
 
@@ -164,11 +189,12 @@ static int source_describe(hid_t file, const char *path, const char *name, sc__f
     if (t < 0 || s < 0 || nd < 0) {
         rc = sc__h5_err(err, SC_EHDF5, "source '%s': cannot read field '%s'", path, name);
     } else if (f->dtype == SC__DT_INVALID) {
-        H5T_class_t cls = H5Tget_class(t);
+        char words[128];
+        sc__h5_type_words(t, words, sizeof words);
         rc = sc__seterr(err, SC_EINVAL,
-                        "source '%s': field '%s' has an unsupported type (class %d, "
-                        "%zu bytes); shardcache reads integer and float fields",
-                        path, name, (int)cls, H5Tget_size(t));
+                        "source '%s': field '%s' has an unsupported type, %s; shardcache "
+                        "reads 1- to 8-byte integer and 4- or 8-byte float fields",
+                        path, name, words);
     } else if (nd < 1 || nd - 1 > SC_MAX_DIMS) {
         rc = sc__seterr(err, SC_EINVAL,
                         "source '%s': field '%s' has %d dimensions; a field needs "
@@ -221,6 +247,15 @@ static hid_t source_open_file(const char *path, MPI_Comm comm, int parallel, sc_
 
 /* ---- layouts ------------------------------------------------------------------- */
 
+/* Says once (rank 0) which datasets "every numeric dataset" left out, and why. */
+static void source_note_skipped(const sc_dataset *ds, const sc_config *cfg, const name_list *l)
+{
+    if (l->nskipped && ds->rank == 0)
+        sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
+                "source '%s': left out %s: not a type shardcache carries; SC_FIELDS "
+                "chooses the fields", ds->path, l->skipped);
+}
+
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                                 sc_error *err)
 {
@@ -240,7 +275,9 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
     int parallel = size > 1 && level == MPI_THREAD_MULTIPLE;
     if ((ds->file = source_open_file(ds->path, ds->comm, parallel, err)) < 0)
         return err ? err->code : SC_EHDF5;
-    if ((rc = source_field_names(ds->file, ds->path, cfg->fields, &names, err)) != SC_OK)
+    if ((rc = source_field_names(ds->file, ds->path, cfg->fields, &names, err)) == SC_OK)
+        source_note_skipped(ds, cfg, &names);
+    if (rc != SC_OK)
         return rc;
     for (int i = 0; i < names.n; i++) {
         uint64_t n = 0;
@@ -361,6 +398,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         if (f < 0)
             return err ? err->code : SC_EHDF5;
         rc = k == 0 ? source_field_names(f, path, cfg->fields, &names, err) : SC_OK;
+        if (rc == SC_OK && k == 0)
+            source_note_skipped(ds, cfg, &names);
         for (int i = 0; rc == SC_OK && i < names.n; i++) {
             sc__field fld;
             uint64_t n = 0;

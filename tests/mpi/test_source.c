@@ -175,7 +175,7 @@ static void test_bad_sources(void **state)
 {
     (void)state;
     char missing[1200], text[1200], dims[1200], str[1200], empty[1200], trunc[1200],
-        good[1200];
+        good[1200], mixed[1200];
     path_of(missing, "missing.h5");
     path_of(text, "notes.bin");
     path_of(dims, "dims.h5");
@@ -183,6 +183,7 @@ static void test_bad_sources(void **state)
     path_of(empty, "empty.h5");
     path_of(trunc, "truncated.h5");
     path_of(good, "a.h5");
+    path_of(mixed, "mixed.h5");
     if (rank == 0) {
         FILE *f = fopen(text, "w");
         fputs("\x89 this is not HDF5 and not a list\n", f);
@@ -193,6 +194,15 @@ static void test_bad_sources(void **state)
         hid_t s = H5Tcopy(H5T_C_S1);
         H5Tset_size(s, 8);
         sc_t_write(str, "/names", s, 1, d10, NULL, 1);
+        /* A numeric field beside a half float (h5py's float16) and a string. */
+        sc_t_write(mixed, "/x", H5T_NATIVE_INT32, 1, d10, NULL, 1);
+        hid_t half = H5Tcopy(H5T_IEEE_F32LE); /* float16, made as h5py makes it */
+        H5Tset_fields(half, 15, 10, 5, 0, 10);
+        H5Tset_size(half, 2);
+        H5Tset_ebias(half, 15);
+        sc_t_write(mixed, "/half", half, 1, d10, NULL, 0);
+        H5Tclose(half);
+        sc_t_write(mixed, "/names", s, 1, d10, NULL, 0);
         H5Tclose(s);
         sc_t_write(empty, "/x", H5T_NATIVE_UINT8, 2, d0, NULL, 1);
         /* A big file cut in half, as a failed copy leaves it. */
@@ -210,7 +220,27 @@ static void test_bad_sources(void **state)
     expect_refused(good, "/images,/nope", SC_EINVAL, good, "no field '/nope'");
     expect_refused(dims, NULL, SC_EINVAL, "field '/b' has 11 samples but '/a' has 10",
                    dims);
-    expect_refused(str, NULL, SC_EINVAL, "field '/names' has an unsupported type", str);
+    /* Named in SC_FIELDS, an unsupported type is refused, named in words. */
+    expect_refused(str, "/names", SC_EINVAL,
+                   "field '/names' has an unsupported type, a fixed-length string of 8 bytes",
+                   str);
+    /* With SC_FIELDS empty ("every numeric dataset") it is left out, not fatal... */
+    {
+        sc_config c = config(mixed);
+        sc_dataset *ds = NULL;
+        sc_error err = SC_ERROR_INIT;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+        sc_dataset_info di;
+        sc_field_info fi;
+        sc_dataset_get_info(ds, &di);
+        assert_int_equal(di.nfields, 1);
+        sc_dataset_field(ds, 0, &fi);
+        assert_string_equal(fi.name, "/x");
+        sc_dataset_close(ds);
+    }
+    /* ...and a file with no numeric dataset says what it left out. */
+    expect_refused(str, NULL, SC_EINVAL, "no numeric datasets",
+                   rank == 0 || size == 1 ? "a fixed-length string of 8 bytes" : str);
     expect_refused(empty, NULL, SC_EINVAL, "field '/x' is empty", empty);
     expect_refused(trunc, NULL, SC_EHDF5, trunc, "cannot be opened as HDF5");
     sc_config c = config("");
