@@ -55,6 +55,7 @@ struct sc_cache {
     char dir[SC_PATH_MAX];
     char node[SC_PATH_MAX]; /* the node's directories, less the local rank */
     int lock_fd, rank, local_rank, local_size, log_level;
+    int private_dir; /* dir is this process's own (-p<pid>): removed at close */
     uint64_t job; /* this open's token, the same on every rank of comm: see header.job */
     sc_cache_check check;
     sc__evict *ev;
@@ -254,6 +255,59 @@ static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
     return SC_OK;
 }
 
+/* Removes a cache directory this process owns: its entries, lock and temporaries. */
+static void cache_remove_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char file[SC_PATH_MAX + 300];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+            unlink(file); /* never a directory: entries are files */
+        }
+    }
+    if (d)
+        closedir(d);
+    rmdir(path);
+}
+
+/*
+ * Private directories (-p<pid>) of processes that died without closing
+ * (killed jobs): nothing can reuse them, so they go at the next open.  A
+ * live process's, or another user's, stays.
+ */
+static void cache_remove_stale(const sc_cache *c)
+{
+    char parent[SC_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", c->dir);
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    const char *base = slash + 1;
+    size_t blen = strlen(base);
+    DIR *d = opendir(parent);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid = 0;
+        char tail;
+        struct stat st;
+        char path[2 * SC_PATH_MAX];
+        if (strncmp(e->d_name, base, blen) || sscanf(e->d_name + blen, "-p%ld%c", &pid, &tail) != 1 ||
+            pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid()) {
+            cache_remove_dir(path);
+            sc__log(c->log_level, SC__LOG_INFO, c->rank,
+                    "removed '%s': the private cache of process %ld, which is gone", path, pid);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
 /*
  * Locks the directory, or, when another live process holds it, a private
  * (cold) one beside it: two processes never write one directory.
@@ -262,6 +316,8 @@ static int cache_take_dir(sc_cache *c, sc_error *err)
 {
     int busy = 0;
     int rc = cache_lock_dir(c, &busy, err);
+    if (rc == SC_OK && !busy)
+        cache_remove_stale(c); /* holding the shared dir: ours to tidy */
     if (rc != SC_OK || !busy)
         return rc;
     char shared[SC_PATH_MAX];
@@ -276,6 +332,7 @@ static int cache_take_dir(sc_cache *c, sc_error *err)
     rc = cache_lock_dir(c, &busy, err);
     if (rc == SC_OK && busy)
         rc = sc__seterr(err, SC_EIO, "cache '%s' is locked", c->dir);
+    c->private_dir = rc == SC_OK;
     return rc;
 }
 
@@ -326,6 +383,9 @@ int sc_cache_close(sc_cache *c)
 {
     if (!c)
         return SC_OK;
+    /* A private directory is cold and nobody else's: it goes, before its lock. */
+    if (c->private_dir)
+        cache_remove_dir(c->dir);
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);

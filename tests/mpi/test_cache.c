@@ -261,8 +261,28 @@ static void test_second_process_gets_its_own_dir(void **state)
     assert_non_null(strstr(sc_cache_dir(c2), "-p"));
     read_checked(a, ds, 1, b);
     read_checked(c2, ds, 1, b);
+    char mine[SC_PATH_MAX];
+    snprintf(mine, sizeof mine, "%s", sc_cache_dir(c2));
     sc_cache_close(c2);
+    struct stat st;
+    assert_int_not_equal(stat(mine, &st), 0); /* a private dir is removed at close */
     sc_cache_close(a);
+
+    /* A dead process's private dir goes at the next open; a live one's stays. */
+    char dead[SC_PATH_MAX + 32], live[SC_PATH_MAX + 32], entry[SC_PATH_MAX + 64];
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &a, &err), &err);
+    snprintf(dead, sizeof dead, "%s-p%d", sc_cache_dir(a), 999999999);
+    snprintf(live, sizeof live, "%s-p%ld", sc_cache_dir(a), (long)getppid());
+    sc_cache_close(a);
+    assert_int_equal(mkdir(dead, 0700), 0);
+    assert_int_equal(mkdir(live, 0700), 0);
+    snprintf(entry, sizeof entry, "%s/s0.h5", dead);
+    fclose(fopen(entry, "w"));
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &a, &err), &err);
+    assert_int_not_equal(stat(dead, &st), 0);
+    assert_int_equal(stat(live, &st), 0);
+    sc_cache_close(a);
+    rmdir(live);
     sc_dataset_close(ds);
     free(b);
 }
