@@ -348,6 +348,8 @@ static int loader_begin_resumed(sc_loader *ld, sc_error *err)
         rc = sc__ledger_account(ld->ledger, e, r->dropped_old, r->ndropped_old, 1, 0, err);
     if (rc == SC_OK)
         rc = sc__ledger_account(ld->ledger, e, r->dropped_new, r->ndropped_new, 1, 1, err);
+    if (rc == SC_OK && r->padded_before)
+        rc = sc__ledger_padded_before(ld->ledger, e, r->padded_before, err);
     ld->nb = r->sched.nslots / ld->cfg.batch_size;
     if (rc == SC_OK)
         rc = sc__stream_push_sched(ld->stream, e, &ld->resume.state.sched, err); /* takes it */

@@ -208,6 +208,8 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
         uint64_t done = ck[q].consumed * B, ended = ck[q].consumed == ck[q].batches;
         uint64_t delivered = done < sq.nreal ? done : sq.nreal;
         if (rank == 0) {
+            /* Its padding too: the verdict's padded covers both runs, as delivered does. */
+            out->padded_before += (done < sq.nslots ? done : sq.nslots) - delivered;
             oom |= resume_append(&out->before, &out->nbefore, sq.ids, delivered);
             /* An old rank that ended the epoch recorded its drops then. */
             if (ended)

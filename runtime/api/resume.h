@@ -50,6 +50,7 @@ typedef struct sc__resume {
     uint64_t *before, nbefore;             /* delivered before the checkpoint */
     uint64_t *dropped_old, ndropped_old;   /* dropped, in the old run's trail already */
     uint64_t *dropped_new, ndropped_new;   /* dropped, never recorded (another world size) */
+    uint64_t padded_before;                /* padding repeats delivered before it */
 } sc__resume;
 
 /* From checkpoints checked by sc__ckpt_check, for `rank` of `world`. */

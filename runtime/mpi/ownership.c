@@ -494,6 +494,12 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
     return ownership_record(l, epoch, ids, n, 0, dropped, audit, err);
 }
 
+int sc__ledger_padded_before(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
+{
+    /* Padding is only counted (no ids), and the earlier run's trail has it. */
+    return ownership_record(l, epoch, NULL, n, 1, 0, 0, err);
+}
+
 int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int padded, sc_error *err)
 {

@@ -71,6 +71,9 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
 /* Writes the audit trail through, e.g. when a checkpoint is taken. */
 void sc__ledger_flush(sc__ledger *l);
 
+/* Counts n padding repeats an earlier run delivered in `epoch` (a resume). */
+int sc__ledger_padded_before(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err);
+
 /* Every id must lie in a shard this rank owns in `epoch`; else SC_EOWNERSHIP. */
 int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                      sc_error *err);

@@ -643,7 +643,8 @@ int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_erro
 int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err)
 {
     uint64_t B = s->o.batch_size;
-    if (sched->nslots % B || sched->nreal > sched->nslots || (sched->nslots && !sched->nreal))
+    /* Every slot may be padding: a short rank resumed after its last real batch. */
+    if (sched->nslots % B || sched->nreal > sched->nslots)
         return sc__seterr(err, SC_EINVAL,
                           "rank %d: epoch %llu: a schedule of %llu slots (%llu real) is not "
                           "whole batches of %llu",
