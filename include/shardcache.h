@@ -239,7 +239,8 @@ SC_API int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
  * sc_loader_resume, right after sc_loader_open and before any epoch, takes
  * the records of all ranks of the checkpointed job (rank 0's copies count;
  * other ranks may pass none) and sets the loader to continue the
- * interrupted epoch, returned in *epoch: begin it next.  On the same number
+ * interrupted epoch, returned in *epoch: begin it next.  Records taken
+ * after an epoch's last batch (on every rank) resume at the next epoch.  On the same number
  * of ranks every rank continues at exactly its next batch; on another, the
  * samples not yet consumed are dealt out again across the new ranks, each
  * exactly once, with equal batch counts; later epochs are planned for the

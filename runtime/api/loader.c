@@ -979,6 +979,15 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
     return SC_OK;
 }
 
+/* 1 if every record was taken after its epoch's last batch. */
+static int loader_all_ended(const sc__ckpt *ck, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ck[i].consumed != ck[i].batches)
+            return 0;
+    return n > 0;
+}
+
 /*
  * Rank 0's status and checked records to every rank (`rc`: this rank's
  * status so far).  *shared: the records went out, so every rank goes on to
@@ -1049,7 +1058,11 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
                                     (uint32_t)ld->rank, &ld->resume.state, &err);
         rc = loader_agree(ld, rc, &err);
     }
-    if (rc == SC_OK) {
+    if (rc == SC_OK && loader_all_ended(ck, n)) {
+        /* Every rank had taken its last batch: nothing of the epoch is left. */
+        *epoch = ld->resume.state.epoch + 1;
+        sc__resume_free(&ld->resume.state);
+    } else if (rc == SC_OK) {
         ld->resume.pending = 1;
         ld->resume.epoch = *epoch = ld->resume.state.epoch;
         ld->resume.resliced = ck[0].world != (uint64_t)ld->size;

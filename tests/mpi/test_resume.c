@@ -212,6 +212,48 @@ static void test_resume_same_and_fewer_ranks(void **state)
     }
 }
 
+/*
+ * A checkpoint after the epoch's last batch: the resumed job begins the
+ * next epoch (not the same one with no batches), exactly once.
+ */
+static void test_checkpoint_after_the_last_batch(void **state)
+{
+    (void)state;
+    sc_config c = config(SC_SHUFFLE_STICKY, SC_REMAINDER_PAD);
+    uint32_t *count1 = calloc(NSAMPLES, sizeof *count1);
+    unsigned char(*blobs)[SC_CHECKPOINT_BYTES] = malloc((size_t)size * SC_CHECKPOINT_BYTES);
+    uint64_t next_ids[B];
+    first_run(&c, UINT64_MAX - 1, count1, blobs, next_ids); /* every batch of epoch 1 */
+    sc_config c2 = config(SC_SHUFFLE_STICKY, SC_REMAINDER_PAD);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c2, &ld, &err), &err);
+    const void *ptrs[8];
+    size_t lens[8];
+    for (int i = 0; i < size; i++)
+        ptrs[i] = blobs[i], lens[i] = SC_CHECKPOINT_BYTES;
+    uint64_t epoch = 99;
+    SC_ASSERT_OK(sc_loader_resume(ld, ptrs, lens, size, &epoch), NULL);
+    assert_int_equal(epoch, 2);
+    sc_epoch_info info;
+    assert_int_equal(sc_epoch_begin(ld, epoch, &info), SC_OK);
+    assert_true(info.batches > 0);
+    sc_batch b;
+    int rc;
+    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        check_bytes(&b);
+        sc_batch_release(ld, &b);
+    }
+    assert_int_equal(rc, SC_END_OF_EPOCH);
+    sc_epoch_summary rep;
+    assert_int_equal(sc_epoch_wait(ld, epoch, &rep), SC_OK);
+    assert_true(rep.exactly_once.ok);
+    assert_int_equal(rep.batches, info.batches);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+    free(count1);
+    free(blobs);
+}
+
 static int resume_status(const sc_config *c, unsigned char (*blobs)[SC_CHECKPOINT_BYTES], int n,
                          char *msg)
 {
@@ -300,6 +342,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_same_and_fewer_ranks),
         cmocka_unit_test(test_bad_records_are_refused),
+        cmocka_unit_test(test_checkpoint_after_the_last_batch),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
