@@ -64,6 +64,21 @@ int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n);
 /* The plan parameters the flags describe, for those shard sizes. */
 sc_plan_params cmd_plan_params(const plan_opts *o, const uint64_t *sizes, uint64_t n);
 
+/*
+ * One rank's audit trail (audit-r<rank>.bin, <shardcache/formats.h>) from
+ * its bytes: a header saying it is rank `rank`'s (of *world ranks; rank 0's
+ * sets *world), then its (epoch, id | flags) pairs, appended to
+ * (*recs)[*n...] (capacity *cap, grown).  Defined in cmd_verify.c.
+ * 0; 1 when the bytes are not that trail, 2 out of memory, saying why in `why`.
+ */
+typedef struct cli_audit_rec {
+    uint64_t epoch, id;
+    uint32_t rank;
+} cli_audit_rec;
+
+int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
+                    cli_audit_rec **recs, uint64_t *n, uint64_t *cap, char *why, size_t whylen);
+
 int cmd_plan(int argc, char **argv);
 int cmd_make_dataset(int argc, char **argv);
 int cmd_stage(int argc, char **argv);

@@ -29,10 +29,7 @@ static const char verify_usage[] =
     "            across them all; ownership is not checked (a resumed epoch\n"
     "            has no plan).  Needs the dataset's shard flags for its size.\n";
 
-typedef struct rec {
-    uint64_t epoch, id;
-    uint32_t rank;
-} rec;
+typedef cli_audit_rec rec;
 
 /*
  * Several trails of one job (a run, and its resumption from a checkpoint):
@@ -87,6 +84,67 @@ static int cmd_verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples,
     return *dup || *skip;
 }
 
+int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
+                    cli_audit_rec **recs, uint64_t *n, uint64_t *cap, char *why, size_t whylen)
+{
+    const unsigned char *b = buf;
+    uint64_t head[3];
+    if (len < sizeof head) {
+        snprintf(why, whylen, "%zu bytes, shorter than an audit header", len);
+        return 1;
+    }
+    memcpy(head, b, sizeof head);
+    if (head[0] != SC_AUDIT_MAGIC || head[1] != rank) {
+        snprintf(why, whylen, "%s", head[0] != SC_AUDIT_MAGIC ? "not an audit trail"
+                                                              : "another rank's audit trail");
+        return 1;
+    }
+    if (rank >= head[2] || head[2] > UINT32_MAX || (rank > 0 && head[2] != *world)) {
+        snprintf(why, whylen, "it says rank %" PRIu64 " of %" PRIu64 " ranks%s", rank, head[2],
+                 rank > 0 && head[2] != *world ? ", rank 0's another number" : "");
+        return 1;
+    }
+    *world = head[2];
+    /* A torn last pair (a job stopped mid-write) is left out, as ever. */
+    size_t npairs = (len - sizeof head) / (2 * sizeof(uint64_t));
+    if (npairs > *cap - *n) {
+        uint64_t want = *n + npairs > 2 * *cap ? *n + npairs : 2 * *cap;
+        rec *g = want <= SIZE_MAX / sizeof *g ? realloc(*recs, sizeof *g * want) : NULL;
+        if (!g) {
+            snprintf(why, whylen, "no memory for %zu records", npairs);
+            return 2;
+        }
+        *recs = g;
+        *cap = want;
+    }
+    for (size_t i = 0; i < npairs; i++) {
+        uint64_t pair[2];
+        memcpy(pair, b + sizeof head + sizeof pair * i, sizeof pair);
+        (*recs)[(*n)++] = (rec){pair[0], pair[1], (uint32_t)rank};
+    }
+    return 0;
+}
+
+/* The whole of a file, or NULL (errno set). */
+static unsigned char *cmd_verify_slurp(FILE *f, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0, got;
+    unsigned char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += got) == cap) {
+            unsigned char *g = cap <= SIZE_MAX / 2 ? realloc(buf, cap *= 2) : NULL;
+            if (!g)
+                free(buf);
+            buf = g;
+        }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 /* Reads every rank's audit file; *world from their headers. */
 static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
 {
@@ -94,8 +152,7 @@ static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uin
     rec *all = NULL;
     *world = 0;
     for (uint64_t r = 0;; r++) {
-        char path[4200];
-        uint64_t head[3], pair[2];
+        char path[4200], why[160];
         snprintf(path, sizeof path, "%s/audit-r%" PRIu64 ".bin", dir, r);
         FILE *f = fopen(path, "rb");
         if (!f) {
@@ -106,32 +163,27 @@ static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uin
             if (r != *world) {
                 fprintf(stderr, "shardcache verify: '%s' is missing (the job had %" PRIu64
                                 " ranks)\n", path, *world);
+                free(all);
                 return 1;
             }
             break;
         }
-        if (fread(head, sizeof head, 1, f) != 1 || head[0] != SC_AUDIT_MAGIC ||
-            head[1] != r || (r > 0 && head[2] != *world)) {
-            fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64 "'s audit file\n",
-                    path, r);
-            fclose(f);
-            free(all);
-            return 1;
-        }
-        *world = head[2];
-        while (fread(pair, sizeof pair, 1, f) == 1) {
-            if (n == cap) {
-                rec *g = realloc(all, sizeof *g * (cap = cap ? 2 * cap : 4096));
-                if (!g) {
-                    fclose(f);
-                    free(all);
-                    return 2;
-                }
-                all = g;
-            }
-            all[n++] = (rec){pair[0], pair[1], (uint32_t)r};
-        }
+        size_t len;
+        unsigned char *bytes = cmd_verify_slurp(f, &len);
         fclose(f);
+        int rc = bytes ? cli_audit_parse(bytes, len, r, world, &all, &n, &cap, why, sizeof why)
+                       : 2;
+        free(bytes);
+        if (rc) {
+            if (rc == 1)
+                fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64
+                                "'s audit file (%s)\n", path, r, why);
+            else
+                fprintf(stderr, "shardcache verify: '%s': %s\n", path,
+                        bytes ? why : "cannot be read");
+            free(all);
+            return rc;
+        }
     }
     *out = all;
     *nrec = n;

@@ -27,6 +27,11 @@ typedef enum sc_cache_check {
     SC_CACHE_CHECK_ALWAYS = 1 /* verify on every read */
 } sc_cache_check;
 
+typedef enum sc_cache_share {
+    SC_CACHE_PRIVATE = 0, /* the cache is the user's alone: 0700, owned by them */
+    SC_CACHE_GROUP = 1    /* a group's node-local scratch: group members may own it */
+} sc_cache_share;
+
 typedef enum sc_device_mode {
     SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and one is visible: the
                          * loop must read batch.device (-1: host) to know which */
@@ -74,8 +79,10 @@ typedef struct sc_config {
     uint64_t trace_events;        /* SC_TRACE_EVENTS: ring size per thread */
     /* appended for transforms (no environment variable: code, not a setting) */
     const sc_transform *transform; /* NULL: the source's fields as they are */
+    /* appended for shared caches (room taken from reserved[]) */
+    sc_cache_share cache_share;   /* SC_CACHE_SHARE: private | group */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[64];
+    uint64_t reserved[63];
 } sc_config;
 
 /*

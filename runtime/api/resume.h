@@ -16,23 +16,12 @@
 #ifndef SC_RESUME_H
 #define SC_RESUME_H
 
+#include "ckpt.h"
 #include "schedule.h"
 #include "shardcache.h"
 
-#define SC__CKPT_BYTES 128
-
-typedef struct sc__ckpt {
-    uint64_t epoch, consumed, rank, world;
-    uint64_t seed, mode, exchange_bits, remainder, batch, window;
-    uint64_t fingerprint, nshards, batches;
-} sc__ckpt;
-
 /* The settings a rank's schedule depends on (seed ... window), from a config. */
 void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c);
-
-void sc__ckpt_encode(const sc__ckpt *c, unsigned char out[SC__CKPT_BYTES]);
-/* SC_EFORMAT / SC_EVERSION naming what is wrong with blob `which`. */
-int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_error *err);
 
 /*
  * Checks that n checkpoints are one job's, at one moment (same epoch and

@@ -51,6 +51,9 @@ static const setting settings[] = {
      "cache capacity per rank (K, M, G suffixes); 0: unbounded"},
     {"SC_CACHE_POLICY", T_ENUM, F(cache_policy), "belady", {"belady", "lru"},
      "eviction: the shard needed furthest ahead, or least recently used"},
+    {"SC_CACHE_SHARE", T_ENUM, F(cache_share), "private", {"private", "group"},
+     "private: a cache directory another user owns or can write is refused; "
+     "group: one the group shares (group-writable) is accepted"},
     {"SC_CACHE_CHECK", T_ENUM, F(cache_check), "first", {"first", "always"},
      "verify cache checksums on an entry's first read, or on every read"},
     {"SC_LOG", T_LEVEL, F(log_level), "1", {0},

@@ -56,6 +56,7 @@ struct sc_cache {
     char node[SC_PATH_MAX]; /* the node's directories, less the local rank */
     int lock_fd, rank, local_rank, local_size, log_level;
     int private_dir; /* dir is this process's own (-p<pid>): removed at close */
+    int group;       /* SC_CACHE_SHARE=group: the directory may be the group's */
     uint64_t job; /* this open's token, the same on every rank of comm: see header.job */
     sc_cache_check check;
     sc__evict *ev;
@@ -116,6 +117,34 @@ static void cache_entry_path(const sc_cache *c, uint64_t shard, char *out, size_
 }
 
 /* Takes the directory's lock; *busy is 1 if another live process holds it. */
+/*
+ * Whoever can write into a cache directory can plant entries with valid
+ * checksums.  It must be a real directory (not a symlink), this user's
+ * and writable by nobody else; with SC_CACHE_SHARE=group, the group's may
+ * own it and write it, never everyone.
+ */
+static int cache_check_dir(const sc_cache *c, sc_error *err)
+{
+    struct stat st;
+    if (lstat(c->dir, &st) != 0)
+        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir, strerror(errno));
+    int mine = st.st_uid == getuid(), ours = c->group && st.st_gid == getgid();
+    mode_t others = c->group ? 002 : 022;
+    if (S_ISDIR(st.st_mode) && (mine || ours) && !(st.st_mode & others))
+        return SC_OK;
+    return sc__seterr(err, SC_EIO,
+                      "cache directory '%s' is %s owned by uid %lu (group %lu) with mode %03o: "
+                      "another user could plant entries in it; use a directory of your own "
+                      "(uid %lu)%s",
+                      c->dir, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode)
+                                                                           ? "a directory"
+                                                                           : "a file",
+                      (unsigned long)st.st_uid, (unsigned long)st.st_gid,
+                      (unsigned)(st.st_mode & 07777), (unsigned long)getuid(),
+                      c->group ? ", not writable by everyone"
+                               : ", or SC_CACHE_SHARE=group for a group's own scratch");
+}
+
 static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
 {
     char path[SC_PATH_MAX + 16];
@@ -123,8 +152,11 @@ static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
     if (cache_mkdirs(c->dir) != 0)
         return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir,
                           strerror(errno));
+    int rc = cache_check_dir(c, err);
+    if (rc != SC_OK)
+        return rc;
     snprintf(path, sizeof path, "%s/lock", c->dir);
-    c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (c->lock_fd < 0)
         return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
     if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0)
@@ -361,6 +393,7 @@ int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->written, NULL);
     c->check = cfg->cache_check;
+    c->group = cfg->cache_share == SC_CACHE_GROUP;
     c->log_level = cfg->log_level;
     c->rank = site->rank;
     c->local_rank = site->local_rank;
@@ -509,7 +542,8 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_layout(dcpl, H5D_CONTIGUOUS);
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    /* Exclusive: a name planted in the directory (a symlink) is never followed. */
+    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
     bad = f < 0;
     for (int i = 0; !bad && i < ds->nfields; i++) {
         char name[16];
@@ -541,7 +575,9 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     if (rc == SC_OK) {
         unsigned char block[USERBLOCK];
         cache_encode_header(&h, block);
-        int fd = open(tmp, O_WRONLY | O_CLOEXEC);
+        int fd = open(tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0 && fchmod(fd, c->group ? 0640 : 0600) != 0)
+            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", tmp, strerror(errno));
         for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
             if (cache_full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
                 rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", tmp, i,
@@ -599,7 +635,7 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
     header h = {0};
     struct stat st;
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* a planted symlink: repaired */
     if (fd < 0 || fstat(fd, &st) != 0)
         why = "it cannot be opened";
     else if (cache_full_io(fd, block, USERBLOCK, 0, 0) || cache_decode_header(block, &h))

@@ -102,6 +102,61 @@ static uint64_t shard_bytes(sc_dataset *ds, uint64_t k)
     return sizes[k] * di.sample_bytes;
 }
 
+/*
+ * Names planted in a cache directory are never followed: a symlinked
+ * temporary name (O_EXCL) and a symlinked entry (O_NOFOLLOW) pointing at a
+ * file outside it leave that file untouched, and the bytes served are the
+ * source's.  First in the program: this process's writers count from 0.
+ */
+static void test_planted_names_are_not_followed(void **state)
+{
+    (void)state;
+    sc_config cfg = config(0);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/planted", dir);
+    sc_dataset *ds;
+    sc_error err;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, &err), &err);
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    char cdir[SC_PATH_MAX + 64], outside[SC_PATH_MAX], link[2 * SC_PATH_MAX];
+    snprintf(cdir, sizeof cdir, "%s/shardcache-%016llx-l%d", cfg.cache_dir,
+             (unsigned long long)di.fingerprint, rank); /* one node: local rank = rank */
+    snprintf(outside, sizeof outside, "%s/outside-%d", dir, rank);
+    FILE *f = fopen(outside, "w");
+    fputs("precious", f);
+    fclose(f);
+    mkdir(cfg.cache_dir, 0700);
+    assert_int_equal(mkdir(cdir, 0700), 0);
+    uint64_t temp = (uint64_t)rank, entry = (uint64_t)(rank + size); /* this rank's shards */
+    snprintf(link, sizeof link, "%s/s%llu.h5", cdir, (unsigned long long)entry);
+    assert_int_equal(symlink(outside, link), 0);
+    sc_cache *c;
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    /* After the open, whose scan clears leftover temporaries. */
+    for (int n = 0; n < 64; n++) {
+        char tmp[2 * SC_PATH_MAX];
+        snprintf(tmp, sizeof tmp, "%s/s%llu.h5.tmp.%ld.%d", cdir, (unsigned long long)temp,
+                 (long)getpid(), n);
+        assert_int_equal(symlink(outside, tmp), 0);
+    }
+    bufs *b = malloc(sizeof *b);
+    read_checked(c, ds, temp, b);  /* its temporary name is taken: served, not cached */
+    read_checked(c, ds, entry, b); /* its entry is a symlink: repaired, served */
+    read_checked(c, ds, entry, b);
+    char got[16] = "";
+    f = fopen(outside, "r");
+    assert_non_null(fgets(got, sizeof got, f));
+    fclose(f);
+    assert_string_equal(got, "precious");
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISREG(st.st_mode)); /* the entry is now a real file of the cache */
+    assert_int_equal(st.st_mode & 077, 0);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    free(b);
+}
+
 static void test_sticky_epochs_read_only_moved_shards(void **state)
 {
     (void)state;
@@ -464,6 +519,7 @@ int main(int argc, char **argv)
     sc_t_tmpdir(dir, sizeof dir, "cache");
     make_source();
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_planted_names_are_not_followed),
         cmocka_unit_test(test_sticky_epochs_read_only_moved_shards),
         cmocka_unit_test(test_capacity_bound),
         cmocka_unit_test(test_second_process_gets_its_own_dir),

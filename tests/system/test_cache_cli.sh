@@ -62,6 +62,22 @@ expect_fail "a symlinked default root is refused" "is a symbolic link" "${def[@]
     || failed "wrote into the symlink's target: $(ls "$d/elsewhere")"
 rm -f "$root"
 
+# SC_CACHE_DIR's cache directory: another user's, or one others may write, is refused.
+one=("$sc" stage --source "$d/a.h5" --shard-size 100 --epochs 1 --cache-dir "$d/own")
+expect_ok "own cache directory" "hit rate" "${one[@]}"
+cdir=$(echo "$d"/own/shardcache-*-l0)
+chmod 0777 "$cdir"
+expect_fail "a world-writable cache directory is refused" \
+    "cache directory '$cdir' is a directory owned by uid $(id -u) .* mode 777: another user could plant" \
+    "${one[@]}"
+chmod 0770 "$cdir"
+expect_fail "group-writable is refused when private" "SC_CACHE_SHARE=group" "${one[@]}"
+expect_ok "group-writable is accepted with SC_CACHE_SHARE=group" "hit rate 100.0%" \
+    env SC_CACHE_SHARE=group "${one[@]}"
+chmod 0700 "$cdir" && chown nobody "$cdir"
+expect_fail "another user's cache directory is refused" "owned by uid $(id -u nobody)" "${one[@]}"
+chown "$(id -u)" "$cdir"
+
 # Faults: only builds with the test hooks can kill their own writer.
 if "$sc" --version | grep -q "fault hooks: compiled in"; then
     one=("$sc" stage --source "$d/a.h5" --shard-size 100 --cache-dir "$d/crash")
