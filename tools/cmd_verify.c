@@ -125,7 +125,7 @@ int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
     return 0;
 }
 
-/* The whole of a file, or NULL (errno set). */
+/* The whole of a file into memory, or NULL (no memory, or a read error). */
 static unsigned char *cmd_verify_slurp(FILE *f, size_t *len)
 {
     size_t cap = 1 << 16, n = 0, got;

@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -48,6 +49,14 @@
 #include "source.h"
 
 #define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
+#define CACHE_PAUSE_S 30 /* no admissions after a failed write, seconds */
+
+static double cache_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 
 struct sc_cache {
@@ -57,6 +66,13 @@ struct sc_cache {
     int lock_fd, rank, local_rank, local_size, log_level;
     int private_dir; /* dir is this process's own (-p<pid>): removed at close */
     int group;       /* SC_CACHE_SHARE=group: the directory may be the group's */
+    /*
+     * After an entry could not be written (a full disk, a quota, a directory
+     * gone or read-only), nothing is admitted until this time (CLOCK_MONOTONIC
+     * seconds): shards are served from the source meanwhile, and it is said
+     * once per pause, not once per shard.
+     */
+    double pause_until;
     uint64_t job; /* this open's token, the same on every rank of comm: see header.job */
     sc_cache_check check;
     sc__evict *ev;
@@ -798,8 +814,11 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
     pthread_mutex_lock(&c->mu);
     c->st.misses++;
     c->st.bytes_from_source += bytes;
-    /* SC_EOVERFLOW: bigger than the whole cache (or held meanwhile): serve, don't keep. */
-    int kept = sc__evict_has(c->ev, s32) ? SC_EOVERFLOW : cache_admit(c, shard, bytes);
+    /* SC_EOVERFLOW: bigger than the whole cache (or held meanwhile, or the cache is
+     * paused after a failed write): serve, don't keep. */
+    int kept = sc__evict_has(c->ev, s32) || cache_now() < c->pause_until
+                   ? SC_EOVERFLOW
+                   : cache_admit(c, shard, bytes);
     if (kept == SC_OK)
         sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
     pthread_mutex_unlock(&c->mu);
@@ -827,9 +846,12 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
     if (wrc != SC_OK) {
         if (held)
             sc__evict_remove(c->ev, s32);
-        /* The bytes in bufs are right; only the copy failed (disk full?). */
-        if (rc == SC_OK)
-            sc__log(c->log_level, SC__LOG_WARN, c->rank, "not cached: %s", werr.msg);
+        /* The bytes in bufs are right; only the copy failed: pause, say so once. */
+        if (rc == SC_OK && cache_now() >= c->pause_until)
+            sc__log(c->log_level, SC__LOG_WARN, c->rank,
+                    "not caching for %d s, serving from the source: %s", CACHE_PAUSE_S,
+                    werr.msg);
+        c->pause_until = cache_now() + CACHE_PAUSE_S;
     } else if (!held) {
         char path[SC_PATH_MAX + 32]; /* evicted while it was written */
         cache_entry_path(c, shard, path, sizeof path);

@@ -66,6 +66,9 @@ rm -f "$root"
 one=("$sc" stage --source "$d/a.h5" --shard-size 100 --epochs 1 --cache-dir "$d/own")
 expect_ok "own cache directory" "hit rate" "${one[@]}"
 cdir=$(echo "$d"/own/shardcache-*-l0)
+modes=$(stat -c %a "$cdir" "$cdir"/s*.h5 "$cdir"/lock | sort -u | tr '\n' ' ')
+[ "$modes" = "600 700 " ] && pass "cache directory 0700, entries and lock 0600" \
+    || failed "modes: $modes"
 chmod 0777 "$cdir"
 expect_fail "a world-writable cache directory is refused" \
     "cache directory '$cdir' is a directory owned by uid $(id -u) .* mode 777: another user could plant" \
