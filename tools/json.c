@@ -45,7 +45,9 @@ static void *json_alloc(parser *ps, size_t n)
     n = (n + 15) & ~(size_t)15;
     block *b = ps->doc->arena;
     if (!b || b->used + n > b->cap) {
-        size_t cap = n > (1u << 20) ? n : (1u << 20);
+        /* From 4 KiB, doubling up to 1 MiB: one short event line takes 4 KiB. */
+        size_t cap = !b ? 4096 : b->cap < (1u << 19) ? 2 * b->cap : (1u << 20);
+        cap = n > cap ? n : cap;
         block *nb = malloc(sizeof *nb + cap);
         if (!nb)
             return NULL;

@@ -86,8 +86,10 @@ static size_t walk(const json *v, out *o, int depth)
             if (m != json_first(v))
                 put(o, ",", 1);
             if (obj) {
+                if (!json_key(m))
+                    abort();
                 const json *g = json_get(v, json_key(m));
-                if (!json_key(m) || !g || strcmp(json_key(g), json_key(m)))
+                if (!g || strcmp(json_key(g), json_key(m)))
                     abort();
                 for (const json *x = json_first(v); x != g; x = json_next(x))
                     if (!strcmp(json_key(x), json_key(m)))
