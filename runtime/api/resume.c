@@ -157,6 +157,17 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
     if (rc != SC_OK)
         return sc__errctx(err, rc, "resuming epoch %llu of a %u-rank job", (unsigned long long)e,
                           old);
+    /* The records' hash is not a key: their batch count must be the plan's. */
+    sc_plan_info pi;
+    sc_plan_get_info(plan, &pi);
+    if (ck[0].batches != UINT64_MAX && ck[0].batches != pi.batches_per_rank) {
+        sc_plan_free(plan);
+        return sc__seterr(err, SC_EFORMAT,
+                          "the checkpoints say epoch %llu has %llu batches per rank; its plan "
+                          "has %llu: damaged or not shardcache's records",
+                          (unsigned long long)e, (unsigned long long)ck[0].batches,
+                          (unsigned long long)pi.batches_per_rank);
+    }
     uint64_t *S = NULL, L = 0;
     int oom = 0;
     for (uint32_t q = 0; q < old && rc == SC_OK; q++) {

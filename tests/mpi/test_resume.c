@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
@@ -301,6 +302,18 @@ static void test_bad_records_are_refused(void **state)
     if (rank == 0)
         assert_non_null(strstr(msg, "checkpoint 0"));
     blobs[0][40] ^= 1;
+    /* Well-formed records whose batch count is not the plan's (forged: the hash is no key). */
+    unsigned char (*forged)[SC_CHECKPOINT_BYTES] = malloc((size_t)size * SC_CHECKPOINT_BYTES);
+    for (int i = 0; i < size; i++) {
+        sc__ckpt k;
+        assert_int_equal(sc__ckpt_decode(blobs[i], SC_CHECKPOINT_BYTES, i, &k, NULL), SC_OK);
+        k.batches += 1000, k.consumed += 900;
+        sc__ckpt_encode(&k, forged[i]);
+    }
+    assert_int_equal(resume_status(&c, forged, size, msg), SC_EFORMAT);
+    if (rank == 0)
+        assert_non_null(strstr(msg, "its plan has"));
+    free(forged);
 
     /* Records of another epoch, mixed in. */
     sc_loader *ld = NULL;
