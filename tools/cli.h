@@ -84,5 +84,6 @@ int cmd_make_dataset(int argc, char **argv);
 int cmd_stage(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 #endif /* SC_CLI_H */

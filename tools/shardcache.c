@@ -14,6 +14,7 @@ static const struct {
     {"make-dataset", cmd_make_dataset, "write a synthetic, learnable HDF5 dataset"},
     {"plan", cmd_plan, "compute, broadcast and check epoch plans"},
     {"stage", cmd_stage, "warm node-local caches for the coming epochs"},
+    {"cache", cmd_cache, "list node-local caches, reclaim stale ones (gc, clear)"},
     {"verify", cmd_verify, "check exactly-once from a job's audit trail"},
     {"trace", cmd_trace, "merge, summarize and plot producer/consumer traces"},
 };

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -397,6 +398,42 @@ static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
     return cache_scan(c, err);
 }
 
+int sc_cache_root(const sc_config *cfg, char *buf, size_t n)
+{
+    if (!cfg || !buf)
+        return SC_EINVAL;
+    if (!cfg->cache_dir[0])
+        return sc__cache_root(buf, n);
+    int len = snprintf(buf, n, "%s", cfg->cache_dir);
+    return len < 0 || (size_t)len >= n ? SC_EINVAL : SC_OK;
+}
+
+/*
+ * The cache's record of its source, for `shardcache cache`: the path, and
+ * its size and modification time now (a changed source is a new
+ * fingerprint: this directory will never be read again).  Best effort.
+ */
+static void cache_note_source(const sc_cache *c)
+{
+    char path[SC_PATH_MAX + 16], tmp[SC_PATH_MAX + 32], source[PATH_MAX];
+    struct stat st;
+    /* Absolute: `shardcache cache gc` may run from anywhere. */
+    if (!realpath(c->ds->path, source) || stat(source, &st) != 0)
+        return;
+    snprintf(path, sizeof path, "%s/source", c->dir);
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    fprintf(f, "%s\n%lld %lld\n", source, (long long)st.st_size, (long long)st.st_mtime);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
                    sc_cache **out, sc_error *err)
 {
@@ -420,6 +457,8 @@ int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *
         rc = cache_take_dir(c, err);
     if (rc == SC_OK)
         rc = cache_load_index(c, cfg, err);
+    if (rc == SC_OK)
+        cache_note_source(c);
     if (rc != SC_OK) {
         sc_cache_close(c);
         return rc;

@@ -81,6 +81,38 @@ chmod 0700 "$cdir" && chown nobody "$cdir"
 expect_fail "another user's cache directory is refused" "owned by uid $(id -u nobody)" "${one[@]}"
 chown "$(id -u)" "$cdir"
 
+# shardcache cache list|gc|clear: what caches hold; stale ones reclaimed, never
+# one a live job holds or another user's.
+cc=$d/cc
+cp "$d/a.h5" "$d/a2.h5"
+"$sc" make-dataset --out "$d/c.h5" --samples 600 --shape 3x8x8 --labels 4 >/dev/null 2>&1
+for s in a2 c; do
+    "$sc" stage --source "$d/$s.h5" --shard-size 100 --epochs 1 --cache-dir "$cc" >/dev/null 2>&1
+done
+expect_ok "cache list: each directory, its source and entries" \
+    "shardcache-[0-9a-f]{16}-l0 .* [0-9]+ entries .* idle  source $d/c.h5$" "$sc" cache list --cache-dir "$cc"
+touch -d 2001-01-01 "$d/a2.h5" "$d/c.h5" # both sources change
+ca=$(grep -l "a2.h5" "$cc"/*/source | xargs dirname)
+cdead="$(echo "$cc"/shardcache-*-l0 | cut -d' ' -f1)-p999999999"
+mkdir -m 700 "$cdead"
+cc_dir=$(grep -l "/c.h5" "$cc"/*/source | xargs dirname)
+(exec 9<"$cc_dir/lock"; flock 9; exec sleep 20) & holder=$! # a live job's lock
+sleep 0.5
+out=$("$sc" cache gc --cache-dir "$cc" 2>&1)
+[ ! -e "$ca" ] && [ ! -e "$cdead" ] && pass "gc removes a changed source's cache and a dead owner's" \
+    || failed "gc: $out"
+[ -e "$cc_dir" ] && grep -q "in use" <<<"$out" && pass "gc leaves a directory a live job holds" \
+    || failed "gc removed a held directory: $out"
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+chown nobody "$cc_dir"
+"$sc" cache clear --cache-dir "$cc" >/dev/null 2>&1
+[ -e "$cc_dir" ] && pass "clear leaves another user's directory" || failed "clear removed another user's"
+chown "$(id -u)" "$cc_dir"
+expect_ok "clear removes the rest" "^1 cache directories under .*, [0-9.]+ MiB freed$" \
+    "$sc" cache clear --cache-dir "$cc"
+[ -z "$(ls -A "$cc")" ] && pass "nothing left" || failed "left: $(ls "$cc")"
+expect_fail "cache needs an action" "usage: shardcache cache" "$sc" cache
+
 # Faults: only builds with the test hooks can kill their own writer.
 if "$sc" --version | grep -q "fault hooks: compiled in"; then
     one=("$sc" stage --source "$d/a.h5" --shard-size 100 --cache-dir "$d/crash")
