@@ -42,6 +42,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "entry.h"
 #include "evict.h"
 #include "fault.h"
 #include "h5.h"
@@ -493,74 +494,6 @@ static uint64_t cache_checksum(const sc_dataset *ds, uint64_t shard, void *const
     return sc__xxh64_final(&s);
 }
 
-/*
- * An entry's header lives in the HDF5 user block (the first 512 bytes,
- * which HDF5 reserves and never touches), written after the HDF5 file is
- * closed: it is the "complete" mark.  It records where each field's raw
- * bytes are, so a warm read is open + two preads, with no HDF5 call and no
- * HDF5 lock; the entry stays a valid HDF5 file that h5dump can read.
- * Layout, little-endian: magic "SCENTRY1", shard, fingerprint, checksum,
- * nfields, then (offset, bytes) per field, then XXH64 of all that.
- */
-#define USERBLOCK 512
-#define ENTRY_MAGIC "SCENTRY1"
-#define H_FIELDS_AT 48
-#define H_HASH_AT (H_FIELDS_AT + 16 * SC_MAX_FIELDS)
-#define H_JOB_AT (H_HASH_AT + 8) /* job token, then a hash of the header's hash and it */
-
-/*
- * An entry's header.  `job` is the token of the cache open (one per job:
- * every rank of the communicator shares it) whose process wrote the entry,
- * 0 if unknown (entries of earlier versions have none).  An entry written
- * in this job was checksummed from the source's bytes by a live rank of
- * it, so it is trusted as a rank trusts its own writes; entries of another
- * job (an earlier or a crashed one) are checked on their first read in a
- * process.  The token lies after the header's hash, with a hash of its
- * own, so headers without one still decode.
- */
-typedef struct header {
-    uint64_t shard, fingerprint, checksum, nfields;
-    uint64_t off[SC_MAX_FIELDS], bytes[SC_MAX_FIELDS];
-    uint64_t job;
-} header;
-
-static void cache_encode_header(const header *h, unsigned char *b)
-{
-    memset(b, 0, USERBLOCK);
-    memcpy(b, ENTRY_MAGIC, 8);
-    sc__put_u64(b + 8, USERBLOCK);
-    sc__put_u64(b + 16, h->shard);
-    sc__put_u64(b + 24, h->fingerprint);
-    sc__put_u64(b + 32, h->checksum);
-    sc__put_u64(b + 40, h->nfields);
-    for (int i = 0; i < SC_MAX_FIELDS; i++) {
-        sc__put_u64(b + H_FIELDS_AT + 16 * i, h->off[i]);
-        sc__put_u64(b + H_FIELDS_AT + 16 * i + 8, h->bytes[i]);
-    }
-    sc__put_u64(b + H_HASH_AT, sc__xxh64(b, H_HASH_AT, CHECKSUM_SEED));
-    sc__put_u64(b + H_JOB_AT, h->job);
-    sc__put_u64(b + H_JOB_AT + 8, sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED));
-}
-
-static int cache_decode_header(const unsigned char *b, header *h)
-{
-    if (memcmp(b, ENTRY_MAGIC, 8) != 0 || sc__get_u64(b + 8) != USERBLOCK ||
-        sc__get_u64(b + H_HASH_AT) != sc__xxh64(b, H_HASH_AT, CHECKSUM_SEED))
-        return -1;
-    h->shard = sc__get_u64(b + 16);
-    h->fingerprint = sc__get_u64(b + 24);
-    h->checksum = sc__get_u64(b + 32);
-    h->nfields = sc__get_u64(b + 40);
-    for (int i = 0; i < SC_MAX_FIELDS; i++) {
-        h->off[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i);
-        h->bytes[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i + 8);
-    }
-    h->job = sc__get_u64(b + H_JOB_AT + 8) == sc__xxh64(b + H_HASH_AT, 16, CHECKSUM_SEED)
-                 ? sc__get_u64(b + H_JOB_AT)
-                 : 0;
-    return h->nfields <= SC_MAX_FIELDS ? 0 : -1;
-}
-
 /* pread()/pwrite() until done; 0 on success. */
 static int cache_full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
 {
@@ -584,7 +517,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
 {
     const sc_dataset *ds = c->ds;
     char tmp[SC_PATH_MAX + 64], path[SC_PATH_MAX + 32];
-    header h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
+    sc__entry h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
     int bad;
     static _Atomic unsigned long writers; /* names each writer's temporary */
     cache_entry_path(c, shard, path, sizeof path);
@@ -593,7 +526,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
 
     sc__h5_lock();
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    H5Pset_userblock(fcpl, USERBLOCK);
+    H5Pset_userblock(fcpl, SC__ENTRY_BYTES);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_layout(dcpl, H5D_CONTIGUOUS);
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
@@ -628,8 +561,8 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     if (rc == SC_OK && sc__fault("cache-writer-dies"))
         raise(SIGKILL); /* test hook: the writer dies with data but no mark */
     if (rc == SC_OK) {
-        unsigned char block[USERBLOCK];
-        cache_encode_header(&h, block);
+        unsigned char block[SC__ENTRY_BYTES];
+        sc__entry_encode(&h, block);
         int fd = open(tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0 && fchmod(fd, c->group ? 0640 : 0600) != 0)
             rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", tmp, strerror(errno));
@@ -637,7 +570,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
             if (cache_full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
                 rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", tmp, i,
                                 strerror(errno));
-        if (rc == SC_OK && (fd < 0 || cache_full_io(fd, block, USERBLOCK, 0, 1) != 0))
+        if (rc == SC_OK && (fd < 0 || cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0))
             rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", tmp,
                             strerror(errno));
         if (fd >= 0 && close(fd) != 0 && rc == SC_OK)
@@ -685,15 +618,15 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
     uint64_t t0 = sc__trace_now(cache_ring_of(tc));
     sc__trace_slow(cache_ring_of(tc), SC__ST_CACHE_READ);
     const sc_dataset *ds = c->ds;
-    unsigned char block[USERBLOCK];
+    unsigned char block[SC__ENTRY_BYTES];
     const char *why = NULL;
-    header h = {0};
+    sc__entry h = {0};
     struct stat st;
 
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* a planted symlink: repaired */
     if (fd < 0 || fstat(fd, &st) != 0)
         why = "it cannot be opened";
-    else if (cache_full_io(fd, block, USERBLOCK, 0, 0) || cache_decode_header(block, &h))
+    else if (cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 0) || sc__entry_decode(block, &h))
         why = "it has no complete mark (or a damaged header)";
     else if (h.shard != shard)
         why = "it belongs to another shard";
@@ -703,7 +636,7 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
         uint64_t want = ds->shard_sizes[shard] * ds->fields[i].sample_bytes;
         if (h.bytes[i] != want)
             why = "a field has the wrong size";
-        else if (h.off[i] < USERBLOCK || h.off[i] + want > (uint64_t)st.st_size)
+        else if (h.off[i] < SC__ENTRY_BYTES || h.off[i] + want > (uint64_t)st.st_size)
             why = "it is truncated";
         else if (!m && cache_full_io(fd, bufs[i], want, h.off[i], 0))
             why = "its data does not read back";
