@@ -78,12 +78,19 @@ static void test_plans(void **state)
     sc_plan_free(plan);
 }
 
-static void test_datasets_and_caches(void **state)
+/* Settings whose source does not exist. */
+static sc_config missing_source(void)
 {
-    (void)state;
     sc_config cfg;
     sc_config_init(&cfg, NULL);
     snprintf(cfg.source, sizeof cfg.source, "%s/missing.h5", dir);
+    return cfg;
+}
+
+static void test_datasets_and_caches(void **state)
+{
+    (void)state;
+    sc_config cfg = missing_source();
     sc_dataset *ds = NULL;
     BOTH(SC_EIO, sc_dataset_open(MPI_COMM_WORLD, &cfg, &ds, err));
     snprintf(cfg.source, sizeof cfg.source, "%s", src);
@@ -111,9 +118,7 @@ static void test_datasets_and_caches(void **state)
 static void test_loader(void **state)
 {
     (void)state;
-    sc_config cfg;
-    sc_config_init(&cfg, NULL);
-    snprintf(cfg.source, sizeof cfg.source, "%s/missing.h5", dir);
+    sc_config cfg = missing_source();
     sc_loader *ld = NULL;
     BOTH(SC_EIO, sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, err));
     assert_null(ld);
