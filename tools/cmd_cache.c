@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +35,22 @@ typedef struct cache_dir {
     int in_use, mine, source_changed, owner_gone;
 } cache_dir;
 
-/* In use: its lock is held by a live process (a private one: its process lives). */
-static int cmd_cache_in_use(const cache_dir *d)
+/*
+ * Its lock, taken without waiting (`how`: LOCK_SH to look, LOCK_EX to
+ * remove): the fd, held until closed; -1 if a live process holds it (in
+ * use), -2 if it has no lock file.
+ */
+static int cmd_cache_lock(const cache_dir *d, int how)
 {
     char lock[sizeof d->path + 8];
     snprintf(lock, sizeof lock, "%s/lock", d->path);
     int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return 0;
-    int busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd); /* releases it if we took it */
-    return busy;
+        return -2;
+    if (flock(fd, how | LOCK_NB) == 0)
+        return fd;
+    close(fd);
+    return -1;
 }
 
 /* The source it was made from, and whether that source is still the same. */
@@ -89,42 +93,67 @@ static void cmd_cache_count(cache_dir *d)
         closedir(dir);
 }
 
+/* Exactly shardcache-<16 hex>-l<rank>[-p<pid>]: nothing else is ours to remove. */
+static int cmd_cache_parse_name(const char *name, cache_dir *d)
+{
+    int end = 0, more = 0;
+    if (sscanf(name, "shardcache-%16llx-l%d%n", &d->fingerprint, &d->local_rank, &end) != 2 ||
+        end != 11 + 16 + 2 + (int)strspn(name + 29, "0123456789"))
+        return 0;
+    if (!name[end])
+        return 1;
+    return sscanf(name + end, "-p%ld%n", &d->pid, &more) == 1 && d->pid > 0 && !name[end + more];
+}
+
 /* 1 and *d filled if `name` under root is a cache directory. */
 static int cmd_cache_describe(const char *root, const char *name, cache_dir *d)
 {
     struct stat st;
-    char tail[8] = "";
     memset(d, 0, sizeof *d);
-    int n = sscanf(name, "shardcache-%16llx-l%d-p%ld%7s", &d->fingerprint, &d->local_rank,
-                   &d->pid, tail);
-    if (n < 2 || n > 3)
+    if (!cmd_cache_parse_name(name, d))
         return 0;
     snprintf(d->path, sizeof d->path, "%s/%s", root, name);
     if (lstat(d->path, &st) != 0 || !S_ISDIR(st.st_mode))
         return 0;
     d->mine = st.st_uid == getuid();
-    d->in_use = cmd_cache_in_use(d) || (d->pid > 0 && kill((pid_t)d->pid, 0) == 0);
-    d->owner_gone = d->pid > 0 && kill((pid_t)d->pid, 0) != 0 && errno == ESRCH;
+    int fd = cmd_cache_lock(d, LOCK_SH); /* looking only: a job can still take it after */
+    d->in_use = fd == -1;
+    d->owner_gone = d->pid > 0 && fd != -1; /* a private dir's lock dies with its process */
+    if (fd >= 0)
+        close(fd);
     cmd_cache_read_source(d);
     cmd_cache_count(d);
     return 1;
 }
 
-/* Removes a cache directory's files (never a subdirectory), then it. */
+/*
+ * Removes a cache directory while holding its lock, so no job can be
+ * using it: its files (never a subdirectory), the lock last (a job that
+ * opened it meanwhile finds it gone and starts again), then the directory.
+ * 0 removed, 1 a live process holds it after all, -1 an error (errno).
+ */
 static int cmd_cache_remove(const cache_dir *d)
 {
+    int fd = cmd_cache_lock(d, LOCK_EX);
+    if (fd == -1)
+        return 1;
     DIR *dir = opendir(d->path);
     struct dirent *e;
+    char file[sizeof d->path + 300];
     while (dir && (e = readdir(dir))) {
-        char file[sizeof d->path + 300];
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock")) {
             snprintf(file, sizeof file, "%s/%s", d->path, e->d_name);
             unlink(file);
         }
     }
     if (dir)
         closedir(dir);
-    return rmdir(d->path);
+    snprintf(file, sizeof file, "%s/lock", d->path);
+    unlink(file);
+    int rc = rmdir(d->path);
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }
 
 static void cmd_cache_print(const cache_dir *d)
@@ -148,7 +177,10 @@ static int cmd_cache_act(int action, const cache_dir *d, uint64_t *freed)
     int stale = d->source_changed || d->owner_gone;
     if (action == 0 || d->in_use || !d->mine || (action == 1 && !stale))
         return 0;
-    if (cmd_cache_remove(d) != 0) {
+    int rc = cmd_cache_remove(d);
+    if (rc == 1)
+        return 0; /* taken by a job meanwhile: in use after all */
+    if (rc != 0) {
         fprintf(stderr, "shardcache cache: cannot remove '%s': %s\n", d->path, strerror(errno));
         return 1;
     }

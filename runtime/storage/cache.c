@@ -68,6 +68,7 @@ struct sc_cache {
     int lock_fd, rank, local_rank, local_size, log_level;
     int private_dir; /* dir is this process's own (-p<pid>): removed at close */
     int group;       /* SC_CACHE_SHARE=group: the directory may be the group's */
+    int lock_tries;  /* locks taken on a lock file removed meanwhile */
     /*
      * After an entry could not be written (a full disk, a quota, a directory
      * gone or read-only), nothing is admitted until this time (CLOCK_MONOTONIC
@@ -174,11 +175,25 @@ static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
     if (rc != SC_OK)
         return rc;
     snprintf(path, sizeof path, "%s/lock", c->dir);
-    c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->group ? 0660 : 0600);
     if (c->lock_fd < 0)
         return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
-    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0)
-        return SC_OK;
+    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+        /*
+         * `shardcache cache gc` removes a directory holding its lock and
+         * unlinks the lock last: a lock taken on a file no longer at its
+         * path is no lock on this directory.  Start again.
+         */
+        struct stat held, now;
+        if (fstat(c->lock_fd, &held) == 0 && lstat(path, &now) == 0 &&
+            held.st_ino == now.st_ino && held.st_dev == now.st_dev)
+            return SC_OK;
+        close(c->lock_fd);
+        c->lock_fd = -1;
+        return ++c->lock_tries < 3 ? cache_lock_dir(c, busy, err)
+                                    : sc__seterr(err, SC_EIO, "cache lock '%s' keeps being "
+                                                 "removed", path);
+    }
     int e = errno;
     close(c->lock_fd);
     c->lock_fd = -1;
@@ -305,27 +320,35 @@ static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
     return SC_OK;
 }
 
-/* Removes a cache directory this process owns: its entries, lock and temporaries. */
+/*
+ * Removes a cache directory whose lock this process holds: its entries and
+ * temporaries, then the lock (last: an opener that finds it gone retries),
+ * then the directory.
+ */
 static void cache_remove_dir(const char *path)
 {
     DIR *d = opendir(path);
     struct dirent *e;
+    char file[SC_PATH_MAX + 300];
     while (d && (e = readdir(d))) {
-        char file[SC_PATH_MAX + 300];
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock")) {
             snprintf(file, sizeof file, "%s/%s", path, e->d_name);
             unlink(file); /* never a directory: entries are files */
         }
     }
     if (d)
         closedir(d);
+    snprintf(file, sizeof file, "%s/lock", path);
+    unlink(file);
     rmdir(path);
 }
 
 /*
  * Private directories (-p<pid>) of processes that died without closing
- * (killed jobs): nothing can reuse them, so they go at the next open.  A
- * live process's, or another user's, stays.
+ * (killed jobs): nothing can reuse them, so they go at the next open.
+ * Dead means its lock is free (a process's flock dies with it, in any pid
+ * namespace); it is removed while holding that lock.  A live process's,
+ * or another user's, stays.
  */
 static void cache_remove_stale(const sc_cache *c)
 {
@@ -344,15 +367,22 @@ static void cache_remove_stale(const sc_cache *c)
         char tail;
         struct stat st;
         char path[2 * SC_PATH_MAX];
-        if (strncmp(e->d_name, base, blen) || sscanf(e->d_name + blen, "-p%ld%c", &pid, &tail) != 1 ||
-            pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+        if (strncmp(e->d_name, base, blen) ||
+            sscanf(e->d_name + blen, "-p%ld%c", &pid, &tail) != 1 || pid <= 0)
             continue;
         snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid()) {
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+            continue;
+        char lock[sizeof path + 8];
+        snprintf(lock, sizeof lock, "%s/lock", path);
+        int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
             cache_remove_dir(path);
             sc__log(c->log_level, SC__LOG_INFO, c->rank,
                     "removed '%s': the private cache of process %ld, which is gone", path, pid);
         }
+        if (fd >= 0)
+            close(fd);
     }
     if (d)
         closedir(d);
@@ -823,7 +853,8 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
             sc__log(c->log_level, SC__LOG_WARN, c->rank,
                     "not caching for %d s, serving from the source: %s", CACHE_PAUSE_S,
                     werr.msg);
-        c->pause_until = cache_now() + CACHE_PAUSE_S;
+        if (rc == SC_OK) /* a failed source read is no reason to stop caching */
+            c->pause_until = cache_now() + CACHE_PAUSE_S;
     } else if (!held) {
         char path[SC_PATH_MAX + 32]; /* evicted while it was written */
         cache_entry_path(c, shard, path, sizeof path);

@@ -7,9 +7,11 @@
  * starts warm; a second process on the same directory gets its own; and a
  * damaged entry is repaired with the right bytes.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -362,10 +364,17 @@ static void test_second_process_gets_its_own_dir(void **state)
     assert_int_equal(mkdir(live, 0700), 0);
     snprintf(entry, sizeof entry, "%s/s0.h5", dead);
     fclose(fopen(entry, "w"));
+    snprintf(entry, sizeof entry, "%s/lock", dead); /* its process is gone: lock free */
+    fclose(fopen(entry, "w"));
+    snprintf(entry, sizeof entry, "%s/lock", live); /* alive: it holds its lock */
+    int held = open(entry, O_RDWR | O_CREAT, 0600);
+    assert_int_equal(flock(held, LOCK_EX | LOCK_NB), 0);
     SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &a, &err), &err);
     assert_int_not_equal(stat(dead, &st), 0);
     assert_int_equal(stat(live, &st), 0);
     sc_cache_close(a);
+    close(held);
+    unlink(entry);
     rmdir(live);
     sc_dataset_close(ds);
     free(b);
