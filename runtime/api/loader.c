@@ -1069,7 +1069,8 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         ld->resume.offset = ld->resume.resliced ? 0 : ck[ld->rank].consumed;
     } else {
         sc__resume_free(&ld->resume.state);
-        ld->err = err;
+        if (!ld->failed) /* a stopped loader's message is why it stopped */
+            ld->err = err;
     }
     free(ck);
     free(wire);

@@ -136,6 +136,17 @@ static void cache_entry_path(const sc_cache *c, uint64_t shard, char *out, size_
 }
 
 /* Takes the directory's lock; *busy is 1 if another live process holds it. */
+/* 1 if this process belongs to group gid (its own or a supplementary one). */
+static int cache_in_group(gid_t gid)
+{
+    gid_t groups[256];
+    int n = getgroups(256, groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == gid)
+            return 1;
+    return gid == getgid();
+}
+
 /*
  * Whoever can write into a cache directory can plant entries with valid
  * checksums.  It must be a real directory (not a symlink), this user's
@@ -145,16 +156,33 @@ static void cache_entry_path(const sc_cache *c, uint64_t shard, char *out, size_
 static int cache_check_dir(const sc_cache *c, sc_error *err)
 {
     struct stat st;
+    /*
+     * Its parent too: whoever may write there (without the sticky bit, as
+     * /tmp has) can rename this directory away and put their own in its place.
+     */
+    char parent[SC_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", c->dir);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent)
+        *slash = '\0';
+    if (stat(parent, &st) == 0 && !(st.st_mode & S_ISVTX) &&
+        (st.st_mode & (c->group ? 002 : 022)))
+        return sc__seterr(err, SC_EIO,
+                          "cache root '%s' has mode %03o: others may replace the cache "
+                          "directories in it; use a root only you (or, with "
+                          "SC_CACHE_SHARE=group, your group) can write, or one with the "
+                          "sticky bit",
+                          parent, (unsigned)(st.st_mode & 07777));
     if (lstat(c->dir, &st) != 0)
         return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir, strerror(errno));
-    int mine = st.st_uid == getuid(), ours = c->group && st.st_gid == getgid();
+    int mine = st.st_uid == getuid(), ours = c->group && cache_in_group(st.st_gid);
     mode_t others = c->group ? 002 : 022;
     if (S_ISDIR(st.st_mode) && (mine || ours) && !(st.st_mode & others))
         return SC_OK;
     return sc__seterr(err, SC_EIO,
                       "cache directory '%s' is %s owned by uid %lu (group %lu) with mode %03o: "
-                      "another user could plant entries in it; use a directory of your own "
-                      "(uid %lu)%s",
+                      "another user could plant entries in it; it must be yours (uid %lu) and "
+                      "writable by you alone (chmod go-w)%s",
                       c->dir, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode)
                                                                            ? "a directory"
                                                                            : "a file",
@@ -171,6 +199,10 @@ static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
     if (cache_mkdirs(c->dir) != 0)
         return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir,
                           strerror(errno));
+    struct stat st;
+    /* A group's cache: its members write it, and new files keep its group. */
+    if (c->group && lstat(c->dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid())
+        chmod(c->dir, 02770);
     int rc = cache_check_dir(c, err);
     if (rc != SC_OK)
         return rc;
@@ -178,6 +210,8 @@ static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
     c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->group ? 0660 : 0600);
     if (c->lock_fd < 0)
         return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
+    if (c->group)
+        fchmod(c->lock_fd, 0660); /* past the umask: the group's processes take it too */
     if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0) {
         /*
          * `shardcache cache gc` removes a directory holding its lock and
@@ -453,7 +487,8 @@ static void cache_note_source(const sc_cache *c)
         return;
     snprintf(path, sizeof path, "%s/source", c->dir);
     snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  c->group ? 0640 : 0600);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) {
         if (fd >= 0)

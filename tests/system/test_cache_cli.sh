@@ -77,6 +77,13 @@ chmod 0770 "$cdir"
 expect_fail "group-writable is refused when private" "SC_CACHE_SHARE=group" "${one[@]}"
 expect_ok "group-writable is accepted with SC_CACHE_SHARE=group" "hit rate 100.0%" \
     env SC_CACHE_SHARE=group "${one[@]}"
+mkdir -p "$d/openroot" && chmod 0777 "$d/openroot"
+expect_fail "a root others may write (no sticky bit) is refused" \
+    "cache root '$d/openroot' has mode 777: others may replace" \
+    "$sc" stage --source "$d/a.h5" --shard-size 100 --epochs 1 --cache-dir "$d/openroot"
+chmod 1777 "$d/openroot"
+expect_ok "a sticky one, like /tmp, is fine" "hit rate" \
+    "$sc" stage --source "$d/a.h5" --shard-size 100 --epochs 1 --cache-dir "$d/openroot"
 chmod 0700 "$cdir" && chown nobody "$cdir"
 expect_fail "another user's cache directory is refused" "owned by uid $(id -u nobody)" "${one[@]}"
 chown "$(id -u)" "$cdir"
