@@ -67,8 +67,19 @@ static void cmd_cache_read_source(cache_dir *d)
     int known = f && fscanf(f, "%lld %lld", &size, &mtime) == 2;
     if (f)
         fclose(f);
-    d->source_changed = known && (stat(d->source, &st) != 0 || st.st_size != size ||
-                                  (long long)st.st_mtime != mtime);
+    if (!known)
+        return;
+    if (stat(d->source, &st) == 0) {
+        d->source_changed = st.st_size != size || (long long)st.st_mtime != mtime;
+        return;
+    }
+    /* Gone, or only not mounted here?  Gone if its directory is here without it. */
+    char parent[SC_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", d->source);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        *slash = '\0';
+    d->source_changed = errno == ENOENT && slash && stat(parent, &st) == 0;
 }
 
 /* Its entries, their bytes and the latest use. */

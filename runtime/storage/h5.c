@@ -113,8 +113,10 @@ void sc__h5_type_words(hid_t type, char *buf, size_t n)
     switch (H5Tget_class(type)) {
     case H5T_INTEGER:
     case H5T_FLOAT:
-        snprintf(buf, n, "a %zu-byte %s (%s)", size,
-                 H5Tget_class(type) == H5T_FLOAT ? "float" : "integer", h5_number_name(type));
+        snprintf(buf, n, "a %zu-byte %s%s%s%s", size,
+                 H5Tget_class(type) == H5T_FLOAT ? "float" : "integer",
+                 *h5_number_name(type) ? " (" : "", h5_number_name(type),
+                 *h5_number_name(type) ? ")" : "");
         break;
     case H5T_STRING:
         if (H5Tis_variable_str(type) > 0)
