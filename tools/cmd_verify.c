@@ -334,6 +334,35 @@ static int cmd_verify_plans(const plan_opts *o, const rec *rs, uint64_t nrec,
     return rc ? rc : bad;
 }
 
+static int cmd_verify_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * A job's epochs follow each other: a trail whose epochs have a gap (one
+ * damaged record says epoch 10^15) is refused, not walked epoch by epoch.
+ */
+static int cmd_verify_epochs_whole(const rec *rs, uint64_t nrec)
+{
+    uint64_t *e = malloc(sizeof *e * (nrec + 1)), distinct = 0;
+    if (!e)
+        return 2;
+    for (uint64_t i = 0; i < nrec; i++)
+        e[i] = rs[i].epoch;
+    qsort(e, nrec, sizeof *e, cmd_verify_cmp_u64);
+    for (uint64_t i = 0; i < nrec; i++)
+        distinct += i == 0 || e[i] != e[i - 1];
+    int gap = nrec && e[nrec - 1] - e[0] + 1 != distinct;
+    if (gap)
+        fprintf(stderr, "shardcache verify: the audit trail's epochs run from %" PRIu64
+                        " to %" PRIu64 " with gaps (%" PRIu64 " of them present): damaged\n",
+                e[0], e[nrec - 1], distinct);
+    free(e);
+    return gap;
+}
+
 int cmd_verify(int argc, char **argv)
 {
     plan_opts o;
@@ -357,6 +386,10 @@ int cmd_verify(int argc, char **argv)
     }
     if (!o.union_mode)
         o.ranks = world;
+    if ((rc = cmd_verify_epochs_whole(rs, nrec))) {
+        free(rs);
+        return rc;
+    }
     if ((rc = cmd_plan_load_sizes(&o, &sizes, &n))) {
         free(rs);
         return rc;

@@ -116,6 +116,8 @@ grep -q "4 ranks via srun" "$tlog" && pass "launched with srun (PMIx) inside the
     || failed "train.sbatch did not launch with srun: $(grep 'shardcache-run:' "$tlog")"
 grep -Eq "staged|hits|misses" "$slog" && pass "stage log shows the staged shards" \
     || { failed "stage log"; tail -10 "$slog"; }
+grep -Eq "cache directories under|no caches under" "$slog" && pass "stage.sbatch ran shardcache cache gc first" \
+    || { failed "no cache gc in the stage log"; head -10 "$slog"; }
 grep -Eq "^exactly-once: ok \(3 epochs, [0-9]+ samples, 0 duplicated, 0 skipped\)$" "$tlog" \
     && pass "job log: exactly-once ok" || { failed "job log: exactly-once"; tail -20 "$tlog"; }
 read -r first last < <(sed -n 's/^loss: \([0-9.]*\) -> \([0-9.]*\)$/\1 \2/p' "$tlog")

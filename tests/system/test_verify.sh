@@ -28,6 +28,15 @@ head -c 40 "$d/moved/audit-r0.bin" | tail -c 16 >> "$d/moved/audit-r1.bin"
 f=$d/moved/audit-r0.bin; { head -c 24 "$f"; tail -c +41 "$f"; } > "$f.new" && mv "$f.new" "$f"
 expect_fail "a sample on the wrong rank" "consumed on rank 1, owned by rank 0" verify "$d/moved"
 
+# One damaged record claims epoch 2^50: refused at once, not walked epoch by epoch.
+cp -r "$job" "$d/far"
+python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack("<QQ", 1 << 50, 0))' \
+    >>"$d/far/audit-r0.bin"
+expect_fail "a trail with an epoch gap is refused" "with gaps .*: damaged" \
+    timeout 20 "$SC_BIN" verify --audit-dir "$d/far" $flags
+expect_fail "in --union too" "with gaps .*: damaged" \
+    timeout 20 "$SC_BIN" verify --audit-dir "$d/far" --audit-dir "$job" --union $flags
+
 cp -r "$job" "$d/lost"; rm "$d/lost/audit-r1.bin"
 expect_fail "a missing rank" "audit-r1.bin' is missing \(the job had 2 ranks\)" verify "$d/lost"
 expect_fail "another seed" "exactly-once: FAILED" "$SC_BIN" verify --audit-dir "$job" \
