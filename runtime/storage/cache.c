@@ -207,7 +207,8 @@ static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
     if (rc != SC_OK)
         return rc;
     snprintf(path, sizeof path, "%s/lock", c->dir);
-    c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->group ? 0660 : 0600);
+    /* Read-only: flock needs no more, and no file stays open for writing. */
+    c->lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->group ? 0660 : 0600);
     if (c->lock_fd < 0)
         return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
     if (c->group)
@@ -596,7 +597,9 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     H5Pset_layout(dcpl, H5D_CONTIGUOUS);
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
     /* Exclusive: a name planted in the directory (a symlink) is never followed. */
+    errno = 0;
     hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
+    int sys = f < 0 ? errno : 0; /* why, in the system's words (read-only, full...) */
     bad = f < 0;
     for (int i = 0; !bad && i < ds->nfields; i++) {
         char name[16];
@@ -618,8 +621,9 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
         bad = 1;
     H5Pclose(dcpl);
     H5Pclose(fcpl);
-    int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed",
-                              tmp, (unsigned long long)shard)
+    int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed%s%s",
+                              tmp, (unsigned long long)shard, sys ? ": " : "",
+                              sys ? strerror(sys) : "")
                  : SC_OK;
     sc__h5_unlock();
 

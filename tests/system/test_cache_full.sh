@@ -34,4 +34,27 @@ grep -q "No space left on device\|write failed" <<<"$out" && pass "and why" || f
 grep -q "tmpfs" "$d/df.txt" && pass "the cache was the 8 MiB tmpfs" || failed "df: $(cat "$d/df.txt")"
 grep -q " $d/small " /proc/mounts && failed "the tmpfs leaked out of its namespace" \
     || pass "nothing mounted outside the test's namespace"
+
+# The cache's filesystem turns read-only mid-job (remounted once epoch 0 is
+# reported): a capped cache keeps evicting and admitting, so later epochs
+# try to write, fail, and are served from the source, said once per rank.
+mkdir -p "$d/ro"
+cat >"$d/ro.sh" <<JOB
+mount -t tmpfs -o size=64m tmpfs "$d/ro"
+SC_SOURCE="$d/data.h5" SC_SHARD_SIZE=128 SC_BATCH_SIZE=64 SC_CACHE_DIR="$d/ro" \\
+    SC_CACHE_BYTES=3M SC_SHUFFLE=global \\
+    "$MPIEXEC" -n 2 --oversubscribe "$train" --epochs 4 --step-ms 5 >"$d/ro.log" 2>&1 &
+job=\$!
+for i in \$(seq 600); do grep -q "^epoch 0:" "$d/ro.log" && break; sleep 0.05; done
+# (a write in flight keeps the filesystem busy for a moment: try again)
+for i in \$(seq 100); do mount -o remount,ro "$d/ro" 2>/dev/null && echo remounted >"$d/ro.done" && break; sleep 0.02; done
+wait \$job || echo "exit \$?" >>"$d/ro.log"
+JOB
+unshare -m --propagation private bash "$d/ro.sh"
+out=$(cat "$d/ro.log")
+[ -e "$d/ro.done" ] && grep -q "^exactly-once: ok (4 epochs" <<<"$out" \
+    && pass "exactly-once when the cache turns read-only mid-job" || failed "ro job: $(tail -5 <<<"$out")"
+grep -q "not caching for 30 s.*Read-only file system" <<<"$out" \
+    && pass "the read-only cache is said, with why" \
+    || { failed "no read-only warning"; grep -m3 "not caching\|shardcache\[" <<<"$out"; }
 finish
