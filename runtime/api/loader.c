@@ -536,11 +536,11 @@ static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_e
     ld->cfg = *cfg;
     ld->comm = ld->hdr = ld->data = MPI_COMM_NULL;
     ld->device = -1;
-    MPI_Comm_rank(comm, &ld->rank);
-    MPI_Comm_size(comm, &ld->size);
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &ld->rank));
+    SC_MPI_CHECK(err, MPI_Comm_size(comm, &ld->size));
     loader_read_faults(ld);
     int level = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&level);
+    SC_MPI_CHECK(err, MPI_Query_thread(&level));
     if (level == MPI_THREAD_SINGLE)
         sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
                 "MPI was initialized with MPI_THREAD_SINGLE; the loader runs producer "

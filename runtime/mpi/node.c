@@ -18,12 +18,16 @@ int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *er
 {
     int rank = 0, lr = 0, ls = 1;
     MPI_Comm node;
-    MPI_Comm_rank(comm, &rank);
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
     SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
                                           &node));
-    MPI_Comm_rank(node, &lr);
-    MPI_Comm_size(node, &ls);
-    MPI_Comm_free(&node);
+    int e = MPI_Comm_rank(node, &lr);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_size(node, &ls);
+    MPI_Comm_free(&node); /* a failed free leaks a handle, nothing else */
+    if (e != MPI_SUCCESS)
+        return sc__mpi_err(err, e, "MPI_Comm_rank/size of the node's communicator", __FILE__,
+                           __LINE__);
     if (local_rank)
         *local_rank = lr;
     if (local_size)
@@ -47,7 +51,7 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
         return sc__seterr(err, SC_EINVAL, "sc_cache_open: NULL argument");
     *out = NULL;
     sc__cache_site site = {0, 0, 1, 0};
-    MPI_Comm_rank(comm, &site.rank);
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &site.rank));
     /* Ranks sharing a node share its local disk; their local rank names the dir. */
     int rc = sc__node_local(comm, &site.local_rank, &site.local_size, err);
     if (rc != SC_OK)
