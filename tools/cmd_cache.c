@@ -43,11 +43,15 @@ typedef struct cache_dir {
 static int cmd_cache_lock(const cache_dir *d, int how)
 {
     char lock[sizeof d->path + 8];
+    struct stat held, now;
     snprintf(lock, sizeof lock, "%s/lock", d->path);
-    int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* To remove, there is always a lock to hold: made if missing. */
+    int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (how == LOCK_EX ? O_CREAT : 0), 0600);
     if (fd < 0)
         return -2;
-    if (flock(fd, how | LOCK_NB) == 0)
+    /* Held, and still the directory's lock (not one another remover unlinked). */
+    if (flock(fd, how | LOCK_NB) == 0 && fstat(fd, &held) == 0 && lstat(lock, &now) == 0 &&
+        held.st_ino == now.st_ino && held.st_dev == now.st_dev)
         return fd;
     close(fd);
     return -1;
@@ -70,7 +74,9 @@ static void cmd_cache_read_source(cache_dir *d)
     if (!known)
         return;
     if (stat(d->source, &st) == 0) {
-        d->source_changed = st.st_size != size || (long long)st.st_mtime != mtime;
+        /* A directory's own mtime moves with any file added: only files are judged. */
+        d->source_changed = !S_ISDIR(st.st_mode) &&
+                            (st.st_size != size || (long long)st.st_mtime != mtime);
         return;
     }
     /* Gone, or only not mounted here?  Gone if its directory is here without it. */
@@ -108,12 +114,17 @@ static void cmd_cache_count(cache_dir *d)
 static int cmd_cache_parse_name(const char *name, cache_dir *d)
 {
     int end = 0, more = 0;
-    if (sscanf(name, "shardcache-%16llx-l%d%n", &d->fingerprint, &d->local_rank, &end) != 2 ||
-        end != 11 + 16 + 2 + (int)strspn(name + 29, "0123456789"))
+    static const char digits[] = "0123456789";
+    if (strncmp(name, "shardcache-", 11) || strspn(name + 11, "0123456789abcdef") != 16 ||
+        strncmp(name + 27, "-l", 2) || !strspn(name + 29, digits) ||
+        sscanf(name, "shardcache-%16llx-l%d%n", &d->fingerprint, &d->local_rank, &end) != 2 ||
+        end != 29 + (int)strspn(name + 29, digits))
         return 0;
     if (!name[end])
         return 1;
-    return sscanf(name + end, "-p%ld%n", &d->pid, &more) == 1 && d->pid > 0 && !name[end + more];
+    more = (int)strspn(name + end + 2, digits);
+    return !strncmp(name + end, "-p", 2) && more && !name[end + 2 + more] &&
+           sscanf(name + end + 2, "%ld", &d->pid) == 1 && d->pid > 0;
 }
 
 /* 1 and *d filled if `name` under root is a cache directory. */
@@ -129,7 +140,8 @@ static int cmd_cache_describe(const char *root, const char *name, cache_dir *d)
     d->mine = st.st_uid == getuid();
     int fd = cmd_cache_lock(d, LOCK_SH); /* looking only: a job can still take it after */
     d->in_use = fd == -1;
-    d->owner_gone = d->pid > 0 && fd != -1; /* a private dir's lock dies with its process */
+    /* A private dir's lock dies with its process (another user's cannot be told). */
+    d->owner_gone = d->mine && d->pid > 0 && fd != -1;
     if (fd >= 0)
         close(fd);
     cmd_cache_read_source(d);
@@ -146,7 +158,7 @@ static int cmd_cache_describe(const char *root, const char *name, cache_dir *d)
 static int cmd_cache_remove(const cache_dir *d)
 {
     int fd = cmd_cache_lock(d, LOCK_EX);
-    if (fd == -1)
+    if (fd < 0)
         return 1;
     DIR *dir = opendir(d->path);
     struct dirent *e;
@@ -162,8 +174,11 @@ static int cmd_cache_remove(const cache_dir *d)
     snprintf(file, sizeof file, "%s/lock", d->path);
     unlink(file);
     int rc = rmdir(d->path);
-    if (fd >= 0)
-        close(fd);
+    int why = errno;
+    close(fd);
+    if (rc != 0 && why == ENOTEMPTY)
+        return 1; /* a job made it again meanwhile: in use after all */
+    errno = why;
     return rc;
 }
 
@@ -176,7 +191,7 @@ static void cmd_cache_print(const cache_dir *d)
            "%s  source %s%s\n",
            d->path, d->fingerprint, d->local_rank, (unsigned long long)d->entries,
            (double)d->bytes / (1 << 20), when,
-           d->in_use ? "in use" : d->owner_gone ? "owner gone" : "idle",
+           !d->mine ? "unknown" : d->in_use ? "in use" : d->owner_gone ? "owner gone" : "idle",
            d->mine ? "" : " (another user's)", d->source[0] ? d->source : "?",
            d->source_changed ? " (changed)" : "");
 }

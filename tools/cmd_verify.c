@@ -347,8 +347,10 @@ static int cmd_verify_cmp_u64(const void *a, const void *b)
 static int cmd_verify_epochs_whole(const rec *rs, uint64_t nrec)
 {
     uint64_t *e = malloc(sizeof *e * (nrec + 1)), distinct = 0;
-    if (!e)
+    if (!e) {
+        fprintf(stderr, "shardcache verify: no memory for %" PRIu64 " records\n", nrec);
         return 2;
+    }
     for (uint64_t i = 0; i < nrec; i++)
         e[i] = rs[i].epoch;
     qsort(e, nrec, sizeof *e, cmd_verify_cmp_u64);

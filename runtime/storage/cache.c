@@ -135,16 +135,16 @@ static void cache_entry_path(const sc_cache *c, uint64_t shard, char *out, size_
     snprintf(out, n, "%s/s%llu.h5", c->dir, (unsigned long long)shard);
 }
 
-/* Takes the directory's lock; *busy is 1 if another live process holds it. */
 /* 1 if this process belongs to group gid (its own or a supplementary one). */
 static int cache_in_group(gid_t gid)
 {
-    gid_t groups[256];
-    int n = getgroups(256, groups);
-    for (int i = 0; i < n; i++)
-        if (groups[i] == gid)
-            return 1;
-    return gid == getgid();
+    int n = getgroups(0, NULL), in = gid == getgid();
+    gid_t *groups = n > 0 ? malloc(sizeof *groups * (size_t)n) : NULL;
+    n = groups ? getgroups(n, groups) : 0;
+    for (int i = 0; i < n && !in; i++)
+        in = groups[i] == gid;
+    free(groups);
+    return in;
 }
 
 /*
@@ -192,51 +192,66 @@ static int cache_check_dir(const sc_cache *c, sc_error *err)
                                : ", or SC_CACHE_SHARE=group for a group's own scratch");
 }
 
-static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
+/*
+ * One try at the directory's lock: 0 held, 1 another live process holds it,
+ * 2 the directory or its lock was removed meanwhile (`shardcache cache gc`
+ * or a dead process's cleanup: try again), -1 an error (errno), -2 the
+ * directory is refused (*rc and err say why).
+ */
+static int cache_try_lock(sc_cache *c, const char *path, int *rc, sc_error *err)
 {
-    char path[SC_PATH_MAX + 16];
-    *busy = 0;
     if (cache_mkdirs(c->dir) != 0)
-        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir,
-                          strerror(errno));
-    struct stat st;
+        return errno == ENOENT ? 2 : -1;
+    struct stat st, held;
     /* A group's cache: its members write it, and new files keep its group. */
     if (c->group && lstat(c->dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid())
         chmod(c->dir, 02770);
-    int rc = cache_check_dir(c, err);
-    if (rc != SC_OK)
-        return rc;
-    snprintf(path, sizeof path, "%s/lock", c->dir);
+    /* Before anything is made in it: a planted or swapped directory is refused. */
+    if (lstat(c->dir, &st) != 0)
+        return errno == ENOENT ? 2 : -1;
+    if ((*rc = cache_check_dir(c, err)) != SC_OK)
+        return -2;
     /* Read-only: flock needs no more, and no file stays open for writing. */
     c->lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->group ? 0660 : 0600);
     if (c->lock_fd < 0)
-        return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
+        return errno == ENOENT ? 2 : -1;
     if (c->group)
         fchmod(c->lock_fd, 0660); /* past the umask: the group's processes take it too */
-    if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0) {
-        /*
-         * `shardcache cache gc` removes a directory holding its lock and
-         * unlinks the lock last: a lock taken on a file no longer at its
-         * path is no lock on this directory.  Start again.
-         */
-        struct stat held, now;
-        if (fstat(c->lock_fd, &held) == 0 && lstat(path, &now) == 0 &&
-            held.st_ino == now.st_ino && held.st_dev == now.st_dev)
-            return SC_OK;
-        close(c->lock_fd);
-        c->lock_fd = -1;
-        return ++c->lock_tries < 3 ? cache_lock_dir(c, busy, err)
-                                    : sc__seterr(err, SC_EIO, "cache lock '%s' keeps being "
-                                                 "removed", path);
-    }
-    int e = errno;
+    int got = flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0, e = errno;
+    /* Removers hold the lock and unlink it last: one no longer at its path is none. */
+    int same = got && fstat(c->lock_fd, &held) == 0 && lstat(path, &st) == 0 &&
+               held.st_ino == st.st_ino && held.st_dev == st.st_dev;
+    if (same)
+        return 0;
     close(c->lock_fd);
     c->lock_fd = -1;
-    if (e == EWOULDBLOCK) {
-        *busy = 1;
-        return SC_OK;
+    errno = e;
+    return got ? 2 : e == EWOULDBLOCK ? 1 : -1;
+}
+
+/* Takes the directory's lock; *busy is 1 if another live process holds it. */
+static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
+{
+    char path[SC_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/lock", c->dir);
+    *busy = 0;
+    /*
+     * A few tries: a remover (gc, or another job's cleanup of a dead
+     * process's directory) holds a lock only for a moment.
+     */
+    for (int t = 0; t < 5; t++) {
+        int rc = SC_OK, r = cache_try_lock(c, path, &rc, err);
+        if (r == 0 || r == -2)
+            return rc;
+        if (r == -1)
+            return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
+        if (r == 1 && t >= 2) {
+            *busy = 1;
+            return SC_OK;
+        }
+        usleep(10000);
     }
-    return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(e));
+    return sc__seterr(err, SC_EIO, "cache directory '%s' keeps being removed", c->dir);
 }
 
 /* Deletes an entry that cannot be served, and says so. */
@@ -399,11 +414,11 @@ static void cache_remove_stale(const sc_cache *c)
     struct dirent *e;
     while (d && (e = readdir(d))) {
         long pid = 0;
-        char tail;
         struct stat st;
         char path[2 * SC_PATH_MAX];
-        if (strncmp(e->d_name, base, blen) ||
-            sscanf(e->d_name + blen, "-p%ld%c", &pid, &tail) != 1 || pid <= 0)
+        const char *p = e->d_name + blen;
+        if (strncmp(e->d_name, base, blen) || strncmp(p, "-p", 2) || !strspn(p + 2, "0123456789") ||
+            p[2 + strspn(p + 2, "0123456789")] || sscanf(p + 2, "%ld", &pid) != 1 || pid <= 0)
             continue;
         snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
         if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
@@ -411,7 +426,9 @@ static void cache_remove_stale(const sc_cache *c)
         char lock[sizeof path + 8];
         snprintf(lock, sizeof lock, "%s/lock", path);
         int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        struct stat held, now;
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 &&
+            lstat(lock, &now) == 0 && held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
             cache_remove_dir(path);
             sc__log(c->log_level, SC__LOG_INFO, c->rank,
                     "removed '%s': the private cache of process %ld, which is gone", path, pid);

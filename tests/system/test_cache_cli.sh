@@ -101,16 +101,21 @@ expect_ok "cache list: each directory, its source and entries" \
 touch -d 2001-01-01 "$d/a2.h5" "$d/c.h5" # both sources change
 ca=$(grep -l "a2.h5" "$cc"/*/source | xargs dirname)
 cdead="$(echo "$cc"/shardcache-*-l0 | cut -d' ' -f1)-p999999999"
-mkdir -m 700 "$cdead"
+mkdir -m 700 "$cdead" && touch "$cdead/lock" # its process is gone: the lock is free
+clive="${cdead%-p*}-p1"
+mkdir -m 700 "$clive" && touch "$clive/lock"
+(exec 8<"$clive/lock"; flock 8; touch "$d/live.ready"; exec sleep 20) & live=$!
 cc_dir=$(grep -l "/c.h5" "$cc"/*/source | xargs dirname)
-(exec 9<"$cc_dir/lock"; flock 9; exec sleep 20) & holder=$! # a live job's lock
-sleep 0.5
+(exec 9<"$cc_dir/lock"; flock 9; touch "$d/held.ready"; exec sleep 20) & holder=$! # a live job's lock
+for i in $(seq 100); do [ -e "$d/held.ready" ] && [ -e "$d/live.ready" ] && break; sleep 0.05; done
 out=$("$sc" cache gc --cache-dir "$cc" 2>&1)
 [ ! -e "$ca" ] && [ ! -e "$cdead" ] && pass "gc removes a changed source's cache and a dead owner's" \
     || failed "gc: $out"
 [ -e "$cc_dir" ] && grep -q "in use" <<<"$out" && pass "gc leaves a directory a live job holds" \
     || failed "gc removed a held directory: $out"
-kill $holder 2>/dev/null; wait $holder 2>/dev/null
+[ -e "$clive" ] && pass "gc leaves a private directory whose process holds its lock" \
+    || failed "gc removed a live private directory: $out"
+kill $holder $live 2>/dev/null; wait $holder $live 2>/dev/null
 chown nobody "$cc_dir"
 "$sc" cache clear --cache-dir "$cc" >/dev/null 2>&1
 [ -e "$cc_dir" ] && pass "clear leaves another user's directory" || failed "clear removed another user's"
