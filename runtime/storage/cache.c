@@ -37,7 +37,6 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -53,11 +52,10 @@
 #define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
 #define CACHE_PAUSE_S 30 /* no admissions after a failed write, seconds */
 
+/* Seconds on the monotonic clock (the trace rings' clock). */
 static double cache_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return 1e-9 * (double)sc__tring_clock();
 }
 
 
@@ -193,6 +191,17 @@ static int cache_check_dir(const sc_cache *c, sc_error *err)
 }
 
 /*
+ * Removers hold a directory's lock and unlink it last: a lock taken on a
+ * file no longer at its path is no lock on the directory.
+ */
+static int cache_lock_is_path(int fd, const char *path)
+{
+    struct stat held, now;
+    return fstat(fd, &held) == 0 && lstat(path, &now) == 0 && held.st_ino == now.st_ino &&
+           held.st_dev == now.st_dev;
+}
+
+/*
  * One try at the directory's lock: 0 held, 1 another live process holds it,
  * 2 the directory or its lock was removed meanwhile (`shardcache cache gc`
  * or a dead process's cleanup: try again), -1 an error (errno), -2 the
@@ -202,7 +211,7 @@ static int cache_try_lock(sc_cache *c, const char *path, int *rc, sc_error *err)
 {
     if (cache_mkdirs(c->dir) != 0)
         return errno == ENOENT ? 2 : -1;
-    struct stat st, held;
+    struct stat st;
     /* A group's cache: its members write it, and new files keep its group. */
     if (c->group && lstat(c->dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid())
         chmod(c->dir, 02770);
@@ -218,10 +227,7 @@ static int cache_try_lock(sc_cache *c, const char *path, int *rc, sc_error *err)
     if (c->group)
         fchmod(c->lock_fd, 0660); /* past the umask: the group's processes take it too */
     int got = flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0, e = errno;
-    /* Removers hold the lock and unlink it last: one no longer at its path is none. */
-    int same = got && fstat(c->lock_fd, &held) == 0 && lstat(path, &st) == 0 &&
-               held.st_ino == st.st_ino && held.st_dev == st.st_dev;
-    if (same)
+    if (got && cache_lock_is_path(c->lock_fd, path))
         return 0;
     close(c->lock_fd);
     c->lock_fd = -1;
@@ -426,9 +432,7 @@ static void cache_remove_stale(const sc_cache *c)
         char lock[sizeof path + 8];
         snprintf(lock, sizeof lock, "%s/lock", path);
         int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat held, now;
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 &&
-            lstat(lock, &now) == 0 && held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && cache_lock_is_path(fd, lock)) {
             cache_remove_dir(path);
             sc__log(c->log_level, SC__LOG_INFO, c->rank,
                     "removed '%s': the private cache of process %ld, which is gone", path, pid);

@@ -91,19 +91,16 @@ hid_t sc__h5_native(sc__dtype dt)
     }
 }
 
-/* An integer or float type's name ("int8", "float16"), or "" when it has none. */
+/*
+ * An integer or float type's name: the carried types' names (dtype.c), and
+ * float16, which has a name but is not carried; "" when it has none.
+ */
 static const char *h5_number_name(hid_t type)
 {
-    static const char *const ints[2][4] = {{"uint8", "uint16", "uint32", "uint64"},
-                                           {"int8", "int16", "int32", "int64"}};
-    size_t size = H5Tget_size(type);
-    int log2 = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
-    H5T_class_t cls = H5Tget_class(type);
-    if (cls == H5T_INTEGER && log2 >= 0)
-        return ints[H5Tget_sign(type) == H5T_SGN_2][log2];
-    if (cls == H5T_FLOAT)
-        return size == 2 ? "float16" : size == 4 ? "float32" : size == 8 ? "float64" : "";
-    return "";
+    sc__dtype dt = sc__h5_dtype(type);
+    if (dt != SC__DT_INVALID)
+        return sc__dtype_name(dt);
+    return H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 2 ? "float16" : "";
 }
 
 void sc__h5_type_words(hid_t type, char *buf, size_t n)
