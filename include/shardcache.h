@@ -169,7 +169,8 @@ typedef struct sc_batch {
     void *data[SC_MAX_FIELDS]; /* per field, contiguous: size * sample_bytes */
     uint64_t bytes[SC_MAX_FIELDS];
     int device;                /* -1: host memory; else the CUDA device of data[] */
-    void *ready;               /* cudaEvent_t to wait on before reading data[], or NULL */
+    void *ready;               /* device batches: the cudaEvent_t to wait on before
+                                * reading data[]; NULL for host batches */
     uint64_t seq;              /* the loader's own sequence number: do not change */
     uint64_t reserved[16];     /* room for later fields: the size stays */
 } sc_batch;
@@ -217,8 +218,32 @@ SC_API int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info);
  */
 SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
 
-/* Gives a batch's buffers back; with CUDA, once the kernels reading it are done. */
+/*
+ * Gives a batch's buffers back.  Host batches are reused at once.  A device
+ * batch (batch->device >= 0) is reused only after the work queued so far on
+ * the CUDA stream that read it: sc_batch_release_on(ld, b, stream) records
+ * that point on `stream` (a cudaStream_t) and returns without waiting; the
+ * loader's next copy into those buffers waits for it on the GPU, so the CPU
+ * never blocks on the GPU to release.  sc_batch_release() is
+ * sc_batch_release_on(ld, b, NULL): NULL is CUDA's legacy default stream,
+ * which does not order work on streams created non-blocking.  The usual
+ * GPU loop, with no host synchronization per step:
+ *
+ *   sc_next_batch(ld, &b);
+ *   cudaStreamWaitEvent(stream, (cudaEvent_t)b.ready, 0);
+ *   step<<<..., stream>>>(b.data[0], b.data[1], b.size);
+ *   sc_batch_release_on(ld, &b, stream);
+ */
 SC_API int sc_batch_release(sc_loader *ld, sc_batch *batch);
+SC_API int sc_batch_release_on(sc_loader *ld, sc_batch *batch, void *stream);
+
+/*
+ * Waits on the calling thread until a device batch's bytes have arrived
+ * (b.ready has fired); at once for a host batch.  A GPU loop does not need
+ * it (its stream waits on b.ready); a host thread reading a device batch
+ * back does.
+ */
+SC_API int sc_batch_wait(sc_loader *ld, const sc_batch *batch);
 
 /*
  * What happened in `epoch` on this rank, and the job's exactly-once verdict

@@ -33,11 +33,12 @@ typedef enum sc_cache_share {
 } sc_cache_share;
 
 typedef enum sc_device_mode {
-    SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and one is visible: the
-                         * loop must read batch.device (-1: host) to know which */
-    SC_DEVICE_HOST = 1, /* the default: batches in (pinned) host memory, which a
-                         * CPU training loop can read */
-    SC_DEVICE_CUDA = 2  /* the GPU, or an SC_ECUDA error at open */
+    SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and every rank sees one:
+                         * the loop must read batch.device (-1: host) to know which */
+    SC_DEVICE_HOST = 1, /* the default: batches in host memory, which a CPU
+                         * training loop reads; no CUDA call is made */
+    SC_DEVICE_CUDA = 2, /* the GPU, or an SC_ECUDA error at open */
+    SC_DEVICE_SIM = 3   /* testing builds only: a simulated GPU (docs/testing.md) */
 } sc_device_mode;
 
 typedef enum sc_verify_mode {

@@ -14,6 +14,8 @@
  * the epoch is abandoned in the ledger (so no other rank waits on it) and
  * every later call returns the same status.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,14 +494,21 @@ static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
 }
 
 /*
- * Cores per node-local rank, but at least 2: a lone producer stalls the
- * ring while it maps or reads a shard (bench/deliver, 4 ranks on 2 cores:
- * 4.0 GB/s with one producer per rank, 12.2 GB/s with two), and at most 8.
+ * The cores this rank may run on: all of them when it is bound to a block
+ * (the launcher gave it those), else its share of the node's.  At least 2:
+ * a lone producer stalls the ring while it maps or reads a shard
+ * (bench/deliver, 4 ranks on 2 cores: 4.0 GB/s with one producer per rank,
+ * 12.2 GB/s with two), and at most 8.
  */
 static int loader_default_producers(const sc_loader *ld)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long n = (cores > 0 ? cores : 1) / (ld->local_size > 0 ? ld->local_size : 1);
+    long online = sysconf(_SC_NPROCESSORS_ONLN), n = online > 0 ? online : 1;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < n)
+        n = CPU_COUNT(&mask); /* bound: these cores are this rank's */
+    else
+        n /= ld->local_size > 0 ? ld->local_size : 1;
     return n < 2 ? 2 : n > 8 ? 8 : (int)n;
 }
 
@@ -573,16 +582,70 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
                  err);
 }
 
+/*
+ * "auto" means the GPU only when every rank has one: a rank left on host
+ * memory beside ranks on GPUs would meet their NCCL set-up with its own
+ * MPI all-reduce, and the job would hang.
+ */
+static int loader_resolve_device(sc_loader *ld, const sc_config *cfg, sc_device_mode *mode,
+                                 sc_error *err)
+{
+    if (*mode != SC_DEVICE_AUTO)
+        return SC_OK;
+    int n = 0;
+    int rc = loader_agree(ld, sc__dev_probe(*mode, &n, err), err);
+    if (rc != SC_OK)
+        return rc;
+    int mine[2] = {n > 0, -(n > 0)}, job[2]; /* min: every rank has one; -min: any */
+    SC_MPI_CHECK(err, MPI_Allreduce(mine, job, 2, MPI_INT, MPI_MIN, ld->comm));
+    if (ld->rank == 0 && !job[0] && job[1] < 0)
+        sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
+                "SC_DEVICE=auto: some ranks see a GPU and some do not; batches stay in host "
+                "memory on every rank (SC_DEVICE=cuda makes this an error)");
+    *mode = job[0] ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
+    return SC_OK;
+}
+
+/* Two ranks of a node on one GPU is an error: NCCL refuses it later, worse. */
+static int loader_own_device(sc_loader *ld, sc_error *err)
+{
+    char id[SC__DEV_ID_BYTES] = "";
+    int distinct = 0, twin = -1;
+    int rc = ld->device >= 0 ? sc__dev_identity(ld->dev, id, err) : SC_OK;
+    rc = loader_agree(ld, rc, err);
+    if (rc == SC_OK) /* every rank, on a device or not: it is collective */
+        rc = sc__node_same(ld->comm, id, (int)sizeof id, &distinct, &twin, err);
+    if (rc == SC_OK && twin >= 0 && ld->device >= 0)
+        rc = sc__seterr(err, SC_ECUDA,
+                        "rank %d: %d ranks on this node share %d GPU%s (rank %d uses GPU %d, "
+                        "%s, too): each rank needs its own; start at most %d ranks per node "
+                        "or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+                        ld->rank, ld->local_size, distinct, distinct == 1 ? "" : "s", twin,
+                        ld->device, id, distinct);
+    return loader_agree(ld, rc, err);
+}
+
+/* Where batches land, agreed on by every rank. */
+static int loader_open_device(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    sc_device_mode mode = cfg->device;
+    int rc = loader_resolve_device(ld, cfg, &mode, err);
+    if (rc == SC_OK)
+        rc = loader_agree(ld, sc__dev_open(mode, ld->local_rank, &ld->dev, &ld->device, err),
+                          err);
+    if (rc == SC_OK)
+        rc = loader_own_device(ld, err);
+    return rc;
+}
+
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err);
     rc = loader_agree(ld, rc, err);
     ld->tr = sc__trace_ring(ld->trace, "consumer");
-    /* A GPU missing on one rank fails the open on every rank. */
     if (rc == SC_OK)
-        rc = loader_agree(ld, sc__dev_open(cfg->device, ld->local_rank, &ld->dev, &ld->device, err),
-                          err);
+        rc = loader_open_device(ld, cfg, err);
     if (rc != SC_OK)
         return rc;
     sc__stream_opts so = {
@@ -889,15 +952,29 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     return SC_OK;
 }
 
-int sc_batch_release(sc_loader *ld, sc_batch *batch)
+int sc_batch_release_on(sc_loader *ld, sc_batch *batch, void *stream)
 {
     if (!ld || !batch)
         return SC_EINVAL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc__stream_release(ld->stream, batch, &err);
+    int rc = sc__stream_release(ld->stream, batch, stream, &err);
     if (rc != SC_OK)
         ld->err = err; /* a caller's mistake: reported, but the loader goes on */
     return rc;
+}
+
+int sc_batch_release(sc_loader *ld, sc_batch *batch)
+{
+    return sc_batch_release_on(ld, batch, NULL);
+}
+
+int sc_batch_wait(sc_loader *ld, const sc_batch *batch)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    if (batch->device < 0)
+        return SC_OK;
+    return sc__dev_event_wait(ld->dev, batch->ready, &ld->err);
 }
 
 static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)

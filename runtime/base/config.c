@@ -23,9 +23,18 @@ typedef struct setting {
     kind type;
     size_t offset, size;
     const char *dflt;
-    const char *choices[3]; /* T_ENUM: names, indexed by the enum's values */
+    const char *choices[4]; /* T_ENUM: names, indexed by the enum's values */
     const char *help;
 } setting;
+
+/* The simulated device exists only where the test hooks do. */
+#ifdef SC_TESTING
+#define SC_DEVICE_CHOICES {"auto", "host", "cuda", "sim"}
+#define SC_DEVICE_SIM_HELP ", sim (testing builds: a simulated GPU, no CUDA needed)"
+#else
+#define SC_DEVICE_CHOICES {"auto", "host", "cuda"}
+#define SC_DEVICE_SIM_HELP ""
+#endif
 
 #define F(member) offsetof(sc_config, member), sizeof(((sc_config *)0)->member)
 
@@ -66,9 +75,10 @@ static const setting settings[] = {
      "samples shuffled together within a rank's epoch, across shards; 0: none"},
     {"SC_STREAM_BYTES", T_BYTES, F(stream_bytes), "256M", {0},
      "shard bytes a rank holds in memory while it builds batches"},
-    {"SC_DEVICE", T_ENUM, F(device), "host", {"auto", "host", "cuda"},
+    {"SC_DEVICE", T_ENUM, F(device), "host", SC_DEVICE_CHOICES,
      "where batches land: host (what a CPU loop reads), cuda (the GPU, or an error), "
-     "auto (the GPU when one is visible: the loop must look at batch.device)"},
+     "auto (the GPU when every rank sees one: the loop must look at batch.device)"
+     SC_DEVICE_SIM_HELP},
     {"SC_VERIFY", T_ENUM, F(verify), "sketch", {"sketch", "full"},
      "exactly-once check: an O(1) sketch per epoch, or per-sample counts"},
     {"SC_AUDIT_DIR", T_STR, F(audit_dir), "", {0},
@@ -145,7 +155,7 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
     }
     case T_ENUM: {
         char list[64] = "";
-        for (int i = 0; i < 3 && s->choices[i]; i++) {
+        for (int i = 0; i < 4 && s->choices[i]; i++) {
             if (!strcmp(v, s->choices[i])) {
                 *(int *)(void *)field = i; /* enums are int-sized */
                 return SC_OK;

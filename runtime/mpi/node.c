@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +34,58 @@ int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *er
     if (local_size)
         *local_size = ls;
     return SC_OK;
+}
+
+/* Every rank's id and comm rank, gathered on its node (free *all). */
+static int node_gather(MPI_Comm comm, const char *id, int bytes, char **all, int **ranks,
+                       int *n, sc_error *err)
+{
+    int rank = 0;
+    MPI_Comm node;
+    *all = NULL;
+    *ranks = NULL;
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
+    SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                          &node));
+    int e = MPI_Comm_size(node, n);
+    if (e == MPI_SUCCESS) {
+        *all = malloc((size_t)*n * (size_t)bytes);
+        *ranks = malloc(sizeof **ranks * (size_t)*n);
+    }
+    if (e == MPI_SUCCESS && *all && *ranks)
+        e = MPI_Allgather(id, bytes, MPI_CHAR, *all, bytes, MPI_CHAR, node);
+    if (e == MPI_SUCCESS && *all && *ranks)
+        e = MPI_Allgather(&rank, 1, MPI_INT, *ranks, 1, MPI_INT, node);
+    MPI_Comm_free(&node);
+    if (e != MPI_SUCCESS)
+        return sc__mpi_err(err, e, "MPI_Allgather of the node's device ids", __FILE__,
+                           __LINE__);
+    if (!*all || !*ranks)
+        return sc__seterr(err, SC_ENOMEM, "no memory for the node's device ids");
+    return SC_OK;
+}
+
+int sc__node_same(MPI_Comm comm, const char *id, int bytes, int *distinct, int *twin,
+                  sc_error *err)
+{
+    char *all;
+    int *ranks, n = 0, me = 0;
+    *distinct = 0;
+    *twin = -1;
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &me));
+    int rc = node_gather(comm, id, bytes, &all, &ranks, &n, err);
+    for (int i = 0; rc == SC_OK && i < n; i++) {
+        const char *a = all + (size_t)i * (size_t)bytes;
+        int first = a[0] != '\0'; /* an empty id is no device: not counted */
+        for (int j = 0; j < i && first; j++)
+            first = strncmp(a, all + (size_t)j * (size_t)bytes, (size_t)bytes) != 0;
+        *distinct += first;
+        if (ranks[i] != me && *twin < 0 && id[0] && !strncmp(a, id, (size_t)bytes))
+            *twin = ranks[i];
+    }
+    free(all);
+    free(ranks);
+    return rc;
 }
 
 /* Rank 0's token for this job's cache entries: unique, not secret, never 0. */

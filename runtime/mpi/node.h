@@ -21,4 +21,14 @@
  */
 int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *err);
 
+/*
+ * Compares a fixed-size identity (`bytes`, NUL-terminated: a GPU's PCI bus
+ * id) across the ranks of this node: *distinct is how many different ones
+ * they hold, *twin the lowest rank of comm (not this one) holding this
+ * rank's, or -1.  An empty id is none: neither counted nor matched.
+ * Collective over comm.
+ */
+int sc__node_same(MPI_Comm comm, const char *id, int bytes, int *distinct, int *twin,
+                  sc_error *err);
+
 #endif /* SC_NODE_H */

@@ -1,8 +1,10 @@
 /*
- * device.c - batch memory and host-to-device copies.  Everything CUDA is
- * behind SC_HAVE_CUDA; with a device in use, one non-blocking copy stream
- * per loader carries every batch, so copies overlap the training step that
- * runs on the consumer's own stream.
+ * device.c - batch memory, the device a rank uses, and the order of its
+ * copies.  A slot's bytes go to the device in one copy on the loader's own
+ * (non-blocking) copy stream; that copy waits on the GPU, not the CPU, for
+ * the event its previous batch's consumer recorded at release, so a copy
+ * never overwrites device memory a kernel may still read, and the training
+ * thread never blocks to give a batch back.
  */
 #include "device.h"
 
@@ -11,210 +13,186 @@
 
 #include "error.h"
 
-#ifdef SC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#define SC_CUDA_CHECK(err, call)                                              \
-    do {                                                                      \
-        cudaError_t sc__cu = (call);                                          \
-        if (sc__cu != cudaSuccess)                                            \
-            return sc__seterr((err), SC_ECUDA, "%s failed: %s (%s:%d)", #call, \
-                              cudaGetErrorString(sc__cu), __FILE__, __LINE__); \
-    } while (0)
-#endif
-
 struct sc__dev {
-    int device; /* -1: host only */
-#ifdef SC_HAVE_CUDA
-    int pinned;
-    cudaStream_t stream;
-#endif
+    const sc__devops *ops; /* NULL: host only */
+    int device;            /* -1: host only */
+    void *stream;          /* the copy stream */
 };
+
+/* The backend for a mode, or an error naming why there is none. */
+static int dev_backend(sc_device_mode mode, const sc__devops **ops, sc_error *err)
+{
+    *ops = NULL;
+#ifdef SC_TESTING
+    if (mode == SC_DEVICE_SIM) {
+        *ops = &sc__devops_sim;
+        return SC_OK;
+    }
+#endif
+#ifdef SC_HAVE_CUDA
+    if (mode == SC_DEVICE_CUDA || mode == SC_DEVICE_AUTO) {
+        *ops = &sc__devops_cuda;
+        return SC_OK;
+    }
+#endif
+    if (mode == SC_DEVICE_CUDA)
+        return sc__seterr(err, SC_ENOTSUP,
+                          "SC_DEVICE=cuda but this build of shardcache has no CUDA "
+                          "(configure with -DSC_WITH_CUDA=ON)");
+    if (mode == SC_DEVICE_SIM)
+        return sc__seterr(err, SC_ENOTSUP,
+                          "SC_DEVICE=sim exists only in testing builds (-DSC_TESTING=ON)");
+    return SC_OK; /* auto without CUDA, or host: no backend */
+}
+
+int sc__dev_probe(sc_device_mode mode, int *n, sc_error *err)
+{
+    const sc__devops *ops;
+    *n = 0;
+    int rc = dev_backend(mode, &ops, err);
+    if (rc != SC_OK || !ops)
+        return rc;
+    return ops->count(n, err);
+}
+
+/* The caller's own device when it chose one, else the node-local rank's. */
+static int dev_choose(sc__dev *d, sc_device_mode mode, int local_rank, sc_error *err)
+{
+    int n = 0, cur = -1;
+    int rc = d->ops->count(&n, err);
+    if (rc == SC_OK && n == 0)
+        rc = sc__seterr(err, SC_ECUDA, "SC_DEVICE=%s but %s shows no device to node-local "
+                        "rank %d", mode == SC_DEVICE_SIM ? "sim" : "cuda", d->ops->name,
+                        local_rank);
+    if (rc == SC_OK)
+        rc = d->ops->current(&cur, err);
+    if (rc != SC_OK)
+        return rc;
+    d->device = cur >= 0 ? cur : local_rank % n;
+    return SC_OK;
+}
 
 int sc__dev_open(sc_device_mode mode, int local_rank, sc__dev **out, int *device_out,
                  sc_error *err)
 {
+    *out = NULL;
+    *device_out = -1;
     sc__dev *d = calloc(1, sizeof *d);
     if (!d)
         return sc__seterr(err, SC_ENOMEM, "no memory for the device state");
     d->device = -1;
     *out = d;
-    *device_out = -1;
-#ifdef SC_HAVE_CUDA
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
-    /* Pinned staging helps only when there is a device to copy to. */
-    d->pinned = n > 0;
-    if (mode == SC_DEVICE_HOST || n == 0) {
-        if (mode == SC_DEVICE_CUDA)
-            return sc__seterr(err, SC_ECUDA,
-                              "SC_DEVICE=cuda but no CUDA device is visible to local "
-                              "rank %d",
-                              local_rank);
+    if (mode == SC_DEVICE_HOST)
         return SC_OK;
-    }
-    d->device = local_rank % n;
-    SC_CUDA_CHECK(err, cudaSetDevice(d->device));
-    SC_CUDA_CHECK(err, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    int rc = dev_backend(mode, &d->ops, err);
+    if (rc == SC_OK && !d->ops)
+        rc = sc__seterr(err, SC_EINVAL, "the device mode must be resolved before it is opened");
+    if (rc == SC_OK)
+        rc = dev_choose(d, mode, local_rank, err);
+    if (rc != SC_OK)
+        return rc;
+    rc = d->ops->bind(d->device, err);
+    if (rc == SC_OK)
+        rc = d->ops->stream_new(&d->stream, err);
+    if (rc != SC_OK)
+        return sc__errctx(err, rc, "%s device %d", d->ops->name, d->device);
     *device_out = d->device;
     return SC_OK;
-#else
-    (void)local_rank;
-    if (mode == SC_DEVICE_CUDA)
-        return sc__seterr(err, SC_ENOTSUP,
-                          "SC_DEVICE=cuda but this build of shardcache has no CUDA "
-                          "(configure with -DSC_WITH_CUDA=ON)");
-    return SC_OK;
-#endif
 }
 
 void sc__dev_close(sc__dev *d)
 {
     if (!d)
         return;
-#ifdef SC_HAVE_CUDA
-    if (d->device >= 0 && d->stream) {
-        cudaStreamSynchronize(d->stream);
-        cudaStreamDestroy(d->stream);
-    }
-#endif
+    if (d->ops && d->stream)
+        d->ops->stream_free(d->stream);
     free(d);
 }
 
-void *sc__dev_host_alloc(sc__dev *d, size_t bytes)
+int sc__dev_identity(sc__dev *d, char id[SC__DEV_ID_BYTES], sc_error *err)
 {
-    if (!bytes)
-        bytes = 1;
-#ifdef SC_HAVE_CUDA
-    if (d->pinned) {
-        void *p = NULL;
-        if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) == cudaSuccess)
-            return p;
-        (void)cudaGetLastError();
-        return NULL;
-    }
-#else
-    (void)d;
-#endif
+    id[0] = '\0';
+    return d->ops ? d->ops->identity(d->device, id, err) : SC_OK;
+}
+
+int sc__dev_host_alloc(sc__dev *d, size_t bytes, void **out, sc_error *err)
+{
+    bytes = bytes ? bytes : 1;
+    if (d->ops)
+        return d->ops->host_alloc(bytes, out, err);
     long page = sysconf(_SC_PAGESIZE);
     size_t align = page > 0 ? (size_t)page : 4096;
-    return aligned_alloc(align, (bytes + align - 1) / align * align);
+    *out = aligned_alloc(align, (bytes + align - 1) / align * align);
+    return *out ? SC_OK : sc__seterr(err, SC_ENOMEM, "no memory for %zu staging bytes", bytes);
 }
 
 void sc__dev_host_free(sc__dev *d, void *p)
 {
-    if (!p)
-        return;
-#ifdef SC_HAVE_CUDA
-    if (d->pinned) {
-        cudaFreeHost(p);
-        return;
-    }
-#else
-    (void)d;
-#endif
-    free(p);
+    if (p)
+        d->ops ? d->ops->host_free(p) : free(p);
 }
 
 int sc__dev_alloc(sc__dev *d, size_t bytes, void **out, sc_error *err)
 {
     *out = NULL;
-#ifdef SC_HAVE_CUDA
-    if (d->device >= 0) {
-        SC_CUDA_CHECK(err, cudaMalloc(out, bytes ? bytes : 1));
-        return SC_OK;
-    }
-#else
-    (void)d;
-    (void)bytes;
-#endif
-    return sc__seterr(err, SC_EINVAL, "device memory asked for without a device");
+    if (!d->ops)
+        return sc__seterr(err, SC_EINVAL, "device memory asked for without a device");
+    return d->ops->alloc(bytes ? bytes : 1, out, err);
 }
 
-void sc__dev_free(sc__dev *d, void *p)
+void sc__dev_free(sc__dev *d, void *p, size_t bytes)
 {
-    (void)d;
-#ifdef SC_HAVE_CUDA
-    if (p)
-        cudaFree(p);
-#else
-    (void)p;
-#endif
+    if (d->ops && p)
+        d->ops->free(p, bytes);
 }
 
 int sc__dev_event(sc__dev *d, void **event, sc_error *err)
 {
     *event = NULL;
-#ifdef SC_HAVE_CUDA
-    if (d->device >= 0) {
-        cudaEvent_t e;
-        SC_CUDA_CHECK(err, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-        *event = e;
-    }
-#else
-    (void)d;
-    (void)err;
-#endif
-    return SC_OK;
+    return d->ops ? d->ops->event_new(event, err) : SC_OK;
 }
 
 void sc__dev_event_free(sc__dev *d, void *event)
 {
-    (void)d;
-#ifdef SC_HAVE_CUDA
-    if (event)
-        cudaEventDestroy((cudaEvent_t)event);
-#else
-    (void)event;
-#endif
+    if (d->ops && event)
+        d->ops->event_free(event);
 }
 
 int sc__dev_bind(sc__dev *d, sc_error *err)
 {
-#ifdef SC_HAVE_CUDA
-    if (d->device >= 0)
-        SC_CUDA_CHECK(err, cudaSetDevice(d->device));
-#else
-    (void)d;
-    (void)err;
-#endif
-    return SC_OK;
+    return d->ops ? d->ops->bind(d->device, err) : SC_OK;
 }
 
-int sc__dev_copy(sc__dev *d, void *const *dst, void *const *src, const size_t *bytes,
-                 int n, void *event, sc_error *err)
+int sc__dev_copy(sc__dev *d, void *dst, const void *src, size_t bytes, void *consumed,
+                 void *ready, sc_error *err)
 {
-#ifdef SC_HAVE_CUDA
-    if (d->device < 0)
+    if (!d->ops)
         return SC_OK;
-    for (int i = 0; i < n; i++)
-        SC_CUDA_CHECK(err, cudaMemcpyAsync(dst[i], src[i], bytes[i],
-                                           cudaMemcpyHostToDevice, d->stream));
-    SC_CUDA_CHECK(err, cudaEventRecord((cudaEvent_t)event, d->stream));
-#else
-    (void)d;
-    (void)dst;
-    (void)src;
-    (void)bytes;
-    (void)n;
-    (void)event;
-    (void)err;
-#endif
-    return SC_OK;
+    int rc = d->ops->stream_wait(d->stream, consumed, err);
+    if (rc == SC_OK)
+        rc = d->ops->copy(dst, src, bytes, d->stream, err);
+    if (rc == SC_OK)
+        rc = d->ops->record(ready, d->stream, err);
+    return rc;
+}
+
+int sc__dev_release(sc__dev *d, void *dst, size_t bytes, void *consumed, void *stream,
+                    sc_error *err)
+{
+    if (!d->ops)
+        return SC_OK;
+    /*
+     * A backend that checks order overwrites the slot on the consumer's
+     * stream, after its reads and before the point the next copy waits for:
+     * a read the consumer did not order before its release finds poison.
+     */
+    int rc = d->ops->poison ? d->ops->poison(dst, bytes, stream, err) : SC_OK;
+    if (rc == SC_OK)
+        rc = d->ops->record(consumed, stream, err);
+    return rc;
 }
 
 int sc__dev_event_wait(sc__dev *d, void *event, sc_error *err)
 {
-    (void)d;
-#ifdef SC_HAVE_CUDA
-    if (event)
-        SC_CUDA_CHECK(err, cudaEventSynchronize((cudaEvent_t)event));
-#else
-    (void)event;
-    (void)err;
-#endif
-    return SC_OK;
+    return d->ops && event ? d->ops->sync(event, err) : SC_OK;
 }

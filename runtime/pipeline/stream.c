@@ -71,7 +71,8 @@ typedef struct rslot {
     uint64_t *ids;
     unsigned char *host;
     unsigned char *dev;
-    void *event;
+    void *event;    /* after the slot's copy to the device */
+    void *consumed; /* after its consumer's last read (recorded at release) */
 } rslot;
 
 struct sc__stream {
@@ -440,14 +441,10 @@ static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring
                    B * s->ds->sample_bytes);
     t0 = t1;
     if (s->o.device >= 0) {
-        void *dst[SC_MAX_FIELDS], *src[SC_MAX_FIELDS];
-        size_t bytes[SC_MAX_FIELDS];
-        for (int f = 0; f < s->nfields; f++) {
-            dst[f] = slot->dev + s->foff[f];
-            src[f] = slot->host + s->foff[f];
-            bytes[f] = B * s->fsb[f];
-        }
-        rc = sc__dev_copy(s->o.dev, dst, src, bytes, s->nfields, slot->event, err);
+        /* The fields lie one after another in the slot: one DMA for them all. */
+        uint64_t last = (uint64_t)s->nfields - 1;
+        rc = sc__dev_copy(s->o.dev, slot->dev, slot->host, s->foff[last] + B * s->fsb[last],
+                          slot->consumed, slot->event, err);
         /* With CUDA this is the copy's issue; the copy itself overlaps. */
         sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
                        B * s->ds->sample_bytes);
@@ -576,17 +573,19 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
         rc = sc__seterr(err, SC_ENOMEM, "no memory for the batch ring");
     for (uint64_t i = 0; rc == SC_OK && i < o->depth; i++) {
         rslot *r = &s->ring[i];
-        r->host = sc__dev_host_alloc(o->dev, s->slot_bytes);
+        rc = sc__dev_host_alloc(o->dev, s->slot_bytes, (void **)&r->host, err);
         r->ids = malloc(sizeof *r->ids * o->batch_size);
-        if (!r->host || !r->ids)
-            rc = sc__seterr(err, SC_ENOMEM,
-                            "rank %d: no memory for %llu ring slots of %llu bytes",
-                            o->rank, (unsigned long long)o->depth,
-                            (unsigned long long)s->slot_bytes);
+        if (rc == SC_OK && !r->ids)
+            rc = sc__seterr(err, SC_ENOMEM, "no memory for a batch's ids");
         if (rc == SC_OK && o->device >= 0)
             rc = sc__dev_alloc(o->dev, s->slot_bytes, (void **)&r->dev, err);
         if (rc == SC_OK)
             rc = sc__dev_event(o->dev, &r->event, err);
+        if (rc == SC_OK)
+            rc = sc__dev_event(o->dev, &r->consumed, err);
+        if (rc != SC_OK)
+            sc__errctx(err, rc, "rank %d: %llu ring slots of %llu bytes", o->rank,
+                       (unsigned long long)o->depth, (unsigned long long)s->slot_bytes);
     }
     for (int i = 0; rc == SC_OK && i < o->producers; i++) {
         if (pthread_create(&s->threads[i], NULL, stream_producer, s) != 0)
@@ -749,7 +748,7 @@ int sc__stream_status(sc__stream *s)
     return rc;
 }
 
-int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err)
+int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error *err)
 {
     pthread_mutex_lock(&s->mu);
     rslot *slot = &s->ring[b->seq % s->o.depth];
@@ -760,6 +759,15 @@ int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err)
                           "out by this loader",
                           s->o.rank, (unsigned long long)b->index,
                           (unsigned long long)b->epoch);
+    }
+    /* Recorded before the slot is free, so its next copy finds it. */
+    int rc = s->o.device >= 0 ? sc__dev_release(s->o.dev, slot->dev, s->slot_bytes,
+                                                slot->consumed, stream, err)
+                              : SC_OK;
+    if (rc != SC_OK) {
+        pthread_mutex_unlock(&s->mu);
+        return sc__errctx(err, rc, "rank %d: epoch %llu: release of batch %llu", s->o.rank,
+                          (unsigned long long)b->epoch, (unsigned long long)b->index);
     }
     slot->state = SL_FREE;
     s->held--;
@@ -824,8 +832,10 @@ void sc__stream_close(sc__stream *s)
     for (uint64_t i = 0; s->ring && i < s->o.depth; i++) {
         rslot *r = &s->ring[i];
         sc__dev_event_wait(s->o.dev, r->event, NULL);
+        sc__dev_event_wait(s->o.dev, r->consumed, NULL);
         sc__dev_event_free(s->o.dev, r->event);
-        sc__dev_free(s->o.dev, r->dev);
+        sc__dev_event_free(s->o.dev, r->consumed);
+        sc__dev_free(s->o.dev, r->dev, s->slot_bytes);
         sc__dev_host_free(s->o.dev, r->host);
         free(r->ids);
     }

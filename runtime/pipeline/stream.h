@@ -70,7 +70,11 @@ uint64_t sc__stream_ready(sc__stream *s);
 
 /* SC_OK, or the error that stopped the producers (sticky). */
 int sc__stream_status(sc__stream *s);
-int sc__stream_release(sc__stream *s, const sc_batch *b, sc_error *err);
+/*
+ * Gives a batch's slot back; a device slot's next copy waits on the GPU for
+ * the work queued on `stream` (the consumer's; NULL: the legacy stream).
+ */
+int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error *err);
 
 /*
  * The caller has taken every batch of `epoch` (the oldest queued): returns

@@ -5,7 +5,7 @@
    layer or one below, a public header, or a system header the layer may
    use (<hdf5.h> only in storage; <mpi.h> nowhere below storage; no threads
    or atomics in core; CUDA and NCCL only in base/features.c and
-   pipeline/device.c).
+   pipeline/dev_cuda.c, the CUDA backend).
 2. By building: with the compile command CMake uses for each layer, a
    probe file that includes what the layer must not see is compiled, and
    must fail (and the layer's own sources must compile with the same
@@ -26,7 +26,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 SYSTEM_FLOOR = {"hdf5.h": "storage", "mpi.h": "storage", "pthread.h": "storage",
                 "stdatomic.h": "base"}
 NOT_IN = {"stdatomic.h": {"core"}, "pthread.h": {"core"}}
-CUDA_FILES = {"base/features.c", "pipeline/device.c"}
+CUDA_FILES = {"base/features.c", "pipeline/dev_cuda.c"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 passed = failed = 0

@@ -6,7 +6,8 @@
  * Each job runs on a random sub-communicator of 1..8 ranks with random
  * shard counts and sizes, seeds, modes, remainder policies, batch sizes,
  * shuffle windows, ring depths, cache capacities, verification modes and a
- * straggler rank; it checks every sample's bytes, equal batch counts on
+ * straggler rank, on host memory or the simulated device; it checks every
+ * sample's bytes, equal batch counts on
  * every rank, the runtime's verdicts, and (clean runs) its audit trail
  * with `shardcache verify`, which re-derives the plans independently.
  *
@@ -25,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dev_sim.h"
 #include "hash.h"
 #include "plan.h"
 #include "sc_h5test.h"
@@ -45,6 +47,7 @@ typedef struct job {
     sc_remainder remainder;
     double q;
     int straggler, skew, producers, full;
+    sc_device_mode device;
     /* --fault resume: killed after batch kill_batch of epoch kill_epoch, resumed on world2 */
     uint64_t kill_epoch, kill_batch;
     uint32_t world2;
@@ -164,6 +167,8 @@ static void make_job(job *j, sc__rng *r, int max_world, int force_world, const c
     j->kill_epoch = sc__rng_below(r, j->epochs);
     j->kill_batch = sc__rng_below(r, 12);
     j->world2 = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
+    /* A third of the jobs take their batches through the simulated GPU. */
+    j->device = sc__rng_below(r, 3) == 0 ? SC_DEVICE_SIM : SC_DEVICE_HOST;
     settle_remainder(j);
 }
 
@@ -190,14 +195,21 @@ static sc_config job_config(const job *j, const char *dir)
     c.producers = j->producers;
     c.cache_bytes = j->cache_bytes;
     c.verify = j->full ? SC_VERIFY_FULL : SC_VERIFY_SKETCH;
-    c.device = SC_DEVICE_HOST;
+    c.device = j->device;
     c.log_level = 0;
     return c;
 }
 
-/* Every sample's bytes follow from its id: a batch checks itself. */
-static int batch_ok(const sc_batch *b, char *why, size_t whylen)
+/*
+ * Every sample's bytes follow from its id: a batch checks itself, once it
+ * has landed (on the simulated device, that is after its copy).
+ */
+static int batch_ok(sc_loader *ld, const sc_batch *b, char *why, size_t whylen)
 {
+    if (sc_batch_wait(ld, b) != SC_OK) {
+        snprintf(why, whylen, "sc_batch_wait: %s", sc_last_error(ld));
+        return 0;
+    }
     return sc_t_samples_ok(b, W, UINT64_MAX, why, whylen);
 }
 
@@ -244,7 +256,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
         rc = sc_epoch_begin(ld, e, &info);
         sc_batch b;
         while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK) {
-            data_ok &= batch_ok(&b, why, whylen);
+            data_ok &= batch_ok(ld, &b, why, whylen);
             batches[e]++;
             if (rank == j->straggler && b.index % 4 == 0)
                 usleep(200);
@@ -376,7 +388,7 @@ static int run_resume_job(const job *j, const char *dir, const char *shardcache,
             for (uint64_t k = 0; rc == SC_OK && (e < j->kill_epoch || k < j->kill_batch) &&
                                  (rc = sc_next_batch(ld, &b)) == SC_OK;
                  k++) {
-                good &= batch_ok(&b, why, whylen);
+                good &= batch_ok(ld, &b, why, whylen);
                 sc_batch_release(ld, &b);
             }
             if (rc == SC_END_OF_EPOCH)
@@ -414,7 +426,7 @@ static int run_resume_job(const job *j, const char *dir, const char *shardcache,
             sc_batch b;
             r2 = sc_epoch_begin(ld, e, NULL);
             while (r2 == SC_OK && (r2 = sc_next_batch(ld, &b)) == SC_OK) {
-                good &= batch_ok(&b, why, whylen);
+                good &= batch_ok(ld, &b, why, whylen);
                 sc_batch_release(ld, &b);
             }
             if (r2 == SC_END_OF_EPOCH)
@@ -508,6 +520,17 @@ int main(int argc, char **argv)
     }
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+#ifdef SC_TESTING
+    /*
+     * A rank keeps the device its thread chose, from job to job, as a real
+     * trainer does: one per world rank, so that no job's ranks share one.
+     */
+    sc_error err = SC_ERROR_INIT;
+    if (sc__devops_sim.bind(world_rank % 8, &err) != SC_OK) {
+        fprintf(stderr, "soak_job: %s\n", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+#endif
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     make_datasets(dir, seed);
     sc__rng r;
