@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench/gpu.sh: the GPU figures, on a machine with a GPU, in under 5 minutes.
 # Builds with CUDA and NCCL required (build/gpu), then:
-#   - bench_gpu: batches delivered to the device against cudaMemcpyAsync of
-#     pinned memory alone (the bus's limit);
+#   - bench_gpu: batches delivered to the device (sc_next_batch, SC_DEVICE=cuda,
+#     consumed on a stream as a training step would) with 2, 4 and 8
+#     producers in the same run, each against the link's limit: pinned
+#     host-to-device copies of 256 MiB in 8 and 32 MiB pieces, all in flight
+#     at once, on one stream and on two, the best of them;
 #   - the example trainer on the GPU (CUDA kernels as the step, one rank):
 #     the consumer's wait with a real kernel;
 # and writes both, with the date and the GPU's name, into docs/benchmarks.md.
@@ -10,6 +13,9 @@
 # On a GPU machine without our packages and registries, build a bundle here
 # first (scripts/gpu-bundle), carry it there, and run
 # SC_GPU_BUNDLE=.gpu bench/gpu.sh: it then builds nothing and installs nothing.
+# scripts/gpu-check runs this and the other GPU checks (the trainer's losses
+# on the GPU against the CPU, the refusal of two ranks on one GPU,
+# compute-sanitizer) in one call: see docs/benchmarks.md, "On a GPU".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -41,6 +47,6 @@ out=$(SC_SOURCE=$work/data.h5 SC_CACHE_DIR=$work/cache SC_BATCH_SIZE=256 SC_SHAR
 echo "$out"
 wait_line=$(grep "^consumer wait:" <<<"$out")
 loss_line=$(grep "^loss:" <<<"$out")
-"$bin/bench_gpu" --size "$size" --runs 3 --doc docs/benchmarks.md \
+"$bin/bench_gpu" --size "$size" --producers 2,4,8 --runs 3 --doc docs/benchmarks.md \
     --label "$(date -u +%Y-%m-%d), $gpu" \
     --note "The example trainer on this GPU (CUDA kernels as the step, 1 rank, 65,536 samples of 3x64x64, 3 epochs): $wait_line; $loss_line."

@@ -8,7 +8,7 @@
 static int opts_usage(void)
 {
     fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
-                    "             [--device auto|cpu|gpu] [--transform MARGIN] [--source FILE]\n"
+                    "             [--device auto|cpu|gpu|sim] [--transform MARGIN] [--source FILE]\n"
                     "             [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]\n"
                     "             [--images NAME] [--labels NAME]\n");
     return 2;
@@ -45,7 +45,8 @@ int ex_opts_parse(int argc, char **argv, ex_opts *o)
         else if (!strcmp(a, "--kill-after"))
             o->kill_after = strtoull(v, &end, 10);
         else if (!strcmp(a, "--device") &&
-                 (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu")))
+                 (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu") ||
+                  !strcmp(v, "sim")))
             o->device = v, end = (char *)"";
         else
             return opts_usage();

@@ -8,7 +8,7 @@
  * (train_gpu.cu) train there, with ncclAllReduce when built with NCCL.
  *
  *   mpirun -np 4 train --epochs 3 [--lr 0.002] [--classes 10] [--step-ms X]
- *                      [--device auto|cpu|gpu] [--transform MARGIN]
+ *                      [--device auto|cpu|gpu|sim] [--transform MARGIN]
  *                      [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]
  *                      [--source FILE] [--images /images] [--labels /labels]
  *
@@ -60,7 +60,7 @@ typedef struct job {
     int ix, iy;      /* the images' and the labels' field in each batch */
     ex_model m;      /* the CPU model */
 #ifdef TRAIN_HAVE_CUDA
-    tg_model *g;     /* the GPU model, made on the first batch's device */
+    tg_model *g;     /* the GPU model, on the loader's device */
 #endif
     uint64_t e0, steps;
     totals t;
@@ -100,20 +100,20 @@ static double train_step(const ex_opts *o, job *j, const sc_batch *b)
 {
 #ifdef TRAIN_HAVE_CUDA
     if (j->gpu) {
-        /* The model lives where the loader puts the batches. */
+        /* Queued on the model's stream; the loss stays on the GPU until the epoch ends. */
         char msg[256];
-        double loss = 0;
-        if ((!j->g && tg_open(b->device, j->m.d, j->m.k, MPI_COMM_WORLD, &j->g, msg,
-                              sizeof msg)) ||
-            tg_step(j->g, b->data[j->ix], b->data[j->iy], b->size, b->ready, o->lr, &loss,
-                    &j->bad_label, msg, sizeof msg)) {
+        if (tg_step(j->g, b->data[j->ix], b->data[j->iy], b->size, b->ready, o->lr, msg,
+                    sizeof msg)) {
             /* The other ranks are in the gradient all-reduce: stop them too. */
             fprintf(stderr, "train[rank %d]: GPU %d: %s\n", j->rank, b->device, msg);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        return loss;
+        return 0;
     }
 #endif
+    /* --device sim: the batch is in (simulated) device memory, read once it lands. */
+    if (b->device >= 0 && sc_batch_wait(j->ld, b) != SC_OK)
+        loader_failed(j);
     double loss = ex_model_step(&j->m, b->data[j->ix], o->crop != 0, b->data[j->iy], b->size,
                                 MPI_COMM_WORLD, j->nranks, o->lr, &j->bad_label);
     if (isnan(loss)) {
@@ -121,6 +121,35 @@ static double train_step(const ex_opts *o, job *j, const sc_batch *b)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     return loss;
+}
+
+/*
+ * The stream that reads a batch: the GPU model's, so that the loader reuses
+ * the batch's buffers after the step, with no wait on the CPU; NULL on the CPU.
+ */
+static void *step_stream(const job *j)
+{
+#ifdef TRAIN_HAVE_CUDA
+    if (j->gpu)
+        return tg_stream(j->g);
+#endif
+    (void)j;
+    return NULL;
+}
+
+/* The epoch's summed loss from the GPU: the one wait for it per epoch. */
+static void gpu_epoch_loss(job *j, double *loss)
+{
+#ifdef TRAIN_HAVE_CUDA
+    char msg[256];
+    if (j->gpu && tg_epoch_loss(j->g, loss, &j->bad_label, msg, sizeof msg)) {
+        fprintf(stderr, "train[rank %d]: GPU: %s\n", j->rank, msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+#else
+    (void)j;
+    (void)loss;
+#endif
 }
 
 /* After a step: the benchmark's compute, the checkpoint, a test's crash. */
@@ -181,11 +210,12 @@ static int train_epoch(const ex_opts *o, job *j, uint64_t e)
     while ((rc = sc_next_batch(j->ld, &b)) == SC_OK) {
         loss += train_step(o, j, &b);
         n += b.size;
-        sc_batch_release(j->ld, &b);
+        sc_batch_release_on(j->ld, &b, step_stream(j));
         after_step(o, j);
     }
     if (rc != SC_END_OF_EPOCH)
         return loader_failed(j);
+    gpu_epoch_loss(j, &loss);
     double secs = now() - t0;
     sc_epoch_summary rep;
     if (sc_epoch_wait(j->ld, e, &rep) != SC_OK)
@@ -211,10 +241,16 @@ static int field_index(const sc_dataset *ds, const char *name, const char *dtype
 
 /*
  * The GPU when this build can train there and a device is visible
- * (--device auto), else the CPU, with batches in host memory.
+ * (--device auto), else the CPU, with batches in host memory.  --device
+ * sim (testing builds of the library) trains on the CPU from batches that
+ * went through the simulated device, as a GPU's would.
  */
 static int choose_device(const ex_opts *o, job *j, sc_config *cfg)
 {
+    if (!strcmp(o->device, "sim")) { /* the CPU model, fed through the device path */
+        cfg->device = SC_DEVICE_SIM;
+        return 0;
+    }
     sc_features f;
     sc_features_get(&f);
 #ifdef TRAIN_HAVE_CUDA
@@ -282,6 +318,27 @@ static int open_model(const ex_opts *o, job *j)
     return 0;
 }
 
+/*
+ * The GPU model, on the device the loader made current; collective, before
+ * the first batch, so that a rank that cannot start stops every rank here.
+ * Every rank calls it or none does (rc agreed first).
+ */
+static int open_gpu(job *j, int rc)
+{
+#ifdef TRAIN_HAVE_CUDA
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    char msg[256];
+    if (rc == 0 && tg_open(tg_current_device(), j->m.d, j->m.k, MPI_COMM_WORLD, &j->g, msg,
+                           sizeof msg)) {
+        fprintf(stderr, "train[rank %d]: GPU: %s\n", j->rank, msg);
+        rc = 1;
+    }
+#else
+    (void)j;
+#endif
+    return rc;
+}
+
 /* Settings, device, transform, loader and model; 0 or the exit status. */
 static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
 {
@@ -302,6 +359,8 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
     if (rc == 0 && o->resume &&
         ex_ckpt_load(MPI_COMM_WORLD, o->resume, j->ld, j->m.w, ex_model_size(&j->m), &j->e0))
         rc = 1;
+    if (j->gpu)
+        rc = open_gpu(j, rc);
     return rc;
 }
 

@@ -3,7 +3,8 @@
 # 4 ranks, 3 sticky epochs, the cache in a temporary directory.  The job
 # must print the four summary lines with exactly-once ok, a falling loss and
 # a warm cache after epoch 1; a second job on the same cache starts warm;
-# bad input is refused with a message naming it.
+# the same job through the simulated device has the same losses; bad input
+# is refused with a message naming it.
 . "$(dirname "$0")/lib.sh"
 : "${SC_BUILD_DIR:?}"
 train=$SC_BUILD_DIR/bin/train
@@ -41,6 +42,15 @@ rm -rf "$SC_T_TMP/audit"
 out=$("${mpi[@]}" "$train" --epochs 1 2>&1)
 grep -q "^epoch 0: .*cache hit rate 100.0%" <<<"$out" && pass "second job warm from epoch 0" \
     || { failed "second job not warm"; tail -5 <<<"$out"; }
+
+# The device path, on the simulated device (testing builds): the same
+# batches in the same order, so the same losses to the last digit.
+losses() { sed -n 's/^epoch \([0-9]*\): loss \([0-9.]*\),.*exactly-once ok$/\1 \2/p'; }
+cpu=$("${mpi[@]}" "$train" --epochs 2 --device cpu 2>&1 | losses)
+sim=$(SC_SIM_COPY_US=20 "${mpi[@]}" "$train" --epochs 2 --device sim 2>&1 | losses)
+[ -n "$cpu" ] && [ "$(wc -l <<<"$cpu")" -eq 2 ] && [ "$sim" = "$cpu" ] \
+    && pass "simulated device: the CPU path's losses ($(tr '\n' ' ' <<<"$sim"))" \
+    || failed "simulated device losses '$sim' vs CPU '$cpu'"
 
 expect_fail "missing source is named" "nope\.h5" \
     env SC_SOURCE="$SC_T_TMP/nope.h5" "${mpi[@]}" "$train" --epochs 1
