@@ -246,6 +246,14 @@ SC_API int sc_batch_release_on(sc_loader *ld, sc_batch *batch, void *stream);
 SC_API int sc_batch_wait(sc_loader *ld, const sc_batch *batch);
 
 /*
+ * Makes `stream` (a cudaStream_t) wait, on the GPU, until a device batch's
+ * bytes have arrived: cudaStreamWaitEvent(stream, b.ready) for callers that
+ * do not link the CUDA runtime themselves (the Python package).  Returns
+ * without waiting; nothing to do for a host batch.
+ */
+SC_API int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream);
+
+/*
  * What happened in `epoch` on this rank, and the job's exactly-once verdict
  * if its reduction has completed (exactly_once.verified); never waits.
  * sc_epoch_wait() waits for the verdict.

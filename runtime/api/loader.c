@@ -977,6 +977,15 @@ int sc_batch_wait(sc_loader *ld, const sc_batch *batch)
     return sc__dev_event_wait(ld->dev, batch->ready, &ld->err);
 }
 
+int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    if (batch->device < 0)
+        return SC_OK;
+    return sc__dev_stream_wait(ld->dev, stream, batch->ready, &ld->err);
+}
+
 static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)
 {
     if (!ld || !rep)

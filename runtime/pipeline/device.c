@@ -192,6 +192,11 @@ int sc__dev_release(sc__dev *d, void *dst, size_t bytes, void *consumed, void *s
     return rc;
 }
 
+int sc__dev_stream_wait(sc__dev *d, void *stream, void *event, sc_error *err)
+{
+    return d->ops && event ? d->ops->stream_wait(stream, event, err) : SC_OK;
+}
+
 int sc__dev_event_wait(sc__dev *d, void *event, sc_error *err)
 {
     return d->ops && event ? d->ops->sync(event, err) : SC_OK;

@@ -73,6 +73,9 @@ int sc__dev_copy(sc__dev *d, void *dst, const void *src, size_t bytes, void *con
 int sc__dev_release(sc__dev *d, void *dst, size_t bytes, void *consumed, void *stream,
                     sc_error *err);
 
+/* What `stream` (a consumer's) runs next waits for `event`. */
+int sc__dev_stream_wait(sc__dev *d, void *stream, void *event, sc_error *err);
+
 /* The calling thread waits for `event` (nothing to wait for: NULL). */
 int sc__dev_event_wait(sc__dev *d, void *event, sc_error *err);
 

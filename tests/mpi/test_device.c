@@ -85,7 +85,7 @@ static taken *run_epoch(sc_loader *ld, void *stream, void *release_on, unsigned 
             memcpy(k->x, b.data[0], sizeof k->x);
             memcpy(k->y, b.data[1], sizeof k->y);
         } else {
-            SC_ASSERT_OK(sim->stream_wait(stream, b.ready, &err), &err);
+            assert_int_equal(sc_batch_wait_on(ld, &b, stream), SC_OK);
             SC_ASSERT_OK(sc__sim_read(stream, k->x, b.data[0], sizeof k->x, delay_us, &err),
                          &err);
             SC_ASSERT_OK(sc__sim_read(stream, k->y, b.data[1], sizeof k->y, delay_us, &err),
