@@ -7,7 +7,9 @@
 #     host-to-device copies of 256 MiB in 8 and 32 MiB pieces, all in flight
 #     at once, on one stream and on two, the best of them;
 #   - the example trainer on the GPU (CUDA kernels as the step, one rank):
-#     the consumer's wait with a real kernel;
+#     the training thread's wait in sc_next_batch with real kernels (the
+#     step only queues GPU work, so this wait is the ring's back-pressure
+#     when the GPU is behind as much as data starvation);
 # and writes both, with the date and the GPU's name, into docs/benchmarks.md.
 # Never part of CI (no GPU there).  Usage: bench/gpu.sh [--size MiB]
 # On a GPU machine without our packages and registries, build a bundle here
@@ -28,8 +30,8 @@ if [ -n "${SC_GPU_BUNDLE:-}" ]; then
 else
     sc_ensure_packages $SC_BUILD_PACKAGES
     cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DSC_WITH_CUDA=ON -DSC_WITH_NCCL=ON \
-        -DSC_TESTING=OFF -DBUILD_TESTING=OFF >build-gpu.log 2>&1 || { cat build-gpu.log; exit 1; }
-    cmake --build build/gpu -j "$(nproc)" --target bench_gpu train shardcache_cli \
+        -DSC_TESTING=OFF -DBUILD_TESTING=ON >build-gpu.log 2>&1 || { cat build-gpu.log; exit 1; }
+    cmake --build build/gpu -j "$(nproc)" --target bench_gpu train shardcache_cli mpi_test_gpu \
         >>build-gpu.log 2>&1 || { tail -40 build-gpu.log; exit 1; }
     rm -f build-gpu.log
     bin=build/gpu/bin
@@ -49,4 +51,4 @@ wait_line=$(grep "^consumer wait:" <<<"$out")
 loss_line=$(grep "^loss:" <<<"$out")
 "$bin/bench_gpu" --size "$size" --producers 2,4,8 --runs 3 --doc docs/benchmarks.md \
     --label "$(date -u +%Y-%m-%d), $gpu" \
-    --note "The example trainer on this GPU (CUDA kernels as the step, 1 rank, 65,536 samples of 3x64x64, 3 epochs): $wait_line; $loss_line."
+    --note "The example trainer on this GPU (CUDA kernels as the step, 1 rank, 65,536 samples of 3x64x64, 3 epochs; its steps only queue GPU work, so its wait in sc_next_batch counts the ring waiting for the GPU to release slots as well as data starvation): $wait_line; $loss_line."

@@ -10,13 +10,15 @@ static int opts_usage(void)
     fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
                     "             [--device auto|cpu|gpu|sim] [--transform MARGIN] [--source FILE]\n"
                     "             [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]\n"
-                    "             [--images NAME] [--labels NAME]\n");
+                    "             [--images NAME] [--labels NAME]\n"
+                    "--device: where batches land; without it SC_DEVICE says, else auto\n"
+                    "(the GPU when every rank sees one; sim: testing builds)\n");
     return 2;
 }
 
 int ex_opts_parse(int argc, char **argv, ex_opts *o)
 {
-    *o = (ex_opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", "auto", 0, NULL, NULL, 0};
+    *o = (ex_opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", NULL, 0, NULL, NULL, 0};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;

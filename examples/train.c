@@ -240,31 +240,42 @@ static int field_index(const sc_dataset *ds, const char *name, const char *dtype
 }
 
 /*
- * The GPU when this build can train there and a device is visible
- * (--device auto), else the CPU, with batches in host memory.  --device
- * sim (testing builds of the library) trains on the CPU from batches that
- * went through the simulated device, as a GPU's would.
+ * Where batches land: --device says (cpu, gpu, sim, auto), else SC_DEVICE,
+ * else auto.  The loader settles auto alike on every rank (the GPU only
+ * when every rank has one), so the ranks cannot split between a GPU path
+ * and a CPU one; --device sim (testing builds of the library) trains on
+ * the CPU from batches that went through the simulated device.
  */
-static int choose_device(const ex_opts *o, job *j, sc_config *cfg)
+static void choose_device(const ex_opts *o, sc_config *cfg)
 {
-    if (!strcmp(o->device, "sim")) { /* the CPU model, fed through the device path */
-        cfg->device = SC_DEVICE_SIM;
+    const char *d = o->device ? o->device : getenv("SC_DEVICE") ? NULL : "auto";
+    if (d)
+        cfg->device = !strcmp(d, "cpu")   ? SC_DEVICE_HOST
+                      : !strcmp(d, "gpu") ? SC_DEVICE_CUDA
+                      : !strcmp(d, "sim") ? SC_DEVICE_SIM
+                                          : SC_DEVICE_AUTO;
+}
+
+/* The GPU model where the loader put the batches on a GPU; 0 or the exit status. */
+static int use_device(const ex_opts *o, job *j, const sc_config *cfg)
+{
+    int dev = sc_loader_device(j->ld);
+    if (dev < 0 || cfg->device == SC_DEVICE_SIM)
         return 0;
-    }
-    sc_features f;
-    sc_features_get(&f);
 #ifdef TRAIN_HAVE_CUDA
-    j->gpu = strcmp(o->device, "cpu") != 0 && f.cuda_devices > 0;
+    j->gpu = 1;
+    if (!o->crop)
+        return 0;
+    if (j->rank == 0)
+        fprintf(stderr, "train: --transform runs the CPU model: add --device cpu\n");
+    return 2;
+#else
+    (void)o;
+    if (j->rank == 0) /* every rank finds the same: the loader agreed on the device */
+        fprintf(stderr, "train: batches are on GPU %d, but this trainer was built without "
+                        "its GPU model (no nvcc): run it with --device cpu\n", dev);
+    return 2;
 #endif
-    if (!strcmp(o->device, "gpu") && !j->gpu) {
-        if (j->rank == 0)
-            fprintf(stderr, "train: --device gpu, but %s\n",
-                    f.cuda_devices ? "this build has no nvcc-built GPU model"
-                                   : "no CUDA device is visible");
-        return 2;
-    }
-    cfg->device = j->gpu ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
-    return 0;
 }
 
 /* --transform: the crop needs the images' shape, so a look at the dataset first. */
@@ -274,7 +285,7 @@ static int choose_transform(const ex_opts *o, job *j, sc_config *cfg, ex_crop *c
     sc_dataset *ds = NULL;
     sc_field_info fi;
     sc_error err = SC_ERROR_INIT;
-    int ok = !j->gpu && sc_dataset_open(MPI_COMM_WORLD, cfg, &ds, &err) == SC_OK &&
+    int ok = sc_dataset_open(MPI_COMM_WORLD, cfg, &ds, &err) == SC_OK &&
              field_index(ds, o->images, "uint8", &fi) >= 0 && fi.ndims == 3;
     if (ok) {
         *crop = (ex_crop){fi.dims[0], fi.dims[1], fi.dims[2], o->crop};
@@ -349,11 +360,12 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
         fprintf(stderr, "train: %s\n", err.msg);
         return 2;
     }
-    int rc = choose_device(o, j, &cfg);
-    if (rc == 0 && o->crop)
-        rc = choose_transform(o, j, &cfg, crop, tf);
+    choose_device(o, &cfg);
+    int rc = o->crop ? choose_transform(o, j, &cfg, crop, tf) : 0;
     if (rc == 0 && sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld) != SC_OK)
         rc = 1;
+    if (rc == 0)
+        rc = use_device(o, j, &cfg);
     if (rc == 0)
         rc = open_model(o, j);
     if (rc == 0 && o->resume &&

@@ -291,6 +291,13 @@ SC_API int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *le
 SC_API int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens,
                             int nblobs, uint64_t *epoch);
 
+/*
+ * Where this loader's batches land, agreed by every rank at open: -1 for
+ * host memory, else the device (CUDA's, or the simulated one's number with
+ * SC_DEVICE=sim), current on the thread that opened the loader.
+ */
+SC_API int sc_loader_device(const sc_loader *ld);
+
 /* The dataset the loader reads: its fields, with sc_dataset_field(). */
 SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
 

@@ -494,22 +494,28 @@ static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
 }
 
 /*
- * The cores this rank may run on: all of them when it is bound to a block
- * (the launcher gave it those), else its share of the node's.  At least 2:
- * a lone producer stalls the ring while it maps or reads a shard
- * (bench/deliver, 4 ranks on 2 cores: 4.0 GB/s with one producer per rank,
- * 12.2 GB/s with two), and at most 8.
+ * This rank's share of the cores it may run on: the cores of its affinity
+ * mask over the node-local ranks whose masks meet it (a launcher that gives
+ * each rank a block of cores leaves it the whole block; Open MPI's default
+ * binding to a socket shares the socket).  At least 2: a lone producer
+ * stalls the ring while it maps or reads a shard (bench/deliver, 4 ranks on
+ * 2 cores: 4.0 GB/s with one producer per rank, 12.2 GB/s with two), and at
+ * most 8.  Collective.
  */
-static int loader_default_producers(const sc_loader *ld)
+static int loader_default_producers(const sc_loader *ld, int *producers, sc_error *err)
 {
-    long online = sysconf(_SC_NPROCESSORS_ONLN), n = online > 0 ? online : 1;
     cpu_set_t mask;
     CPU_ZERO(&mask);
-    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < n)
-        n = CPU_COUNT(&mask); /* bound: these cores are this rank's */
-    else
-        n /= ld->local_size > 0 ? ld->local_size : 1;
-    return n < 2 ? 2 : n > 8 ? 8 : (int)n;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long c = 0; c < (online > 0 ? online : 1) && c < CPU_SETSIZE; c++)
+            CPU_SET(c, &mask);
+    }
+    int sharers = 1;
+    int rc = sc__node_overlap(ld->comm, &mask, (int)sizeof mask, &sharers, err);
+    int n = CPU_COUNT(&mask) / (sharers > 0 ? sharers : 1);
+    *producers = n < 2 ? 2 : n > 8 ? 8 : n;
+    return rc;
 }
 
 /* The test-only faults this rank was asked for, read once (SC_FAULT*). */
@@ -582,27 +588,51 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
                  err);
 }
 
+static const char *loader_device_name(int mode)
+{
+    static const char *names[] = {"auto", "host", "cuda", "sim"};
+    return mode >= 0 && mode < 4 ? names[mode] : "unknown";
+}
+
 /*
  * "auto" means the GPU only when every rank has one: a rank left on host
  * memory beside ranks on GPUs would meet their NCCL set-up with its own
  * MPI all-reduce, and the job would hang.
  */
+/* The least and the greatest of every rank's v, in one reduction. */
+static int loader_range(const sc_loader *ld, int v, int *lo, int *hi, sc_error *err)
+{
+    int mine[2] = {v, -v}, job[2];
+    SC_MPI_CHECK(err, MPI_Allreduce(mine, job, 2, MPI_INT, MPI_MIN, ld->comm));
+    *lo = job[0];
+    *hi = -job[1];
+    return SC_OK;
+}
+
 static int loader_resolve_device(sc_loader *ld, const sc_config *cfg, sc_device_mode *mode,
                                  sc_error *err)
 {
-    if (*mode != SC_DEVICE_AUTO)
-        return SC_OK;
+    /* Ranks on different paths would meet each other's collectives. */
+    int lo = 0, hi = 0, rc = loader_range(ld, (int)*mode, &lo, &hi, err);
+    if (rc == SC_OK && lo != hi)
+        rc = sc__seterr(err, SC_EINVAL,
+                        "rank %d: SC_DEVICE is %s here, and differs between ranks (from %s "
+                        "to %s): every rank must ask for the same",
+                        ld->rank, loader_device_name(*mode), loader_device_name(lo),
+                        loader_device_name(hi));
+    if (rc != SC_OK || *mode != SC_DEVICE_AUTO)
+        return rc;
     int n = 0;
-    int rc = loader_agree(ld, sc__dev_probe(*mode, &n, err), err);
+    rc = loader_agree(ld, sc__dev_probe(*mode, &n, err), err);
+    if (rc == SC_OK) /* lo: every rank has a GPU; hi: some rank has one */
+        rc = loader_range(ld, n > 0, &lo, &hi, err);
     if (rc != SC_OK)
         return rc;
-    int mine[2] = {n > 0, -(n > 0)}, job[2]; /* min: every rank has one; -min: any */
-    SC_MPI_CHECK(err, MPI_Allreduce(mine, job, 2, MPI_INT, MPI_MIN, ld->comm));
-    if (ld->rank == 0 && !job[0] && job[1] < 0)
+    if (ld->rank == 0 && lo != hi)
         sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
                 "SC_DEVICE=auto: some ranks see a GPU and some do not; batches stay in host "
                 "memory on every rank (SC_DEVICE=cuda makes this an error)");
-    *mode = job[0] ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
+    *mode = lo ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
     return SC_OK;
 }
 
@@ -617,11 +647,14 @@ static int loader_own_device(sc_loader *ld, sc_error *err)
         rc = sc__node_same(ld->comm, id, (int)sizeof id, &distinct, &twin, err);
     if (rc == SC_OK && twin >= 0 && ld->device >= 0)
         rc = sc__seterr(err, SC_ECUDA,
-                        "rank %d: %d ranks on this node share %d GPU%s (rank %d uses GPU %d, "
-                        "%s, too): each rank needs its own; start at most %d ranks per node "
-                        "or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
-                        ld->rank, ld->local_size, distinct, distinct == 1 ? "" : "s", twin,
-                        ld->device, id, distinct);
+                        "rank %d: %d ranks on this node share %d GPU%s of %d visible (GPU %d, "
+                        "%s, is rank %d's too): each rank needs its own; select a different "
+                        "device on each rank before opening (or none: the loader takes "
+                        "node-local rank modulo the visible count), start at most %d ranks "
+                        "per node, or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+                        ld->rank, ld->local_size, distinct, distinct == 1 ? "" : "s",
+                        sc__dev_visible(ld->dev), ld->device, id, twin,
+                        sc__dev_visible(ld->dev));
     return loader_agree(ld, rc, err);
 }
 
@@ -630,9 +663,12 @@ static int loader_open_device(sc_loader *ld, const sc_config *cfg, sc_error *err
 {
     sc_device_mode mode = cfg->device;
     int rc = loader_resolve_device(ld, cfg, &mode, err);
-    if (rc == SC_OK)
-        rc = loader_agree(ld, sc__dev_open(mode, ld->local_rank, &ld->dev, &ld->device, err),
-                          err);
+    if (rc == SC_OK) {
+        rc = sc__dev_open(mode, ld->local_rank, &ld->dev, &ld->device, err);
+        if (rc != SC_OK)
+            sc__errctx(err, rc, "rank %d", ld->rank);
+        rc = loader_agree(ld, rc, err);
+    }
     if (rc == SC_OK)
         rc = loader_own_device(ld, err);
     return rc;
@@ -646,10 +682,13 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     ld->tr = sc__trace_ring(ld->trace, "consumer");
     if (rc == SC_OK)
         rc = loader_open_device(ld, cfg, err);
+    int producers = 2;
+    if (rc == SC_OK) /* collective: every rank, whatever SC_PRODUCERS says */
+        rc = loader_agree(ld, loader_default_producers(ld, &producers, err), err);
     if (rc != SC_OK)
         return rc;
     sc__stream_opts so = {
-        .producers = cfg->producers > 0 ? cfg->producers : loader_default_producers(ld),
+        .producers = cfg->producers > 0 ? cfg->producers : producers,
         .depth = cfg->prefetch_batches,
         .batch_size = cfg->batch_size,
         .window = cfg->shuffle_window,
@@ -1019,6 +1058,11 @@ int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
 int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep)
 {
     return loader_report(ld, epoch, rep, 1);
+}
+
+int sc_loader_device(const sc_loader *ld)
+{
+    return ld ? ld->device : -1;
 }
 
 const sc_dataset *sc_loader_dataset(const sc_loader *ld)

@@ -68,7 +68,7 @@ static const setting settings[] = {
     {"SC_LOG", T_LEVEL, F(log_level), "1", {0},
      "0: errors only, 1: warnings (repairs, fallbacks), 2: info"},
     {"SC_PRODUCERS", T_INT, F(producers), "0", {0},
-     "producer threads per rank; 0: cores per node-local rank, 2 to 8"},
+     "producer threads per rank; 0: the rank's share of the cores it is bound to, 2 to 8"},
     {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "8", {0},
      "batches built ahead of the training loop (the ring depth)"},
     {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "4096", {0},

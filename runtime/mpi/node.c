@@ -36,55 +36,82 @@ int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *er
     return SC_OK;
 }
 
-/* Every rank's id and comm rank, gathered on its node (free *all). */
-static int node_gather(MPI_Comm comm, const char *id, int bytes, char **all, int **ranks,
+/*
+ * Every node-local rank's `bytes` of `mine`, in node-rank order, into *all
+ * (free it).  A rank without memory (mine NULL, or no room for *all) says
+ * so before the gather, so that no rank skips a collective the others enter.
+ */
+static int node_gather(MPI_Comm comm, const void *mine, int bytes, unsigned char **all,
                        int *n, sc_error *err)
 {
-    int rank = 0;
+    int rank = 0, have = 0, every = 0;
     MPI_Comm node;
     *all = NULL;
-    *ranks = NULL;
     SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
     SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
                                           &node));
     int e = MPI_Comm_size(node, n);
-    if (e == MPI_SUCCESS) {
-        *all = malloc((size_t)*n * (size_t)bytes);
-        *ranks = malloc(sizeof **ranks * (size_t)*n);
-    }
-    if (e == MPI_SUCCESS && *all && *ranks)
-        e = MPI_Allgather(id, bytes, MPI_CHAR, *all, bytes, MPI_CHAR, node);
-    if (e == MPI_SUCCESS && *all && *ranks)
-        e = MPI_Allgather(&rank, 1, MPI_INT, *ranks, 1, MPI_INT, node);
+    if (e == MPI_SUCCESS && mine)
+        have = (*all = malloc((size_t)*n * (size_t)bytes)) != NULL;
+    if (e == MPI_SUCCESS)
+        e = MPI_Allreduce(&have, &every, 1, MPI_INT, MPI_MIN, node);
+    if (e == MPI_SUCCESS && every)
+        e = MPI_Allgather(mine, bytes, MPI_BYTE, *all, bytes, MPI_BYTE, node);
     MPI_Comm_free(&node);
     if (e != MPI_SUCCESS)
-        return sc__mpi_err(err, e, "MPI_Allgather of the node's device ids", __FILE__,
+        return sc__mpi_err(err, e, "MPI_Allgather on the node's communicator", __FILE__,
                            __LINE__);
-    if (!*all || !*ranks)
-        return sc__seterr(err, SC_ENOMEM, "no memory for the node's device ids");
+    if (!every)
+        return sc__seterr(err, SC_ENOMEM, "a rank of this node has no memory for %d bytes "
+                          "per rank", bytes);
     return SC_OK;
 }
 
 int sc__node_same(MPI_Comm comm, const char *id, int bytes, int *distinct, int *twin,
                   sc_error *err)
 {
-    char *all;
-    int *ranks, n = 0, me = 0;
+    int me = 0, n = 0, rec = bytes + (int)sizeof(int);
+    unsigned char *all = NULL, *mine = malloc((size_t)rec);
     *distinct = 0;
     *twin = -1;
     SC_MPI_CHECK(err, MPI_Comm_rank(comm, &me));
-    int rc = node_gather(comm, id, bytes, &all, &ranks, &n, err);
+    if (mine) { /* a record: the id, then the rank */
+        memcpy(mine, id, (size_t)bytes);
+        memcpy(mine + bytes, &me, sizeof me);
+    }
+    int rc = node_gather(comm, mine, rec, &all, &n, err);
     for (int i = 0; rc == SC_OK && i < n; i++) {
-        const char *a = all + (size_t)i * (size_t)bytes;
-        int first = a[0] != '\0'; /* an empty id is no device: not counted */
+        const char *a = (const char *)all + (size_t)i * (size_t)rec;
+        int first = a[0] != '\0', r; /* an empty id is no device: not counted */
         for (int j = 0; j < i && first; j++)
-            first = strncmp(a, all + (size_t)j * (size_t)bytes, (size_t)bytes) != 0;
+            first = strncmp(a, (const char *)all + (size_t)j * (size_t)rec, (size_t)bytes) != 0;
         *distinct += first;
-        if (ranks[i] != me && *twin < 0 && id[0] && !strncmp(a, id, (size_t)bytes))
-            *twin = ranks[i];
+        memcpy(&r, a + bytes, sizeof r);
+        if (r != me && *twin < 0 && id[0] && !strncmp(a, id, (size_t)bytes))
+            *twin = r;
     }
     free(all);
-    free(ranks);
+    free(mine);
+    return rc;
+}
+
+int sc__node_overlap(MPI_Comm comm, const void *mask, int bytes, int *sharers, sc_error *err)
+{
+    unsigned char *all = NULL;
+    int n = 0;
+    *sharers = 1;
+    int rc = node_gather(comm, mask, bytes, &all, &n, err);
+    if (rc == SC_OK) {
+        *sharers = 0;
+        for (int i = 0; i < n; i++) {
+            int common = 0;
+            for (int k = 0; k < bytes && !common; k++)
+                common = (all[(size_t)i * (size_t)bytes + (size_t)k] &
+                          ((const unsigned char *)mask)[k]) != 0;
+            *sharers += common;
+        }
+    }
+    free(all);
     return rc;
 }
 

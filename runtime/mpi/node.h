@@ -31,4 +31,11 @@ int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *er
 int sc__node_same(MPI_Comm comm, const char *id, int bytes, int *distinct, int *twin,
                   sc_error *err);
 
+/*
+ * How many ranks of this node (this one included) may run on a core of
+ * `mask` (an affinity mask of `bytes` bytes): their masks intersect it.
+ * Collective over comm.
+ */
+int sc__node_overlap(MPI_Comm comm, const void *mask, int bytes, int *sharers, sc_error *err);
+
 #endif /* SC_NODE_H */

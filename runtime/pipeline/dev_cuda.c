@@ -10,6 +10,7 @@
 
 #ifdef SC_HAVE_CUDA
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cuda_runtime_api.h>
@@ -83,9 +84,15 @@ static int cuda_bind(int device, sc_error *err)
     return SC_OK;
 }
 
+/* The UUID, not the PCI bus id: MIG slices of one GPU share the bus id. */
 static int cuda_identity(int device, char id[SC__DEV_ID_BYTES], sc_error *err)
 {
-    CU_CHECK(err, cudaDeviceGetPCIBusId(id, SC__DEV_ID_BYTES, device));
+    struct cudaDeviceProp p;
+    CU_CHECK(err, cudaGetDeviceProperties(&p, device));
+    int at = snprintf(id, SC__DEV_ID_BYTES, "GPU-");
+    for (int i = 0; i < 16 && at < SC__DEV_ID_BYTES - 2; i++)
+        at += snprintf(id + at, (size_t)(SC__DEV_ID_BYTES - at), "%02x",
+                       (unsigned char)p.uuid.bytes[i]);
     return SC_OK;
 }
 

@@ -5,9 +5,12 @@
  * copy sleeps SC_SIM_COPY_US microseconds (the copy engine's injectable
  * delay) before it moves the bytes, so a caller that reuses memory before
  * an event says it may finds the wrong bytes.  An event is a sequence
- * point: (stream, number of operations queued on it when recorded).  One
- * mutex guards every stream and event: the simulation is about order, not
- * speed.  SC_SIM_DEVICES sets how many devices a process sees (default 8).
+ * point: (the stream's clock, the number of operations queued on the stream
+ * when it was recorded).  A clock outlives its stream while an event or a
+ * queued wait still refers to it, as a CUDA event outlives the stream it was
+ * recorded on.  One mutex guards every stream and event: the simulation is
+ * about order, not speed.  SC_SIM_DEVICES sets how many devices a process
+ * sees (default 8).
  */
 #include "dev_sim.h"
 
@@ -22,11 +25,15 @@
 
 enum { OP_COPY, OP_WAIT, OP_FILL };
 
-typedef struct simstream simstream;
+/* How many operations a stream has run; shared by everything that waits on it. */
+typedef struct simclock {
+    uint64_t done;
+    unsigned refs;
+} simclock;
 
-/* Reached once stream->done >= seq; a NULL stream is reached at once. */
+/* Reached once clock->done >= seq; no clock is reached at once. */
 typedef struct simpoint {
-    simstream *stream;
+    simclock *clock;
     uint64_t seq;
 } simpoint;
 
@@ -40,12 +47,13 @@ typedef struct simop {
     simpoint wait;
 } simop;
 
-struct simstream {
+typedef struct simstream {
     simop *head, *tail;
-    uint64_t queued, done;
+    uint64_t queued;
+    simclock *clock;
     int stop;
     pthread_t thread;
-};
+} simstream;
 
 static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sim_cv = PTHREAD_COND_INITIALIZER;
@@ -53,7 +61,22 @@ static _Thread_local int sim_bound = -1;
 
 static int sim_reached(simpoint p)
 {
-    return !p.stream || p.stream->done >= p.seq;
+    return !p.clock || p.clock->done >= p.seq;
+}
+
+/* Takes a reference to p's clock (mutex held). */
+static simpoint sim_hold(simpoint p)
+{
+    if (p.clock)
+        p.clock->refs++;
+    return p;
+}
+
+/* Drops a reference (mutex held); the last one frees the clock. */
+static void sim_drop(simpoint p)
+{
+    if (p.clock && --p.clock->refs == 0)
+        free(p.clock);
 }
 
 /* CUDA's current device is per thread; so is the simulation's. */
@@ -97,7 +120,9 @@ static void *sim_engine(void *arg)
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
-        s->done++;
+        s->clock->done++;
+        if (op->kind == OP_WAIT)
+            sim_drop(op->wait);
         free(op);
         pthread_cond_broadcast(&sim_cv);
     }
@@ -112,13 +137,20 @@ static int sim_queue(simstream *s, simop op, sc_error *err)
         pthread_mutex_lock(&sim_mu);
         while (op.kind == OP_WAIT && !sim_reached(op.wait))
             pthread_cond_wait(&sim_cv, &sim_mu);
+        if (op.kind == OP_WAIT)
+            sim_drop(op.wait);
         pthread_mutex_unlock(&sim_mu);
         sim_run(&op);
         return SC_OK;
     }
     simop *o = malloc(sizeof *o);
-    if (!o)
+    if (!o) {
+        pthread_mutex_lock(&sim_mu);
+        if (op.kind == OP_WAIT)
+            sim_drop(op.wait);
+        pthread_mutex_unlock(&sim_mu);
         return sc__seterr(err, SC_ENOMEM, "the simulated device: no memory for an operation");
+    }
     *o = op;
     o->next = NULL;
     pthread_mutex_lock(&sim_mu);
@@ -210,10 +242,17 @@ static int sim_stream_new(void **stream, sc_error *err)
     if (rc != SC_OK)
         return rc;
     simstream *s = calloc(1, sizeof *s);
-    if (!s)
+    simclock *c = calloc(1, sizeof *c);
+    if (!s || !c) {
+        free(s);
+        free(c);
         return sc__seterr(err, SC_ENOMEM, "the simulated device: no memory for a stream");
+    }
+    c->refs = 1;
+    s->clock = c;
     if (pthread_create(&s->thread, NULL, sim_engine, s) != 0) {
         free(s);
+        free(c);
         return sc__seterr(err, SC_ECUDA, "the simulated device: cannot start a stream");
     }
     *stream = s;
@@ -231,6 +270,9 @@ static void sim_stream_free(void *stream)
     pthread_cond_broadcast(&sim_cv);
     pthread_mutex_unlock(&sim_mu);
     pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&sim_mu);
+    sim_drop((simpoint){s->clock, 0});
+    pthread_mutex_unlock(&sim_mu);
     free(s);
 }
 
@@ -250,10 +292,20 @@ static int sim_record(void *event, void *stream, sc_error *err)
     if (rc != SC_OK)
         return rc;
     simstream *s = stream;
+    simpoint *p = event;
     pthread_mutex_lock(&sim_mu);
-    *(simpoint *)event = (simpoint){s, s ? s->queued : 0};
+    sim_drop(*p);
+    *p = s ? sim_hold((simpoint){s->clock, s->queued}) : (simpoint){NULL, 0};
     pthread_mutex_unlock(&sim_mu);
     return SC_OK;
+}
+
+static void sim_event_free(void *event)
+{
+    pthread_mutex_lock(&sim_mu);
+    sim_drop(*(simpoint *)event);
+    pthread_mutex_unlock(&sim_mu);
+    free(event);
 }
 
 static int sim_stream_wait(void *stream, void *event, sc_error *err)
@@ -262,16 +314,15 @@ static int sim_stream_wait(void *stream, void *event, sc_error *err)
     if (rc != SC_OK)
         return rc;
     pthread_mutex_lock(&sim_mu);
-    simop op = {.kind = OP_WAIT, .wait = *(simpoint *)event};
+    simop op = {.kind = OP_WAIT, .wait = sim_hold(*(simpoint *)event)};
     pthread_mutex_unlock(&sim_mu);
     return sim_queue(stream, op, err);
 }
 
+/* Like cudaEventSynchronize, from any thread: the event knows its device. */
 static int sim_sync(void *event, sc_error *err)
 {
-    int rc = sim_check("cudaEventSynchronize", err);
-    if (rc != SC_OK)
-        return rc;
+    (void)err;
     pthread_mutex_lock(&sim_mu);
     while (!sim_reached(*(simpoint *)event))
         pthread_cond_wait(&sim_cv, &sim_mu);
@@ -314,7 +365,7 @@ void sc__sim_stream_sync(void *stream)
         return;
     pthread_mutex_lock(&sim_mu);
     uint64_t upto = s->queued;
-    while (s->done < upto)
+    while (s->clock->done < upto)
         pthread_cond_wait(&sim_cv, &sim_mu);
     pthread_mutex_unlock(&sim_mu);
 }
@@ -332,7 +383,7 @@ const sc__devops sc__devops_sim = {
     .stream_new = sim_stream_new,
     .stream_free = sim_stream_free,
     .event_new = sim_event_new,
-    .event_free = free,
+    .event_free = sim_event_free,
     .record = sim_record,
     .stream_wait = sim_stream_wait,
     .sync = sim_sync,

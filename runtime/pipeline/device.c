@@ -16,6 +16,7 @@
 struct sc__dev {
     const sc__devops *ops; /* NULL: host only */
     int device;            /* -1: host only */
+    int visible;           /* devices the backend showed at open */
     void *stream;          /* the copy stream */
 };
 
@@ -62,13 +63,14 @@ static int dev_choose(sc__dev *d, sc_device_mode mode, int local_rank, sc_error 
     int rc = d->ops->count(&n, err);
     if (rc == SC_OK && n == 0)
         rc = sc__seterr(err, SC_ECUDA, "SC_DEVICE=%s but %s shows no device to node-local "
-                        "rank %d", mode == SC_DEVICE_SIM ? "sim" : "cuda", d->ops->name,
-                        local_rank);
+                        "rank %d (no GPU is visible, or no driver is installed)",
+                        mode == SC_DEVICE_SIM ? "sim" : "cuda", d->ops->name, local_rank);
     if (rc == SC_OK)
         rc = d->ops->current(&cur, err);
     if (rc != SC_OK)
         return rc;
     d->device = cur >= 0 ? cur : local_rank % n;
+    d->visible = n;
     return SC_OK;
 }
 
@@ -107,6 +109,11 @@ void sc__dev_close(sc__dev *d)
     if (d->ops && d->stream)
         d->ops->stream_free(d->stream);
     free(d);
+}
+
+int sc__dev_visible(const sc__dev *d)
+{
+    return d->visible;
 }
 
 int sc__dev_identity(sc__dev *d, char id[SC__DEV_ID_BYTES], sc_error *err)

@@ -37,7 +37,10 @@ int sc__dev_open(sc_device_mode mode, int local_rank, sc__dev **out, int *device
                  sc_error *err);
 void sc__dev_close(sc__dev *d);
 
-/* The device's identity (a PCI bus id): equal for two ranks on one GPU. */
+/* Devices visible to this process when it was opened (0 on the host). */
+int sc__dev_visible(const sc__dev *d);
+
+/* The device's identity (a UUID): equal for two ranks on one GPU or MIG slice. */
 int sc__dev_identity(sc__dev *d, char id[SC__DEV_ID_BYTES], sc_error *err);
 
 /* Staging memory: pinned with a device, page-aligned without. */

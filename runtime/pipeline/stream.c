@@ -766,8 +766,10 @@ int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error 
                               : SC_OK;
     if (rc != SC_OK) {
         pthread_mutex_unlock(&s->mu);
-        return sc__errctx(err, rc, "rank %d: epoch %llu: release of batch %llu", s->o.rank,
-                          (unsigned long long)b->epoch, (unsigned long long)b->index);
+        return sc__errctx(err, rc, "rank %d: epoch %llu: release of batch %llu (the releasing "
+                          "thread needs the loader's device current; the batch stays held)",
+                          s->o.rank, (unsigned long long)b->epoch,
+                          (unsigned long long)b->index);
     }
     slot->state = SL_FREE;
     s->held--;

@@ -93,7 +93,11 @@ expect_fail "scripts/gpu-check refuses without a GPU, plainly" "^gpu-check: no G
     env PATH="$SC_T_TMP/nogpu:$PATH" OUT="$SC_T_TMP/gc" bash "$SC_SOURCE_DIR/scripts/gpu-check"
 if [ ! -e "$SC_T_TMP/gc" ]; then pass "and runs nothing"
 else failed "gpu-check wrote $SC_T_TMP/gc without a GPU"; fi
+out=$(hidden mpi_test_gpu 2>&1); rc=$?
+[ "$rc" -eq 77 ] && grep -q "^skipped: no GPU visible" <<<"$out" \
+    && pass "hidden: the GPU tests run from the bundle and skip without a GPU" \
+    || { failed "hidden: mpi_test_gpu exit $rc, wanted 77"; tail -5 <<<"$out"; }
 expect_fail "hidden: bench/gpu.sh runs from the bundle up to the GPU" \
-    "train: --device gpu, but no CUDA device is visible" \
+    "SC_DEVICE=cuda but CUDA shows no device to node-local rank 0" \
     hidden env SC_GPU_BUNDLE="$bundle" bash "$SC_SOURCE_DIR/bench/gpu.sh" --size 16
 finish

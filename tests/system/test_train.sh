@@ -52,6 +52,12 @@ sim=$(SC_SIM_COPY_US=20 "${mpi[@]}" "$train" --epochs 2 --device sim 2>&1 | loss
     && pass "simulated device: the CPU path's losses ($(tr '\n' ' ' <<<"$sim"))" \
     || failed "simulated device losses '$sim' vs CPU '$cpu'"
 
+# SC_DEVICE is the trainer's too, when --device does not say: no GPU here.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_fail "SC_DEVICE=cuda without a GPU is refused, not trained on the CPU" \
+        "SC_DEVICE=cuda" env SC_DEVICE=cuda "${mpi[@]}" "$train" --epochs 1
+fi
+
 expect_fail "missing source is named" "nope\.h5" \
     env SC_SOURCE="$SC_T_TMP/nope.h5" "${mpi[@]}" "$train" --epochs 1
 expect_fail "bad flag value is named" "bad value 'x' for --epochs" \
