@@ -1,0 +1,431 @@
+/*
+ * _core.c - shardcache._core, the CPython extension under the Python
+ * package: a thin, typed skin over the public C API, and nothing else.
+ *
+ * Why a C extension rather than ctypes or cffi: the loader's structs
+ * (sc_config, sc_batch, sc_epoch_summary) would otherwise be restated in
+ * Python and drift from the header; here the compiler checks every field,
+ * the GIL is released around every call that can wait (a batch, a verdict,
+ * a collective open or close), and an mpi4py communicator becomes an
+ * MPI_Comm through mpi4py's own C API.  Arrays and tensors are made in
+ * Python (shardcache/__init__.py) from the raw addresses this returns, so
+ * numpy and torch are not build dependencies.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <mpi.h>
+#include <mpi4py/mpi4py.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "shardcache.h"
+
+static PyObject *core_error; /* shardcache.Error */
+
+/* Raises shardcache.Error(status, message): status is the code's name. */
+static PyObject *core_raise(int rc, const char *msg)
+{
+    PyObject *args = Py_BuildValue("(ssi)", sc_status_name(rc), msg && *msg ? msg
+                                   : sc_strerror(rc), rc);
+    if (args) {
+        PyErr_SetObject(core_error, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+/* ---- the loader ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    sc_loader *ld;
+    PyObject *comm;   /* the mpi4py communicator: kept alive while open */
+    uint64_t depth;   /* ring slots: at most this many batches held */
+    sc_batch *held;   /* [depth]: batches handed out, by seq % depth */
+    uint64_t resumed; /* the epoch sc_loader_resume said to begin, or UINT64_MAX */
+} core_loader;
+
+static int core_config(sc_config *cfg, PyObject *settings)
+{
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_config_init(cfg, &err);
+    if (rc != SC_OK)
+        return core_raise(rc, err.msg), -1;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (settings && PyDict_Next(settings, &pos, &key, &value)) {
+        const char *k = PyUnicode_AsUTF8(key), *v = PyUnicode_AsUTF8(value);
+        if (!k || !v)
+            return -1; /* settings are str -> str: __init__.py makes them so */
+        if ((rc = sc_config_set(cfg, k, v, &err)) != SC_OK)
+            return core_raise(rc, err.msg), -1;
+    }
+    return 0;
+}
+
+/* Every rank's records, as sc_loader_resume takes them. */
+static int core_resume(core_loader *self, PyObject *records)
+{
+    Py_ssize_t n = PySequence_Size(records);
+    if (n < 0)
+        return -1;
+    const void **blobs = PyMem_Calloc((size_t)n + 1, sizeof *blobs);
+    size_t *lens = PyMem_Calloc((size_t)n + 1, sizeof *lens);
+    PyObject *items = PySequence_Fast(records, "resume: a list of bytes");
+    int ok = blobs && lens && items;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(items, i);
+        ok = PyBytes_Check(b);
+        if (ok) {
+            blobs[i] = PyBytes_AS_STRING(b);
+            lens[i] = (size_t)PyBytes_GET_SIZE(b);
+        } else {
+            PyErr_SetString(PyExc_TypeError, "resume: every record must be bytes");
+        }
+    }
+    int rc = SC_OK;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = sc_loader_resume(self->ld, blobs, lens, (int)n, &self->resumed);
+        Py_END_ALLOW_THREADS
+    }
+    Py_XDECREF(items);
+    PyMem_Free(blobs);
+    PyMem_Free(lens);
+    if (ok && rc != SC_OK)
+        core_raise(rc, sc_last_error(self->ld));
+    return ok && rc == SC_OK ? 0 : -1;
+}
+
+/* Loader(comm, settings, resume=None): collective, like sc_loader_open. */
+static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"comm", "settings", "resume", NULL};
+    PyObject *comm, *settings, *resume = Py_None;
+    if (self->ld) {
+        PyErr_SetString(PyExc_RuntimeError, "the loader is already open");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|O", names, &comm, &PyDict_Type,
+                                     &settings, &resume))
+        return -1;
+    MPI_Comm *c = PyMPIComm_Get(comm);
+    if (!c)
+        return -1;
+    sc_config cfg;
+    if (core_config(&cfg, settings))
+        return -1;
+    sc_error err = SC_ERROR_INIT;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sc_loader_open_err(*c, &cfg, &self->ld, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != SC_OK)
+        return core_raise(rc, err.msg), -1;
+    Py_INCREF(comm);
+    self->comm = comm;
+    self->depth = cfg.prefetch_batches;
+    self->resumed = UINT64_MAX;
+    self->held = PyMem_Calloc(self->depth, sizeof *self->held);
+    if (!self->held)
+        return PyErr_NoMemory(), -1;
+    if (resume != Py_None && core_resume(self, resume))
+        return -1;
+    return 0;
+}
+
+static int core_open(core_loader *self)
+{
+    if (self->ld)
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "the loader is closed");
+    return 0;
+}
+
+/* close(): collective; the first error the loader had, raised. */
+static PyObject *core_close(core_loader *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->ld)
+        Py_RETURN_NONE;
+    sc_loader *ld = self->ld;
+    self->ld = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sc_loader_close(ld);
+    Py_END_ALLOW_THREADS
+    Py_CLEAR(self->comm);
+    PyMem_Free(self->held);
+    self->held = NULL;
+    if (rc != SC_OK)
+        return core_raise(rc, "the loader failed (the first error was reported when it "
+                              "happened)");
+    Py_RETURN_NONE;
+}
+
+static void core_loader_dealloc(core_loader *self)
+{
+    /*
+     * Closing is collective: a loader dropped without close() is left open
+     * (its memory stays), never closed behind the other ranks' backs.
+     */
+    Py_XDECREF(self->comm);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* fields(): [(name, dtype, shape)] in batch order. */
+static PyObject *core_fields(core_loader *self, PyObject *unused)
+{
+    (void)unused;
+    if (!core_open(self))
+        return NULL;
+    const sc_dataset *ds = sc_loader_dataset(self->ld);
+    sc_dataset_info di;
+    sc_dataset_get_info(ds, &di);
+    PyObject *list = PyList_New(di.nfields);
+    for (int i = 0; list && i < di.nfields; i++) {
+        sc_field_info f;
+        sc_dataset_field(ds, i, &f);
+        PyObject *shape = PyTuple_New(f.ndims);
+        for (int d = 0; shape && d < f.ndims; d++)
+            PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(f.dims[d]));
+        PyObject *item = shape ? Py_BuildValue("(ssN)", f.name, f.dtype, shape) : NULL;
+        if (!item) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/* begin(epoch) -> dict of sc_epoch_info. */
+static PyObject *core_begin(core_loader *self, PyObject *arg)
+{
+    unsigned long long epoch = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || !core_open(self))
+        return NULL;
+    sc_epoch_info in;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sc_epoch_begin(self->ld, epoch, &in);
+    Py_END_ALLOW_THREADS
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    return Py_BuildValue("{sKsKsKsKsKsKsd}", "epoch", (unsigned long long)in.epoch, "batches",
+                         (unsigned long long)in.batches, "batch_size",
+                         (unsigned long long)in.batch_size, "shards",
+                         (unsigned long long)in.shards, "samples",
+                         (unsigned long long)in.samples, "plan_hash",
+                         (unsigned long long)in.plan_hash, "plan_wait_s", in.plan_wait_s);
+}
+
+/*
+ * next() -> (seq, epoch, index, size, padded, device, ids_address,
+ * [(address, bytes)]) or None after the epoch's last batch.
+ */
+static PyObject *core_next(core_loader *self, PyObject *unused)
+{
+    (void)unused;
+    if (!core_open(self))
+        return NULL;
+    sc_batch b;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sc_next_batch(self->ld, &b);
+    Py_END_ALLOW_THREADS
+    if (PyErr_CheckSignals())
+        return NULL; /* Ctrl-C while waiting: KeyboardInterrupt, batch not taken */
+    if (rc == SC_END_OF_EPOCH)
+        Py_RETURN_NONE;
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    self->held[b.seq % self->depth] = b;
+    PyObject *bufs = PyList_New(b.nfields);
+    for (int f = 0; bufs && f < b.nfields; f++)
+        PyList_SET_ITEM(bufs, f, Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)b.data[f],
+                                               (unsigned long long)b.bytes[f]));
+    if (!bufs)
+        return NULL;
+    return Py_BuildValue("(KKKKKiKN)", (unsigned long long)b.seq, (unsigned long long)b.epoch,
+                         (unsigned long long)b.index, (unsigned long long)b.size,
+                         (unsigned long long)b.padded, b.device,
+                         (unsigned long long)(uintptr_t)b.ids, bufs);
+}
+
+/* The batch handed out as `seq`, or NULL with an exception. */
+static sc_batch *core_held(core_loader *self, PyObject *args, void **stream)
+{
+    unsigned long long seq, s = 0;
+    if (!PyArg_ParseTuple(args, "K|K", &seq, &s) || !core_open(self))
+        return NULL;
+    sc_batch *b = &self->held[seq % self->depth];
+    if (b->seq != seq || !b->nfields) {
+        PyErr_Format(PyExc_ValueError, "batch %llu is not held (released already?)", seq);
+        return NULL;
+    }
+    if (stream)
+        *stream = (void *)(uintptr_t)s;
+    return b;
+}
+
+/* release(seq, stream=0): stream is a cudaStream_t as an int (0: legacy). */
+static PyObject *core_release(core_loader *self, PyObject *args)
+{
+    void *stream;
+    sc_batch *b = core_held(self, args, &stream);
+    if (!b)
+        return NULL;
+    int rc = sc_batch_release_on(self->ld, b, stream);
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    b->nfields = 0;
+    Py_RETURN_NONE;
+}
+
+/* wait_on(seq, stream=0): the stream waits for a device batch; 0: this thread does. */
+static PyObject *core_wait_on(core_loader *self, PyObject *args)
+{
+    void *stream;
+    sc_batch *b = core_held(self, args, &stream);
+    if (!b)
+        return NULL;
+    int rc;
+    if (stream) {
+        rc = sc_batch_wait_on(self->ld, b, stream);
+    } else { /* no stream: this thread waits */
+        Py_BEGIN_ALLOW_THREADS
+        rc = sc_batch_wait(self->ld, b);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_summary(const sc_epoch_summary *r)
+{
+    const sc_exactly_once *v = &r->exactly_once;
+    return Py_BuildValue(
+        "{sKsKsKsKsKsKsdsdsisisKsKsKsKsKss}", "epoch", (unsigned long long)r->epoch,
+        "batches", (unsigned long long)r->batches, "samples", (unsigned long long)r->samples,
+        "cache_hits", (unsigned long long)r->cache_hits, "cache_misses",
+        (unsigned long long)r->cache_misses, "bytes_from_source",
+        (unsigned long long)r->bytes_from_source, "wait_s", r->wait_s, "wall_s", r->wall_s,
+        "verified", v->verified, "ok", v->ok, "delivered", (unsigned long long)v->delivered,
+        "dropped", (unsigned long long)v->dropped, "padded", (unsigned long long)v->padded,
+        "duplicated", (unsigned long long)v->duplicated, "skipped",
+        (unsigned long long)v->skipped, "detail", v->detail);
+}
+
+/* report(epoch, wait) -> dict: this rank's figures and the job's verdict. */
+static PyObject *core_report(core_loader *self, PyObject *args)
+{
+    unsigned long long epoch;
+    int wait;
+    if (!PyArg_ParseTuple(args, "Kp", &epoch, &wait) || !core_open(self))
+        return NULL;
+    sc_epoch_summary r;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = wait ? sc_epoch_wait(self->ld, epoch, &r) : sc_epoch_report(self->ld, epoch, &r);
+    Py_END_ALLOW_THREADS
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    return core_summary(&r);
+}
+
+/* checkpoint() -> bytes: this rank's position (sc_loader_checkpoint). */
+static PyObject *core_checkpoint(core_loader *self, PyObject *unused)
+{
+    (void)unused;
+    if (!core_open(self))
+        return NULL;
+    unsigned char rec[SC_CHECKPOINT_BYTES];
+    size_t len = 0;
+    int rc = sc_loader_checkpoint(self->ld, rec, sizeof rec, &len);
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    return PyBytes_FromStringAndSize((const char *)rec, (Py_ssize_t)len);
+}
+
+static PyObject *core_resumed(core_loader *self, void *closure)
+{
+    (void)closure;
+    if (self->resumed == UINT64_MAX)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(self->resumed);
+}
+
+static PyMethodDef core_loader_methods[] = {
+    {"close", (PyCFunction)core_close, METH_NOARGS, "collective: close the loader"},
+    {"fields", (PyCFunction)core_fields, METH_NOARGS, "[(name, dtype, shape)]"},
+    {"begin", (PyCFunction)core_begin, METH_O, "begin(epoch) -> info dict"},
+    {"next", (PyCFunction)core_next, METH_NOARGS, "the next batch's addresses, or None"},
+    {"release", (PyCFunction)core_release, METH_VARARGS, "release(seq, stream=0)"},
+    {"wait_on", (PyCFunction)core_wait_on, METH_VARARGS, "wait_on(seq, stream=0)"},
+    {"report", (PyCFunction)core_report, METH_VARARGS, "report(epoch, wait) -> dict"},
+    {"checkpoint", (PyCFunction)core_checkpoint, METH_NOARGS, "this rank's record"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef core_loader_getset[] = {
+    {"resumed_epoch", (getter)core_resumed, NULL, "the epoch to begin after resume", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject core_loader_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardcache._core.Loader",
+    .tp_basicsize = sizeof(core_loader),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "the C loader (sc_loader); use shardcache.Loader",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)core_loader_init,
+    .tp_dealloc = (destructor)core_loader_dealloc,
+    .tp_methods = core_loader_methods,
+    .tp_getset = core_loader_getset,
+};
+
+/* features() -> dict of sc_features. */
+static PyObject *core_features(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    sc_features f;
+    sc_features_get(&f);
+    return Py_BuildValue("{sisisisi}", "cuda", f.cuda, "nccl", f.nccl, "cuda_devices",
+                         f.cuda_devices, "testing", f.testing);
+}
+
+static PyMethodDef core_methods[] = {
+    {"features", core_features, METH_NOARGS, "what this build of the library has"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "shardcache._core", "the C loader under shardcache", -1,
+    core_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    if (import_mpi4py() < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&core_module);
+    if (!m || PyType_Ready(&core_loader_type) < 0)
+        return NULL;
+    core_error = PyErr_NewExceptionWithDoc(
+        "shardcache._core.Error", "a shardcache call failed: (status, message, code)",
+        PyExc_RuntimeError, NULL);
+    Py_INCREF(&core_loader_type);
+    if (!core_error || PyModule_AddObject(m, "Loader", (PyObject *)&core_loader_type) < 0 ||
+        PyModule_AddObject(m, "Error", core_error) < 0 ||
+        PyModule_AddIntConstant(m, "CHECKPOINT_BYTES", SC_CHECKPOINT_BYTES) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(core_error);
+    return m;
+}

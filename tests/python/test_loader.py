@@ -1,0 +1,158 @@
+"""shardcache's Python package under mpiexec -n 1, 2 and 4 (tests/python).
+
+Zero-copy (a tensor's data pointer is the loader's buffer), the bytes of
+every sample equal the source's for its id, equal batch counts on every
+rank, the exactly-once verdict and an independent count of the ids, the
+release rule (holding more than the ring is an error, not a hang; a
+released batch cannot be read), errors as exceptions with the library's
+message, and checkpoint/resume: mid-epoch on the same ranks, and after an
+epoch on a different number of ranks, every sample exactly once.
+"""
+import h5py
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+import shardcache
+from conftest import COMM, SAMPLES
+
+RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
+
+
+def source(path):
+    with h5py.File(path, "r") as f:
+        return f["images"][...], f["labels"][...]
+
+
+def open_loader(dataset, cache_dir, comm=None, **kw):
+    settings = dict(source=dataset, cache_dir=cache_dir, batch_size=16, shard_size=50,
+                    shuffle="global", seed=11, log=0)
+    settings.update(kw)
+    return shardcache.Loader(comm=comm, **settings)
+
+
+def all_ids(local, comm=COMM):
+    """Every rank's delivered ids, counted: [SAMPLES] deliveries per id."""
+    counts = np.zeros(SAMPLES, dtype=np.int64)
+    np.add.at(counts, np.asarray(local, dtype=np.int64), 1)
+    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    return counts
+
+
+def test_batches_are_zero_copy_and_the_source_bytes(dataset, cache_dir):
+    images, labels = source(dataset)
+    with open_loader(dataset, cache_dir, remainder="pad") as loader:
+        assert [f[0] for f in loader.fields] == ["images", "labels"]
+        for epoch in range(2):
+            ids, nb = [], 0
+            for batch in loader.epoch(epoch):
+                x, y = batch["images"], batch["labels"]
+                assert isinstance(x, torch.Tensor) and x.dtype == torch.uint8
+                assert x.shape == (16, 3, 6, 6) and y.shape == (16,)
+                assert x.data_ptr() == batch.address("images")
+                assert y.data_ptr() == batch.address("labels")
+                got = batch.ids.copy()
+                np.testing.assert_array_equal(x.numpy(), images[got])
+                np.testing.assert_array_equal(y.numpy(), labels[got])
+                ids.extend(got[:batch.size - batch.padded])
+                nb += 1
+            assert nb == loader.info["batches"]
+            assert COMM.allreduce(nb, op=MPI.MIN) == COMM.allreduce(nb, op=MPI.MAX)
+            v = loader.verdict(epoch)
+            assert v.ok and v.verified, str(v)
+            assert "exactly-once ok" in str(v)
+            counts = all_ids(ids)
+            assert counts.max() == 1 and counts.min() == 1  # pad: nothing dropped
+
+
+def test_numpy_without_torch_views(dataset, cache_dir):
+    images, _ = source(dataset)
+    with open_loader(dataset, cache_dir) as loader:
+        for batch in loader.epoch(0):
+            a = batch.numpy("images")
+            assert a.__array_interface__["data"][0] == batch.address("images")
+            np.testing.assert_array_equal(a, images[batch.ids])
+
+
+def test_holding_more_than_the_ring_is_an_error(dataset, cache_dir):
+    with open_loader(dataset, cache_dir, prefetch_batches=3) as loader:
+        kept = []
+        with pytest.raises(shardcache.Error) as e:
+            for batch in loader.epoch(0):
+                kept.append(batch.keep())
+        assert e.value.status == "SC_EINVAL"
+        assert "batch buffers (SC_PREFETCH_BATCHES) are held" in e.value.message
+        assert len(kept) == 3
+        for b in kept:
+            b.release()
+        with pytest.raises(ValueError, match="was released"):
+            kept[0]["images"]
+
+
+def test_a_released_batch_cannot_be_read(dataset, cache_dir):
+    with open_loader(dataset, cache_dir) as loader:
+        first = None
+        for batch in loader.epoch(0):
+            first = first or batch
+        with pytest.raises(ValueError, match="was released"):
+            first.numpy("labels")
+
+
+def test_errors_carry_the_library_message(dataset, cache_dir, shared_dir):
+    with pytest.raises(shardcache.Error) as e:
+        open_loader(shared_dir + "/missing.h5", cache_dir)
+    assert e.value.status == "SC_EIO" and "missing.h5" in e.value.message
+    with pytest.raises(shardcache.Error) as e:
+        open_loader(dataset, cache_dir, batch_size="zero")
+    assert e.value.status == "SC_EINVAL" and "SC_BATCH_SIZE" in e.value.message
+    with pytest.raises(shardcache.Error, match="unknown setting SC_COLOUR"):
+        open_loader(dataset, cache_dir, colour="blue")
+    with open_loader(dataset, cache_dir) as loader:
+        with pytest.raises(KeyError, match="no field 'pixels'"):
+            for batch in loader.epoch(0):
+                batch["pixels"]
+
+
+def consume(loader, epoch, stop_after=None):
+    """Ids this rank consumed in `epoch`, stopping after `stop_after` batches."""
+    ids = []
+    for k, batch in enumerate(loader.epoch(epoch)):
+        ids.extend(batch.ids[:batch.size - batch.padded].tolist())
+        if stop_after is not None and k + 1 == stop_after:
+            return ids, loader.state_dict()
+    return ids, loader.state_dict()
+
+
+def test_resume_mid_epoch_on_the_same_ranks(dataset, cache_dir):
+    loader = open_loader(dataset, cache_dir, remainder="pad")
+    first, state = consume(loader, 0, stop_after=2)
+    loader.close()  # mid-epoch: allowed, collective
+    states = COMM.allgather(state)
+    with open_loader(dataset, cache_dir, remainder="pad", resume=states) as loader:
+        assert loader.resumed_epoch == 0
+        rest, _ = consume(loader, 0)
+        assert loader.verdict(0).ok
+    counts = all_ids(first + rest)
+    assert counts.min() == 1 and counts.max() == 1
+
+
+def test_resume_after_an_epoch_on_fewer_ranks(dataset, cache_dir):
+    if SIZE < 2:
+        pytest.skip("needs 2 ranks or more")
+    loader = open_loader(dataset, cache_dir, remainder="pad")
+    consume(loader, 0)
+    state = loader.state_dict()
+    loader.close()
+    states = COMM.allgather(state)
+    half = COMM.Split(0 if RANK < SIZE // 2 else MPI.UNDEFINED, RANK)
+    ids = []
+    if half != MPI.COMM_NULL:
+        with open_loader(dataset, cache_dir, comm=half, remainder="pad",
+                         resume=states) as loader:
+            assert loader.resumed_epoch == 1
+            ids, _ = consume(loader, 1)
+            assert loader.verdict(1).ok
+        half.Free()
+    counts = all_ids(ids)
+    assert counts.min() == 1 and counts.max() == 1

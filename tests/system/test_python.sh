@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The Python package's example (examples/train.py) as a user runs it: a
+# small CNN under DistributedDataParallel (gloo), 4 ranks, fed by
+# shardcache: the loss falls and every epoch is exactly-once; a checkpoint
+# resumes on 2 ranks, exactly-once; the same loop on PyTorch's DataLoader
+# (--loader torch) trains too; launch/shardcache-run starts it.  Skipped
+# where the package is not built.
+. "$(dirname "$0")/lib.sh"
+: "${SC_BUILD_DIR:?}"
+ls "$SC_BUILD_DIR"/python/shardcache/_core*.so >/dev/null 2>&1 || skip "the Python package is not built"
+py=/usr/bin/python3
+"$py" -c "import torch, h5py" 2>/dev/null || skip "python3-torch or python3-h5py missing"
+export PYTHONPATH=$SC_BUILD_DIR/python
+data=$SC_T_TMP/data.h5
+expect_ok "make-dataset" "wrote .*4096 samples" \
+    "$SC_BIN" make-dataset --out "$data" --samples 4096 --shape 3x12x12 --dtype uint8 \
+    --labels 10 --seed 3
+export SC_CACHE_DIR=$SC_T_TMP/cache SC_SHARD_SIZE=128
+train=$SC_SOURCE_DIR/examples/train.py
+
+out=$("$MPIEXEC" -n 4 --oversubscribe "$py" "$train" --source "$data" --epochs 2 \
+      --checkpoint "$SC_T_TMP/ck.pt" 2>&1); rc=$?
+[ "$rc" -eq 0 ] && pass "train.py on 4 ranks exits 0" || { failed "exit $rc"; tail -20 <<<"$out"; }
+[ "$(grep -c "^epoch [01]: loss .* data wait .*, exactly-once ok$" <<<"$out")" -eq 2 ] \
+    && pass "two epochs, each exactly-once, with the data wait" || { failed "epoch lines"; tail -5 <<<"$out"; }
+read -r first last < <(sed -n 's/^loss: \([0-9.]*\) -> \([0-9.]*\)$/\1 \2/p' <<<"$out")
+awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a && b > 0) }' \
+    && pass "loss fell ($first -> $last)" || { failed "loss did not fall"; tail -5 <<<"$out"; }
+
+out=$("$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$data" --epochs 1 \
+      --resume "$SC_T_TMP/ck.pt" 2>&1)
+grep -q "^epoch 2: loss .*, exactly-once ok$" <<<"$out" \
+    && pass "resumed on 2 ranks at epoch 2, exactly-once" || { failed "resume"; tail -5 <<<"$out"; }
+
+out=$("$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$data" --epochs 1 \
+      --loader torch --workers 1 2>&1)
+grep -q "^epoch 0: loss .*, exactly-once not checked (DataLoader)$" <<<"$out" \
+    && pass "the same loop on DataLoader" || { failed "--loader torch"; tail -5 <<<"$out"; }
+
+expect_ok "launched by shardcache-run, exactly-once" "^epoch 0: loss .*, exactly-once ok$" \
+    env SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" -n 2 -- \
+    "$py" "$train" --source "$data" --epochs 1
+
+expect_fail "a missing source is named" "nope\.h5" \
+    "$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$SC_T_TMP/nope.h5" --epochs 1
+finish
