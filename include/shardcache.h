@@ -91,6 +91,16 @@ struct sc_transform {
     uint64_t reserved[4];     /* room for later fields: the size stays */
 };
 
+/*
+ * A transform by name, for callers that cannot pass C pointers (the Python
+ * package: Loader(transform="libx.so:symbol", transform_arg="...")): a
+ * shared library exports a function of this type, which fills *out for the
+ * dataset's fields and its text argument.  *out and what it points to must
+ * live until the process ends.  0 or a status, with the reason in msg.
+ */
+typedef int (*sc_transform_factory)(const sc_dataset *ds, const char *arg, sc_transform *out,
+                                    char *msg, size_t msglen);
+
 /* ------------------------------------------------------------------------ */
 /* Exactly-once verification                                                */
 /* ------------------------------------------------------------------------ */

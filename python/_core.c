@@ -14,9 +14,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
 #include <mpi.h>
 #include <mpi4py/mpi4py.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shardcache.h"
@@ -44,6 +46,7 @@ typedef struct {
     uint64_t depth;   /* ring slots: at most this many batches held */
     sc_batch *held;   /* [depth]: batches handed out, by seq % depth */
     uint64_t resumed; /* the epoch sc_loader_resume said to begin, or UINT64_MAX */
+    sc_transform tf;  /* a transform by name; its library stays loaded */
 } core_loader;
 
 static int core_config(sc_config *cfg, PyObject *settings)
@@ -98,23 +101,74 @@ static int core_resume(core_loader *self, PyObject *records)
     return ok && rc == SC_OK ? 0 : -1;
 }
 
-/* Loader(comm, settings, resume=None): collective, like sc_loader_open. */
+/* The factory `symbol` in the shared library `path`, or NULL with msg set. */
+static sc_transform_factory core_factory(const char *spec, char *msg, size_t msglen)
+{
+    char path[4096];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || colon == spec || !colon[1] || (size_t)(colon - spec) >= sizeof path) {
+        snprintf(msg, msglen, "transform='%s': name it LIBRARY.so:FUNCTION", spec);
+        return NULL;
+    }
+    memcpy(path, spec, (size_t)(colon - spec));
+    path[colon - spec] = '\0';
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* never closed: the loader runs it */
+    void *fn = lib ? dlsym(lib, colon + 1) : NULL;
+    if (!fn)
+        snprintf(msg, msglen, "transform='%s': %s", spec, dlerror());
+    return (sc_transform_factory)(uintptr_t)fn;
+}
+
+/*
+ * cfg->transform from a factory by name, made for the dataset's fields.
+ * Collective: every rank looks the factory up, then all agree before the
+ * dataset is opened (a library missing on one node fails every rank).
+ */
+static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, const char *spec,
+                          const char *arg)
+{
+    sc_error err = SC_ERROR_INIT;
+    sc_transform_factory make = core_factory(spec, err.msg, sizeof err.msg);
+    int mine = make != NULL, all = 0, rc = SC_OK;
+    Py_BEGIN_ALLOW_THREADS
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+    sc_dataset *ds = NULL;
+    if (all)
+        rc = sc_dataset_open(comm, cfg, &ds, &err);
+    if (all && rc == SC_OK)
+        rc = make(ds, arg ? arg : "", &self->tf, err.msg, sizeof err.msg);
+    sc_dataset_close(ds);
+    Py_END_ALLOW_THREADS
+    if (!all)
+        return core_raise(SC_EINVAL, mine ? "the transform's library is missing on another "
+                                            "rank" : err.msg), -1;
+    if (rc != SC_OK)
+        return core_raise(rc, err.msg), -1;
+    cfg->transform = &self->tf;
+    return 0;
+}
+
+/*
+ * Loader(comm, settings, resume=None, transform=None, transform_arg=None):
+ * collective, like sc_loader_open.
+ */
 static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"comm", "settings", "resume", NULL};
+    static char *names[] = {"comm", "settings", "resume", "transform", "transform_arg", NULL};
     PyObject *comm, *settings, *resume = Py_None;
+    const char *tspec = NULL, *targ = NULL;
     if (self->ld) {
         PyErr_SetString(PyExc_RuntimeError, "the loader is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|O", names, &comm, &PyDict_Type,
-                                     &settings, &resume))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|Ozz", names, &comm, &PyDict_Type,
+                                     &settings, &resume, &tspec, &targ))
         return -1;
     MPI_Comm *c = PyMPIComm_Get(comm);
     if (!c)
         return -1;
     sc_config cfg;
-    if (core_config(&cfg, settings))
+    if (core_config(&cfg, settings) || (tspec && core_transform(self, *c, &cfg, tspec, targ)))
         return -1;
     sc_error err = SC_ERROR_INIT;
     int rc;

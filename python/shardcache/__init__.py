@@ -199,10 +199,13 @@ class Loader:
     resume: every rank's state_dict() of the checkpointed job (a list, in
     any order; on another number of ranks too); then begin at
     loader.resumed_epoch.  abort_on_error: an uncaught exception on any rank
-    ends the job with MPI_Abort instead of a hang.
+    ends the job with MPI_Abort instead of a hang.  transform: a C transform
+    by name, "LIBRARY.so:FUNCTION" (an sc_transform_factory), given the
+    text transform_arg.
     """
 
-    def __init__(self, comm=None, resume=None, abort_on_error=True, **settings):
+    def __init__(self, comm=None, resume=None, abort_on_error=True, transform=None,
+                 transform_arg=None, **settings):
         comm = MPI.COMM_WORLD if comm is None else comm
         env = {}
         for key, value in settings.items():
@@ -216,7 +219,7 @@ class Loader:
             records = [s["record"] if isinstance(s, dict) else bytes(s) for s in resume]
         if abort_on_error:
             _abort_on_uncaught()
-        self._c = _call(_core.Loader, comm, env, records)
+        self._c = _call(_core.Loader, comm, env, records, transform, transform_arg)
         self._fields = [(name.lstrip("/"), dtype, tuple(shape))
                         for name, dtype, shape in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}

@@ -8,6 +8,8 @@ released batch cannot be read), errors as exceptions with the library's
 message, and checkpoint/resume: mid-epoch on the same ranks, and after an
 epoch on a different number of ranks, every sample exactly once.
 """
+import os
+
 import h5py
 import numpy as np
 import pytest
@@ -156,3 +158,23 @@ def test_resume_after_an_epoch_on_fewer_ranks(dataset, cache_dir):
         half.Free()
     counts = all_ids(ids)
     assert counts.min() == 1 and counts.max() == 1
+
+
+def test_a_c_transform_by_name(dataset, cache_dir):
+    images, labels = source(dataset)
+    lib = os.path.join(os.environ["SC_BUILD_DIR"], "lib", "libsc_example_transforms.so")
+    with open_loader(dataset, cache_dir, transform=lib + ":ex_crop_factory",
+                     transform_arg="1") as loader:
+        assert loader.fields[0] == ("images", "float32", (3, 4, 4))
+        for batch in loader.epoch(0):
+            x = batch["images"]
+            assert x.dtype == torch.float32 and x.shape == (16, 3, 4, 4)
+            want = images[batch.ids][:, :, 1:5, 1:5].astype(np.float32) / np.float32(255)
+            np.testing.assert_allclose(x.numpy(), want, rtol=0, atol=1e-7)
+            np.testing.assert_array_equal(batch["labels"].numpy(), labels[batch.ids])
+    with pytest.raises(shardcache.Error, match="name it LIBRARY.so:FUNCTION"):
+        open_loader(dataset, cache_dir, transform=lib)
+    with pytest.raises(shardcache.Error, match="undefined symbol: no_such_factory"):
+        open_loader(dataset, cache_dir, transform=lib + ":no_such_factory")
+    with pytest.raises(shardcache.Error, match="a margin of 3 leaves nothing of 6x6"):
+        open_loader(dataset, cache_dir, transform=lib + ":ex_crop_factory", transform_arg="3")
