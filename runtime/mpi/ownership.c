@@ -115,6 +115,27 @@ static void ownership_sum_u64(void *in, void *inout, int *len, MPI_Datatype *typ
         b[i] += a[i];
 }
 
+/*
+ * The ledger's window could not be made.  The one known cause: across
+ * nodes that have only TCP, Open MPI 4.1 selects its osc/rdma component,
+ * which then fails (open-mpi/ompi #9871, #11466); one host hides it (its
+ * windows are shared memory).  Say so, and what to set.
+ */
+static int ownership_no_window(const sc__ledger *l, int m, long long bytes, sc_error *err)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    if (MPI_Error_string(m, text, &n) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", m);
+    return sc__seterr(err, SC_EMPI,
+                      "rank %d: the ownership ledger's one-sided window (MPI_Win_allocate of "
+                      "%lld bytes) could not be created: %s.  Across nodes with only TCP, "
+                      "Open MPI 4.1 picks its osc/rdma component, which fails there: set "
+                      "OMPI_MCA_osc=pt2pt (launch/shardcache-run and the launch/slurm "
+                      "scripts do), or OMPI_MCA_osc=ucx where UCX is installed",
+                      l->rank, bytes, text);
+}
+
 int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first,
                     const sc__ledger_opts *opts, sc__ledger **out, sc_error *err)
 {
@@ -142,9 +163,16 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
                         (unsigned long long)RANK_MASK);
     l->per = (nshards + (uint64_t)l->size - 1) / (uint64_t)l->size;
     MPI_Aint bytes = (MPI_Aint)(sizeof(uint32_t) * l->per * SC__LEDGER_SLOTS);
-    if (m == MPI_SUCCESS && rc == SC_OK)
+    if (m == MPI_SUCCESS && rc == SC_OK) {
         m = MPI_Win_allocate(bytes, sizeof(uint32_t), MPI_INFO_NULL, l->comm, &l->base,
                              &l->win);
+        if (m != MPI_SUCCESS) {
+            l->win = MPI_WIN_NULL; /* undefined after a failure: nothing to free */
+            rc = ownership_no_window(l, m, (long long)bytes, err);
+            sc__ledger_close(l);
+            return rc;
+        }
+    }
     if (m == MPI_SUCCESS && rc == SC_OK)
         m = MPI_Win_set_errhandler(l->win, MPI_ERRORS_RETURN);
     if (m == MPI_SUCCESS && rc == SC_OK) {
