@@ -32,9 +32,9 @@ def options():
     p.add_argument("--source", default=os.environ.get("SC_SOURCE"),
                    help="HDF5 file with /images (uint8 [C,H,W]) and /labels (int64)")
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, help="default: SC_BATCH_SIZE, else 64")
     p.add_argument("--lr", type=float, default=0.02)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, help="default: SC_SEED, else 7")
     p.add_argument("--loader", choices=["shardcache", "torch"], default="shardcache")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (--loader torch)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
@@ -43,6 +43,8 @@ def options():
     p.add_argument("--checkpoint", help="save model and loader state here after each epoch")
     p.add_argument("--resume", help="continue from this checkpoint")
     o = p.parse_args()
+    o.batch_size = o.batch_size or int(os.environ.get("SC_BATCH_SIZE", 64))
+    o.seed = o.seed if o.seed is not None else int(os.environ.get("SC_SEED", 7))
     if not o.source:
         p.error("--source (or SC_SOURCE) is required")
     return o

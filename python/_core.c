@@ -28,8 +28,10 @@ static PyObject *core_error; /* shardcache.Error */
 /* Raises shardcache.Error(status, message): status is the code's name. */
 static PyObject *core_raise(int rc, const char *msg)
 {
-    PyObject *args = Py_BuildValue("(ssi)", sc_status_name(rc), msg && *msg ? msg
-                                   : sc_strerror(rc), rc);
+    const char *m = msg && *msg ? msg : sc_strerror(rc);
+    /* A message cut to its buffer may end inside a character. */
+    PyObject *text = PyUnicode_DecodeUTF8(m, (Py_ssize_t)strlen(m), "replace");
+    PyObject *args = text ? Py_BuildValue("(sNi)", sc_status_name(rc), text, rc) : NULL;
     if (args) {
         PyErr_SetObject(core_error, args);
         Py_DECREF(args);
@@ -39,6 +41,20 @@ static PyObject *core_raise(int rc, const char *msg)
 
 /* ---- the loader ------------------------------------------------------------ */
 
+/*
+ * Runs `stmt` (a call on self->ld) without the GIL.  Meanwhile another
+ * thread's call on this loader is refused (core_open): the C loader is
+ * used from one thread at a time.
+ */
+#define CORE_UNLOCKED(self, stmt)                                             \
+    do {                                                                      \
+        (self)->busy = 1;                                                     \
+        Py_BEGIN_ALLOW_THREADS                                                \
+        stmt;                                                                 \
+        Py_END_ALLOW_THREADS                                                  \
+        (self)->busy = 0;                                                     \
+    } while (0)
+
 typedef struct {
     PyObject_HEAD
     sc_loader *ld;
@@ -46,7 +62,7 @@ typedef struct {
     uint64_t depth;   /* ring slots: at most this many batches held */
     sc_batch *held;   /* [depth]: batches handed out, by seq % depth */
     uint64_t resumed; /* the epoch sc_loader_resume said to begin, or UINT64_MAX */
-    sc_transform tf;  /* a transform by name; its library stays loaded */
+    int busy;         /* a call is in flight with the GIL released */
 } core_loader;
 
 static int core_config(sc_config *cfg, PyObject *settings)
@@ -67,8 +83,11 @@ static int core_config(sc_config *cfg, PyObject *settings)
     return 0;
 }
 
-/* Every rank's records, as sc_loader_resume takes them. */
-static int core_resume(core_loader *self, PyObject *records)
+/*
+ * Every rank's records, as sc_loader_resume takes them.  Collective: a rank
+ * whose records are unusable fails every rank, before the resume itself.
+ */
+static int core_resume(core_loader *self, MPI_Comm comm, PyObject *records)
 {
     Py_ssize_t n = PySequence_Size(records);
     if (n < 0)
@@ -76,7 +95,9 @@ static int core_resume(core_loader *self, PyObject *records)
     const void **blobs = PyMem_Calloc((size_t)n + 1, sizeof *blobs);
     size_t *lens = PyMem_Calloc((size_t)n + 1, sizeof *lens);
     PyObject *items = PySequence_Fast(records, "resume: a list of bytes");
-    int ok = blobs && lens && items;
+    int ok = blobs && lens && items, all = 0;
+    if (!blobs || !lens)
+        PyErr_NoMemory();
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         PyObject *b = PySequence_Fast_GET_ITEM(items, i);
         ok = PyBytes_Check(b);
@@ -88,11 +109,14 @@ static int core_resume(core_loader *self, PyObject *records)
         }
     }
     int rc = SC_OK;
-    if (ok) {
-        Py_BEGIN_ALLOW_THREADS
+    Py_BEGIN_ALLOW_THREADS
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (all)
         rc = sc_loader_resume(self->ld, blobs, lens, (int)n, &self->resumed);
-        Py_END_ALLOW_THREADS
-    }
+    Py_END_ALLOW_THREADS
+    if (ok && !all)
+        PyErr_SetString(PyExc_ValueError, "resume: another rank's records were unusable");
+    ok = all;
     Py_XDECREF(items);
     PyMem_Free(blobs);
     PyMem_Free(lens);
@@ -128,23 +152,31 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
                           const char *arg)
 {
     sc_error err = SC_ERROR_INIT;
+    (void)self;
     sc_transform_factory make = core_factory(spec, err.msg, sizeof err.msg);
-    int mine = make != NULL, all = 0, rc = SC_OK;
+    /* The loader's threads use it until the process ends: never freed. */
+    sc_transform *tf = calloc(1, sizeof *tf);
+    int mine = make && tf, all = 0, rc = SC_OK, worst = SC_OK;
     Py_BEGIN_ALLOW_THREADS
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
     sc_dataset *ds = NULL;
     if (all)
         rc = sc_dataset_open(comm, cfg, &ds, &err);
     if (all && rc == SC_OK)
-        rc = make(ds, arg ? arg : "", &self->tf, err.msg, sizeof err.msg);
+        rc = make(ds, arg ? arg : "", tf, err.msg, sizeof err.msg);
     sc_dataset_close(ds);
+    if (all) /* a factory that refuses on one rank fails them all */
+        MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
     Py_END_ALLOW_THREADS
+    if (!all || worst != SC_OK)
+        free(tf);
     if (!all)
         return core_raise(SC_EINVAL, mine ? "the transform's library is missing on another "
-                                            "rank" : err.msg), -1;
-    if (rc != SC_OK)
-        return core_raise(rc, err.msg), -1;
-    cfg->transform = &self->tf;
+                                            "rank" : make ? "no memory" : err.msg), -1;
+    if (worst != SC_OK)
+        return core_raise(worst, rc != SC_OK ? err.msg : "the transform's factory refused "
+                                                         "on another rank"), -1;
+    cfg->transform = tf;
     return 0;
 }
 
@@ -184,16 +216,27 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
     self->held = PyMem_Calloc(self->depth, sizeof *self->held);
     if (!self->held)
         return PyErr_NoMemory(), -1;
-    if (resume != Py_None && core_resume(self, resume))
+    if (resume != Py_None && core_resume(self, *c, resume)) {
+        /* Refused on every rank alike (sc_loader_resume is collective): close. */
+        sc_loader *ld = self->ld;
+        self->ld = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        sc_loader_close(ld);
+        Py_END_ALLOW_THREADS
         return -1;
+    }
     return 0;
 }
 
+/* The loader is open, and no other thread is inside a call on it. */
 static int core_open(core_loader *self)
 {
-    if (self->ld)
+    if (self->ld && !self->busy)
         return 1;
-    PyErr_SetString(PyExc_RuntimeError, "the loader is closed");
+    PyErr_SetString(PyExc_RuntimeError,
+                    self->ld ? "the loader is in a call from another thread: one thread "
+                               "at a time"
+                             : "the loader is closed");
     return 0;
 }
 
@@ -203,12 +246,12 @@ static PyObject *core_close(core_loader *self, PyObject *unused)
     (void)unused;
     if (!self->ld)
         Py_RETURN_NONE;
+    if (!core_open(self))
+        return NULL;
     sc_loader *ld = self->ld;
     self->ld = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sc_loader_close(ld);
-    Py_END_ALLOW_THREADS
+    CORE_UNLOCKED(self, rc = sc_loader_close(ld));
     Py_CLEAR(self->comm);
     PyMem_Free(self->held);
     self->held = NULL;
@@ -262,9 +305,7 @@ static PyObject *core_begin(core_loader *self, PyObject *arg)
         return NULL;
     sc_epoch_info in;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sc_epoch_begin(self->ld, epoch, &in);
-    Py_END_ALLOW_THREADS
+    CORE_UNLOCKED(self, rc = sc_epoch_begin(self->ld, epoch, &in));
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
     return Py_BuildValue("{sKsKsKsKsKsKsd}", "epoch", (unsigned long long)in.epoch, "batches",
@@ -286,11 +327,12 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
         return NULL;
     sc_batch b;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sc_next_batch(self->ld, &b);
-    Py_END_ALLOW_THREADS
-    if (PyErr_CheckSignals())
-        return NULL; /* Ctrl-C while waiting: KeyboardInterrupt, batch not taken */
+    CORE_UNLOCKED(self, rc = sc_next_batch(self->ld, &b));
+    if (rc == SC_OK && PyErr_CheckSignals()) {
+        /* Ctrl-C while waiting: KeyboardInterrupt; the batch goes back. */
+        sc_batch_release(self->ld, &b);
+        return NULL;
+    }
     if (rc == SC_END_OF_EPOCH)
         Py_RETURN_NONE;
     if (rc != SC_OK)
@@ -338,21 +380,27 @@ static PyObject *core_release(core_loader *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* wait_on(seq, stream=0): the stream waits for a device batch; 0: this thread does. */
+/* wait_on(seq, stream=0): the stream (0: the legacy one) waits for a device batch. */
 static PyObject *core_wait_on(core_loader *self, PyObject *args)
 {
     void *stream;
     sc_batch *b = core_held(self, args, &stream);
     if (!b)
         return NULL;
+    int rc = sc_batch_wait_on(self->ld, b, stream);
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    Py_RETURN_NONE;
+}
+
+/* wait(seq): this thread waits for a device batch's bytes. */
+static PyObject *core_wait(core_loader *self, PyObject *args)
+{
+    sc_batch *b = core_held(self, args, NULL);
+    if (!b)
+        return NULL;
     int rc;
-    if (stream) {
-        rc = sc_batch_wait_on(self->ld, b, stream);
-    } else { /* no stream: this thread waits */
-        Py_BEGIN_ALLOW_THREADS
-        rc = sc_batch_wait(self->ld, b);
-        Py_END_ALLOW_THREADS
-    }
+    CORE_UNLOCKED(self, rc = sc_batch_wait(self->ld, b));
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
     Py_RETURN_NONE;
@@ -382,9 +430,8 @@ static PyObject *core_report(core_loader *self, PyObject *args)
         return NULL;
     sc_epoch_summary r;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = wait ? sc_epoch_wait(self->ld, epoch, &r) : sc_epoch_report(self->ld, epoch, &r);
-    Py_END_ALLOW_THREADS
+    CORE_UNLOCKED(self, rc = wait ? sc_epoch_wait(self->ld, epoch, &r)
+                                  : sc_epoch_report(self->ld, epoch, &r));
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
     return core_summary(&r);
@@ -419,6 +466,7 @@ static PyMethodDef core_loader_methods[] = {
     {"next", (PyCFunction)core_next, METH_NOARGS, "the next batch's addresses, or None"},
     {"release", (PyCFunction)core_release, METH_VARARGS, "release(seq, stream=0)"},
     {"wait_on", (PyCFunction)core_wait_on, METH_VARARGS, "wait_on(seq, stream=0)"},
+    {"wait", (PyCFunction)core_wait, METH_VARARGS, "wait(seq): the host waits"},
     {"report", (PyCFunction)core_report, METH_VARARGS, "report(epoch, wait) -> dict"},
     {"checkpoint", (PyCFunction)core_checkpoint, METH_NOARGS, "this rank's record"},
     {NULL, NULL, 0, NULL},

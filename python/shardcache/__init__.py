@@ -19,7 +19,9 @@ the next batch is taken (when the batch is released), unless batch.keep()
 is called, then until batch.release().  At most SC_PREFETCH_BATCHES
 batches can be held; holding more is a shardcache.Error, never a hang.
 """
+import atexit
 import os
+import socket
 import sys
 
 from mpi4py import MPI
@@ -65,9 +67,9 @@ class _View:
 
     __slots__ = ("__array_interface__", "__cuda_array_interface__", "_batch")
 
-    def __init__(self, batch, addr, shape, typestr, device):
+    def __init__(self, batch, addr, shape, typestr, device, readonly=False):
         self._batch = batch
-        iface = {"shape": shape, "typestr": typestr, "data": (addr, False), "version": 3}
+        iface = {"shape": shape, "typestr": typestr, "data": (addr, readonly), "version": 3}
         if device >= 0:
             iface["version"] = 2
             self.__cuda_array_interface__ = iface
@@ -88,6 +90,9 @@ class Batch:
         self._kept = self._released = False
 
     def _check(self):
+        if self._loader._closed:
+            raise ValueError(f"epoch {self.epoch} batch {self.index}: the loader is closed "
+                             "and its buffers are freed")
         if self._released:
             raise ValueError(f"epoch {self.epoch} batch {self.index} was released: its "
                              "buffers belong to a later batch (keep() it to hold it)")
@@ -111,11 +116,18 @@ class Batch:
                                  _np.dtype(dtype).str, -1))
 
     def __getitem__(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"a batch is indexed by field name ({', '.join(self.keys())}), "
+                            f"not {type(name).__name__}")
         if _torch is None:
             return self.numpy(name)
         self._check()
         if self.device < 0:
-            return _torch.from_numpy(self.numpy(name))
+            a = self.numpy(name)
+            if a.dtype.kind == "u" and a.dtype.itemsize > 1:
+                raise TypeError(f"field '{name}' is {a.dtype}, which torch 1.13 has no tensor "
+                                "type for: use batch.numpy(name)")
+            return _torch.from_numpy(a)
         i = self._loader._index(name)
         _, dtype, shape = self._loader._fields[i]
         # The tensor's stream waits for the copy on the GPU; no host wait.
@@ -129,7 +141,7 @@ class Batch:
     def ids(self):
         """The global sample ids, a uint64 numpy array (zero-copy)."""
         self._check()
-        return _np.asarray(_View(self, self._ids, (self.size,), "<u8", -1))
+        return _np.asarray(_View(self, self._ids, (self.size,), "<u8", -1, readonly=True))
 
     def keep(self):
         """Hold this batch past the next one; release() it yourself."""
@@ -169,6 +181,18 @@ class Verdict(dict):
 
 
 _hook_installed = False
+_open = set()  # ids of the loaders not closed yet
+
+
+def _exit_with_loader_open():
+    """At exit, a loader still open means this rank stopped early (sys.exit,
+    or an error caught and not re-raised): the others would wait for it in
+    a collective, so end the job."""
+    if _open:
+        sys.stderr.write(f"shardcache: rank {MPI.COMM_WORLD.Get_rank()}: exiting with a "
+                         "loader open (no close()): ending the job (MPI_Abort)\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
 
 
 def _abort_on_uncaught():
@@ -179,6 +203,7 @@ def _abort_on_uncaught():
     if _hook_installed:
         return
     _hook_installed = True
+    atexit.register(_exit_with_loader_open)  # runs before mpi4py finalizes MPI
     previous = sys.excepthook
 
     def hook(kind, value, tb):
@@ -220,11 +245,15 @@ class Loader:
         if abort_on_error:
             _abort_on_uncaught()
         self._c = _call(_core.Loader, comm, env, records, transform, transform_arg)
+        if abort_on_error:
+            _open.add(id(self))
         self._fields = [(name.lstrip("/"), dtype, tuple(shape))
                         for name, dtype, shape in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._closed = False
+        self._epoch = self._more = None  # the epoch begun, and whether batches are left
+        self.info = None
 
     @property
     def fields(self):
@@ -248,8 +277,20 @@ class Loader:
 
     def epoch(self, epoch):
         """The batches of `epoch` on this rank; each is released when the next
-        is taken (unless kept), the last when the epoch ends."""
-        self.info = _call(self._c.begin, epoch)
+        is taken (unless kept), the last when the epoch ends.  Asking again
+        for the epoch in progress (after a break or an error) goes on where
+        it stopped; another epoch can begin only once this one's batches
+        are all taken (finish_epoch() takes the rest)."""
+        if epoch != self._epoch and self._more:
+            raise ValueError(f"epoch {self._epoch} still has batches (a break?): "
+                             f"loader.epoch({self._epoch}) goes on with them, "
+                             "loader.finish_epoch() takes the rest")
+        if epoch != self._epoch or not self._more:
+            self.info = _call(self._c.begin, epoch)
+            self._epoch, self._more = epoch, True
+        return self._batches()
+
+    def _batches(self):
         held = None
         try:
             while True:
@@ -257,11 +298,19 @@ class Loader:
                     held.release()
                 held = self._take()
                 if held is None:
+                    self._more = False
                     return
                 yield held
         finally:
             if held is not None and not held._kept:
                 held.release()
+
+    def finish_epoch(self):
+        """Takes and releases the rest of the epoch in progress (they count
+        as delivered), so that the next can begin: after a break."""
+        if self._more:
+            for _ in self._batches():
+                pass
 
     def verdict(self, epoch, wait=True):
         """The job's exactly-once verdict on `epoch` and this rank's figures."""
@@ -274,6 +323,7 @@ class Loader:
     def close(self):
         """Collective: every rank calls it (a with-block does)."""
         self._closed = True
+        _open.discard(id(self))
         _call(self._c.close)
 
     def __enter__(self):
@@ -287,20 +337,39 @@ class Loader:
         return False
 
 
+def _address():
+    """This host's address another node can reach: not the 127.0.1.1 that a
+    default Debian install maps its own name to."""
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            if not info[4][0].startswith("127."):
+                return info[4][0]
+    except OSError:
+        pass
+    try:  # the source address of a route out (a UDP connect sends nothing)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return s.getsockname()[0]
+    except OSError:
+        return socket.gethostname()
+
+
 def init_torch_distributed(backend="gloo", comm=None, port=None):
-    """torch.distributed.init_process_group from the MPI rank and size: rank
-    0's host and a free port go to every rank through MPI."""
-    import socket
+    """torch.distributed.init_process_group from the MPI rank and size.
+    MASTER_ADDR and MASTER_PORT are used when set; else rank 0's address
+    and a port free on it go to every rank through MPI (a port found free
+    may, rarely, be taken before torch binds it: then set MASTER_PORT)."""
     import torch.distributed as dist
 
     comm = MPI.COMM_WORLD if comm is None else comm
     addr = None
     if comm.Get_rank() == 0:
-        if port is None:
+        host = os.environ.get("MASTER_ADDR") or _address()
+        port = port or os.environ.get("MASTER_PORT")
+        if not port:
             with socket.socket() as s:
                 s.bind(("", 0))
                 port = s.getsockname()[1]
-        addr = (socket.gethostname(), port)
-    host, port = comm.bcast(addr, root=0)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, str(port)
+        addr = (host, str(port))
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = comm.bcast(addr, root=0)
     dist.init_process_group(backend, rank=comm.Get_rank(), world_size=comm.Get_size())

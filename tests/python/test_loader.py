@@ -178,3 +178,35 @@ def test_a_c_transform_by_name(dataset, cache_dir):
         open_loader(dataset, cache_dir, transform=lib + ":no_such_factory")
     with pytest.raises(shardcache.Error, match="a margin of 3 leaves nothing of 6x6"):
         open_loader(dataset, cache_dir, transform=lib + ":ex_crop_factory", transform_arg="3")
+
+
+def test_after_a_break_the_epoch_goes_on(dataset, cache_dir):
+    with open_loader(dataset, cache_dir, remainder="pad") as loader:
+        ids = []
+        for k, batch in enumerate(loader.epoch(0)):
+            ids.extend(batch.ids[:batch.size - batch.padded].tolist())
+            if k == 1:
+                break
+        with pytest.raises(ValueError, match="epoch 0 still has batches"):
+            loader.epoch(1)
+        for batch in loader.epoch(0):  # goes on where the break left it
+            ids.extend(batch.ids[:batch.size - batch.padded].tolist())
+        assert loader.verdict(0).ok
+        counts = all_ids(ids)
+        assert counts.min() == 1 and counts.max() == 1
+        for k, batch in enumerate(loader.epoch(1)):
+            if k == 0:
+                break
+        loader.finish_epoch()
+        assert loader.verdict(1).ok
+        assert sum(1 for _ in loader.epoch(2)) == loader.info["batches"]
+
+
+def test_a_closed_loaders_batches_cannot_be_read(dataset, cache_dir):
+    loader = open_loader(dataset, cache_dir)
+    kept = next(iter(loader.epoch(0))).keep()
+    with pytest.raises(TypeError, match="indexed by field name"):
+        kept[0]
+    loader.close()
+    with pytest.raises(ValueError, match="the loader is closed"):
+        kept["images"]

@@ -28,8 +28,8 @@ awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a && b > 0) }' \
     && pass "loss fell ($first -> $last)" || { failed "loss did not fall"; tail -5 <<<"$out"; }
 
 out=$("$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$data" --epochs 1 \
-      --resume "$SC_T_TMP/ck.pt" 2>&1)
-grep -q "^epoch 2: loss .*, exactly-once ok$" <<<"$out" \
+      --resume "$SC_T_TMP/ck.pt" 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q "^epoch 2: loss .*, exactly-once ok$" <<<"$out" \
     && pass "resumed on 2 ranks at epoch 2, exactly-once" || { failed "resume"; tail -5 <<<"$out"; }
 
 out=$("$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$data" --epochs 1 \
@@ -40,6 +40,22 @@ grep -q "^epoch 0: loss .*, exactly-once not checked (DataLoader)$" <<<"$out" \
 expect_ok "launched by shardcache-run, exactly-once" "^epoch 0: loss .*, exactly-once ok$" \
     env SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" -n 2 -- \
     "$py" "$train" --source "$data" --epochs 1
+
+# One rank stops while the others go on: the job ends with a message, never
+# hangs (an uncaught exception, or sys.exit with the loader open).
+cat >"$SC_T_TMP/stop.py" <<'PY'
+import sys, shardcache
+loader = shardcache.Loader(source=sys.argv[1], batch_size=16)
+for k, batch in enumerate(loader.epoch(0)):
+    if loader.rank == 1 and k == 2:
+        raise RuntimeError("a bug on rank 1") if sys.argv[2] == "raise" else sys.exit(3)
+loader.close()
+PY
+for how in raise exit; do
+    want=$([ $how = raise ] && echo "rank 1: uncaught RuntimeError" || echo "rank 1: exiting with a loader open")
+    expect_fail "rank 1 stops ($how): the job ends, saying so" "$want" \
+        timeout 60 "$MPIEXEC" -n 3 --oversubscribe "$py" "$SC_T_TMP/stop.py" "$data" $how
+done
 
 expect_fail "a missing source is named" "nope\.h5" \
     "$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$SC_T_TMP/nope.h5" --epochs 1
