@@ -4,15 +4,24 @@
  * sc_next_batch, and, with a training step of --step-ms per batch, the
  * consumer's wait and the loop's utilization (step time / wall time).
  *
- *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X] [--spin]
+ *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X[,Y...]] [--spin]
  *   mpirun -np R bench_deliver --gather FILE [--epochs E] [--warmup W]
  *
  * The dataset and every loader setting come from SC_* (SC_SOURCE,
  * SC_SHUFFLE, SC_BATCH_SIZE, ...).  The first W epochs warm the cache and
  * are not counted.  A step sleeps by default (the consumer thread waits
- * for a GPU); --spin makes it compute on the CPU.  Rank 0 prints one line:
+ * for a GPU); --spin makes it compute on the CPU.  Several step times run
+ * one after another in the same job (the warm-up only before the first),
+ * and rank 0 prints one line for each:
  *
- *   deliver: R ranks, E epochs: N samples/s, M MB/s, wait P%, utilization U%, exactly-once ok
+ *   deliver: R ranks, E epochs, step X ms: N samples/s, M MB/s, wait P%, taking T%,
+ *            utilization U%, exactly-once ok
+ *
+ * wait: the loader's own wait for a batch (sc_epoch_summary.wait_s); taking:
+ * the loop's wall time from the end of a step (or the epoch's start) to the
+ * next batch in hand (release, sc_epoch_begin, sc_next_batch): the clock a
+ * Python loop puts around `next()` (bench/python.py).  Both as a share of
+ * the wall time, averaged over ranks.
  *
  * --gather is the copy any loader that shuffles samples must make, with no
  * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
@@ -106,12 +115,71 @@ static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, 
     return 0;
 }
 
+/*
+ * warmup + epochs epochs from epoch `first` on, a step of step_ms per
+ * batch; rank 0 prints the "deliver:" line of the counted ones.  1 if
+ * every epoch was exactly-once.
+ */
+static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epochs,
+                     double step_ms, int spin, int rank, int size)
+{
+    double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0, taking = 0;
+    int ok = 1;
+    for (uint64_t e = first; e < first + warmup + epochs; e++) {
+        int counted = e >= first + warmup;
+        MPI_Barrier(MPI_COMM_WORLD); /* the clock starts together on every rank */
+        double t0 = bench_now();
+        if (sc_epoch_begin(ld, e, NULL) != SC_OK) {
+            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        sc_batch b;
+        int rc;
+        double n0 = t0; /* taking: the time from here (or a step's end) to a batch */
+        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+            taking += counted ? bench_now() - n0 : 0;
+            for (int f = 0; counted && f < b.nfields; f++)
+                bytes += (double)b.bytes[f];
+            samples += counted ? (double)b.size : 0;
+            double s0 = bench_now();
+            bench_step(step_ms / 1e3, spin);
+            n0 = bench_now();
+            busy += counted ? n0 - s0 : 0;
+            sc_batch_release(ld, &b);
+        }
+        taking += counted ? bench_now() - n0 : 0;
+        if (rc != SC_END_OF_EPOCH) {
+            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        double t = bench_now() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sc_epoch_summary rep;
+        if (sc_epoch_wait(ld, e, &rep) != SC_OK)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        ok &= rep.exactly_once.ok;
+        if (counted)
+            secs += t, wait += rep.wait_s;
+    }
+    double mine[5] = {bytes, samples, wait, busy, taking}, all[5];
+    MPI_Reduce(mine, all, 5, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("deliver: %d ranks, %llu epochs, step %g ms: %.0f samples/s, %.1f MB/s, "
+               "wait %.2f%%, taking %.2f%%, utilization %.1f%%, exactly-once %s\n",
+               size, (unsigned long long)epochs, step_ms, all[1] / secs, all[0] / secs / 1e6,
+               100.0 * all[2] / (secs * size), 100.0 * all[4] / (secs * size),
+               100.0 * all[3] / (secs * size), ok ? "ok" : "FAILED");
+    fflush(stdout);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size, spin = 0;
     const char *gather_path = NULL;
     uint64_t epochs = 2, warmup = 1;
-    double step_ms = 0;
+    const char *steps = "0";
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -122,7 +190,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--warmup"))
             warmup = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--step-ms"))
-            step_ms = strtod(v, NULL), i++;
+            steps = v, i++;
         else if (!strcmp(a, "--spin"))
             spin = 1;
         else if (!strcmp(a, "--gather"))
@@ -149,49 +217,21 @@ int main(int argc, char **argv)
     cfg.device = SC_DEVICE_HOST;
     if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
-    double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0;
     int ok = 1;
-    for (uint64_t e = 0; e < warmup + epochs; e++) {
-        int counted = e >= warmup;
-        if (sc_epoch_begin(ld, e, NULL) != SC_OK) {
-            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
-            MPI_Abort(MPI_COMM_WORLD, 1);
+    uint64_t first = 0;
+    for (const char *at = steps; *at; at += *at == ',') {
+        char *end;
+        double step_ms = strtod(at, &end);
+        if (end == at) {
+            if (rank == 0)
+                fprintf(stderr, "bench_deliver: --step-ms '%s': not a list of numbers\n", steps);
+            MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        MPI_Barrier(MPI_COMM_WORLD); /* the clock starts together on every rank */
-        double t0 = bench_now();
-        sc_batch b;
-        int rc;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
-            for (int f = 0; counted && f < b.nfields; f++)
-                bytes += (double)b.bytes[f];
-            samples += counted ? (double)b.size : 0;
-            double s0 = bench_now();
-            bench_step(step_ms / 1e3, spin);
-            busy += counted ? bench_now() - s0 : 0;
-            sc_batch_release(ld, &b);
-        }
-        if (rc != SC_END_OF_EPOCH) {
-            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        double t = bench_now() - t0;
-        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        sc_epoch_summary rep;
-        if (sc_epoch_wait(ld, e, &rep) != SC_OK)
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        ok &= rep.exactly_once.ok;
-        if (counted)
-            secs += t, wait += rep.wait_s;
+        uint64_t w = at == steps ? warmup : 0; /* the loader goes on warm */
+        ok &= run_step(ld, first, w, epochs, step_ms, spin, rank, size);
+        first += w + epochs;
+        at = end;
     }
-    double mine[4] = {bytes, samples, wait, busy}, all[4];
-    MPI_Reduce(mine, all, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("deliver: %d ranks, %llu epochs: %.0f samples/s, %.1f MB/s, wait %.2f%%, "
-               "utilization %.1f%%, exactly-once %s\n",
-               size, (unsigned long long)epochs, all[1] / secs, all[0] / secs / 1e6,
-               100.0 * all[2] / (secs * size), 100.0 * all[3] / (secs * size),
-               ok ? "ok" : "FAILED");
     sc_loader_close(ld);
     MPI_Finalize();
     return ok ? 0 : 1;
