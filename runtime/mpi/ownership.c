@@ -131,8 +131,8 @@ static int ownership_no_window(const sc__ledger *l, int m, long long bytes, sc_e
                       "rank %d: the ownership ledger's one-sided window (MPI_Win_allocate of "
                       "%lld bytes) could not be created: %s.  Across nodes with only TCP, "
                       "Open MPI 4.1 picks its osc/rdma component, which fails there: set "
-                      "OMPI_MCA_osc=pt2pt (launch/shardcache-run and the launch/slurm "
-                      "scripts do), or OMPI_MCA_osc=ucx where UCX is installed",
+                      "OMPI_MCA_osc=^rdma (or ucx; pt2pt works too but refuses "
+                      "MPI_THREAD_MULTIPLE)",
                       l->rank, bytes, text);
 }
 
