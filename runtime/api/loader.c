@@ -594,11 +594,6 @@ static const char *loader_device_name(int mode)
     return mode >= 0 && mode < 4 ? names[mode] : "unknown";
 }
 
-/*
- * "auto" means the GPU only when every rank has one: a rank left on host
- * memory beside ranks on GPUs would meet their NCCL set-up with its own
- * MPI all-reduce, and the job would hang.
- */
 /* The least and the greatest of every rank's v, in one reduction. */
 static int loader_range(const sc_loader *ld, int v, int *lo, int *hi, sc_error *err)
 {
@@ -609,6 +604,12 @@ static int loader_range(const sc_loader *ld, int v, int *lo, int *hi, sc_error *
     return SC_OK;
 }
 
+/*
+ * Every rank must ask for the same device, and "auto" means the GPU only
+ * when every rank has one: a rank left on host memory beside ranks on GPUs
+ * would meet their NCCL set-up with its own MPI all-reduce, and the job
+ * would hang.
+ */
 static int loader_resolve_device(sc_loader *ld, const sc_config *cfg, sc_device_mode *mode,
                                  sc_error *err)
 {
