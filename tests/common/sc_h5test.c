@@ -139,3 +139,19 @@ int sc_t_samples_ok(const sc_batch *b, int width, uint64_t nsamples, char *why, 
     }
     return 1;
 }
+
+sc_config sc_t_config(const char *source, const char *dir, uint64_t shard_size, uint64_t batch,
+                      uint64_t seed)
+{
+    static int ncache;
+    sc_config c;
+    sc_config_init(&c, NULL);
+    snprintf(c.source, sizeof c.source, "%s", source);
+    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache%d", dir, ncache++);
+    c.shard_size = shard_size;
+    c.batch_size = batch;
+    c.seed = seed;
+    c.device = SC_DEVICE_HOST;
+    c.log_level = 0;
+    return c;
+}

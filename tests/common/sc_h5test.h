@@ -8,6 +8,8 @@
 #include <hdf5.h>
 #include <stdint.h>
 
+#include "shardcache.h"
+
 /* Writes dataset `name` of `type` with dims[0..nd) from buf (NULL: zeros). */
 int sc_t_write(const char *path, const char *name, hid_t type, int nd,
                const uint64_t *dims, const void *buf, int truncate_file);
@@ -44,6 +46,15 @@ void sc_t_mpi_start(int *argc, char ***argv, int *rank, int *size, char *dir, si
 
 /* dir/src.h5 into src[n], written by rank 0 with samples 0..nsamples-1 (aborts if it cannot). */
 void sc_t_shared_source(char *src, size_t n, const char *dir, uint64_t nsamples, int width);
+
+/*
+ * A test loader's settings: the defaults (and SC_* environment), `source`,
+ * a fresh cache directory under `dir` at every call (tests never see each
+ * other's caches), shards of `shard_size`, batches of `batch`, `seed`, host
+ * memory, no log lines.
+ */
+sc_config sc_t_config(const char *source, const char *dir, uint64_t shard_size,
+                      uint64_t batch, uint64_t seed);
 
 /* 1 if `flag` is nonzero on any rank of MPI_COMM_WORLD (collective). */
 int sc_t_any(int flag);

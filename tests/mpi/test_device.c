@@ -35,20 +35,11 @@ enum { SHARD = 16, W = 5, NSAMPLES = 20 * SHARD - 3, B = 6 };
 
 static const sc__devops *sim = &sc__devops_sim;
 
-static int ncache;
-
 static sc_config config(sc_device_mode device)
 {
-    sc_config c;
-    sc_config_init(&c, NULL);
-    snprintf(c.source, sizeof c.source, "%s", src);
-    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache%d", dir, ncache++);
-    c.shard_size = SHARD;
-    c.batch_size = B;
-    c.seed = 99;
+    sc_config c = sc_t_config(src, dir, SHARD, B, 99);
     c.prefetch_batches = 3; /* a small ring: slots are reused often */
     c.device = device;
-    c.log_level = 0;
     return c;
 }
 

@@ -26,20 +26,11 @@ static char dir[1024], src[1200];
 
 enum { SHARD = 16, W = 5, NSAMPLES = 40 * SHARD - 3, B = 8 };
 
-static int ncache;
-
 static sc_config config(sc_device_mode device)
 {
-    sc_config c;
-    sc_config_init(&c, NULL);
-    snprintf(c.source, sizeof c.source, "%s", src);
-    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache%d", dir, ncache++);
-    c.shard_size = SHARD;
-    c.batch_size = B;
-    c.seed = 5;
+    sc_config c = sc_t_config(src, dir, SHARD, B, 5);
     c.prefetch_batches = 3;
     c.device = device;
-    c.log_level = 0;
     return c;
 }
 

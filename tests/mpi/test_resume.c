@@ -23,26 +23,17 @@
 static int rank, size;
 static uint64_t nb_epoch1; /* epoch 1's batches per rank in the first run */
 static char dir[1024], src[1200];
-static int ncache;
 
 enum { NSHARDS = 30, SHARD = 10, W = 2, NSAMPLES = NSHARDS * SHARD - 5, B = 7 };
 #define STOP_BEFORE_LAST UINT64_MAX
 
 static sc_config config(sc_shuffle_mode mode, sc_remainder rem)
 {
-    sc_config c;
-    sc_config_init(&c, NULL);
-    snprintf(c.source, sizeof c.source, "%s", src);
-    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache%d", dir, ncache++);
-    c.shard_size = SHARD;
-    c.batch_size = B;
-    c.seed = 99;
+    sc_config c = sc_t_config(src, dir, SHARD, B, 99);
     c.mode = mode;
     c.exchange = 0.3;
     c.remainder = rem;
     c.shuffle_window = 32;
-    c.device = SC_DEVICE_HOST;
-    c.log_level = 0;
     return c;
 }
 
