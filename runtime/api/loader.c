@@ -970,6 +970,8 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
                         (unsigned long long)ld->delivered);
     uint64_t real = batch->size - batch->padded;
     if (rc == SC_OK)
+        rc = sc__ledger_progress(ld->ledger, &err);
+    if (rc == SC_OK)
         rc = sc__ledger_check(ld->ledger, ld->cur, batch->ids, batch->size, &err);
     if (rc == SC_OK)
         rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids, real, 0, &err);

@@ -71,6 +71,13 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
 /* Writes the audit trail through, e.g. when a checkpoint is taken. */
 void sc__ledger_flush(sc__ledger *l);
 
+/*
+ * Lets MPI progress other ranks' claims on the words this rank holds:
+ * where the transport has no remote atomics (TCP between nodes) they
+ * complete only while this rank is inside MPI.  Called once per batch.
+ */
+int sc__ledger_progress(sc__ledger *l, sc_error *err);
+
 /* Counts n padding repeats an earlier run delivered in `epoch` (a resume). */
 int sc__ledger_padded_before(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err);
 
