@@ -12,7 +12,10 @@
  * with `shardcache verify`, which re-derives the plans independently.
  *
  *   soak_job --jobs N --seed S --dir DIR [--fault NAME] [--verify SHARDCACHE]
- *            [--world W]
+ *            [--world W] [--cache DIR]
+ *
+ * DIR holds the datasets and audit trails (every rank must see it); the
+ * caches go to DIR/cache, or to --cache DIR (node-local on a cluster).
  *
  * Faults are the library's own SC_FAULT hooks, on the job's last rank in
  * epoch 1: plan-seed, own-plan, stale-plan, dup-shard, skip-shard, world,
@@ -54,6 +57,7 @@ typedef struct job {
 } job;
 
 static int world_rank;
+static const char *cache_root; /* --cache: else DIR/cache */
 static uint64_t *b_sizes[NB]; /* every rank knows them: drawn from one seed */
 
 static void write_samples(const char *path, uint64_t first, uint64_t n)
@@ -183,7 +187,10 @@ static sc_config job_config(const job *j, const char *dir)
         snprintf(c.source, sizeof c.source, "%s/b%d", dir, j->dataset);
     }
     /* One cache root for the soak: jobs on the same shards start warm. */
-    snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache", dir);
+    if (cache_root)
+        snprintf(c.cache_dir, sizeof c.cache_dir, "%s", cache_root);
+    else
+        snprintf(c.cache_dir, sizeof c.cache_dir, "%s/cache", dir);
     snprintf(c.audit_dir, sizeof c.audit_dir, "%s/job%llu", dir, (unsigned long long)j->id);
     c.seed = j->seed;
     c.batch_size = j->batch;
@@ -517,6 +524,8 @@ int main(int argc, char **argv)
             verify = argv[i + 1];
         else if (!strcmp(argv[i], "--world"))
             force_world = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--cache"))
+            cache_root = argv[i + 1];
     }
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);

@@ -15,7 +15,8 @@ if command -v shellcheck >/dev/null; then
     for f in "$SC_SOURCE_DIR"/launch/shardcache-run "$SC_SOURCE_DIR"/launch/slurm/*.sbatch \
              "$SC_SOURCE_DIR"/scripts/demo "$SC_SOURCE_DIR"/scripts/test "$SC_SOURCE_DIR"/scripts/bench \
              "$SC_SOURCE_DIR"/scripts/lib.sh "$SC_SOURCE_DIR"/scripts/gpu-bundle \
-             "$SC_SOURCE_DIR"/bench/gpu.sh; do
+             "$SC_SOURCE_DIR"/bench/gpu.sh "$SC_SOURCE_DIR"/tests/cluster/*.sh \
+             "$SC_SOURCE_DIR"/tests/cluster/vcx; do
         [ -e "$f" ] || continue
         expect_ok "shellcheck ${f#"$SC_SOURCE_DIR"/}" "" shellcheck -x -e SC1091,SC2086 "$f"
     done
@@ -30,7 +31,7 @@ while IFS= read -r line; do
         || failed "ompi.env's $line is not in the tests' environment"
 done <"$SC_SOURCE_DIR/launch/ompi.env"
 
-unset SLURM_JOB_ID SC_CACHE_DIR SLURM_TMPDIR SHARDCACHE_GPU_TOPO SHARDCACHE_CPU_TOPO
+unset SLURM_JOB_ID SC_CACHE_DIR SLURM_TMPDIR SHARDCACHE_GPU_TOPO SHARDCACHE_CPU_TOPO OMPI_MCA_mpi_yield_when_idle
 # No GPUs unless a test says so: block placement, the same on any machine.
 export CUDA_VISIBLE_DEVICES=
 data=$SC_SOURCE_DIR/tests/system/data
@@ -55,6 +56,15 @@ expect_ok "dry run: ... and says so" "^shardcache-run: placement: 2 ranks per no
 out=$("$run" --dry-run -n 4 --oversubscribe -- "$train" 2>&1)
 grep -q -- "^+ mpirun -np 4 --oversubscribe --bind-to none " <<<"$out" && ! grep -q -- "pe=\|--bind-to core" <<<"$out" \
     && pass "dry run: --oversubscribe leaves ranks unbound" || { failed "--oversubscribe placement"; echo "$out"; }
+# Oversubscribed, MPI waits yield the core (srun would not tell Open MPI); not otherwise.
+expect_ok "dry run: more ranks than cores: MPI waits yield" \
+    "^shardcache-run: MPI waits yield the core \(OMPI_MCA_mpi_yield_when_idle=1: $((cores + 1)) ranks x 1 cores > $cores cores here\)$" \
+    "$run" --dry-run -n $((cores + 1)) -- "$train"
+out=$("$run" --dry-run -n 1 -- "$train" 2>&1)
+grep -q "yield" <<<"$out" && { failed "1 rank on $cores cores: yields"; echo "$out"; } \
+    || pass "dry run: 1 rank: MPI waits spin (Open MPI's default)"
+expect_ok "dry run: --overcommit under Slurm: MPI waits yield" "-x OMPI_MCA_mpi_yield_when_idle" \
+    env SLURM_JOB_ID=1 SLURM_NTASKS=2 SLURM_OVERCOMMIT=1 "$run" --dry-run --launcher mpirun -- "$train"
 # A saved two-socket machine: 96 cores, 192 hyperthreads; 8 ranks get 12 cores, not 24.
 expect_ok "dry run: cores, not hyperthreads (lscpu -p of a 2x48-core SMT machine)" \
     "^\+ mpirun -np 8 --map-by ppr:8:node:pe=12 --bind-to core " \
@@ -127,6 +137,23 @@ expect_ok "dry run: --cores-per-rank 5 near GPUs 4,5: CPUs 48-52,144-148 and 53-
 out=$("${gpu[@]}" "$run" --dry-run --oversubscribe -- "$train" 2>&1)
 grep -q -- "^+ mpirun -np 8 --oversubscribe --bind-to none " <<<"$out" && ! grep -q rankfile <<<"$out" \
     && pass "dry run: --oversubscribe: no GPU binding either" || { failed "GPU + --oversubscribe"; echo "$out"; }
+
+# Many nodes without Slurm: --hostfile (comments, repeats and slots= ignored).
+printf '# two nodes\nnodeA slots=8\n\nnodeB\nnodeA\n' >"$SC_T_TMP/hosts"
+expect_ok "dry run: --hostfile: mpirun on its nodes, ranks per node from them" \
+    "^\+ mpirun -np 4 --hostfile $SC_T_TMP/hosts --map-by ppr:2:node:pe=$(block 2) --bind-to core " \
+    "$run" --dry-run -n 4 --hostfile "$SC_T_TMP/hosts" -- "$train"
+expect_ok "dry run: --hostfile: the nodes are said" "^shardcache-run: 2 nodes \($SC_T_TMP/hosts\): nodeA nodeB$" \
+    "$run" --dry-run -n 4 --hostfile "$SC_T_TMP/hosts" -- "$train"
+expect_ok "dry run: --hostfile: ranks default to the nodes x the GPUs of this one" \
+    "^shardcache-run:   rankfile: rank 13=nodeB slot=60-71,156-167$" \
+    "${gpu[@]}" "$run" --dry-run --hostfile "$SC_T_TMP/hosts" -- "$train"
+expect_fail "--hostfile with srun: refused" "--hostfile is for mpirun" \
+    "$run" --dry-run --launcher srun --hostfile "$SC_T_TMP/hosts" -- "$train"
+expect_fail "--hostfile naming no host: refused" "names no host" \
+    "$run" --dry-run --hostfile /dev/null -- "$train"
+expect_fail "--hostfile unreadable: refused" "cannot read the hostfile '$SC_T_TMP/none'" \
+    "$run" --dry-run --hostfile "$SC_T_TMP/none" -- "$train"
 
 expect_ok "dry run: staging first, with the same settings" "^\+ mpirun .* stage --epochs 2$" \
     env SHARDCACHE="$SC_BIN" "$run" --dry-run -n 2 --stage 2 -- "$train"
