@@ -7,7 +7,8 @@ VC_BR=${VC_BR:-vcbr0}                  # the bridge, in the host's network names
 VC_NET=${VC_NET:-10.77.0}              # a /24: .1 the bridge, .10 head, .(10+k) nodek
 VC_SLOTS=${VC_SLOTS:-2}                # ranks per node in the hostfile; Slurm's CPUs per node
 VC_TMPFS=${VC_TMPFS:-512m}             # each node's private /tmp (its node-local scratch)
-export VC_STATE VC_BR VC_NET VC_SLOTS
+VC_KEEP=${VC_KEEP:-}                   # directories under /tmp every node still sees (a build)
+export VC_STATE VC_BR VC_NET VC_SLOTS VC_KEEP
 # The helpers as the nodes see them: a node's /tmp is its own, so nothing
 # the nodes run may live under the host's /tmp (up.sh copies them here).
 VC_BIN=$VC_STATE/bin

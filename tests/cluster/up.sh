@@ -7,7 +7,9 @@
 #   - its own mount namespace with a private tmpfs on /tmp and /dev/shm (its
 #     node-local scratch) and the cluster's /etc/hosts;
 # and everything else shared: the file system outside /tmp is the cluster's
-# "parallel file system" (sources, binaries, job outputs).  No PID namespace:
+# "parallel file system" (sources, binaries, job outputs), and the paths
+# under /tmp that $VC_KEEP lists (a checkout or build there), which every
+# node sees through its own /tmp.  No PID namespace:
 # every process is visible from the host and killed by pid.  A holder
 # process (sleep) keeps each node's namespaces; `vcx NODE CMD` runs in them.
 # Prints the nodes and their addresses.  On any failure it tears down
@@ -27,7 +29,10 @@ for nd in $nodes; do
     [ -e "/run/netns/$nd" ] && vc_die "a network namespace '$nd' exists already"
 done
 
-mkdir -p "$VC_STATE/log" "$VC_BIN"
+mkdir -p "$VC_STATE/log" "$VC_BIN" "$VC_STATE/keep"
+for p in ${VC_KEEP:-}; do
+    [[ $p == /tmp/?* && -d $p ]] || vc_die "VC_KEEP: '$p' is not a directory under /tmp"
+done
 cp "$here/lib.sh" "$here/vcx" "$here/agent.sh" "$VC_BIN/"
 mountpoint -q /run/netns 2>/dev/null || touch "$VC_STATE/netns-mount-ours"
 undo() { echo "vc: up.sh failed; tearing down" >&2; "$here/down.sh" >&2; }
@@ -57,16 +62,22 @@ for nd in $nodes; do
     ip -n "$nd" link set eth0 up
     # The holder: nsenter --net (not `ip netns exec`, which remounts /sys),
     # then new UTS, IPC and mount namespaces; nsenter and unshare exec, so
-    # the shell's $$ is the holder's pid.
+    # the shell's $$ is the holder's pid.  Each VC_KEEP path is held at a
+    # mount point under $VC_STATE/keep while the tmpfs covers /tmp, then put
+    # back at its own path (in this node's namespace only).
     # shellcheck disable=SC2016
     setsid nsenter --net="/run/netns/$nd" unshare --uts --ipc --mount --propagation private -- \
         /bin/sh -c 'set -e
             hostname "$1"
+            i=0; for p in $4; do i=$((i + 1)); mkdir -p "$2/keep/$1.$i"; mount --bind "$p" "$2/keep/$1.$i"; done
             mount -t tmpfs -o mode=1777,size="$3" "tmpfs-$1" /tmp
+            i=0; for p in $4; do
+                i=$((i + 1)); mkdir -p "$p"; mount --bind "$2/keep/$1.$i" "$p"; umount "$2/keep/$1.$i"
+            done
             mount -t tmpfs -o mode=1777 "shm-$1" /dev/shm
             mount --bind "$2/hosts" /etc/hosts
             echo $$ >"$2/$1.pid"
-            exec sleep infinity' holder "$nd" "$VC_STATE" "$VC_TMPFS" \
+            exec sleep infinity' holder "$nd" "$VC_STATE" "$VC_TMPFS" "${VC_KEEP:-}" \
         </dev/null >>"$VC_STATE/log/holder-$nd.log" 2>&1 &
 done
 for nd in $nodes; do

@@ -33,7 +33,13 @@ ppn=$VC_SLOTS np=$((n * VC_SLOTS)) last=node$n
 
 why=$(vc_cannot)
 [ -z "$why" ] || skip "$why"
-case $bin/ in /tmp/*) skip "the build ($bin) is under /tmp, which each virtual node has its own of" ;; esac
+# A checkout or build under /tmp (a CI clone): each node has its own /tmp,
+# so up.sh puts these back into every node's.
+src_real=$(cd "$SC_SOURCE_DIR" && pwd -P) build_real=$(cd "$SC_BUILD_DIR" && pwd -P)
+VC_KEEP=""
+case $src_real/ in /tmp/*) VC_KEEP=$src_real ;; esac
+case $build_real/ in "$src_real"/*) ;; /tmp/*) VC_KEEP="$VC_KEEP $build_real" ;; esac
+export VC_KEEP
 for c in munged slurmctld slurmd sbatch; do
     command -v $c >/dev/null || { failed "'$c' is missing (scripts/test installs slurm-wlm and munge)"; finish; exit 1; }
 done
