@@ -44,9 +44,11 @@ vc_up() { [ -e "$VC_STATE/nodes" ]; }
 # vc_env: the environment of jobs on the cluster, for mpirun and srun alike:
 # TCP between nodes (a test environment's OMPI_MCA_btl=self,vader would
 # forbid it), MPI waits that yield the core (the nodes share this machine's
-# cores, which neither shardcache-run nor Open MPI can see), Slurm's config.
+# cores, which neither shardcache-run nor Open MPI can see), Slurm's config,
+# and agent.sh instead of ssh for any mpirun (shardcache-run's too).
 vc_env() {
-    export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mpi_yield_when_idle=1 SLURM_CONF=$VC_STATE/slurm/slurm.conf
+    export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mpi_yield_when_idle=1 SLURM_CONF=$VC_STATE/slurm/slurm.conf \
+        OMPI_MCA_plm_rsh_agent=$VC_BIN/agent.sh
 }
 
 # vc_mpirun ARGS...: mpirun inside head, starting its daemons in the nodes

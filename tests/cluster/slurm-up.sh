@@ -11,6 +11,10 @@ vc_up || vc_die "the virtual cluster is not up (tests/cluster/up.sh)"
 for c in munged slurmctld slurmd sinfo srun; do
     command -v $c >/dev/null || vc_die "'$c' is missing (apt-get install slurm-wlm munge)"
 done
+for d in munged slurmctld; do
+    p=$(cat "$s/$d.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/null \
+        && vc_die "Slurm is up already ($d, pid $p): tests/cluster/down.sh stops the cluster"
+done
 mkdir -p "$s/state"
 chmod 700 "$s"
 workers=$(vc_workers)

@@ -29,10 +29,10 @@ for nd in $nodes; do
     [ -e "/run/netns/$nd" ] && vc_die "a network namespace '$nd' exists already"
 done
 
-mkdir -p "$VC_STATE/log" "$VC_BIN" "$VC_STATE/keep"
 for p in ${VC_KEEP:-}; do
     [[ $p == /tmp/?* && -d $p ]] || vc_die "VC_KEEP: '$p' is not a directory under /tmp"
 done
+mkdir -p "$VC_STATE/log" "$VC_BIN" "$VC_STATE/keep"
 cp "$here/lib.sh" "$here/vcx" "$here/agent.sh" "$VC_BIN/"
 mountpoint -q /run/netns 2>/dev/null || touch "$VC_STATE/netns-mount-ours"
 undo() { echo "vc: up.sh failed; tearing down" >&2; "$here/down.sh" >&2; }
@@ -74,7 +74,7 @@ for nd in $nodes; do
             i=0; for p in $4; do
                 i=$((i + 1)); mkdir -p "$p"; mount --bind "$2/keep/$1.$i" "$p"; umount "$2/keep/$1.$i"
             done
-            mount -t tmpfs -o mode=1777 "shm-$1" /dev/shm
+            mount -t tmpfs -o mode=1777,size="$3" "shm-$1" /dev/shm
             mount --bind "$2/hosts" /etc/hosts
             echo $$ >"$2/$1.pid"
             exec sleep infinity' holder "$nd" "$VC_STATE" "$VC_TMPFS" "${VC_KEEP:-}" \

@@ -45,7 +45,8 @@ for c in munged slurmctld slurmd sbatch; do
 done
 # A cluster left by a run of this test that was killed (its owner is gone): remove it.
 if vc_up && [ -s "$VC_STATE/owner" ] && ! kill -0 "$(cat "$VC_STATE/owner")" 2>/dev/null; then
-    echo "# removing a virtual cluster left by a killed run"
+    echo "# removing a virtual cluster left by a killed run, and its files"
+    old=$(cat "$VC_STATE/workdir" 2>/dev/null) && case $old in /var/tmp/sc-cluster.?*) rm -rf "$old" ;; esac
     "$cluster/down.sh"
 fi
 vc_up && skip "a virtual cluster is up already ($VC_STATE): tests/cluster/down.sh stops it"
@@ -58,7 +59,9 @@ teardown() {
     [ "$SC_T_FAIL" -gt 0 ] && [ -d "$VC_STATE/log" ] && tail -n 5 "$VC_STATE"/log/*.log 2>/dev/null | tail -n 40
     "$cluster/down.sh"
 }
-trap 'teardown >/dev/null 2>&1; rm -rf "$d" "$SC_T_TMP"' EXIT
+# Until up.sh has made the cluster, it is not ours to tear down (up.sh
+# undoes its own half-made one; a refusal leaves another's alone).
+trap 'rm -rf "$d" "$SC_T_TMP"' EXIT
 trap 'exit 130' INT TERM
 since() { echo "$((SECONDS - $1)) s"; }
 # limit S: S seconds for a step, within the test's 480 s (ctest's limit is 600).
@@ -66,6 +69,8 @@ limit() { local left=$((t0 + 480 - SECONDS)); echo $((left < $1 ? (left > 5 ? le
 
 "$cluster/up.sh" "$n" || { failed "up.sh $n"; finish; exit 1; }
 echo $$ >"$VC_STATE/owner"
+echo "$d" >"$VC_STATE/workdir"
+trap 'teardown 2>&1 | grep -v "^vc: "; rm -rf "$d" "$SC_T_TMP"' EXIT
 vc_env
 vcx=$VC_BIN/vcx
 # shellcheck disable=SC2016
@@ -76,7 +81,8 @@ want=$(for r in $(seq 0 $((np - 1))); do echo "rank $r: node$((r / ppn + 1)) $(v
 [ "$ranks" = "$want" ] && pass "mpirun through agent.sh: $np ranks, $ppn on each of $n nodes, each at its node's address" \
     || { failed "rank placement"; diff <(echo "$want") <(echo "$ranks"); }
 
-"$SC_BIN" make-dataset --out "$d/data.h5" --samples 8192 --shape 3x16x16 --labels 10 --seed 4 >/dev/null 2>&1
+"$SC_BIN" make-dataset --out "$d/data.h5" --samples 8192 --shape 3x16x16 --labels 10 --seed 4 >/dev/null 2>&1 \
+    || { failed "make-dataset"; finish; exit 1; }
 export SC_SOURCE=$d/data.h5 SC_SHARD_SIZE=128 SC_BATCH_SIZE=32 SC_SHUFFLE=sticky SC_SEED=5 \
     SC_CACHE_DIR=/tmp/sc-cache
 fwd=(-x SC_SOURCE -x SC_SHARD_SIZE -x SC_BATCH_SIZE -x SC_SHUFFLE -x SC_SEED -x SC_CACHE_DIR)
@@ -96,9 +102,8 @@ caches() {
 # Slurm: shardcache-run --hostfile, mpirun reaching the nodes through
 # agent.sh (ssh elsewhere), the caches staged first.
 t=$SECONDS
-out=$(timeout "$(limit 120)" "$vcx" head env OMPI_MCA_plm_rsh_agent="$VC_BIN/agent.sh" \
-      SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" --hostfile "$VC_STATE/hostfile" \
-      --stage 1 "$bin/train" --epochs 3 2>&1)
+out=$(timeout "$(limit 120)" "$vcx" head env SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" \
+      --hostfile "$VC_STATE/hostfile" --stage 1 "$bin/train" --epochs 3 2>&1)
 grep -E '^(shardcache-run|epoch|exactly-once|\+ mpirun)' <<<"$out" | sed 's/^/# /'
 grep -Eq "^exactly-once: ok \(3 epochs, [0-9]+ samples, 0 duplicated, 0 skipped\)$" <<<"$out" \
     && grep -q "^shardcache-run: $n nodes .*: $(vc_workers | xargs)$" <<<"$out" \
@@ -233,6 +238,7 @@ timeout "$(limit 120)" "${VC_MPIRUN[@]}" -np "$np" "${fwd[@]}" "$bin/train" --ep
 job=$!
 for _ in $(seq 600); do grep -q "^epoch 1:" "$d/e1.out" && break; sleep 0.1; done
 sleep 0.3
+grep -q "^epoch 1:" "$d/e1.out" && kill -0 $job 2>/dev/null && running=1 || running=0
 victims=$(ip netns pids "$last" | xargs)
 echo "# killing $last: pids $victims"
 k=$SECONDS
@@ -240,13 +246,15 @@ kill -9 $victims 2>/dev/null
 wait $job
 rc=$?
 took=$((SECONDS - k))
-# Named by Open MPI ("Peer host: node2", "on node node2", "connect() to 10.77.0.12")
-# or by agent.sh, which stays on head as ssh does ("connection to node2 closed").
-who=$(grep -E "$last|$(vc_ip "$last" | sed 's/\./\\./g')[^0-9]" "$d/e1.out" | grep -v "^epoch" | head -n 3)
+# Named by Open MPI ("Peer host: node2", "on node node2", "connect() to
+# 10.77.0.12"), not only by agent.sh's "connection to node2 closed" (ssh's).
+grep "^agent.sh: .*$last" "$d/e1.out" | head -n 1 | sed 's/^/# /'
+who=$(grep -E "$last|$(vc_ip "$last" | sed 's/\./\\./g')[^0-9]" "$d/e1.out" | grep -v "^epoch\|^agent.sh:" | head -n 3)
 sed 's/^/# /' <<<"$who"
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] && [ -n "$who" ] \
+[ "$running" = 1 ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] && [ -n "$who" ] \
     && pass "(e) $last killed mid-epoch: the job stopped in $took s (rc $rc), naming $last or its address" \
-    || { failed "(e) after $last died: rc $rc in $took s (124: hung until the timeout)"; tail -20 "$d/e1.out"; }
+    || { failed "(e) after $last died: rc $rc in $took s (124: hung until the timeout; running before: $running)"
+         tail -20 "$d/e1.out"; }
 left=$(seq -f "node%g:$ppn" 1 $((n - 1)) | paste -sd,)
 out=$(timeout "$(limit 120)" "${VC_MPIRUN[@]}" -np $((np - ppn)) --host "$left" "${fwd[@]}" "$bin/train" --epochs 6 \
       --resume "$d/ck2" 2>&1)

@@ -148,6 +148,11 @@ expect_ok "dry run: --hostfile: the nodes are said" "^shardcache-run: 2 nodes \(
 expect_ok "dry run: --hostfile: ranks default to the nodes x the GPUs of this one" \
     "^shardcache-run:   rankfile: rank 13=nodeB slot=60-71,156-167$" \
     "${gpu[@]}" "$run" --dry-run --hostfile "$SC_T_TMP/hosts" -- "$train"
+expect_fail "--hostfile: fewer slots than ranks a node: refused, naming the host" \
+    "the hostfile gives nodeA 8 slots, fewer than the 9 ranks a node of 18 ranks on 2 nodes" \
+    "$run" --dry-run -n 18 --hostfile "$SC_T_TMP/hosts" -- "$train"
+expect_ok "dry run: --hostfile: --oversubscribe passes more" "^\+ mpirun -np 18 --hostfile .* --oversubscribe " \
+    "$run" --dry-run -n 18 --oversubscribe --hostfile "$SC_T_TMP/hosts" -- "$train"
 expect_fail "--hostfile with srun: refused" "--hostfile is for mpirun" \
     "$run" --dry-run --launcher srun --hostfile "$SC_T_TMP/hosts" -- "$train"
 expect_fail "--hostfile naming no host: refused" "names no host" \
@@ -157,6 +162,9 @@ expect_fail "--hostfile unreadable: refused" "cannot read the hostfile '$SC_T_TM
 
 expect_ok "dry run: staging first, with the same settings" "^\+ mpirun .* stage --epochs 2$" \
     env SHARDCACHE="$SC_BIN" "$run" --dry-run -n 2 --stage 2 -- "$train"
+expect_ok "dry run: staging with the shardcache beside the trainer, said" \
+    "^shardcache-run: the shardcache command: $(dirname "$train")/shardcache$" \
+    env -u SHARDCACHE "$run" --dry-run -n 2 --stage 1 -- "$train"
 expect_ok "dry run: the library's default cache" "cache in the default .*/shardcache-$(id -u)$" \
     "$run" --dry-run -n 2 -- "$train"
 out=$("$run" --dry-run -n 2 -- "$train" 2>&1)
