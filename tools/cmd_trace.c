@@ -44,7 +44,8 @@ static const char *const why[] = {
     "cache misses: shards read from the source", "node-local cache reads",
     "writing new cache entries", "checksums of entries read for the first time",
     "batch assembly: more SC_PRODUCERS may help", "producers waiting for free batch buffers",
-    "host-to-device copies", "", "", "end-of-epoch verification"};
+    "host-to-device copies", "", "", "end-of-epoch verification",
+    "shards from other nodes (peer transfers)"};
 _Static_assert(sizeof why / sizeof why[0] == NSTAGES, "one reason per stage");
 
 static int cmd_trace_stage_of(const char *name)
@@ -755,7 +756,8 @@ static int cmd_trace_summary(const char *path)
 
 static const char *const colors[] = {
     "#9e9e9e", "#616161", "#e65100", "#1e88e5", "#8e24aa", "#fdd835",
-    "#43a047", "#bdbdbd", "#00acc1", "#e53935", "#7cb342", "#6d4c41"};
+    "#43a047", "#bdbdbd", "#00acc1", "#e53935", "#7cb342", "#6d4c41", "#3949ab"};
+_Static_assert(sizeof colors / sizeof colors[0] == NSTAGES, "one color per stage");
 
 static int cmd_trace_cmp_thread(const void *a, const void *b)
 {

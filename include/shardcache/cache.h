@@ -31,7 +31,8 @@ typedef struct sc_cache_stats {
     uint64_t bytes_cached;      /* their bytes */
     uint64_t neighbor_hits;     /* of hits: read from another local rank's cache */
     uint64_t bytes_checked;     /* read from the cache and checked against its checksum */
-    uint64_t reserved[8];     /* room for later fields: the size stays */
+    uint64_t bytes_from_peers;  /* cached from another node's rank over MPI, not the source */
+    uint64_t reserved[7];     /* room for later fields: the size stays */
 } sc_cache_stats;
 
 /*

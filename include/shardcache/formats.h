@@ -37,6 +37,7 @@
     X(H2D, "host-to-device copy")                                             \
     X(CONSUMER_WAIT, "consumer wait")                                         \
     X(COMPUTE, "consumer compute")                                            \
-    X(VERIFY, "epoch verification")
+    X(VERIFY, "epoch verification")                                           \
+    X(PEER_RECV, "peer transfer")
 
 #endif /* SHARDCACHE_FORMATS_H */

@@ -30,6 +30,7 @@
 #include "mpierr.h"
 #include "node.h"
 #include "ownership.h"
+#include "peer.h"
 #include "plan.h"
 #include "resume.h"
 #include "source.h"
@@ -65,6 +66,7 @@ typedef struct rec {
     sc_error err;
     sc_plan *plan;    /* what this rank runs (rank 0: its own) */
     sc_plan *extra;   /* a plan kept only for a fault (stale, own seed) */
+    const sc_plan *use; /* held back: queued in the stream once its transfers are in */
 } rec;
 
 /* Moves a record forward to `s` (a record never goes back). */
@@ -100,6 +102,8 @@ struct sc_loader {
     sc_dataset *ds;
     sc_cache *cache;
     sc__ledger *ledger;
+    sc__peer *peer;          /* moved shards from other nodes' caches */
+    uint64_t peer_bytes;     /* the cache's bytes_from_peers at the last epoch's end */
     sc__dev *dev;
     sc__stream *stream;
     int device;
@@ -418,6 +422,15 @@ static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
 #endif
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
+static int loader_release(sc_loader *ld, rec *r, int wait);
+
+/*
+ * Transfers from other nodes: replies being received at once are bounded
+ * by 256 MiB; a reply, or an epoch's transfers, not in after 30 s are
+ * given up (the source serves those shards).
+ */
+#define LOADER_PEER_WAIT_S 30.0
+
 static int loader_arrive(sc_loader *ld, rec *r)
 {
     sc_error err = SC_ERROR_INIT;
@@ -433,12 +446,58 @@ static int loader_arrive(sc_loader *ld, rec *r)
     const sc_plan *use = r->plan;
     if (rc == SC_OK)
         rc = loader_fault_plan(ld, r, &p, &use, &err);
+    /*
+     * Shards moving here from other nodes are asked for, and the epoch goes
+     * to the stream once they are in (loader_release): producers never wait
+     * for a transfer, so an owner busy with this epoch cannot stall ours.
+     */
+    rec *prev = loader_find_rec(ld, r->epoch - 1);
+    if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending)
+        rc = sc__peer_want(ld->peer, prev->plan, use, &err);
     /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
     if (rc == SC_OK && !(ld->resume.pending && r->epoch == ld->resume.epoch))
-        rc = sc__stream_push(ld->stream, use, loader_fault_sched(ld, r->epoch), &err);
+        r->use = use;
+    if (rc != SC_OK)
+        r->status = rc, r->err = err;
+    return loader_release(ld, r, 0);
+}
+
+/*
+ * Queues a held-back epoch in the stream once its transfers are in; with
+ * `wait`, first waits for them (answering the others' asks meanwhile) up
+ * to the transfer timeout, then withdraws the rest: the source serves them.
+ */
+static int loader_release(sc_loader *ld, rec *r, int wait)
+{
+    sc_error err = SC_ERROR_INIT;
+    if (!r->use || r->status != SC_OK)
+        return SC_OK;
+    int rc = SC_OK;
+    for (double t0 = loader_now(); rc == SC_OK && sc__peer_pending(ld->peer, r->epoch);) {
+        if (!wait)
+            return SC_OK;
+        if (loader_now() - t0 > LOADER_PEER_WAIT_S) {
+            rc = sc__peer_give_up(ld->peer, r->epoch, &err);
+            break;
+        }
+        rc = sc__peer_pump(ld->peer, &err);
+        if (rc == SC_OK && sc__peer_pending(ld->peer, r->epoch))
+            rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
+    }
+    if (rc == SC_OK)
+        rc = sc__stream_push(ld->stream, r->use, loader_fault_sched(ld, r->epoch), &err);
+    r->use = NULL;
     if (rc != SC_OK)
         r->status = rc, r->err = err;
     return SC_OK;
+}
+
+/* The held-back epoch after the current one, if its transfers are in. */
+static void loader_release_next(sc_loader *ld)
+{
+    rec *r = loader_find_rec(ld, ld->cur + 1);
+    if (r)
+        loader_release(ld, r, 0);
 }
 
 /* Lets the next epoch's plan arrive while this one runs; never waits. */
@@ -572,6 +631,8 @@ static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_e
     return sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
 }
 
+static void loader_idle(void *arg);
+
 /* The source, the cache and the ownership ledger, each agreed on by every rank. */
 static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
@@ -583,9 +644,14 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
     sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
                           cfg->audit_dir[0] ? cfg->audit_dir : NULL};
     ld->nshards = ld->ds->nshards;
-    return loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
-                                     &ld->ledger, err),
-                 err);
+    rc = loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
+                                          &ld->ledger, err),
+                      err);
+    sc__peer_opts po = {UINT64_C(256) << 20, LOADER_PEER_WAIT_S, cfg->log_level};
+    if (rc == SC_OK)
+        rc = loader_agree(ld, sc__peer_open(ld->comm, ld->ds, ld->cache, &po, &ld->peer, err),
+                          err);
+    return rc;
 }
 
 static const char *loader_device_name(int mode)
@@ -700,6 +766,8 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .device = ld->device,
         .trace = ld->trace,
         .tf = cfg->transform,
+        .idle = loader_idle,
+        .idle_arg = ld,
     };
     return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
 }
@@ -744,6 +812,19 @@ int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
 
 /* ---- epochs ------------------------------------------------------------------- */
 
+/*
+ * While the caller waits for a batch: transfers from peers go on (a batch
+ * may need one), and this rank answers the others' asks and claims.  Errors
+ * wait for the next call that can return them.
+ */
+static void loader_idle(void *arg)
+{
+    sc_loader *ld = arg;
+    sc__peer_pump(ld->peer, NULL);
+    sc__ledger_progress(ld->ledger, NULL);
+    loader_release_next(ld);
+}
+
 /* The end of `ld->cur` on this rank: its verification goes out, never waited for. */
 static int loader_end_epoch(sc_loader *ld)
 {
@@ -771,12 +852,17 @@ static int loader_end_epoch(sc_loader *ld)
     if (r)
         loader_rec_advance(r, REC_ENDED);
     sc_epoch_summary *rep = loader_report_of(ld, ld->cur);
+    sc__peer_ended(ld->peer, ld->cur);
+    sc_cache_stats cs;
+    sc_cache_get_stats(ld->cache, &cs);
     if (rep) {
         rep->cache_hits = c.hits;
         rep->cache_misses = c.misses;
         rep->bytes_from_cache = c.bytes_from_cache;
         rep->bytes_from_source = c.bytes_from_source;
+        rep->bytes_from_peers = cs.bytes_from_peers - ld->peer_bytes;
     }
+    ld->peer_bytes = cs.bytes_from_peers;
     return SC_OK;
 }
 
@@ -899,6 +985,10 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     rec *r = NULL;
     if ((rc = loader_wait_plan(ld, epoch, &r)) != SC_OK)
         return rc;
+    /* Its shards from other nodes in (or given up), it goes to the stream. */
+    loader_release(ld, r, 1);
+    if (r->status != SC_OK)
+        return loader_fail(ld, &r->err);
     double waited = loader_now() - t0;
     sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
 
@@ -971,6 +1061,10 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     uint64_t real = batch->size - batch->padded;
     if (rc == SC_OK)
         rc = sc__ledger_progress(ld->ledger, &err);
+    if (rc == SC_OK)
+        rc = sc__peer_pump(ld->peer, &err);
+    if (rc == SC_OK)
+        loader_release_next(ld);
     if (rc == SC_OK)
         rc = sc__ledger_check(ld->ledger, ld->cur, batch->ids, batch->size, &err);
     if (rc == SC_OK)
@@ -1222,6 +1316,9 @@ int sc_loader_close(sc_loader *ld)
     if (!ld)
         return SC_OK;
     int rc = ld->failed ? ld->fatal.code : SC_OK;
+    /* First: its reservations withdrawn, no producer waits for a transfer. */
+    sc__peer_close(ld->peer);
+    ld->peer = NULL;
     sc__stream_close(ld->stream);
     ld->stream = NULL;
     /* The producers are joined: every ring can be drained and the file finished. */

@@ -15,13 +15,31 @@
 #include "mpierr.h"
 #include "source.h"
 
+/*
+ * The ranks of comm on this rank's node.  Testing builds: SC_TEST_NODES=N
+ * deals the ranks into N pretend nodes in blocks (rank * N / size), so
+ * that what only happens between nodes runs on one host.
+ */
+static int node_split(MPI_Comm comm, MPI_Comm *node)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+#ifdef SC_TESTING
+    const char *s = getenv("SC_TEST_NODES");
+    long n = s ? strtol(s, NULL, 10) : 0;
+    MPI_Comm_size(comm, &size);
+    if (n > 0)
+        return MPI_Comm_split(comm, (int)((long)rank * n / size), rank, node);
+#endif
+    (void)size;
+    return MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, node);
+}
+
 int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *err)
 {
-    int rank = 0, lr = 0, ls = 1;
+    int lr = 0, ls = 1;
     MPI_Comm node;
-    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
-    SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                                          &node));
+    SC_MPI_CHECK(err, node_split(comm, &node));
     int e = MPI_Comm_rank(node, &lr);
     if (e == MPI_SUCCESS)
         e = MPI_Comm_size(node, &ls);
@@ -44,12 +62,10 @@ int sc__node_local(MPI_Comm comm, int *local_rank, int *local_size, sc_error *er
 static int node_gather(MPI_Comm comm, const void *mine, int bytes, unsigned char **all,
                        int *n, sc_error *err)
 {
-    int rank = 0, have = 0, every = 0;
+    int have = 0, every = 0;
     MPI_Comm node;
     *all = NULL;
-    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
-    SC_MPI_CHECK(err, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                                          &node));
+    SC_MPI_CHECK(err, node_split(comm, &node));
     int e = MPI_Comm_size(node, n);
     if (e == MPI_SUCCESS && mine)
         have = (*all = malloc((size_t)*n * (size_t)bytes)) != NULL;
@@ -93,6 +109,21 @@ int sc__node_same(MPI_Comm comm, const char *id, int bytes, int *distinct, int *
     free(all);
     free(mine);
     return rc;
+}
+
+int sc__node_ids(MPI_Comm comm, int *node_of, sc_error *err)
+{
+    int rank = 0, lowest = 0;
+    MPI_Comm node;
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
+    SC_MPI_CHECK(err, node_split(comm, &node));
+    int e = MPI_Allreduce(&rank, &lowest, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_free(&node);
+    if (e != MPI_SUCCESS)
+        return sc__mpi_err(err, e, "MPI_Allreduce on the node's communicator", __FILE__,
+                           __LINE__);
+    SC_MPI_CHECK(err, MPI_Allgather(&lowest, 1, MPI_INT, node_of, 1, MPI_INT, comm));
+    return SC_OK;
 }
 
 int sc__node_overlap(MPI_Comm comm, const void *mask, int bytes, int *sharers, sc_error *err)

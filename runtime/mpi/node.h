@@ -32,6 +32,12 @@ int sc__node_same(MPI_Comm comm, const char *id, int bytes, int *distinct, int *
                   sc_error *err);
 
 /*
+ * Every rank's node, as the lowest rank of comm on it: node_of[size].
+ * Collective over comm.
+ */
+int sc__node_ids(MPI_Comm comm, int *node_of, sc_error *err);
+
+/*
  * How many ranks of this node (this one included) may run on a core of
  * `mask` (an affinity mask of `bytes` bytes): their masks intersect it.
  * Collective over comm.

@@ -668,6 +668,25 @@ static double stream_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* One wait for a built batch (mutex held); with an idle hook, 1 ms at a time. */
+static void stream_wait_ready(sc__stream *s)
+{
+    if (!s->o.idle) {
+        pthread_cond_wait(&s->ready, &s->mu);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 1000000;
+    if (ts.tv_nsec >= 1000000000)
+        ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    if (pthread_cond_timedwait(&s->ready, &s->mu, &ts) == 0)
+        return;
+    pthread_mutex_unlock(&s->mu);
+    s->o.idle(s->o.idle_arg);
+    pthread_mutex_lock(&s->mu);
+}
+
 int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
 {
     int rc = SC_OK;
@@ -699,7 +718,7 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
     } else if (!(slot->state == SL_READY && slot->seq == s->take)) {
         double t0 = stream_now();
         while (!s->failed && !(slot->state == SL_READY && slot->seq == s->take))
-            pthread_cond_wait(&s->ready, &s->mu);
+            stream_wait_ready(s);
         *waited = stream_now() - t0;
     }
     if (s->failed) {

@@ -35,6 +35,8 @@ typedef struct sc__stream_opts {
     int device;          /* -1: batches stay in host memory */
     sc__trace *trace;    /* NULL: not traced */
     const sc_transform *tf; /* its augment runs on every sample built; NULL: none */
+    void (*idle)(void *);   /* called on the consumer's thread every ms it waits; NULL: none */
+    void *idle_arg;
 } sc__stream_opts;
 
 /* What one epoch did on this rank, for sc_epoch_report. */

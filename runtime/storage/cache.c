@@ -787,15 +787,21 @@ void sc__cache_unmap(sc__mapping *m)
  * immutable, and an unlink by their owner leaves our mapping whole.
  * Returns NULL when served (and counted as a hit).
  */
+/* Local rank lr's entry of `shard` into path: 1 if lr is a neighbor and it is there. */
+static int cache_neighbor_path(const sc_cache *c, int lr, uint64_t shard, char *path, size_t n)
+{
+    if (lr == c->local_rank)
+        return 0;
+    snprintf(path, n, "%s%d/s%llu.h5", c->node, lr, (unsigned long long)shard);
+    return access(path, R_OK) == 0;
+}
+
 static const char *cache_neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
                                         sc__mapping *m, const sc__tctx *tc)
 {
     char path[SC_PATH_MAX + 64];
     for (int lr = 0; lr < c->local_size; lr++) {
-        if (lr == c->local_rank)
-            continue;
-        snprintf(path, sizeof path, "%s%d/s%llu.h5", c->node, lr, (unsigned long long)shard);
-        if (access(path, R_OK) != 0)
+        if (!cache_neighbor_path(c, lr, shard, path, sizeof path))
             continue;
         struct seen *slot = &c->seen[shard % c->nseen];
         pthread_mutex_lock(&c->mu);
@@ -868,21 +874,62 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
  * then the source read, the checksum, and the entry's write, all without
  * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
  */
-static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
-                      sc_error *err)
+/*
+ * Reserves `shard` in the index for an entry about to be written (mutex
+ * held): SC_OK, or SC_EOVERFLOW when it is not to be kept (bigger than the
+ * whole cache, held meanwhile, or the cache paused after a failed write),
+ * or the index's own error.
+ */
+static int cache_reserve_locked(sc_cache *c, uint64_t shard, uint64_t bytes)
 {
-    uint64_t bytes = sc__shard_bytes(c->ds, shard);
     uint32_t s32 = (uint32_t)shard;
-    pthread_mutex_lock(&c->mu);
-    c->st.misses++;
-    c->st.bytes_from_source += bytes;
-    /* SC_EOVERFLOW: bigger than the whole cache (or held meanwhile, or the cache is
-     * paused after a failed write): serve, don't keep. */
     int kept = sc__evict_has(c->ev, s32) || cache_now() < c->pause_until
                    ? SC_EOVERFLOW
                    : cache_admit(c, shard, bytes);
     if (kept == SC_OK)
         sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
+    return kept;
+}
+
+/*
+ * Ends a reservation (mutex not held): the entry is published (wrc OK),
+ * or withdrawn; a failed write of good bytes (ok) pauses caching.  Wakes
+ * the threads waiting for it.
+ */
+static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_error *werr)
+{
+    uint32_t s32 = (uint32_t)shard;
+    pthread_mutex_lock(&c->mu);
+    int held = sc__evict_has(c->ev, s32);
+    if (wrc != SC_OK) {
+        if (held)
+            sc__evict_remove(c->ev, s32);
+        /* The bytes were right; only the copy failed: pause, say so once. */
+        if (ok && werr && cache_now() >= c->pause_until)
+            sc__log(c->log_level, SC__LOG_WARN, c->rank,
+                    "not caching for %d s, serving from the source: %s", CACHE_PAUSE_S,
+                    werr->msg);
+        if (ok && werr) /* a failed source read is no reason to stop caching */
+            c->pause_until = cache_now() + CACHE_PAUSE_S;
+    } else if (!held) {
+        char path[SC_PATH_MAX + 32]; /* evicted while it was written */
+        cache_entry_path(c, shard, path, sizeof path);
+        unlink(path);
+    } else {
+        sc__evict_set_flag(c->ev, s32, 1);
+    }
+    pthread_cond_broadcast(&c->written);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
+                      sc_error *err)
+{
+    uint64_t bytes = sc__shard_bytes(c->ds, shard);
+    pthread_mutex_lock(&c->mu);
+    c->st.misses++;
+    c->st.bytes_from_source += bytes;
+    int kept = cache_reserve_locked(c, shard, bytes);
     pthread_mutex_unlock(&c->mu);
     if (kept != SC_OK && kept != SC_EOVERFLOW)
         return sc__seterr(err, kept, "cache '%s': no memory for its index", c->dir);
@@ -901,30 +948,89 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
         wrc = cache_write_entry(c, shard, bufs, sum, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
-    if (kept != SC_OK)
-        return rc;
-    pthread_mutex_lock(&c->mu);
-    int held = sc__evict_has(c->ev, s32);
-    if (wrc != SC_OK) {
-        if (held)
-            sc__evict_remove(c->ev, s32);
-        /* The bytes in bufs are right; only the copy failed: pause, say so once. */
-        if (rc == SC_OK && cache_now() >= c->pause_until)
-            sc__log(c->log_level, SC__LOG_WARN, c->rank,
-                    "not caching for %d s, serving from the source: %s", CACHE_PAUSE_S,
-                    werr.msg);
-        if (rc == SC_OK) /* a failed source read is no reason to stop caching */
-            c->pause_until = cache_now() + CACHE_PAUSE_S;
-    } else if (!held) {
-        char path[SC_PATH_MAX + 32]; /* evicted while it was written */
-        cache_entry_path(c, shard, path, sizeof path);
-        unlink(path);
-    } else {
-        sc__evict_set_flag(c->ev, s32, 1);
-    }
-    pthread_cond_broadcast(&c->written);
-    pthread_mutex_unlock(&c->mu);
+    if (kept == SC_OK)
+        cache_settle(c, shard, rc == SC_OK, wrc, &werr);
     return rc;
+}
+
+/* ---- fills from peers (mpi/peer.c) ------------------------------------------ */
+
+/* Whether a neighbor on this node has an entry for `shard` (not checked). */
+static int cache_on_node(const sc_cache *c, uint64_t shard)
+{
+    char path[SC_PATH_MAX + 64];
+    for (int lr = 0; lr < c->local_size; lr++)
+        if (cache_neighbor_path(c, lr, shard, path, sizeof path))
+            return 1;
+    return 0;
+}
+
+int sc__cache_reserve(sc_cache *c, uint64_t shard)
+{
+    if (shard >= c->ds->nshards || cache_on_node(c, shard))
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    int kept = cache_reserve_locked(c, shard, sc__shard_bytes(c->ds, shard));
+    pthread_mutex_unlock(&c->mu);
+    return kept == SC_OK;
+}
+
+void sc__cache_unreserve(sc_cache *c, uint64_t shard)
+{
+    cache_settle(c, shard, 0, SC_EIO, NULL);
+}
+
+uint64_t sc__cache_checksum(const sc_cache *c, uint64_t shard, void *const *fields)
+{
+    return cache_checksum(c->ds, shard, fields);
+}
+
+int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
+                   const sc__tctx *tc, sc_error *err)
+{
+    uint64_t bytes = sc__shard_bytes(c->ds, shard), t0 = sc__trace_now(cache_ring_of(tc));
+    int rc = cache_checksum(c->ds, shard, bufs) == sum
+                 ? SC_OK
+                 : sc__seterr(err, SC_ECHECKSUM, "shard %llu: its checksum does not match "
+                              "its bytes", (unsigned long long)shard);
+    cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
+    sc_error werr = SC_ERROR_INIT;
+    int wrc = rc;
+    if (rc == SC_OK) {
+        t0 = sc__trace_now(cache_ring_of(tc));
+        wrc = cache_write_entry(c, shard, bufs, sum, &werr);
+        cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
+    }
+    if (wrc == SC_OK) {
+        pthread_mutex_lock(&c->mu);
+        c->st.bytes_from_peers += bytes;
+        pthread_mutex_unlock(&c->mu);
+    }
+    cache_settle(c, shard, rc == SC_OK, wrc, &werr);
+    if (rc == SC_OK && wrc != SC_OK && err)
+        *err = werr;
+    return wrc;
+}
+
+int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
+{
+    memset(m, 0, sizeof *m);
+    uint32_t s32 = (uint32_t)shard;
+    pthread_mutex_lock(&c->mu);
+    int held = shard < c->ds->nshards && sc__evict_has(c->ev, s32);
+    int verified = held ? sc__evict_flag(c->ev, s32) : 0;
+    pthread_mutex_unlock(&c->mu);
+    char path[SC_PATH_MAX + 64];
+    cache_entry_path(c, shard, path, sizeof path);
+    if (held && verified != ENTRY_WRITING &&
+        !cache_read_entry(c, path, shard, NULL, m, verified, NULL, NULL))
+        return 1;
+    /* A neighbor's, checked in full unless this job wrote it. */
+    for (int lr = 0; lr < c->local_size; lr++)
+        if (cache_neighbor_path(c, lr, shard, path, sizeof path) &&
+            !cache_read_entry(c, path, shard, NULL, m, 0, NULL, NULL))
+            return 1;
+    return 0;
 }
 
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,

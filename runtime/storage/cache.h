@@ -54,4 +54,25 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
                   sc_error *err);
 void sc__cache_unmap(sc__mapping *m);
 
+/*
+ * Fills from a peer on another node (mpi/peer.c).  sc__cache_reserve
+ * holds a place in the index for `shard` (marked being written, so that a
+ * producer wanting it waits instead of reading the source): 1 when
+ * reserved, 0 when this node has it already or it is not to be kept.
+ * Every reservation ends in sc__cache_fill (the bytes checked against
+ * `sum`, written, published; on any failure withdrawn) or
+ * sc__cache_unreserve (withdrawn: waiters then read the source).
+ */
+int sc__cache_reserve(sc_cache *c, uint64_t shard);
+void sc__cache_unreserve(sc_cache *c, uint64_t shard);
+int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
+                   const sc__tctx *tc, sc_error *err);
+/* The checksum an entry of `shard` with these fields carries. */
+uint64_t sc__cache_checksum(const sc_cache *c, uint64_t shard, void *const *fields);
+/*
+ * An entry of `shard` on this node (this rank's, else a neighbor's), mapped
+ * and checked, not counted as a read: 1 if mapped.
+ */
+int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m);
+
 #endif /* SC_CACHE_H */

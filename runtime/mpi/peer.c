@@ -1,0 +1,437 @@
+/*
+ * peer.c - shards that move between nodes, over MPI.
+ *
+ * When epoch e+1's plan arrives (during epoch e), each rank looks at the
+ * shards it will own in e+1.  One that no rank of its node holds, and whose
+ * owner in e sits on another node, it reserves in its cache (its producers
+ * then wait for the transfer instead of reading the source) and asks of
+ * that owner: an ask is three words {shard, e, seq} on TAG_ASK, and the
+ * asker has already posted the receive of the reply, on tag 1 + seq mod
+ * span, so a reply never waits for a receive.  The owner answers from its
+ * own cache entry, mapped and sent in place as one message (a header
+ * {status, shard, checksum, bytes}, then the fields); if it holds no
+ * entry, it waits until it has ended epoch e (it reads the shard in e),
+ * then answers "none" (evicted, never kept, a failed write).  The asker
+ * checks the bytes against the owner's checksum before publishing them;
+ * "none", a mismatch, a failed write or a reply later than the timeout
+ * withdraws the reservation, and the producers read the source as before.
+ *
+ * Every MPI call here runs on the loader's calling thread (FUNNELED), in
+ * sc__peer_pump: on every batch, and while the caller waits for one.  The
+ * owner's answer therefore comes within one of its steps, as its claims
+ * in the ledger do (docs/ownership.md, "Across nodes").
+ */
+#include "peer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "mpierr.h"
+#include "node.h"
+#include "source.h"
+
+enum { TAG_ASK = 0, ASK_WORDS = 3, HDR_WORDS = 4 };
+enum { REPLY_NONE = 0, REPLY_DATA = 1 };
+
+/* A shard this rank asked for. */
+typedef struct ask {
+    uint64_t shard, epoch, seq, bytes; /* epoch: when `from` owned it; epoch + 1 needs it */
+    int from, posted;
+    uint64_t words[ASK_WORDS];
+    unsigned char *buf; /* header, then the fields: the reply's bytes */
+    MPI_Request recv, send;
+    double t0;
+} ask;
+
+/* A shard another rank asked of this one. */
+typedef struct give {
+    uint64_t shard, epoch, seq;
+    int to, posted;
+    uint64_t hdr[HDR_WORDS];
+    sc__mapping m;
+    MPI_Datatype type;
+    MPI_Request req;
+} give;
+
+struct sc__peer {
+    MPI_Comm comm;
+    int rank, size, span; /* span: reply tags 1..span */
+    int *node_of;         /* [size]: each rank's node (its lowest rank) */
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc__peer_opts o;
+    uint64_t ended_to, seq, inflight;
+    ask *asks;
+    size_t nasks, capasks;
+    give *gives;
+    size_t ngives, capgives;
+};
+
+static double peer_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Room for one more element in *v (of *cap, each `size` bytes); 0 if none. */
+static int peer_grow(void **v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return 1;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *g = realloc(*v, c * size);
+    if (!g)
+        return 0;
+    *v = g;
+    *cap = c;
+    return 1;
+}
+
+int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer_opts *o,
+                  sc__peer **out, sc_error *err)
+{
+    *out = NULL;
+    sc__peer *p = calloc(1, sizeof *p);
+    if (!p)
+        return sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
+    p->ds = ds, p->cache = cache, p->o = *o, p->comm = MPI_COMM_NULL;
+    int m = MPI_Comm_dup(comm, &p->comm), rc = SC_OK;
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_rank(p->comm, &p->rank);
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_size(p->comm, &p->size);
+    int *ub = NULL, flag = 0;
+    if (m == MPI_SUCCESS)
+        m = MPI_Comm_get_attr(p->comm, MPI_TAG_UB, &ub, &flag);
+    if (m != MPI_SUCCESS)
+        rc = sc__mpi_err(err, m, "opening peer transfers", __FILE__, __LINE__);
+    p->span = flag && *ub > 1 ? (*ub < (1 << 24) ? *ub : 1 << 24) - 1 : 32766;
+    if (rc == SC_OK && !(p->node_of = malloc(sizeof *p->node_of * (size_t)p->size)))
+        rc = sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
+    /* Every rank takes part in the gather, or none: a failure above is everyone's. */
+    int ok = rc == SC_OK, all = 0;
+    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all) {
+        if (rc == SC_OK)
+            rc = sc__seterr(err, SC_EMPI, "another rank could not open peer transfers");
+    } else {
+        rc = sc__node_ids(p->comm, p->node_of, err);
+    }
+    if (rc != SC_OK) {
+        sc__peer_close(p);
+        return rc;
+    }
+    *out = p;
+    return SC_OK;
+}
+
+/* ---- asking ------------------------------------------------------------------ */
+
+int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_error *err)
+{
+    const uint32_t *mine;
+    uint64_t n;
+    sc_plan_info pi;
+    sc_plan_get_info(prev, &pi);
+    sc_plan_rank(next, (uint32_t)p->rank, &mine, &n, NULL);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t from = 0;
+        uint64_t bytes = sc__shard_bytes(p->ds, mine[i]);
+        if (sc_plan_owner(prev, mine[i], &from) != SC_OK || (int)from == p->rank ||
+            p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64)
+            continue; /* this node's, or too large for one message: the source's */
+        if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks))
+            return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards",
+                              p->rank);
+        if (!sc__cache_reserve(p->cache, mine[i]))
+            continue; /* held on this node already, or not to be kept */
+        ask *a = &p->asks[p->nasks++];
+        memset(a, 0, sizeof *a);
+        a->shard = mine[i], a->epoch = pi.epoch, a->from = (int)from, a->bytes = bytes;
+        a->recv = a->send = MPI_REQUEST_NULL;
+    }
+    return SC_OK;
+}
+
+/* Posts the reply's receive, then the ask: 1, or 0 if not now (the memory bound), < 0 an error. */
+static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
+{
+    uint64_t total = HDR_WORDS * sizeof(uint64_t) + a->bytes;
+    if (p->inflight && p->inflight + total > p->o.max_bytes)
+        return 0; /* within the bound, but always one at a time */
+    if (!(a->buf = malloc(total)))
+        return 0;
+    a->seq = p->seq++;
+    a->words[0] = a->shard, a->words[1] = a->epoch, a->words[2] = a->seq;
+    int tag = 1 + (int)(a->seq % (uint64_t)p->span);
+    SC_MPI_CHECK(err, MPI_Irecv(a->buf, (int)total, MPI_BYTE, a->from, tag, p->comm, &a->recv));
+    SC_MPI_CHECK(err, MPI_Isend(a->words, ASK_WORDS, MPI_UINT64_T, a->from, TAG_ASK, p->comm,
+                                &a->send));
+    a->posted = 1;
+    a->t0 = peer_now();
+    p->inflight += total;
+    return 1;
+}
+
+/* What arrived for `a` (n bytes): published, or the reservation withdrawn. */
+static void peer_take(sc__peer *p, ask *a, int n)
+{
+    const uint64_t *h = (const uint64_t *)a->buf;
+    sc_error e = SC_ERROR_INIT;
+    int whole = n == (int)(HDR_WORDS * sizeof(uint64_t) + a->bytes) && h[0] == REPLY_DATA &&
+                h[1] == a->shard && h[3] == a->bytes;
+    if (whole) {
+        void *bufs[SC_MAX_FIELDS];
+        unsigned char *at = a->buf + HDR_WORDS * sizeof(uint64_t);
+        for (int f = 0; f < p->ds->nfields; f++) {
+            bufs[f] = at;
+            at += p->ds->shard_sizes[a->shard] * p->ds->fields[f].sample_bytes;
+        }
+        if (sc__cache_fill(p->cache, a->shard, bufs, h[2], NULL, &e) != SC_OK)
+            sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
+                    "shard %llu from rank %d (another node): %s; reading it from the source",
+                    (unsigned long long)a->shard, a->from, e.msg);
+        return;
+    }
+    sc__cache_unreserve(p->cache, a->shard);
+    if (!(n == (int)(HDR_WORDS * sizeof(uint64_t)) && h[0] == REPLY_NONE))
+        sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
+                "shard %llu from rank %d (another node): a reply of %d bytes, not the %llu "
+                "asked; reading it from the source",
+                (unsigned long long)a->shard, a->from, n, (unsigned long long)a->bytes);
+}
+
+/*
+ * Gives `a` up: its receive cancelled (or taken, if the reply came first),
+ * the reservation withdrawn.  1 if it was cancelled, < 0 an error.
+ */
+static int peer_withdraw(sc__peer *p, ask *a, sc_error *err)
+{
+    int gone = 1, n = 0;
+    MPI_Status st;
+    if (a->posted) {
+        SC_MPI_CHECK(err, MPI_Cancel(&a->recv));
+        SC_MPI_CHECK(err, MPI_Wait(&a->recv, &st));
+        SC_MPI_CHECK(err, MPI_Test_cancelled(&st, &gone));
+    }
+    if (gone) {
+        sc__cache_unreserve(p->cache, a->shard);
+        return 1;
+    }
+    SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
+    peer_take(p, a, n);
+    return 0;
+}
+
+/* 1 when `a` is done with (taken, or given up), 0 if not yet, < 0 an error. */
+static int peer_check_ask(sc__peer *p, ask *a, sc_error *err)
+{
+    int done = 0, n = 0;
+    MPI_Status st;
+    SC_MPI_CHECK(err, MPI_Test(&a->recv, &done, &st));
+    if (!done && peer_now() - a->t0 > p->o.timeout_s) {
+        int gone = peer_withdraw(p, a, err);
+        if (gone > 0)
+            sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
+                    "shard %llu: rank %d did not answer within %.0f s; reading it from the "
+                    "source", (unsigned long long)a->shard, a->from, p->o.timeout_s);
+        return gone < 0 ? gone : 1;
+    }
+    if (done) {
+        SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
+        peer_take(p, a, n);
+    }
+    return done;
+}
+
+/* ---- answering --------------------------------------------------------------- */
+
+/* Sends the entry (or "none") to the rank that asked: the header and fields in place. */
+static int peer_answer(sc__peer *p, give *g, int have, sc_error *err)
+{
+    int tag = 1 + (int)(g->seq % (uint64_t)p->span), nb = 1;
+    int len[1 + SC_MAX_FIELDS];
+    MPI_Aint at[1 + SC_MAX_FIELDS];
+    uint64_t bytes = sc__shard_bytes(p->ds, g->shard);
+    g->hdr[0] = have ? REPLY_DATA : REPLY_NONE, g->hdr[1] = g->shard, g->hdr[3] = bytes;
+    g->hdr[2] = have ? sc__cache_checksum(p->cache, g->shard, (void *const *)g->m.field) : 0;
+    len[0] = (int)sizeof g->hdr;
+    SC_MPI_CHECK(err, MPI_Get_address(g->hdr, &at[0]));
+    for (int f = 0; have && f < p->ds->nfields; f++, nb++) {
+        len[nb] = (int)(p->ds->shard_sizes[g->shard] * p->ds->fields[f].sample_bytes);
+        SC_MPI_CHECK(err, MPI_Get_address(g->m.field[f], &at[nb]));
+    }
+    SC_MPI_CHECK(err, MPI_Type_create_hindexed(nb, len, at, MPI_BYTE, &g->type));
+    SC_MPI_CHECK(err, MPI_Type_commit(&g->type));
+    SC_MPI_CHECK(err, MPI_Isend(MPI_BOTTOM, 1, g->type, g->to, tag, p->comm, &g->req));
+    g->posted = 1;
+    return SC_OK;
+}
+
+/* Takes in the asks that have come (a shard out of range is answered "none"). */
+static int peer_listen(sc__peer *p, sc_error *err)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        uint64_t w[ASK_WORDS];
+        SC_MPI_CHECK(err, MPI_Iprobe(MPI_ANY_SOURCE, TAG_ASK, p->comm, &flag, &st));
+        if (!flag)
+            return SC_OK;
+        SC_MPI_CHECK(err, MPI_Recv(w, ASK_WORDS, MPI_UINT64_T, st.MPI_SOURCE, TAG_ASK,
+                                   p->comm, MPI_STATUS_IGNORE));
+        if (!peer_grow((void **)&p->gives, p->ngives, &p->capgives, sizeof *p->gives))
+            return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to answer rank %d",
+                              p->rank, st.MPI_SOURCE);
+        give *g = &p->gives[p->ngives++];
+        memset(g, 0, sizeof *g);
+        g->shard = w[0], g->epoch = w[1], g->seq = w[2], g->to = st.MPI_SOURCE;
+        g->type = MPI_DATATYPE_NULL, g->req = MPI_REQUEST_NULL;
+    }
+}
+
+/* 1 when `g` is done with (sent, its mapping and type freed), 0 if not yet, < 0 an error. */
+static int peer_check_give(sc__peer *p, give *g, sc_error *err)
+{
+    int done = 0, valid = g->shard < p->ds->nshards;
+    if (!g->posted) {
+        int have = valid && sc__cache_map_node(p->cache, g->shard, &g->m);
+        if (!have && valid && p->ended_to <= g->epoch)
+            return 0; /* it may yet read it in that epoch */
+        return peer_answer(p, g, have, err);
+    }
+    SC_MPI_CHECK(err, MPI_Test(&g->req, &done, MPI_STATUS_IGNORE));
+    if (done) {
+        MPI_Type_free(&g->type);
+        sc__cache_unmap(&g->m);
+    }
+    return done;
+}
+
+/* ---- both ---------------------------------------------------------------------- */
+
+/* Forgets ask i, done with, keeping the others in the order asked. */
+static void peer_drop_ask(sc__peer *p, size_t i)
+{
+    ask *a = &p->asks[i];
+    if (a->posted) {
+        MPI_Wait(&a->send, MPI_STATUS_IGNORE); /* three words, long since sent */
+        p->inflight -= HDR_WORDS * sizeof(uint64_t) + a->bytes;
+    }
+    free(a->buf);
+    memmove(a, a + 1, sizeof *a * (p->nasks - i - 1));
+    p->nasks--;
+}
+
+/* The answers: each sent when it can be, dropped once sent. */
+static int peer_pump_gives(sc__peer *p, sc_error *err)
+{
+    for (size_t i = 0; i < p->ngives;) {
+        int done = peer_check_give(p, &p->gives[i], err);
+        if (done < 0)
+            return done;
+        if (done)
+            p->gives[i] = p->gives[--p->ngives];
+        else
+            i++;
+    }
+    return SC_OK;
+}
+
+/*
+ * The asks, in the order asked (the order the producers will want them):
+ * those posted (a prefix) checked, then more posted within the bound.
+ */
+static int peer_pump_asks(sc__peer *p, sc_error *err)
+{
+    for (size_t i = 0; i < p->nasks;) {
+        ask *a = &p->asks[i];
+        int was = a->posted, r = was ? peer_check_ask(p, a, err) : peer_post_ask(p, a, err);
+        if (r < 0)
+            return r;
+        if (!was && !r)
+            break; /* the bound: the rest wait for room */
+        if (!was || !r) { /* posted now, or not answered yet */
+            i++;
+            continue;
+        }
+        peer_drop_ask(p, i);
+    }
+    return SC_OK;
+}
+
+int sc__peer_pump(sc__peer *p, sc_error *err)
+{
+    if (!p)
+        return SC_OK;
+    int rc = peer_listen(p, err);
+    if (rc == SC_OK)
+        rc = peer_pump_gives(p, err);
+    if (rc == SC_OK)
+        rc = peer_pump_asks(p, err);
+    return rc;
+}
+
+void sc__peer_ended(sc__peer *p, uint64_t epoch)
+{
+    if (p && p->ended_to <= epoch)
+        p->ended_to = epoch + 1;
+}
+
+int sc__peer_pending(const sc__peer *p, uint64_t epoch)
+{
+    int n = 0;
+    for (size_t i = 0; p && i < p->nasks; i++)
+        n += p->asks[i].epoch + 1 == epoch;
+    return n;
+}
+
+int sc__peer_give_up(sc__peer *p, uint64_t epoch, sc_error *err)
+{
+    int n = 0;
+    for (size_t i = 0; p && i < p->nasks;) {
+        if (p->asks[i].epoch + 1 != epoch) {
+            i++;
+            continue;
+        }
+        int gone = peer_withdraw(p, &p->asks[i], err);
+        if (gone < 0)
+            return gone;
+        n += gone;
+        peer_drop_ask(p, i);
+    }
+    if (n)
+        sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
+                "epoch %llu: %d shards from other nodes did not come in time; reading them "
+                "from the source", (unsigned long long)epoch, n);
+    return SC_OK;
+}
+
+void sc__peer_close(sc__peer *p)
+{
+    if (!p)
+        return;
+    sc_error err = SC_ERROR_INIT;
+    p->ended_to = UINT64_MAX; /* everything asked is answered now, "none" at worst */
+    for (double t0 = peer_now(); p->comm != MPI_COMM_NULL && p->ngives;) {
+        if (sc__peer_pump(p, &err) != SC_OK || peer_now() - t0 > p->o.timeout_s)
+            break;
+    }
+    while (p->nasks) {
+        if (peer_withdraw(p, &p->asks[0], &err) < 0)
+            sc__cache_unreserve(p->cache, p->asks[0].shard);
+        peer_drop_ask(p, 0);
+    }
+    for (size_t i = 0; i < p->ngives; i++)
+        sc__cache_unmap(&p->gives[i].m); /* unsent: its receiver gave up or will */
+    if (p->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->comm);
+    free(p->asks);
+    free(p->gives);
+    free(p->node_of);
+    free(p);
+}
