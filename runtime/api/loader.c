@@ -644,14 +644,9 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
     sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
                           cfg->audit_dir[0] ? cfg->audit_dir : NULL};
     ld->nshards = ld->ds->nshards;
-    rc = loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
-                                          &ld->ledger, err),
-                      err);
-    sc__peer_opts po = {UINT64_C(256) << 20, LOADER_PEER_WAIT_S, cfg->log_level};
-    if (rc == SC_OK)
-        rc = loader_agree(ld, sc__peer_open(ld->comm, ld->ds, ld->cache, &po, &ld->peer, err),
-                          err);
-    return rc;
+    return loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
+                                            &ld->ledger, err),
+                        err);
 }
 
 static const char *loader_device_name(int mode)
@@ -747,6 +742,10 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     int rc = sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err);
     rc = loader_agree(ld, rc, err);
     ld->tr = sc__trace_ring(ld->trace, "consumer");
+    sc__peer_opts po = {UINT64_C(256) << 20, LOADER_PEER_WAIT_S, cfg->log_level, ld->tr};
+    if (rc == SC_OK)
+        rc = loader_agree(ld, sc__peer_open(ld->comm, ld->ds, ld->cache, &po, &ld->peer, err),
+                          err);
     if (rc == SC_OK)
         rc = loader_open_device(ld, cfg, err);
     int producers = 2;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fault.h"
 #include "log.h"
 #include "mpierr.h"
 #include "node.h"
@@ -43,6 +44,7 @@ typedef struct ask {
     unsigned char *buf; /* header, then the fields: the reply's bytes */
     MPI_Request recv, send;
     double t0;
+    uint64_t traced; /* when posted, on the trace clock */
 } ask;
 
 /* A shard another rank asked of this one. */
@@ -173,6 +175,7 @@ static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
                                 &a->send));
     a->posted = 1;
     a->t0 = peer_now();
+    a->traced = sc__trace_now(p->o.ring);
     p->inflight += total;
     return 1;
 }
@@ -184,6 +187,9 @@ static void peer_take(sc__peer *p, ask *a, int n)
     sc_error e = SC_ERROR_INIT;
     int whole = n == (int)(HDR_WORDS * sizeof(uint64_t) + a->bytes) && h[0] == REPLY_DATA &&
                 h[1] == a->shard && h[3] == a->bytes;
+    sc__tctx tc = {p->o.ring, a->epoch + 1};
+    sc__trace_span(p->o.ring, SC__ST_PEER_RECV, a->traced, sc__trace_now(p->o.ring),
+                   a->epoch + 1, (int64_t)a->shard, -1, whole ? a->bytes : 0);
     if (whole) {
         void *bufs[SC_MAX_FIELDS];
         unsigned char *at = a->buf + HDR_WORDS * sizeof(uint64_t);
@@ -191,7 +197,7 @@ static void peer_take(sc__peer *p, ask *a, int n)
             bufs[f] = at;
             at += p->ds->shard_sizes[a->shard] * p->ds->fields[f].sample_bytes;
         }
-        if (sc__cache_fill(p->cache, a->shard, bufs, h[2], NULL, &e) != SC_OK)
+        if (sc__cache_fill(p->cache, a->shard, bufs, h[2], &tc, &e) != SC_OK)
             sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
                     "shard %llu from rank %d (another node): %s; reading it from the source",
                     (unsigned long long)a->shard, a->from, e.msg);
@@ -259,6 +265,8 @@ static int peer_answer(sc__peer *p, give *g, int have, sc_error *err)
     uint64_t bytes = sc__shard_bytes(p->ds, g->shard);
     g->hdr[0] = have ? REPLY_DATA : REPLY_NONE, g->hdr[1] = g->shard, g->hdr[3] = bytes;
     g->hdr[2] = have ? sc__cache_checksum(p->cache, g->shard, (void *const *)g->m.field) : 0;
+    if (have && sc__fault("peer-corrupt"))
+        g->hdr[2] ^= 1; /* test hook: as if a bit flipped on the way */
     len[0] = (int)sizeof g->hdr;
     SC_MPI_CHECK(err, MPI_Get_address(g->hdr, &at[0]));
     for (int f = 0; have && f < p->ds->nfields; f++, nb++) {

@@ -22,6 +22,7 @@ typedef struct sc__peer_opts {
     uint64_t max_bytes; /* replies being received at once, in bytes (at least one) */
     double timeout_s;   /* a reply not come by then is given up: the source serves */
     int log_level;
+    sc__tring *ring;    /* the calling thread's trace ring (NULL: not traced) */
 } sc__peer_opts;
 
 /* Collective over comm (it duplicates it and learns every rank's node). */
