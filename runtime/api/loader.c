@@ -430,6 +430,8 @@ static int loader_release(sc_loader *ld, rec *r, int wait);
  * given up (the source serves those shards).
  */
 #define LOADER_PEER_WAIT_S 30.0
+/* At an epoch's begin: its transfers are given up after this long without a reply. */
+#define LOADER_PEER_QUIET_S 5.0
 
 static int loader_arrive(sc_loader *ld, rec *r)
 {
@@ -472,16 +474,20 @@ static int loader_release(sc_loader *ld, rec *r, int wait)
     sc_error err = SC_ERROR_INIT;
     if (!r->use || r->status != SC_OK)
         return SC_OK;
-    int rc = SC_OK;
-    for (double t0 = loader_now(); rc == SC_OK && sc__peer_pending(ld->peer, r->epoch);) {
+    int rc = SC_OK, left = sc__peer_pending(ld->peer, r->epoch);
+    /* Waits while replies keep coming; an owner silent for a while is given up. */
+    for (double seen = loader_now(); rc == SC_OK && left;) {
         if (!wait)
             return SC_OK;
-        if (loader_now() - t0 > LOADER_PEER_WAIT_S) {
+        if (loader_now() - seen > LOADER_PEER_QUIET_S) {
             rc = sc__peer_give_up(ld->peer, r->epoch, &err);
             break;
         }
         rc = sc__peer_pump(ld->peer, &err);
-        if (rc == SC_OK && sc__peer_pending(ld->peer, r->epoch))
+        int now = sc__peer_pending(ld->peer, r->epoch);
+        if (now < left)
+            seen = loader_now(), left = now;
+        if (rc == SC_OK && left)
             rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
     }
     if (rc == SC_OK)
@@ -1034,6 +1040,9 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
         return rc;
     if (ld->delivered == ld->nb) {
         loader_stop_clock(ld);
+        sc_error perr = SC_ERROR_INIT; /* the asks it deferred to its epoch's end */
+        if (sc__peer_pump(ld->peer, &perr) != SC_OK)
+            return loader_fail(ld, &perr);
         return SC_END_OF_EPOCH;
     }
     sc_error err = SC_ERROR_INIT;
@@ -1121,6 +1130,25 @@ int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream)
     return sc__dev_stream_wait(ld->dev, stream, batch->ready, &ld->err);
 }
 
+/*
+ * Waits for `epoch`'s verdict, answering the other ranks' asks for shards
+ * meanwhile: a rank done with its epochs may still owe shards to ranks
+ * whose epoch waits for them, and so for this verdict.
+ */
+static int loader_wait_verdict(sc_loader *ld, uint64_t epoch)
+{
+    const sc_epoch_summary *rep = loader_report_of(ld, epoch);
+    for (;;) {
+        int rc = loader_poll_verdicts(ld, 0, 0);
+        if (rc != SC_OK || !rep || rep->exactly_once.verified || ld->failed)
+            return rc;
+        sc_error err = SC_ERROR_INIT;
+        if ((rc = sc__peer_pump(ld->peer, &err)) != SC_OK)
+            return loader_fail(ld, &err);
+        usleep(100);
+    }
+}
+
 static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, int wait)
 {
     if (!ld || !rep)
@@ -1136,7 +1164,7 @@ static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, i
                           (unsigned long long)ld->delivered, (unsigned long long)ld->nb);
     if (!ld->failed) {
         uint64_t t0 = sc__trace_now(wait ? ld->tr : NULL);
-        int rc = loader_poll_verdicts(ld, wait, epoch);
+        int rc = wait ? loader_wait_verdict(ld, epoch) : loader_poll_verdicts(ld, 0, 0);
         sc__trace_span(wait ? ld->tr : NULL, SC__ST_VERIFY, t0, sc__trace_now(ld->tr), epoch,
                        -1, -1, 0);
         if (rc != SC_OK)
@@ -1315,9 +1343,6 @@ int sc_loader_close(sc_loader *ld)
     if (!ld)
         return SC_OK;
     int rc = ld->failed ? ld->fatal.code : SC_OK;
-    /* First: its reservations withdrawn, no producer waits for a transfer. */
-    sc__peer_close(ld->peer);
-    ld->peer = NULL;
     sc__stream_close(ld->stream);
     ld->stream = NULL;
     /* The producers are joined: every ring can be drained and the file finished. */
@@ -1359,6 +1384,9 @@ int sc_loader_close(sc_loader *ld)
             sc_exactly_once v;
             sc__ledger_result(ld->ledger, e, 1, &v, NULL);
         }
+        /* Every rank is here: the transfers end together (a collective). */
+        sc__peer_close(ld->peer);
+        ld->peer = NULL;
         sc__ledger_close(ld->ledger);
     }
     for (int i = 0; i < NREC; i++)

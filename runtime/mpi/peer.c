@@ -65,9 +65,18 @@ struct sc__peer {
     sc_cache *cache;
     sc__peer_opts o;
     uint64_t ended_to, seq, inflight;
-    ask *asks;
+    uint64_t *sent_to, *got_from; /* [size]: asks sent to, and received from, each rank */
+    struct lost {
+        int from, tag;
+    } *lost; /* replies to withdrawn asks, still to come: drained at close */
+    size_t nlost, caplost;
+    /*
+     * Pointers: an ask's words and an answer's header are the buffers of
+     * sends in flight, so each lives where it was made until it is done.
+     */
+    ask **asks;
     size_t nasks, capasks;
-    give *gives;
+    give **gives;
     size_t ngives, capgives;
 };
 
@@ -113,7 +122,9 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
     if (m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "opening peer transfers", __FILE__, __LINE__);
     p->span = flag && *ub > 1 ? (*ub < (1 << 24) ? *ub : 1 << 24) - 1 : 32766;
-    if (rc == SC_OK && !(p->node_of = malloc(sizeof *p->node_of * (size_t)p->size)))
+    if (rc == SC_OK && (!(p->node_of = malloc(sizeof *p->node_of * (size_t)p->size)) ||
+                        !(p->sent_to = calloc((size_t)p->size, sizeof *p->sent_to)) ||
+                        !(p->got_from = calloc((size_t)p->size, sizeof *p->got_from))))
         rc = sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
     /* Every rank takes part in the gather, or none: a failure above is everyone's. */
     int ok = rc == SC_OK, all = 0;
@@ -146,13 +157,16 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         if (sc_plan_owner(prev, mine[i], &from) != SC_OK || (int)from == p->rank ||
             p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64)
             continue; /* this node's, or too large for one message: the source's */
-        if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks))
+        ask *a = NULL;
+        if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks) ||
+            !(a = calloc(1, sizeof *a)))
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards",
                               p->rank);
-        if (!sc__cache_reserve(p->cache, mine[i]))
+        if (!sc__cache_reserve(p->cache, mine[i])) {
+            free(a);
             continue; /* held on this node already, or not to be kept */
-        ask *a = &p->asks[p->nasks++];
-        memset(a, 0, sizeof *a);
+        }
+        p->asks[p->nasks++] = a;
         a->shard = mine[i], a->epoch = pi.epoch, a->from = (int)from, a->bytes = bytes;
         a->recv = a->send = MPI_REQUEST_NULL;
     }
@@ -174,6 +188,7 @@ static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
     SC_MPI_CHECK(err, MPI_Isend(a->words, ASK_WORDS, MPI_UINT64_T, a->from, TAG_ASK, p->comm,
                                 &a->send));
     a->posted = 1;
+    p->sent_to[a->from]++;
     a->t0 = peer_now();
     a->traced = sc__trace_now(p->o.ring);
     p->inflight += total;
@@ -226,6 +241,9 @@ static int peer_withdraw(sc__peer *p, ask *a, sc_error *err)
     }
     if (gone) {
         sc__cache_unreserve(p->cache, a->shard);
+        /* Its reply still comes (every ask is answered): it is drained at close. */
+        if (a->posted && peer_grow((void **)&p->lost, p->nlost, &p->caplost, sizeof *p->lost))
+            p->lost[p->nlost++] = (struct lost){a->from, 1 + (int)(a->seq % (uint64_t)p->span)};
         return 1;
     }
     SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
@@ -292,11 +310,13 @@ static int peer_listen(sc__peer *p, sc_error *err)
             return SC_OK;
         SC_MPI_CHECK(err, MPI_Recv(w, ASK_WORDS, MPI_UINT64_T, st.MPI_SOURCE, TAG_ASK,
                                    p->comm, MPI_STATUS_IGNORE));
-        if (!peer_grow((void **)&p->gives, p->ngives, &p->capgives, sizeof *p->gives))
+        give *g = NULL;
+        if (!peer_grow((void **)&p->gives, p->ngives, &p->capgives, sizeof *p->gives) ||
+            !(g = calloc(1, sizeof *g)))
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to answer rank %d",
                               p->rank, st.MPI_SOURCE);
-        give *g = &p->gives[p->ngives++];
-        memset(g, 0, sizeof *g);
+        p->gives[p->ngives++] = g;
+        p->got_from[st.MPI_SOURCE]++;
         g->shard = w[0], g->epoch = w[1], g->seq = w[2], g->to = st.MPI_SOURCE;
         g->type = MPI_DATATYPE_NULL, g->req = MPI_REQUEST_NULL;
     }
@@ -325,13 +345,14 @@ static int peer_check_give(sc__peer *p, give *g, sc_error *err)
 /* Forgets ask i, done with, keeping the others in the order asked. */
 static void peer_drop_ask(sc__peer *p, size_t i)
 {
-    ask *a = &p->asks[i];
+    ask *a = p->asks[i];
     if (a->posted) {
         MPI_Wait(&a->send, MPI_STATUS_IGNORE); /* three words, long since sent */
         p->inflight -= HDR_WORDS * sizeof(uint64_t) + a->bytes;
     }
     free(a->buf);
-    memmove(a, a + 1, sizeof *a * (p->nasks - i - 1));
+    free(a);
+    memmove(&p->asks[i], &p->asks[i + 1], sizeof *p->asks * (p->nasks - i - 1));
     p->nasks--;
 }
 
@@ -339,13 +360,15 @@ static void peer_drop_ask(sc__peer *p, size_t i)
 static int peer_pump_gives(sc__peer *p, sc_error *err)
 {
     for (size_t i = 0; i < p->ngives;) {
-        int done = peer_check_give(p, &p->gives[i], err);
+        int done = peer_check_give(p, p->gives[i], err);
         if (done < 0)
             return done;
-        if (done)
+        if (done) {
+            free(p->gives[i]);
             p->gives[i] = p->gives[--p->ngives];
-        else
+        } else {
             i++;
+        }
     }
     return SC_OK;
 }
@@ -357,7 +380,7 @@ static int peer_pump_gives(sc__peer *p, sc_error *err)
 static int peer_pump_asks(sc__peer *p, sc_error *err)
 {
     for (size_t i = 0; i < p->nasks;) {
-        ask *a = &p->asks[i];
+        ask *a = p->asks[i];
         int was = a->posted, r = was ? peer_check_ask(p, a, err) : peer_post_ask(p, a, err);
         if (r < 0)
             return r;
@@ -394,7 +417,7 @@ int sc__peer_pending(const sc__peer *p, uint64_t epoch)
 {
     int n = 0;
     for (size_t i = 0; p && i < p->nasks; i++)
-        n += p->asks[i].epoch + 1 == epoch;
+        n += p->asks[i]->epoch + 1 == epoch;
     return n;
 }
 
@@ -402,11 +425,11 @@ int sc__peer_give_up(sc__peer *p, uint64_t epoch, sc_error *err)
 {
     int n = 0;
     for (size_t i = 0; p && i < p->nasks;) {
-        if (p->asks[i].epoch + 1 != epoch) {
+        if (p->asks[i]->epoch + 1 != epoch) {
             i++;
             continue;
         }
-        int gone = peer_withdraw(p, &p->asks[i], err);
+        int gone = peer_withdraw(p, p->asks[i], err);
         if (gone < 0)
             return gone;
         n += gone;
@@ -419,27 +442,95 @@ int sc__peer_give_up(sc__peer *p, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
+/* Receives the replies to withdrawn asks that have come, and drops them. */
+static int peer_drain_lost(sc__peer *p, sc_error *err)
+{
+    for (size_t i = 0; i < p->nlost;) {
+        int flag = 0, n = 0;
+        MPI_Status st;
+        SC_MPI_CHECK(err, MPI_Iprobe(p->lost[i].from, p->lost[i].tag, p->comm, &flag, &st));
+        if (!flag) {
+            i++;
+            continue;
+        }
+        SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
+        void *junk = malloc((size_t)n + 1);
+        if (!junk)
+            return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to drain a reply", p->rank);
+        int m = MPI_Recv(junk, n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, p->comm, MPI_STATUS_IGNORE);
+        free(junk);
+        if (m != MPI_SUCCESS)
+            return sc__mpi_err(err, m, "MPI_Recv of a withdrawn ask's reply", __FILE__, __LINE__);
+        p->lost[i] = p->lost[--p->nlost];
+    }
+    return SC_OK;
+}
+
+/* Every ask any rank sent to this one has come (owed[j] from rank j). */
+static int peer_all_asked(const sc__peer *p, const uint64_t *owed)
+{
+    for (int j = 0; j < p->size; j++)
+        if (p->got_from[j] != owed[j])
+            return 0;
+    return 1;
+}
+
+/*
+ * The last exchange, collective: every ask any rank sent is received and
+ * answered ("none" at worst), every reply received (a withdrawn ask's
+ * drained), so that no message outlives the communicator: a freed
+ * communicator's context is reused by the next one made, where a stale
+ * reply would match a new receive.  Asks never sent are dropped.
+ */
+static int peer_finish(sc__peer *p, sc_error *err)
+{
+    p->ended_to = UINT64_MAX;
+    for (size_t i = 0; i < p->nasks;)
+        if (!p->asks[i]->posted) {
+            sc__cache_unreserve(p->cache, p->asks[i]->shard);
+            peer_drop_ask(p, i);
+        } else {
+            i++;
+        }
+    uint64_t *owed = malloc(sizeof *owed * (size_t)p->size);
+    int rc = owed ? SC_OK : sc__seterr(err, SC_ENOMEM, "rank %d: no memory to close", p->rank);
+    int m = MPI_Alltoall(p->sent_to, 1, MPI_UINT64_T, owed ? owed : p->got_from, 1,
+                         MPI_UINT64_T, p->comm);
+    if (rc == SC_OK && m != MPI_SUCCESS)
+        rc = sc__mpi_err(err, m, "MPI_Alltoall of the asks sent", __FILE__, __LINE__);
+    while (rc == SC_OK && (p->ngives || p->nasks || p->nlost || !peer_all_asked(p, owed))) {
+        rc = sc__peer_pump(p, err);
+        if (rc == SC_OK)
+            rc = peer_drain_lost(p, err);
+    }
+    free(owed);
+    return rc;
+}
+
 void sc__peer_close(sc__peer *p)
 {
     if (!p)
         return;
     sc_error err = SC_ERROR_INIT;
-    p->ended_to = UINT64_MAX; /* everything asked is answered now, "none" at worst */
-    for (double t0 = peer_now(); p->comm != MPI_COMM_NULL && p->ngives;) {
-        if (sc__peer_pump(p, &err) != SC_OK || peer_now() - t0 > p->o.timeout_s)
-            break;
-    }
-    while (p->nasks) {
-        if (peer_withdraw(p, &p->asks[0], &err) < 0)
-            sc__cache_unreserve(p->cache, p->asks[0].shard);
+    if (p->comm != MPI_COMM_NULL && peer_finish(p, &err) != SC_OK)
+        sc__log(p->o.log_level, SC__LOG_WARN, p->rank, "closing peer transfers: %s", err.msg);
+    while (p->nasks) { /* only after an error */
+        sc__cache_unreserve(p->cache, p->asks[0]->shard);
+        p->asks[0]->posted = 0; /* its receive is left to MPI_Finalize */
         peer_drop_ask(p, 0);
     }
-    for (size_t i = 0; i < p->ngives; i++)
-        sc__cache_unmap(&p->gives[i].m); /* unsent: its receiver gave up or will */
+    for (size_t i = 0; i < p->ngives; i++) /* likewise: posted sends keep their buffers */
+        if (!p->gives[i]->posted) {
+            sc__cache_unmap(&p->gives[i]->m);
+            free(p->gives[i]);
+        }
     if (p->comm != MPI_COMM_NULL)
         MPI_Comm_free(&p->comm);
     free(p->asks);
     free(p->gives);
+    free(p->lost);
+    free(p->sent_to);
+    free(p->got_from);
     free(p->node_of);
     free(p);
 }
