@@ -142,6 +142,7 @@ struct sc_loader {
         uint64_t epoch;
         uint64_t offset;     /* batches of its schedule consumed before (same world) */
         int resliced;        /* dealt out again (another world): no checkpoint inside it */
+        int happened;        /* this loader resumed (at `epoch`) */
     } resume;
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
 };
@@ -453,8 +454,11 @@ static int loader_arrive(sc_loader *ld, rec *r)
      * to the stream once they are in (loader_release): producers never wait
      * for a transfer, so an owner busy with this epoch cannot stall ours.
      */
+    /* (After a resumed epoch, the shards its schedule read are not its plan's.) */
     rec *prev = loader_find_rec(ld, r->epoch - 1);
-    if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending)
+    int after_resume = ld->resume.happened && ld->resume.epoch + 1 == r->epoch;
+    if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending &&
+        !after_resume)
         rc = sc__peer_want(ld->peer, prev->plan, use, &err);
     /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
     if (rc == SC_OK && !(ld->resume.pending && r->epoch == ld->resume.epoch))
@@ -1318,6 +1322,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         sc__resume_free(&ld->resume.state);
     } else if (rc == SC_OK) {
         ld->resume.pending = 1;
+        ld->resume.happened = 1;
         ld->resume.epoch = *epoch = ld->resume.state.epoch;
         ld->resume.resliced = ck[0].world != (uint64_t)ld->size;
         ld->resume.offset = ld->resume.resliced ? 0 : ck[ld->rank].consumed;
@@ -1343,6 +1348,8 @@ int sc_loader_close(sc_loader *ld)
     if (!ld)
         return SC_OK;
     int rc = ld->failed ? ld->fatal.code : SC_OK;
+    /* No producer may wait for a transfer while it is joined: reservations withdrawn. */
+    sc__peer_give_up(ld->peer, UINT64_MAX, NULL);
     sc__stream_close(ld->stream);
     ld->stream = NULL;
     /* The producers are joined: every ring can be drained and the file finished. */

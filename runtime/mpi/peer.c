@@ -43,7 +43,6 @@ typedef struct ask {
     uint64_t words[ASK_WORDS];
     unsigned char *buf; /* header, then the fields: the reply's bytes */
     MPI_Request recv, send;
-    double t0;
     uint64_t traced; /* when posted, on the trace clock */
 } ask;
 
@@ -60,6 +59,7 @@ typedef struct give {
 struct sc__peer {
     MPI_Comm comm;
     int rank, size, span; /* span: reply tags 1..span */
+    int ready;            /* opened on every rank: close ends the exchange collectively */
     int *node_of;         /* [size]: each rank's node (its lowest rank) */
     sc_dataset *ds;
     sc_cache *cache;
@@ -138,6 +138,7 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
         sc__peer_close(p);
         return rc;
     }
+    p->ready = 1;
     *out = p;
     return SC_OK;
 }
@@ -185,11 +186,10 @@ static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
     a->words[0] = a->shard, a->words[1] = a->epoch, a->words[2] = a->seq;
     int tag = 1 + (int)(a->seq % (uint64_t)p->span);
     SC_MPI_CHECK(err, MPI_Irecv(a->buf, (int)total, MPI_BYTE, a->from, tag, p->comm, &a->recv));
+    a->posted = 1; /* its buffer is MPI's from here on, whatever follows */
     SC_MPI_CHECK(err, MPI_Isend(a->words, ASK_WORDS, MPI_UINT64_T, a->from, TAG_ASK, p->comm,
                                 &a->send));
-    a->posted = 1;
     p->sent_to[a->from]++;
-    a->t0 = peer_now();
     a->traced = sc__trace_now(p->o.ring);
     p->inflight += total;
     return 1;
@@ -256,15 +256,12 @@ static int peer_check_ask(sc__peer *p, ask *a, sc_error *err)
 {
     int done = 0, n = 0;
     MPI_Status st;
+    /*
+     * No clock here: the owner may rightly hold its answer until it reads
+     * the shard, late in a long epoch.  The asker gives up at its next
+     * epoch's begin (sc__peer_give_up) or at close.
+     */
     SC_MPI_CHECK(err, MPI_Test(&a->recv, &done, &st));
-    if (!done && peer_now() - a->t0 > p->o.timeout_s) {
-        int gone = peer_withdraw(p, a, err);
-        if (gone > 0)
-            sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
-                    "shard %llu: rank %d did not answer within %.0f s; reading it from the "
-                    "source", (unsigned long long)a->shard, a->from, p->o.timeout_s);
-        return gone < 0 ? gone : 1;
-    }
     if (done) {
         SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
         peer_take(p, a, n);
@@ -308,13 +305,18 @@ static int peer_listen(sc__peer *p, sc_error *err)
         SC_MPI_CHECK(err, MPI_Iprobe(MPI_ANY_SOURCE, TAG_ASK, p->comm, &flag, &st));
         if (!flag)
             return SC_OK;
-        SC_MPI_CHECK(err, MPI_Recv(w, ASK_WORDS, MPI_UINT64_T, st.MPI_SOURCE, TAG_ASK,
-                                   p->comm, MPI_STATUS_IGNORE));
+        /* Room first: an ask taken in is always answered (close counts on it). */
         give *g = NULL;
         if (!peer_grow((void **)&p->gives, p->ngives, &p->capgives, sizeof *p->gives) ||
             !(g = calloc(1, sizeof *g)))
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to answer rank %d",
                               p->rank, st.MPI_SOURCE);
+        int m = MPI_Recv(w, ASK_WORDS, MPI_UINT64_T, st.MPI_SOURCE, TAG_ASK, p->comm,
+                         MPI_STATUS_IGNORE);
+        if (m != MPI_SUCCESS) {
+            free(g);
+            return sc__mpi_err(err, m, "MPI_Recv of an ask", __FILE__, __LINE__);
+        }
         p->gives[p->ngives++] = g;
         p->got_from[st.MPI_SOURCE]++;
         g->shard = w[0], g->epoch = w[1], g->seq = w[2], g->to = st.MPI_SOURCE;
@@ -395,53 +397,6 @@ static int peer_pump_asks(sc__peer *p, sc_error *err)
     return SC_OK;
 }
 
-int sc__peer_pump(sc__peer *p, sc_error *err)
-{
-    if (!p)
-        return SC_OK;
-    int rc = peer_listen(p, err);
-    if (rc == SC_OK)
-        rc = peer_pump_gives(p, err);
-    if (rc == SC_OK)
-        rc = peer_pump_asks(p, err);
-    return rc;
-}
-
-void sc__peer_ended(sc__peer *p, uint64_t epoch)
-{
-    if (p && p->ended_to <= epoch)
-        p->ended_to = epoch + 1;
-}
-
-int sc__peer_pending(const sc__peer *p, uint64_t epoch)
-{
-    int n = 0;
-    for (size_t i = 0; p && i < p->nasks; i++)
-        n += p->asks[i]->epoch + 1 == epoch;
-    return n;
-}
-
-int sc__peer_give_up(sc__peer *p, uint64_t epoch, sc_error *err)
-{
-    int n = 0;
-    for (size_t i = 0; p && i < p->nasks;) {
-        if (p->asks[i]->epoch + 1 != epoch) {
-            i++;
-            continue;
-        }
-        int gone = peer_withdraw(p, p->asks[i], err);
-        if (gone < 0)
-            return gone;
-        n += gone;
-        peer_drop_ask(p, i);
-    }
-    if (n)
-        sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
-                "epoch %llu: %d shards from other nodes did not come in time; reading them "
-                "from the source", (unsigned long long)epoch, n);
-    return SC_OK;
-}
-
 /* Receives the replies to withdrawn asks that have come, and drops them. */
 static int peer_drain_lost(sc__peer *p, sc_error *err)
 {
@@ -466,6 +421,55 @@ static int peer_drain_lost(sc__peer *p, sc_error *err)
     return SC_OK;
 }
 
+int sc__peer_pump(sc__peer *p, sc_error *err)
+{
+    if (!p)
+        return SC_OK;
+    int rc = peer_listen(p, err);
+    if (rc == SC_OK)
+        rc = peer_pump_gives(p, err);
+    if (rc == SC_OK)
+        rc = peer_pump_asks(p, err);
+    if (rc == SC_OK)
+        rc = peer_drain_lost(p, err);
+    return rc;
+}
+
+void sc__peer_ended(sc__peer *p, uint64_t epoch)
+{
+    if (p && p->ended_to <= epoch)
+        p->ended_to = epoch + 1;
+}
+
+int sc__peer_pending(const sc__peer *p, uint64_t epoch)
+{
+    int n = 0;
+    for (size_t i = 0; p && i < p->nasks; i++)
+        n += p->asks[i]->epoch + 1 == epoch;
+    return n;
+}
+
+int sc__peer_give_up(sc__peer *p, uint64_t epoch, sc_error *err)
+{
+    int n = 0;
+    for (size_t i = 0; p && i < p->nasks;) {
+        if (epoch != UINT64_MAX && p->asks[i]->epoch + 1 != epoch) {
+            i++;
+            continue;
+        }
+        int gone = peer_withdraw(p, p->asks[i], err);
+        if (gone < 0)
+            return gone;
+        n += gone;
+        peer_drop_ask(p, i);
+    }
+    if (n && epoch != UINT64_MAX)
+        sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
+                "epoch %llu: %d shards from other nodes did not come in time; reading them "
+                "from the source", (unsigned long long)epoch, n);
+    return SC_OK;
+}
+
 /* Every ask any rank sent to this one has come (owed[j] from rank j). */
 static int peer_all_asked(const sc__peer *p, const uint64_t *owed)
 {
@@ -485,23 +489,21 @@ static int peer_all_asked(const sc__peer *p, const uint64_t *owed)
 static int peer_finish(sc__peer *p, sc_error *err)
 {
     p->ended_to = UINT64_MAX;
-    for (size_t i = 0; i < p->nasks;)
-        if (!p->asks[i]->posted) {
-            sc__cache_unreserve(p->cache, p->asks[i]->shard);
-            peer_drop_ask(p, i);
-        } else {
-            i++;
-        }
+    int rc = sc__peer_give_up(p, UINT64_MAX, err); /* nothing is filled at close */
     uint64_t *owed = malloc(sizeof *owed * (size_t)p->size);
-    int rc = owed ? SC_OK : sc__seterr(err, SC_ENOMEM, "rank %d: no memory to close", p->rank);
+    if (rc == SC_OK && !owed)
+        rc = sc__seterr(err, SC_ENOMEM, "rank %d: no memory to close", p->rank);
     int m = MPI_Alltoall(p->sent_to, 1, MPI_UINT64_T, owed ? owed : p->got_from, 1,
                          MPI_UINT64_T, p->comm);
     if (rc == SC_OK && m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "MPI_Alltoall of the asks sent", __FILE__, __LINE__);
-    while (rc == SC_OK && (p->ngives || p->nasks || p->nlost || !peer_all_asked(p, owed))) {
+    double t0 = peer_now();
+    while (rc == SC_OK && (p->ngives || p->nlost || !peer_all_asked(p, owed))) {
         rc = sc__peer_pump(p, err);
-        if (rc == SC_OK)
-            rc = peer_drain_lost(p, err);
+        if (rc == SC_OK && peer_now() - t0 > p->o.timeout_s)
+            rc = sc__seterr(err, SC_EMPI, "rank %d: transfers between nodes still open after "
+                            "%.0f s at close (another rank stopped answering)", p->rank,
+                            p->o.timeout_s);
     }
     free(owed);
     return rc;
@@ -512,12 +514,15 @@ void sc__peer_close(sc__peer *p)
     if (!p)
         return;
     sc_error err = SC_ERROR_INIT;
-    if (p->comm != MPI_COMM_NULL && peer_finish(p, &err) != SC_OK)
+    if (p->ready && peer_finish(p, &err) != SC_OK)
         sc__log(p->o.log_level, SC__LOG_WARN, p->rank, "closing peer transfers: %s", err.msg);
-    while (p->nasks) { /* only after an error */
-        sc__cache_unreserve(p->cache, p->asks[0]->shard);
-        p->asks[0]->posted = 0; /* its receive is left to MPI_Finalize */
-        peer_drop_ask(p, 0);
+    for (size_t i = 0; i < p->nasks; i++) { /* only after an error */
+        ask *a = p->asks[i];
+        sc__cache_unreserve(p->cache, a->shard);
+        if (!a->posted) { /* a posted one's buffers are MPI's: left, not freed */
+            free(a->buf);
+            free(a);
+        }
     }
     for (size_t i = 0; i < p->ngives; i++) /* likewise: posted sends keep their buffers */
         if (!p->gives[i]->posted) {

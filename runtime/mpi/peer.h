@@ -51,7 +51,7 @@ int sc__peer_pump(sc__peer *p, sc_error *err);
 /* Asks for `epoch`'s shards not yet done with (the loader queues it in the stream at 0). */
 int sc__peer_pending(const sc__peer *p, uint64_t epoch);
 
-/* Withdraws what is still asked for `epoch`: those shards come from the source. */
+/* Withdraws what is still asked for `epoch` (UINT64_MAX: all): the source serves those. */
 int sc__peer_give_up(sc__peer *p, uint64_t epoch, sc_error *err);
 
 /* Sends out what was asked (or "none"), withdraws its own asks, frees. */
