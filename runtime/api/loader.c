@@ -422,18 +422,17 @@ static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
 #define loader_fault_mpi(ld, epoch, err) SC_OK
 #endif
 
-/* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
 static int loader_release(sc_loader *ld, rec *r, int wait);
 
 /*
  * Transfers from other nodes: replies being received at once are bounded
- * by 256 MiB; a reply, or an epoch's transfers, not in after 30 s are
- * given up (the source serves those shards).
+ * by 256 MiB; at close, the exchange must end within 30 s.
  */
 #define LOADER_PEER_WAIT_S 30.0
 /* At an epoch's begin: its transfers are given up after this long without a reply. */
 #define LOADER_PEER_QUIET_S 5.0
 
+/* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
 static int loader_arrive(sc_loader *ld, rec *r)
 {
     sc_error err = SC_ERROR_INIT;

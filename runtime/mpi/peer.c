@@ -25,13 +25,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fault.h"
 #include "log.h"
 #include "mpierr.h"
 #include "node.h"
 #include "source.h"
+#include "tring.h"
 
 enum { TAG_ASK = 0, ASK_WORDS = 3, HDR_WORDS = 4 };
 enum { REPLY_NONE = 0, REPLY_DATA = 1 };
@@ -79,13 +79,6 @@ struct sc__peer {
     give **gives;
     size_t ngives, capgives;
 };
-
-static double peer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Room for one more element in *v (of *cap, each `size` bytes); 0 if none. */
 static int peer_grow(void **v, size_t n, size_t *cap, size_t size)
@@ -497,10 +490,10 @@ static int peer_finish(sc__peer *p, sc_error *err)
                          MPI_UINT64_T, p->comm);
     if (rc == SC_OK && m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "MPI_Alltoall of the asks sent", __FILE__, __LINE__);
-    double t0 = peer_now();
+    uint64_t t0 = sc__tring_clock(); /* base's monotonic clock, in ns */
     while (rc == SC_OK && (p->ngives || p->nlost || !peer_all_asked(p, owed))) {
         rc = sc__peer_pump(p, err);
-        if (rc == SC_OK && peer_now() - t0 > p->o.timeout_s)
+        if (rc == SC_OK && 1e-9 * (double)(sc__tring_clock() - t0) > p->o.timeout_s)
             rc = sc__seterr(err, SC_EMPI, "rank %d: transfers between nodes still open after "
                             "%.0f s at close (another rank stopped answering)", p->rank,
                             p->o.timeout_s);

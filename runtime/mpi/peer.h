@@ -20,7 +20,7 @@ typedef struct sc__peer sc__peer;
 
 typedef struct sc__peer_opts {
     uint64_t max_bytes; /* replies being received at once, in bytes (at least one) */
-    double timeout_s;   /* a reply not come by then is given up: the source serves */
+    double timeout_s;   /* at close, the exchange ends within this, or is abandoned */
     int log_level;
     sc__tring *ring;    /* the calling thread's trace ring (NULL: not traced) */
 } sc__peer_opts;
