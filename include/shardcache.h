@@ -196,7 +196,7 @@ typedef struct sc_epoch_summary {
     uint64_t bytes_from_cache;
     double wait_s;             /* consumer time blocked inside sc_next_batch */
     double wall_s;             /* sc_epoch_begin to the end-of-epoch return */
-    uint64_t bytes_from_peers; /* cached from ranks on other nodes during it (for the next) */
+    uint64_t bytes_from_peers; /* of its shards, cached from other nodes' (in the epoch before) */
     uint64_t reserved[15];     /* room for later fields: the size stays */
 } sc_epoch_summary;
 

@@ -32,6 +32,11 @@ typedef enum sc_cache_share {
     SC_CACHE_GROUP = 1    /* a group's node-local scratch: group members may own it */
 } sc_cache_share;
 
+typedef enum sc_peers_mode {
+    SC_PEERS_ON = 0, /* a shard moving to another node comes from its old owner's cache */
+    SC_PEERS_OFF = 1 /* every shard a node does not hold is read from the source */
+} sc_peers_mode;
+
 typedef enum sc_device_mode {
     SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and every rank sees one:
                          * the loop must read batch.device (-1: host) to know which */
@@ -82,8 +87,11 @@ typedef struct sc_config {
     const sc_transform *transform; /* NULL: the source's fields as they are */
     /* appended for shared caches (room taken from reserved[]) */
     sc_cache_share cache_share;   /* SC_CACHE_SHARE: private | group */
+    /* appended for transfers between nodes (room taken from reserved[]) */
+    sc_peers_mode peers;          /* SC_PEERS: on | off, the same on every rank */
+    uint64_t peer_bytes;          /* SC_PEER_BYTES: transfers received at once (at least one) */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[63];
+    uint64_t reserved[62];
 } sc_config;
 
 /*

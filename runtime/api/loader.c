@@ -103,7 +103,6 @@ struct sc_loader {
     sc_cache *cache;
     sc__ledger *ledger;
     sc__peer *peer;          /* moved shards from other nodes' caches */
-    uint64_t peer_bytes;     /* the cache's bytes_from_peers at the last epoch's end */
     sc__dev *dev;
     sc__stream *stream;
     int device;
@@ -424,10 +423,7 @@ static unsigned loader_fault_sched(const sc_loader *ld, uint64_t epoch)
 
 static int loader_release(sc_loader *ld, rec *r, int wait);
 
-/*
- * Transfers from other nodes: replies being received at once are bounded
- * by 256 MiB; at close, the exchange must end within 30 s.
- */
+/* Transfers from other nodes: at close, the exchange must end within 30 s. */
 #define LOADER_PEER_WAIT_S 30.0
 /* At an epoch's begin: its transfers are given up after this long without a reply. */
 #define LOADER_PEER_QUIET_S 5.0
@@ -745,16 +741,31 @@ static int loader_open_device(sc_loader *ld, const sc_config *cfg, sc_error *err
     return rc;
 }
 
+/* Transfers between nodes, unless SC_PEERS=off (which every rank must say alike). */
+static int loader_open_peers(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int lo = 0, hi = 0, rc = loader_range(ld, (int)cfg->peers, &lo, &hi, err);
+    if (rc == SC_OK && lo != hi)
+        rc = sc__seterr(err, SC_EINVAL,
+                        "rank %d: SC_PEERS is %s here, and differs between ranks: every rank "
+                        "must say the same (a rank asking another that does not answer would "
+                        "wait for nothing)",
+                        ld->rank, cfg->peers == SC_PEERS_ON ? "on" : "off");
+    if (rc != SC_OK || cfg->peers != SC_PEERS_ON)
+        return rc;
+    sc__peer_opts po = {cfg->peer_bytes, LOADER_PEER_WAIT_S, cfg->log_level, ld->tr};
+    return loader_agree(ld, sc__peer_open(ld->comm, ld->ds, ld->cache, &po, &ld->peer, err),
+                        err);
+}
+
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err);
     rc = loader_agree(ld, rc, err);
     ld->tr = sc__trace_ring(ld->trace, "consumer");
-    sc__peer_opts po = {UINT64_C(256) << 20, LOADER_PEER_WAIT_S, cfg->log_level, ld->tr};
     if (rc == SC_OK)
-        rc = loader_agree(ld, sc__peer_open(ld->comm, ld->ds, ld->cache, &po, &ld->peer, err),
-                          err);
+        rc = loader_open_peers(ld, cfg, err);
     if (rc == SC_OK)
         rc = loader_open_device(ld, cfg, err);
     int producers = 2;
@@ -861,16 +872,13 @@ static int loader_end_epoch(sc_loader *ld)
         loader_rec_advance(r, REC_ENDED);
     sc_epoch_summary *rep = loader_report_of(ld, ld->cur);
     sc__peer_ended(ld->peer, ld->cur);
-    sc_cache_stats cs;
-    sc_cache_get_stats(ld->cache, &cs);
     if (rep) {
         rep->cache_hits = c.hits;
         rep->cache_misses = c.misses;
         rep->bytes_from_cache = c.bytes_from_cache;
         rep->bytes_from_source = c.bytes_from_source;
-        rep->bytes_from_peers = cs.bytes_from_peers - ld->peer_bytes;
+        rep->bytes_from_peers = sc__peer_received(ld->peer, ld->cur);
     }
-    ld->peer_bytes = cs.bytes_from_peers;
     return SC_OK;
 }
 

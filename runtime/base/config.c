@@ -73,6 +73,11 @@ static const setting settings[] = {
      "batches built ahead of the training loop (the ring depth)"},
     {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "4096", {0},
      "samples shuffled together within a rank's epoch, across shards; 0: none"},
+    {"SC_PEERS", T_ENUM, F(peers), "on", {"on", "off"},
+     "on: a shard moving to another node comes from its old owner's cache over MPI; "
+     "off: from the source (every rank must say the same)"},
+    {"SC_PEER_BYTES", T_BYTES, F(peer_bytes), "256M", {0},
+     "bytes of moved shards being received at once (at least one shard)"},
     {"SC_STREAM_BYTES", T_BYTES, F(stream_bytes), "256M", {0},
      "shard bytes a rank holds in memory while it builds batches"},
     {"SC_DEVICE", T_ENUM, F(device), "host", SC_DEVICE_CHOICES,

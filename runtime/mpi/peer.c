@@ -35,6 +35,7 @@
 
 enum { TAG_ASK = 0, ASK_WORDS = 3, HDR_WORDS = 4 };
 enum { REPLY_NONE = 0, REPLY_DATA = 1 };
+enum { PEER_EPOCHS = 4 }; /* the epochs whose received bytes are kept for their summaries */
 
 /* A shard this rank asked for. */
 typedef struct ask {
@@ -65,6 +66,9 @@ struct sc__peer {
     sc_cache *cache;
     sc__peer_opts o;
     uint64_t ended_to, seq, inflight;
+    struct received {
+        uint64_t epoch, bytes;
+    } received[PEER_EPOCHS]; /* by the epoch served, modulo PEER_EPOCHS */
     uint64_t *sent_to, *got_from; /* [size]: asks sent to, and received from, each rank */
     struct lost {
         int from, tag;
@@ -143,6 +147,8 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
     const uint32_t *mine;
     uint64_t n;
     sc_plan_info pi;
+    if (!p)
+        return SC_OK; /* SC_PEERS=off */
     sc_plan_get_info(prev, &pi);
     sc_plan_rank(next, (uint32_t)p->rank, &mine, &n, NULL);
     for (uint64_t i = 0; i < n; i++) {
@@ -205,10 +211,16 @@ static void peer_take(sc__peer *p, ask *a, int n)
             bufs[f] = at;
             at += p->ds->shard_sizes[a->shard] * p->ds->fields[f].sample_bytes;
         }
-        if (sc__cache_fill(p->cache, a->shard, bufs, h[2], &tc, &e) != SC_OK)
+        if (sc__cache_fill(p->cache, a->shard, bufs, h[2], &tc, &e) != SC_OK) {
             sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
                     "shard %llu from rank %d (another node): %s; reading it from the source",
                     (unsigned long long)a->shard, a->from, e.msg);
+            return;
+        }
+        struct received *r = &p->received[(a->epoch + 1) % PEER_EPOCHS];
+        if (r->epoch != a->epoch + 1)
+            r->epoch = a->epoch + 1, r->bytes = 0;
+        r->bytes += a->bytes;
         return;
     }
     sc__cache_unreserve(p->cache, a->shard);
@@ -432,6 +444,12 @@ void sc__peer_ended(sc__peer *p, uint64_t epoch)
 {
     if (p && p->ended_to <= epoch)
         p->ended_to = epoch + 1;
+}
+
+uint64_t sc__peer_received(const sc__peer *p, uint64_t epoch)
+{
+    const struct received *r = p ? &p->received[epoch % PEER_EPOCHS] : NULL;
+    return r && r->epoch == epoch ? r->bytes : 0;
 }
 
 int sc__peer_pending(const sc__peer *p, uint64_t epoch)

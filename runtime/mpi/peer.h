@@ -48,6 +48,9 @@ void sc__peer_ended(sc__peer *p, uint64_t epoch);
  */
 int sc__peer_pump(sc__peer *p, sc_error *err);
 
+/* Bytes received for `epoch`'s shards (during the epoch before it), of the last few epochs. */
+uint64_t sc__peer_received(const sc__peer *p, uint64_t epoch);
+
 /* Asks for `epoch`'s shards not yet done with (the loader queues it in the stream at 0). */
 int sc__peer_pending(const sc__peer *p, uint64_t epoch);
 

@@ -5,7 +5,9 @@
  * twice, the moved shards come from their old owners' caches, every
  * batch carries the source's bytes and every epoch is exactly-once; a
  * transfer whose checksum does not match is not served: the shard comes
- * from the source, and the job goes on exactly-once.
+ * from the source, and the job goes on exactly-once.  Also with two ranks
+ * a node, one transfer at a time, caches a third of a rank's share, and
+ * SC_PEERS=off (which every rank must say alike).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 #include "sc_h5test.h"
 #include "sc_test.h"
 
-static int rank, size;
+static int rank, size, nodes; /* nodes: pretend nodes (SC_TEST_NODES), ranks dealt in blocks */
 static char dir[1024], src[1200];
 
 enum { NSAMPLES = 576, W = 3, EPOCHS = 4 };
@@ -30,10 +32,21 @@ static sc_config config(sc_shuffle_mode mode, uint64_t shard, uint64_t seed)
     sc_config c = sc_t_config(src, dir, shard, 8, seed);
     c.mode = mode;
     c.exchange = 0.4;
-    /* A node of its own: its own cache directory. */
+    /* A cold cache for each job: its node's directory (the cache makes one per local rank). */
+    static unsigned jobs;
     size_t n = strlen(c.cache_dir);
-    snprintf(c.cache_dir + n, sizeof c.cache_dir - n, "/node%d", rank);
+    snprintf(c.cache_dir + n, sizeof c.cache_dir - n, "/job%u/node%d", jobs++,
+             rank * nodes / size);
     return c;
+}
+
+/* The ranks are dealt into n pretend nodes from here on. */
+static void set_nodes(int n)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    setenv("SC_TEST_NODES", v, 1);
+    nodes = n;
 }
 
 /* EPOCHS epochs of `c`, every batch checked against the source; the job's totals. */
@@ -117,6 +130,93 @@ static void test_sticky_reads_the_source_once(void **state)
     check_mode(SC_SHUFFLE_STICKY);
 }
 
+/*
+ * Two ranks a node (at 4 ranks): shards come from neighbours' caches and
+ * other nodes'.  A shard whose old owner is a neighbour that has not yet
+ * read it when this rank's producers want it is read from the source
+ * (docs/cache.md): so the figure asserted is far fewer source bytes after
+ * epoch 0 than the same job reads with SC_PEERS=off, and some from peers.
+ */
+static void test_two_ranks_a_node(void **state)
+{
+    (void)state;
+    if (size < 4)
+        skip(); /* one rank a node is the tests above */
+    set_nodes(size / 2);
+    uint64_t seed = sc_test_seed();
+    for (unsigned k = 0; k < sc_test_cases(2); k++) {
+        sc_config c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 9, seed + k);
+        totals on = run(&c);
+        c.peers = SC_PEERS_OFF;
+        strcat(c.cache_dir, "-off"); /* cold, as `on` began */
+        totals off = run(&c);
+        if (sum(on.peers, 0) == 0 || 4 * sum(on.source, 1) >= sum(off.source, 1))
+            fail_msg("seed %llu: after epoch 0, %llu bytes from the source and %llu from "
+                     "other nodes; with SC_PEERS=off %llu from the source",
+                     (unsigned long long)(seed + k), (unsigned long long)sum(on.source, 1),
+                     (unsigned long long)sum(on.peers, 0),
+                     (unsigned long long)sum(off.source, 1));
+    }
+    set_nodes(size);
+}
+
+/* One transfer at a time (the bound below one shard) still moves every shard once. */
+static void test_one_transfer_at_a_time(void **state)
+{
+    (void)state;
+    sc_config c = config(SC_SHUFFLE_GLOBAL, 5, sc_test_seed());
+    c.peer_bytes = 1;
+    totals t = run(&c);
+    assert_true(sum(t.source, 0) <= DATASET_BYTES);
+    assert_int_equal(size > 1, sum(t.peers, 0) > 0);
+}
+
+/*
+ * Caches too small for the rank's share: entries reserved for transfers
+ * compete with eviction, and every batch still carries the source's bytes
+ * and every epoch is exactly-once (run() checks both).
+ */
+static void test_capped_caches(void **state)
+{
+    (void)state;
+    uint64_t seed = sc_test_seed();
+    for (unsigned k = 0; k < sc_test_cases(2); k++) {
+        sc_config c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 5, seed + k);
+        c.cache_bytes = DATASET_BYTES / (uint64_t)size / 3 + 1; /* a third of its share */
+        totals t = run(&c);
+        assert_true(sum(t.source, 0) >= DATASET_BYTES); /* each shard's first read is the source's */
+        /* Owners answer from what they still hold when asked: some, if not all. */
+        assert_int_equal(size > 1, sum(t.peers, 0) > 0);
+    }
+}
+
+/* SC_PEERS=off: nothing moves between nodes; moved shards come from the source. */
+static void test_peers_off(void **state)
+{
+    (void)state;
+    sc_config c = config(SC_SHUFFLE_GLOBAL, 6, sc_test_seed());
+    c.peers = SC_PEERS_OFF;
+    totals t = run(&c);
+    assert_int_equal(sum(t.peers, 0), 0);
+    assert_int_equal(size > 1, sum(t.source, 1) > 0);
+}
+
+/* Ranks that disagree on SC_PEERS are refused, on every rank, naming the setting. */
+static void test_peers_must_agree(void **state)
+{
+    (void)state;
+    if (size == 1)
+        skip();
+    sc_config c = config(SC_SHUFFLE_GLOBAL, 6, 1);
+    c.peers = rank == size - 1 ? SC_PEERS_OFF : SC_PEERS_ON;
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_null(ld);
+    if (!strstr(err.msg, "SC_PEERS") && !strstr(err.msg, "another rank"))
+        fail_msg("rank %d: %s", rank, err.msg);
+}
+
 /* A transfer that fails its checksum is never served: the source serves it. */
 static void test_corrupt_transfer_is_not_served(void **state)
 {
@@ -134,13 +234,16 @@ static void test_corrupt_transfer_is_not_served(void **state)
 int main(int argc, char **argv)
 {
     sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "peer");
-    char nodes[16];
-    snprintf(nodes, sizeof nodes, "%d", size);
-    setenv("SC_TEST_NODES", nodes, 1); /* every rank a node */
+    set_nodes(size); /* every rank a node */
     sc_t_shared_source(src, sizeof src, dir, NSAMPLES, W);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_global_reads_the_source_once),
         cmocka_unit_test(test_sticky_reads_the_source_once),
+        cmocka_unit_test(test_two_ranks_a_node),
+        cmocka_unit_test(test_one_transfer_at_a_time),
+        cmocka_unit_test(test_capped_caches),
+        cmocka_unit_test(test_peers_off),
+        cmocka_unit_test(test_peers_must_agree),
         cmocka_unit_test(test_corrupt_transfer_is_not_served),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
