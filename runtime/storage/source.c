@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "error.h"
 #include "h5.h"
@@ -611,6 +612,10 @@ int sc__dataset_new(MPI_Comm comm, const sc_config *cfg, sc_dataset **out, sc_er
     MPI_Comm_rank(comm, &ds->rank);
     MPI_Comm_size(comm, &ds->world);
     snprintf(ds->path, sizeof ds->path, "%s", cfg->source);
+#ifdef SC_TESTING
+    const char *mbps = getenv("SC_TEST_SOURCE_MBPS");
+    ds->slow_bps = mbps ? 1e6 * strtod(mbps, NULL) : 0.0;
+#endif
     *out = ds;
     return SC_OK;
 }
@@ -706,6 +711,30 @@ static int source_read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_
     return rc;
 }
 
+/*
+ * Testing builds: a source as slow as a busy shared filesystem, for the
+ * benchmarks of transfers between nodes (SC_TEST_SOURCE_MBPS=R: each
+ * process reads R MB/s).  It sleeps under the HDF5 lock, as a slow read
+ * would block there.
+ */
+#ifdef SC_TESTING
+static void source_throttle(const sc_dataset *ds, uint64_t shard, const sc__field *fields,
+                            int nfields)
+{
+    if (ds->slow_bps <= 0.0)
+        return;
+    uint64_t bytes = 0;
+    for (int i = 0; i < nfields; i++)
+        bytes += ds->shard_sizes[shard] * fields[i].sample_bytes;
+    double s = (double)bytes / ds->slow_bps;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+#else
+#define source_throttle(ds, shard, fields, nfields) ((void)0)
+#endif
+
 /* The source's own fields of one shard (src[], or fields[] without a transform). */
 static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
                               void *const *bufs, sc_error *err)
@@ -739,6 +768,8 @@ static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *f
         if (f >= 0)
             H5Fclose(f);
     }
+    if (rc == SC_OK)
+        source_throttle(ds, shard, fields, nfields);
     sc__h5_unlock();
     return rc;
 }
