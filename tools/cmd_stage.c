@@ -121,10 +121,15 @@ static void cmd_stage_free_buffers(void **bufs, int n)
     free(bufs);
 }
 
-/* The shards this rank reads in the coming epochs, and the distinct ones. */
+/*
+ * The shards this rank reads in the coming epochs, and the distinct ones
+ * to stage.  With SC_PEERS=on, a shard it first reads after the first
+ * staged epoch is not staged: some rank of the job holds it by then, and
+ * the job takes it from that rank's cache (its node's, or over MPI).
+ */
 typedef struct todo {
     uint32_t *seq, *first_use;
-    uint64_t nseq, nfirst;
+    uint64_t nseq, nfirst, moved; /* moved: later first uses left to the job */
 } todo;
 
 static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
@@ -159,7 +164,11 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
         }
         for (uint64_t i = 0; i < n; i++) {
             t->seq[t->nseq++] = mine[i];
-            if (!seen[mine[i]]++)
+            if (seen[mine[i]]++)
+                continue;
+            if (e > o->first && cfg->peers == SC_PEERS_ON)
+                t->moved++;
+            else
                 t->first_use[t->nfirst++] = mine[i];
         }
         sc_plan_free(prev);
@@ -338,13 +347,18 @@ static void cmd_stage_report_ranks(const stage_run *s)
 /* The job's totals on rank 0 if every rank succeeded; 1 if one did not. */
 static int cmd_stage_report_job(const stage_run *s, int rc)
 {
-    uint64_t mine[4] = {(uint64_t)(rc != SC_OK), s->checked, s->st.hits, s->st.misses}, sum[4];
-    MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t mine[5] = {(uint64_t)(rc != SC_OK), s->checked, s->st.hits, s->st.misses,
+                        s->t.moved}, sum[5];
+    MPI_Allreduce(mine, sum, 5, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (s->rank == 0 && sum[0] == 0) {
         printf("staged: %" PRIu64 " epochs from epoch %" PRIu64 ", %.1f MiB on %d ranks, "
                "hit rate %.1f%%\n", s->o->epochs, s->o->first, (double)s->total / 1048576.0,
                s->world,
                sum[2] + sum[3] ? 100.0 * (double)sum[2] / (double)(sum[2] + sum[3]) : 0.0);
+        if (sum[4])
+            printf("not staged: %" PRIu64 " shards that move to a rank after epoch %" PRIu64
+                   ": the job takes them from the rank that holds them then (SC_PEERS=on)\n",
+                   sum[4], s->o->first);
         if (s->o->check)
             printf("cache check: ok (%" PRIu64 " shards)\n", sum[1]);
     }

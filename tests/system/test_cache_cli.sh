@@ -31,6 +31,13 @@ grep -Eq "^cache check: ok \([0-9]+ shards\)$" <<<"$out" && pass "cold stage che
 grep -Eq "^rank 3: .* misses [1-9]" <<<"$out" && pass "cold stage reads the source" \
     || failed "cold stage misses: $out"
 expect_ok "second stage is all hits" "hit rate 100.0%" "${stage[@]}"
+# Shards that move to a rank after the first epoch are the job's to take
+# from the rank holding them then; with SC_PEERS=off they are staged.
+expect_ok "later moves are left to the job" "^not staged: [1-9][0-9]* shards that move" \
+    "${stage[@]}" --mode global
+out=$(SC_PEERS=off "${stage[@]}" --mode global 2>&1)
+grep -q "^staged: " <<<"$out" && ! grep -q "^not staged" <<<"$out" \
+    && pass "SC_PEERS=off stages every epoch's shards" || failed "SC_PEERS=off stage: $out"
 expect_ok "layout B stages" "^cache check: ok" \
     "$MPIEXEC" -n 2 --oversubscribe "$sc" stage --source "$d/b" --epochs 2 --cache-dir "$cache" --check
 expect_ok "capacity bound holds" "rank 0: .* cached [0-9]+ entries \(0\.[0-9] MiB\)" \
