@@ -3,10 +3,12 @@
  * in simulation: what rank 0 pays to plan an epoch and what every rank
  * receives, for 10^4..10^8 shards and 8..65,536 ranks; the exactly-once
  * reduction's size; and the cache hit rate per epoch of sticky (q = 0,
- * 0.1, 0.3) against global assignment at 8..1,024 simulated ranks with a
+ * 0.1, 0.3) against global assignment at 8..65,536 simulated ranks with a
  * cache of 1.2x a rank's share, simulated over the real plans with the
  * cache's own eviction code (Belady over the current and next epoch's
- * lists, as the loader gives it).  No MPI traffic: a singleton.
+ * lists, as the loader gives it), and of global assignment with the
+ * node's and the old owner's caches serving too (SC_PEERS=on).  No MPI
+ * traffic: a singleton.
  *
  *   bench_scale [--max-shards N] [--sim-shards N] [--epochs E] [--doc FILE] [--svg FILE]
  */
@@ -84,59 +86,128 @@ static int plan_grid(char *text, size_t cap, uint64_t max_shards)
     return n;
 }
 
+/* What a simulated job's ranks hold: one Belady cache each. */
+typedef struct sim {
+    sc_plan **plans; /* epochs + 1 */
+    sc__evict **ev;  /* [R] */
+    uint32_t R;
+    uint32_t *seq;
+} sim;
+
+enum { SIM_NODE = 8 }; /* ranks a node, where caches are shared */
+
+/* Whether a rank of r's node holds `shard`. */
+static int sim_node_has(const sim *m, uint32_t r, uint32_t shard)
+{
+    uint32_t node = r / SIM_NODE * SIM_NODE;
+    for (uint32_t n = node; n < node + SIM_NODE && n < m->R; n++)
+        if (sc__evict_has(m->ev[n], shard))
+            return 1;
+    return 0;
+}
+
 /*
- * Hit rate of epochs 1..E-1 (epoch 0 starts cold), averaged over ranks, for
- * one mode: each rank's cache holds `cap` shards and is told the current
- * and next epoch's lists at each epoch's start, as sc_epoch_begin does.
+ * Whether rank r's read of `shard` in epoch e is served by a cache
+ * (shared: its node's, or over MPI its old owner's, as they stood when
+ * epoch e began), and whether r keeps a copy: 0 the source, 1 its own,
+ * 2 a neighbour's (no copy), 3 sent from the old owner's node (copied).
+ */
+static int sim_where(const sim *m, uint32_t r, uint32_t shard, uint64_t e, int shared)
+{
+    if (sc__evict_has(m->ev[r], shard))
+        return 1;
+    if (!shared)
+        return 0;
+    uint32_t old = 0;
+    if (sim_node_has(m, r, shard))
+        return 2;
+    if (e > 0 && sc_plan_owner(m->plans[e - 1], shard, &old) == SC_OK &&
+        sim_node_has(m, old, shard))
+        return 3; /* the old owner answers from its node's entry (sc__cache_map_node) */
+    return 0;
+}
+
+/* Rank r's reads of epoch e; where[i] says where each comes from (sim_where). */
+static void sim_epoch(sim *m, uint32_t r, uint64_t e, const unsigned char *where,
+                      uint64_t *hits, uint64_t *reads)
+{
+    const uint32_t *a, *b;
+    uint64_t na, nb;
+    sc_plan_rank(m->plans[e], r, &a, &na, NULL);
+    sc_plan_rank(m->plans[e + 1], r, &b, &nb, NULL);
+    memcpy(m->seq, a, sizeof *m->seq * na);
+    memcpy(m->seq + na, b, sizeof *m->seq * nb);
+    sc__evict_future(m->ev[r], m->seq, na + nb);
+    for (uint64_t i = 0; i < na; i++) {
+        /* Its own cache as it is now (an entry held at the start may have gone since). */
+        int w = sc__evict_has(m->ev[r], a[i]) ? 1 : where[i] == 1 ? 0 : where[i];
+        reads[e]++;
+        hits[e] += w != 0;
+        if (w == 1) {
+            sc__evict_touch(m->ev[r], a[i]);
+        } else if (w != 2) {
+            const uint32_t *victims;
+            uint64_t nv;
+            sc__evict_admit(m->ev[r], a[i], 1024, &victims, &nv);
+        }
+    }
+}
+
+/*
+ * Hit rate of epochs 1..E-1 (epoch 0 starts cold), over all ranks, for one
+ * mode: each rank's cache holds `cap` shards and is told the current and
+ * next epoch's lists at each epoch's start, as sc_epoch_begin does.  With
+ * `shared`, a read is also served by a neighbour's cache (SIM_NODE ranks a
+ * node) or sent from its old owner's: what SC_PEERS=on gives.
  */
 static double simulate(const uint64_t *sizes, uint64_t nshards, uint32_t R, sc_shuffle_mode mode,
-                       double q, uint64_t epochs, double *per_epoch)
+                       double q, int shared, uint64_t epochs, double *per_epoch)
 {
-    sc_plan **plans = calloc(epochs + 1, sizeof *plans);
+    sim m = {calloc(epochs + 1, sizeof *m.plans), calloc(R, sizeof *m.ev), R,
+             malloc(sizeof *m.seq * (2 * nshards + 1))};
+    unsigned char *where = malloc(nshards + 1);
+    uint64_t *first = malloc(sizeof *first * ((size_t)R + 1));
     sc_error err;
+    if (!m.plans || !m.ev || !m.seq || !where || !first)
+        die("simulate", NULL);
     for (uint64_t e = 0; e <= epochs; e++) {
         sc_plan_params p = params(sizes, nshards, R, e, mode, q);
-        if (sc_plan_create(&p, e ? plans[e - 1] : NULL, &plans[e], &err) != SC_OK)
+        if (sc_plan_create(&p, e ? m.plans[e - 1] : NULL, &m.plans[e], &err) != SC_OK)
             die("plan", &err);
     }
     uint64_t cap = (uint64_t)(1.2 * (double)nshards / R + 0.5);
-    uint64_t hits[64] = {0}, reads[64] = {0};
-    uint32_t *seq = malloc(sizeof *seq * (2 * nshards + 1));
-    for (uint32_t r = 0; r < R; r++) {
-        sc__evict *ev = NULL;
-        if (sc__evict_new(SC_CACHE_BELADY, cap * 1024, &ev) != SC_OK)
+    for (uint32_t r = 0; r < R; r++)
+        if (sc__evict_new(SC_CACHE_BELADY, cap * 1024, &m.ev[r]) != SC_OK)
             die("evict", NULL);
-        for (uint64_t e = 0; e < epochs; e++) {
-            const uint32_t *a, *b;
-            uint64_t na, nb;
-            sc_plan_rank(plans[e], r, &a, &na, NULL);
-            sc_plan_rank(plans[e + 1], r, &b, &nb, NULL);
-            memcpy(seq, a, sizeof *seq * na);
-            memcpy(seq + na, b, sizeof *seq * nb);
-            sc__evict_future(ev, seq, na + nb);
-            for (uint64_t i = 0; i < na; i++) {
-                reads[e]++;
-                if (sc__evict_has(ev, a[i])) {
-                    hits[e]++;
-                    sc__evict_touch(ev, a[i]);
-                } else {
-                    const uint32_t *victims;
-                    uint64_t nv;
-                    sc__evict_admit(ev, a[i], 1024, &victims, &nv);
-                }
-            }
+    uint64_t hits[64] = {0}, reads[64] = {0};
+    for (uint64_t e = 0; e < epochs; e++) {
+        /* Where each read comes from, as the caches stand when the epoch begins. */
+        uint64_t at = 0;
+        for (uint32_t r = 0; r < R; r++) {
+            const uint32_t *a;
+            uint64_t na;
+            sc_plan_rank(m.plans[e], r, &a, &na, NULL);
+            first[r] = at;
+            for (uint64_t i = 0; i < na; i++)
+                where[at++] = (unsigned char)sim_where(&m, r, a[i], e, shared);
         }
-        sc__evict_free(ev);
+        for (uint32_t r = 0; r < R; r++)
+            sim_epoch(&m, r, e, where + first[r], hits, reads);
     }
     double later = 0;
     for (uint64_t e = 0; e < epochs; e++) {
         per_epoch[e] = reads[e] ? 100.0 * (double)hits[e] / (double)reads[e] : 0;
         later += e ? per_epoch[e] : 0;
     }
+    for (uint32_t r = 0; r < R; r++)
+        sc__evict_free(m.ev[r]);
     for (uint64_t e = 0; e <= epochs; e++)
-        sc_plan_free(plans[e]);
-    free(plans);
-    free(seq);
+        sc_plan_free(m.plans[e]);
+    free(m.plans);
+    free(m.ev);
+    free(m.seq);
+    free(where);
+    free(first);
     return epochs > 1 ? later / (double)(epochs - 1) : 0;
 }
 
@@ -207,30 +278,40 @@ int main(int argc, char **argv)
                      (unsigned long long)epochs, sysconf(_SC_NPROCESSORS_ONLN));
     n += plan_grid(text + n, sizeof text - (size_t)n, max_shards);
 
-    static const uint32_t ranks[] = {8, 32, 128, 512, 1024};
-    static const char *const names[] = {"sticky q=0", "sticky q=0.1", "sticky q=0.3", "global"};
-    static const char *const colors[] = {"#1e88e5", "#43a047", "#fb8c00", "#e53935"};
-    static const double qs[] = {0, 0.1, 0.3, 0};
-    enum { NR = sizeof ranks / sizeof ranks[0], NM = 4 };
+    static const uint32_t ranks[] = {8, 32, 128, 512, 1024, 8192, 65536};
+    static const char *const names[] = {"sticky q=0", "sticky q=0.1", "sticky q=0.3", "global",
+                                        "global + transfers"};
+    static const char *const colors[] = {"#1e88e5", "#43a047", "#fb8c00", "#e53935", "#8e24aa"};
+    static const double qs[] = {0, 0.1, 0.3, 0, 0};
+    enum { NR = sizeof ranks / sizeof ranks[0], NM = 5 };
     double hit[NM][8], per_epoch[64];
-    uint64_t *sizes = malloc(sizeof *sizes * sim_shards);
-    for (uint64_t k = 0; k < sim_shards; k++)
-        sizes[k] = 1024;
     n += snprintf(text + n, sizeof text - (size_t)n,
-                  "\nCache hit rate, epochs 1..%llu averaged (epoch 0 is cold), %llu shards, a "
-                  "cache of 1.2x a rank's share, Belady over the current and next epoch's "
-                  "lists (the loader's own eviction code over the real plans):\n\n"
-                  "| ranks | sticky q=0 | sticky q=0.1 | sticky q=0.3 | global |\n"
-                  "| ---: | ---: | ---: | ---: | ---: |\n",
-                  (unsigned long long)(epochs - 1), (unsigned long long)sim_shards);
+                  "\nCache hit rate, epochs 1..%llu averaged (epoch 0 is cold), %llu shards "
+                  "(at least 20 a rank), a cache of 1.2x a rank's share, Belady over the current "
+                  "and next epoch's lists (the loader's own eviction code over the real plans). "
+                  "The first four columns: one cache per rank, nothing shared.  Global + "
+                  "transfers (SC_PEERS=on): %d ranks a node, a read is also served by a "
+                  "neighbour's cache or sent from its old owner's, as they stood when the epoch "
+                  "began; its complement is the share of bytes read from the source:\n\n"
+                  "| ranks | sticky q=0 | sticky q=0.1 | sticky q=0.3 | global | global + transfers |\n"
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |\n",
+                  (unsigned long long)(epochs - 1), (unsigned long long)sim_shards, SIM_NODE);
     for (int i = 0; i < NR; i++) {
+        uint64_t shards = sim_shards > 20 * (uint64_t)ranks[i] ? sim_shards : 20 * (uint64_t)ranks[i];
+        uint64_t *sizes = malloc(sizeof *sizes * shards);
+        if (!sizes)
+            die("sizes", NULL);
+        for (uint64_t k = 0; k < shards; k++)
+            sizes[k] = 1024;
         for (int m = 0; m < NM; m++)
-            hit[m][i] = simulate(sizes, sim_shards, ranks[i],
-                                 m == 3 ? SC_SHUFFLE_GLOBAL : SC_SHUFFLE_STICKY, qs[m], epochs,
-                                 per_epoch);
-        n += snprintf(text + n, sizeof text - (size_t)n, "| %u | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n",
-                      ranks[i], hit[0][i], hit[1][i], hit[2][i], hit[3][i]);
-        fprintf(stderr, "simulated %u ranks\n", ranks[i]);
+            hit[m][i] = simulate(sizes, shards, ranks[i],
+                                 m >= 3 ? SC_SHUFFLE_GLOBAL : SC_SHUFFLE_STICKY, qs[m], m == 4,
+                                 epochs, per_epoch);
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "| %u | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", ranks[i],
+                      hit[0][i], hit[1][i], hit[2][i], hit[3][i], hit[4][i]);
+        fprintf(stderr, "simulated %u ranks (%llu shards)\n", ranks[i], (unsigned long long)shards);
+        free(sizes);
     }
     if (svg) {
         write_svg(svg, ranks, NR, hit, names, colors, NM);
@@ -242,7 +323,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_scale: cannot write %s\n", doc);
         rc = 1;
     }
-    free(sizes);
     MPI_Finalize();
     return rc;
 }
