@@ -425,8 +425,14 @@ static int loader_release(sc_loader *ld, rec *r, int wait);
 
 /* Transfers from other nodes: at close, the exchange must end within 30 s. */
 #define LOADER_PEER_WAIT_S 30.0
-/* At an epoch's begin: its transfers are given up after this long without a reply. */
-#define LOADER_PEER_QUIET_S 5.0
+/*
+ * At an epoch's begin: its transfers are given up after this long without
+ * a reply.  Short, because an owner may be unable to answer at all: asks
+ * posted late (a plan that arrived only now) can miss an owner's last call
+ * into the loader before it waits in the training loop's next collective
+ * for this very rank.
+ */
+#define LOADER_PEER_QUIET_S 0.5
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
 static int loader_arrive(sc_loader *ld, rec *r)

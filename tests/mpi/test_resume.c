@@ -9,7 +9,10 @@
  * next epoch is exactly-once too, every batch carries the right bytes; on
  * the same number of ranks each rank's first batch is exactly the batch an
  * uninterrupted job would have delivered next.  Records of another epoch,
- * dataset or seed, damaged or missing, are refused naming why.
+ * dataset or seed, damaged or missing, are refused naming why.  Run again
+ * with each rank a pretend node (SC_TEST_NODES, ctest's
+ * mpi.test_resume.nodes4): shards then move between nodes over MPI, and
+ * the first run stops with transfers for the next epoch asked.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,10 @@ static sc_config config(sc_shuffle_mode mode, sc_remainder rem)
     c.exchange = 0.3;
     c.remainder = rem;
     c.shuffle_window = 32;
+    /* Each rank a pretend node (ctest's mpi.test_resume.nodes): a cache of its own. */
+    size_t n = strlen(c.cache_dir);
+    if (getenv("SC_TEST_NODES"))
+        snprintf(c.cache_dir + n, sizeof c.cache_dir - n, "/node%d", rank);
     return c;
 }
 

@@ -8,6 +8,8 @@
 #   (a) the demo's trainer by shardcache-run --hostfile (mpirun): staged,
 #       exactly-once, and each node's cache in its own /tmp, one directory
 #       per local rank, none shared;
+#   (g) global mode from cold caches: moved shards come from the other
+#       nodes' caches (docs/cache.md), not the source;
 #   (b) launch/slurm/stage.sbatch then train.sbatch (srun --mpi=pmix): the
 #       caches staged on the right nodes, exactly-once;
 #   (c) a job killed in epoch 1 resumed on one rank a node: exactly-once,
@@ -122,6 +124,23 @@ done
 [ -z "$bad" ] && [ -z "$(awk '$1 == "head"' <<<"$c")" ] && [ ! -e /tmp/sc-cache ] \
     && pass "(a) each node's cache is its own: on its /tmp, one directory per local rank; none on head or the host" \
     || failed "(a) node-local caches (wrong on:${bad:- head or the host})"
+
+# (g) Global mode from cold caches: the shards that move to another node
+# come from their old owners' caches over MPI (SC_PEERS=on, the default);
+# a few whose old owner is a neighbour that had not yet read them may come
+# from the source (docs/cache.md), never most.
+t=$SECONDS
+clear_caches
+out=$(SC_SHUFFLE=global timeout "$(limit 90)" "${VC_MPIRUN[@]}" -np "$np" "${fwd[@]}" \
+      "$bin/train" --epochs 3 2>&1)
+grep -E '^(epoch|exactly-once)' <<<"$out" | sed 's/^/# global: /'
+mib() { sed -n "s/^epoch $1: .*from source \([0-9.]*\) MiB, from other nodes \([0-9.]*\) MiB.*/\1 \2/p" <<<"$out"; }
+read -r src0 _ <<<"$(mib 0)"; read -r src1 peer1 <<<"$(mib 1)"; read -r src2 peer2 <<<"$(mib 2)"
+grep -Eq "^exactly-once: ok \(3 epochs" <<<"$out" && [ -n "$src0" ] && [ -n "$src2" ] \
+    && awk -v s0="$src0" -v s="$src1 $src2" -v p="$peer1 $peer2" \
+        'BEGIN { split(s, a, " "); split(p, b, " "); exit !(b[1] > 0 && b[2] > 0 && 4 * (a[1] + a[2]) < s0) }' \
+    && pass "(g) global mode: epochs 1-2 took $peer1 + $peer2 MiB from other nodes, $src1 + $src2 MiB from the source (epoch 0: $src0), exactly-once ($(since $t))" \
+    || { failed "(g) global mode with transfers between nodes"; tail -20 <<<"$out"; }
 
 # (b) Slurm: stage then train, as shipped, across the nodes.
 t=$SECONDS
