@@ -630,15 +630,9 @@ static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_e
         sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
                 "MPI was initialized with MPI_THREAD_SINGLE; the loader runs producer "
                 "threads (which never call MPI): MPI_THREAD_FUNNELED says so");
-    /*
-     * The loader's own communicators return MPI errors as codes (SC_EMPI with
-     * MPI's text), where the caller's default would abort the job first.
-     */
     MPI_Comm *own[3] = {&ld->comm, &ld->hdr, &ld->data};
-    for (int i = 0; i < 3; i++) {
-        SC_MPI_CHECK(err, MPI_Comm_dup(comm, own[i]));
-        SC_MPI_CHECK(err, MPI_Comm_set_errhandler(*own[i], MPI_ERRORS_RETURN));
-    }
+    for (int i = 0; i < 3; i++)
+        SC_MPI_CHECK(err, sc__comm_own(comm, own[i], NULL, NULL));
     return sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
 }
 

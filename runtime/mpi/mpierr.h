@@ -14,6 +14,14 @@
 int sc__mpi_err(sc_error *err, int mpi_rc, const char *call, const char *file,
                 int line);
 
+/*
+ * A communicator of the library's own, duplicated from comm, whose errors
+ * come back as codes (SC_EMPI with MPI's text) where the caller's default
+ * handler would abort the job first; and this rank and the size in it
+ * (either may be NULL).  MPI's error code; *out is MPI_COMM_NULL unless made.
+ */
+int sc__comm_own(MPI_Comm comm, MPI_Comm *out, int *rank, int *size);
+
 #define SC_MPI_CHECK(err, call)                                              \
     do {                                                                     \
         int sc__mpi_rc = (call);                                             \

@@ -150,14 +150,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
     l->first = shard_first;
     l->nsamples = shard_first[nshards];
     l->full = opts && opts->full;
-    int m = MPI_Comm_dup(comm, &l->comm);
-    /* MPI errors come back as statuses (SC_EMPI), not as MPI's abort. */
-    if (m == MPI_SUCCESS)
-        m = MPI_Comm_set_errhandler(l->comm, MPI_ERRORS_RETURN);
-    if (m == MPI_SUCCESS)
-        m = MPI_Comm_rank(l->comm, &l->rank);
-    if (m == MPI_SUCCESS)
-        m = MPI_Comm_size(l->comm, &l->size);
+    int m = sc__comm_own(comm, &l->comm, &l->rank, &l->size);
     if (m == MPI_SUCCESS && (uint64_t)l->size > RANK_MASK)
         rc = sc__seterr(err, SC_EOVERFLOW, "the ledger holds %llu ranks at most",
                         (unsigned long long)RANK_MASK);

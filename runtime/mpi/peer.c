@@ -105,14 +105,8 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
     sc__peer *p = calloc(1, sizeof *p);
     if (!p)
         return sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
-    p->ds = ds, p->cache = cache, p->o = *o, p->comm = MPI_COMM_NULL;
-    int m = MPI_Comm_dup(comm, &p->comm), rc = SC_OK;
-    if (m == MPI_SUCCESS)
-        m = MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
-    if (m == MPI_SUCCESS)
-        m = MPI_Comm_rank(p->comm, &p->rank);
-    if (m == MPI_SUCCESS)
-        m = MPI_Comm_size(p->comm, &p->size);
+    p->ds = ds, p->cache = cache, p->o = *o;
+    int m = sc__comm_own(comm, &p->comm, &p->rank, &p->size), rc = SC_OK;
     int *ub = NULL, flag = 0;
     if (m == MPI_SUCCESS)
         m = MPI_Comm_get_attr(p->comm, MPI_TAG_UB, &ub, &flag);
