@@ -146,11 +146,10 @@ struct sc_loader {
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
 };
 
+/* Seconds on base's monotonic clock. */
 static double loader_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return 1e-9 * (double)sc__tring_clock();
 }
 
 /* A test-only fault aimed at this rank and epoch (SC_FAULT_RANK, SC_FAULT_EPOCH). */

@@ -661,11 +661,10 @@ int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_er
     return SC_OK;
 }
 
+/* Seconds on base's monotonic clock. */
 static double stream_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return 1e-9 * (double)sc__tring_clock();
 }
 
 /* One wait for a built batch (mutex held); with an idle hook, 1 ms at a time. */
