@@ -144,6 +144,7 @@ struct sc_loader {
         int happened;        /* this loader resumed (at `epoch`) */
     } resume;
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
+    uint64_t ahead_to;       /* 1 + the last epoch the cache's future holds (0: none) */
 };
 
 /* Seconds on base's monotonic clock. */
@@ -433,6 +434,22 @@ static int loader_release(sc_loader *ld, rec *r, int wait);
  */
 #define LOADER_PEER_QUIET_S 0.5
 
+/*
+ * The next epoch's plan has come while this one runs: the cache's Belady
+ * learns of it now, not at its begin, so that the shards transfers bring
+ * for it are kept, and room for them is known (sc__cache_spare).
+ */
+static void loader_plan_next(sc_loader *ld, const rec *r)
+{
+    const uint32_t *mine;
+    uint64_t n;
+    if (!ld->ahead_to || r->epoch != ld->ahead_to)
+        return; /* no epoch runs, or the cache knows it already */
+    sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &n, NULL);
+    if (sc__cache_plan_extend(ld->cache, mine, n) == SC_OK)
+        ld->ahead_to = r->epoch + 1;
+}
+
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
 static int loader_arrive(sc_loader *ld, rec *r)
 {
@@ -449,12 +466,14 @@ static int loader_arrive(sc_loader *ld, rec *r)
     const sc_plan *use = r->plan;
     if (rc == SC_OK)
         rc = loader_fault_plan(ld, r, &p, &use, &err);
+    if (rc == SC_OK)
+        loader_plan_next(ld, r);
     /*
      * Shards moving here from other nodes are asked for, and the epoch goes
      * to the stream once they are in (loader_release): producers never wait
      * for a transfer, so an owner busy with this epoch cannot stall ours.
+     * (After a resumed epoch, the shards its schedule read are not its plan's.)
      */
-    /* (After a resumed epoch, the shards its schedule read are not its plan's.) */
     rec *prev = loader_find_rec(ld, r->epoch - 1);
     int after_resume = ld->resume.happened && ld->resume.epoch + 1 == r->epoch;
     if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending &&
@@ -531,7 +550,8 @@ static void loader_plan_ahead(sc_loader *ld)
     for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
         rec *r = loader_find_rec(ld, e);
         if (!r || !r->plan)
-            continue;
+            break;
+        ld->ahead_to = e + 1;
         const uint32_t *mine;
         uint64_t k;
         sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &k, NULL);

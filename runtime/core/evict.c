@@ -193,6 +193,21 @@ int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n)
     return SC_OK;
 }
 
+int sc__evict_extend(sc__evict *ev, const uint32_t *more, uint64_t n)
+{
+    uint64_t left = ev->nseq - ev->cursor;
+    uint32_t *s = malloc(sizeof *s * (left + n + 1));
+    if (!s)
+        return SC_ENOMEM;
+    if (left)
+        memcpy(s, ev->seq + ev->cursor, sizeof *s * left);
+    if (n)
+        memcpy(s + left, more, sizeof *s * n);
+    int rc = sc__evict_future(ev, s, left + n);
+    free(s);
+    return rc;
+}
+
 /* A read of `shard` now: move the cursor past it; its next use after that. */
 static uint64_t evict_advance(sc__evict *ev, uint32_t shard)
 {
@@ -312,6 +327,16 @@ void sc__evict_set_flag(sc__evict *ev, uint32_t shard, int flag)
 uint64_t sc__evict_count(const sc__evict *ev)
 {
     return ev->n;
+}
+
+uint64_t sc__evict_spare(const sc__evict *ev)
+{
+    if (!ev->capacity)
+        return UINT64_MAX;
+    uint64_t spare = ev->capacity > ev->bytes ? ev->capacity - ev->bytes : 0;
+    for (uint64_t k = 0; ev->policy == SC_CACHE_BELADY && k < ev->n; k++)
+        spare += ev->e[k].next == NEVER ? ev->e[k].bytes : 0;
+    return spare;
 }
 
 uint64_t sc__evict_bytes(const sc__evict *ev)

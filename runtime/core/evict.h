@@ -21,6 +21,12 @@ void sc__evict_free(sc__evict *ev);
 /* The access order from now on; replaces the previous one. */
 int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n);
 
+/*
+ * Appends to the future: what is still ahead of the cursor, then `more`
+ * (a plan that arrived after the future was given); the past is dropped.
+ */
+int sc__evict_extend(sc__evict *ev, const uint32_t *more, uint64_t n);
+
 /* 1 if the shard is held. */
 int sc__evict_has(const sc__evict *ev, uint32_t shard);
 
@@ -42,6 +48,13 @@ void sc__evict_remove(sc__evict *ev, uint32_t shard);
 /* Per-entry flag the cache keeps with it (checksum verified this process). */
 int sc__evict_flag(const sc__evict *ev, uint32_t shard);
 void sc__evict_set_flag(sc__evict *ev, uint32_t shard, int flag);
+
+/*
+ * Bytes that can be admitted evicting nothing the known future reads: the
+ * free capacity, and (Belady) the entries it never reads.  UINT64_MAX
+ * when unbounded.
+ */
+uint64_t sc__evict_spare(const sc__evict *ev);
 
 uint64_t sc__evict_count(const sc__evict *ev);
 uint64_t sc__evict_bytes(const sc__evict *ev);

@@ -145,12 +145,18 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         return SC_OK; /* SC_PEERS=off */
     sc_plan_get_info(prev, &pi);
     sc_plan_rank(next, (uint32_t)p->rank, &mine, &n, NULL);
+    /*
+     * A capped cache takes only what fits without evicting an entry its
+     * future reads (this epoch's unread shards, the next's): a transfer
+     * that pushed one out would cost the source read it saves.
+     */
+    uint64_t room = sc__cache_spare(p->cache);
     for (uint64_t i = 0; i < n; i++) {
         uint32_t from = 0;
         uint64_t bytes = sc__shard_bytes(p->ds, mine[i]);
         if (sc_plan_owner(prev, mine[i], &from) != SC_OK || (int)from == p->rank ||
-            p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64)
-            continue; /* this node's, or too large for one message: the source's */
+            p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64 || bytes > room)
+            continue; /* this node's, too large for one message, or no room: the source's */
         ask *a = NULL;
         if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks) ||
             !(a = calloc(1, sizeof *a)))
@@ -160,6 +166,7 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
             free(a);
             continue; /* held on this node already, or not to be kept */
         }
+        room -= room == UINT64_MAX ? 0 : bytes;
         p->asks[p->nasks++] = a;
         a->shard = mine[i], a->epoch = pi.epoch, a->from = (int)from, a->bytes = bytes;
         a->recv = a->send = MPI_REQUEST_NULL;

@@ -1067,6 +1067,22 @@ int sc_cache_plan_ahead(sc_cache *c, const uint32_t *shards, uint64_t n)
     return rc;
 }
 
+int sc__cache_plan_extend(sc_cache *c, const uint32_t *shards, uint64_t n)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = sc__evict_extend(c->ev, shards, n);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+uint64_t sc__cache_spare(sc_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t spare = sc__evict_spare(c->ev);
+    pthread_mutex_unlock(&c->mu);
+    return spare;
+}
+
 int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out)
 {
     if (!c || !out)

@@ -54,6 +54,12 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
                   sc_error *err);
 void sc__cache_unmap(sc__mapping *m);
 
+/* Appends to the known future (sc_cache_plan_ahead): the next epoch's plan, arrived later. */
+int sc__cache_plan_extend(sc_cache *c, const uint32_t *shards, uint64_t n);
+
+/* Bytes it can take evicting nothing its known future reads (sc__evict_spare). */
+uint64_t sc__cache_spare(sc_cache *c);
+
 /*
  * Fills from a peer on another node (mpi/peer.c).  sc__cache_reserve
  * holds a place in the index for `shard` (marked being written, so that a
@@ -64,6 +70,7 @@ void sc__cache_unmap(sc__mapping *m);
  * sc__cache_unreserve (withdrawn: waiters then read the source).
  */
 int sc__cache_reserve(sc_cache *c, uint64_t shard);
+
 void sc__cache_unreserve(sc_cache *c, uint64_t shard);
 int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                    const sc__tctx *tc, sc_error *err);

@@ -164,6 +164,78 @@ static void test_belady_beats_lru(void **state)
     assert_true(misses[0] < misses[1]);
 }
 
+/* Reads seq[from..to) into ev; appends each read's victims to v (room for them). */
+static uint64_t read_span(sc__evict *ev, const uint32_t *seq, int from, int to, uint32_t *v)
+{
+    uint64_t nall = 0;
+    for (int i = from; i < to; i++) {
+        if (sc__evict_has(ev, seq[i])) {
+            sc__evict_touch(ev, seq[i]);
+            continue;
+        }
+        const uint32_t *got;
+        uint64_t n;
+        assert_int_equal(sc__evict_admit(ev, seq[i], 1, &got, &n), SC_OK);
+        memcpy(v + nall, got, n * sizeof *got);
+        nall += n;
+    }
+    return nall;
+}
+
+/*
+ * A plan that arrives later (sc__evict_extend, mid-sequence): the same
+ * victims as giving what was still ahead plus the new part as the future.
+ */
+static void test_extend_is_the_future_from_the_cursor(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 14));
+    enum { N = 600 };
+    uint32_t seq[N], va[N], vb[N];
+    for (unsigned t = 0; t < sc_test_cases(50); t++) {
+        for (int i = 0; i < N; i++)
+            seq[i] = (uint32_t)sc__rng_below(&r, 60);
+        int j = 1 + (int)sc__rng_below(&r, N - 1), k = (int)sc__rng_below(&r, (uint64_t)j + 1);
+        sc__evict *a, *b;
+        assert_int_equal(sc__evict_new(SC_CACHE_BELADY, 12, &a), SC_OK);
+        assert_int_equal(sc__evict_new(SC_CACHE_BELADY, 12, &b), SC_OK);
+        sc__evict_future(a, seq, (uint64_t)j);
+        sc__evict_future(b, seq, (uint64_t)j);
+        read_span(a, seq, 0, k, va);
+        read_span(b, seq, 0, k, vb);
+        assert_int_equal(sc__evict_extend(a, seq + j, (uint64_t)(N - j)), SC_OK);
+        assert_int_equal(sc__evict_future(b, seq + k, (uint64_t)(N - k)), SC_OK);
+        uint64_t na = read_span(a, seq, k, N, va), nb = read_span(b, seq, k, N, vb);
+        assert_int_equal(na, nb);
+        assert_memory_equal(va, vb, na * sizeof *va);
+        sc__evict_free(a);
+        sc__evict_free(b);
+    }
+}
+
+/* Spare room: the free capacity and, under Belady, the entries the future never reads. */
+static void test_spare(void **state)
+{
+    (void)state;
+    const uint32_t *v;
+    uint64_t nv;
+    for (int pol = 0; pol < 2; pol++) {
+        sc__evict *ev;
+        assert_int_equal(sc__evict_new((sc_cache_policy)pol, 100, &ev), SC_OK);
+        uint32_t future[] = {1, 2, 3, 4, 1, 2};
+        sc__evict_future(ev, future, 6);
+        for (uint32_t s = 1; s <= 4; s++) /* read now; 1 and 2 again later, 3 and 4 never */
+            assert_int_equal(sc__evict_admit(ev, s, 20, &v, &nv), SC_OK);
+        assert_int_equal(sc__evict_spare(ev), pol == SC_CACHE_BELADY ? 20 + 40 : 20);
+        sc__evict_free(ev);
+    }
+    sc__evict *un;
+    assert_int_equal(sc__evict_new(SC_CACHE_BELADY, 0, &un), SC_OK); /* unbounded */
+    assert_int_equal(sc__evict_spare(un), UINT64_MAX);
+    sc__evict_free(un);
+}
+
 static void test_remove_and_flags(void **state)
 {
     (void)state;
@@ -191,6 +263,8 @@ int main(void)
         cmocka_unit_test(test_belady_matches_oracle),
         cmocka_unit_test(test_lru_matches_oracle),
         cmocka_unit_test(test_belady_beats_lru),
+        cmocka_unit_test(test_extend_is_the_future_from_the_cursor),
+        cmocka_unit_test(test_spare),
         cmocka_unit_test(test_remove_and_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
