@@ -176,7 +176,8 @@ static uint64_t read_span(sc__evict *ev, const uint32_t *seq, int from, int to, 
         const uint32_t *got;
         uint64_t n;
         assert_int_equal(sc__evict_admit(ev, seq[i], 1, &got, &n), SC_OK);
-        memcpy(v + nall, got, n * sizeof *got);
+        if (n)
+            memcpy(v + nall, got, n * sizeof *got);
         nall += n;
     }
     return nall;
