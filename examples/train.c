@@ -358,14 +358,21 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
 {
     sc_config cfg;
     sc_error err = SC_ERROR_INIT;
+    int rc = 0, any = 0;
     if (sc_config_init(&cfg, &err) != SC_OK ||
         (o->source && sc_config_set(&cfg, "SC_SOURCE", o->source, &err) != SC_OK)) {
-        fprintf(stderr, "train: %s\n", err.msg);
-        return 2;
+        fprintf(stderr, "train[rank %d]: %s\n", j->rank, err.msg);
+        rc = 2;
     }
-    choose_device(o, &cfg);
-    int rc = o->crop ? choose_transform(o, j, &cfg, crop, tf) : 0;
-    if (rc == 0 && sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld) != SC_OK)
+    if (rc == 0) {
+        choose_device(o, &cfg);
+        rc = o->crop ? choose_transform(o, j, &cfg, crop, tf) : 0;
+    }
+    /* Every rank opens the loader or none: one stopping here would leave the rest in it. */
+    MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any)
+        return rc ? rc : any;
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld) != SC_OK)
         rc = 1;
     if (rc == 0)
         rc = use_device(o, j, &cfg);

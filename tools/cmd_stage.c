@@ -123,9 +123,11 @@ static void cmd_stage_free_buffers(void **bufs, int n)
 
 /*
  * The shards this rank reads in the coming epochs, and the distinct ones
- * to stage.  With SC_PEERS=on, a shard it first reads after the first
- * staged epoch is not staged: some rank of the job holds it by then, and
- * the job takes it from that rank's cache (its node's, or over MPI).
+ * to stage.  With SC_PEERS=on and uncapped caches, a shard it first reads
+ * after the first staged epoch is not staged: the rank that reads it in
+ * that epoch holds it then, and the job takes it from that rank's cache
+ * (its node's, or over MPI).  Capped caches may evict it first: they
+ * stage as before.
  */
 typedef struct todo {
     uint32_t *seq, *first_use;
@@ -166,7 +168,7 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
             t->seq[t->nseq++] = mine[i];
             if (seen[mine[i]]++)
                 continue;
-            if (e > o->first && cfg->peers == SC_PEERS_ON)
+            if (e > o->first && cfg->peers == SC_PEERS_ON && !cfg->cache_bytes)
                 t->moved++;
             else
                 t->first_use[t->nfirst++] = mine[i];
@@ -356,9 +358,10 @@ static int cmd_stage_report_job(const stage_run *s, int rc)
                s->world,
                sum[2] + sum[3] ? 100.0 * (double)sum[2] / (double)(sum[2] + sum[3]) : 0.0);
         if (sum[4])
-            printf("not staged: %" PRIu64 " shards that move to a rank after epoch %" PRIu64
-                   ": the job takes them from the rank that holds them then (SC_PEERS=on)\n",
-                   sum[4], s->o->first);
+            printf("not staged: %" PRIu64 " first reads by a rank after epoch %" PRIu64
+                   ": the job takes those shards from the caches of the ranks that read them in "
+                   "epoch %" PRIu64 " (SC_PEERS=on, uncapped caches)\n",
+                   sum[4], s->o->first, s->o->first);
         if (s->o->check)
             printf("cache check: ok (%" PRIu64 " shards)\n", sum[1]);
     }

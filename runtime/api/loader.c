@@ -764,7 +764,10 @@ static int loader_open_device(sc_loader *ld, const sc_config *cfg, sc_error *err
 static int loader_open_peers(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int lo = 0, hi = 0, rc = loader_range(ld, (int)cfg->peers, &lo, &hi, err);
-    if (rc == SC_OK && lo != hi)
+    if (rc == SC_OK && cfg->peers != SC_PEERS_ON && cfg->peers != SC_PEERS_OFF)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.peers is %d, neither SC_PEERS_ON "
+                        "nor SC_PEERS_OFF", ld->rank, (int)cfg->peers);
+    else if (rc == SC_OK && lo != hi)
         rc = sc__seterr(err, SC_EINVAL,
                         "rank %d: SC_PEERS is %s here, and differs between ranks: every rank "
                         "must say the same (a rank asking another that does not answer would "

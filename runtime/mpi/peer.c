@@ -103,8 +103,14 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
 {
     *out = NULL;
     sc__peer *p = calloc(1, sizeof *p);
-    if (!p)
+    if (!p) { /* the others' collectives are met, and told */
+        MPI_Comm c;
+        int zero = 0, all = 0;
+        if (sc__comm_own(comm, &c, NULL, NULL) == MPI_SUCCESS)
+            MPI_Comm_free(&c);
+        MPI_Allreduce(&zero, &all, 1, MPI_INT, MPI_MIN, comm);
         return sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
+    }
     p->ds = ds, p->cache = cache, p->o = *o;
     int m = sc__comm_own(comm, &p->comm, &p->rank, &p->size), rc = SC_OK;
     int *ub = NULL, flag = 0;

@@ -33,7 +33,7 @@ grep -Eq "^rank 3: .* misses [1-9]" <<<"$out" && pass "cold stage reads the sour
 expect_ok "second stage is all hits" "hit rate 100.0%" "${stage[@]}"
 # Shards that move to a rank after the first epoch are the job's to take
 # from the rank holding them then; with SC_PEERS=off they are staged.
-expect_ok "later moves are left to the job" "^not staged: [1-9][0-9]* shards that move" \
+expect_ok "later moves are left to the job" "^not staged: [1-9][0-9]* first reads by a rank after epoch 0" \
     "${stage[@]}" --mode global
 out=$(SC_PEERS=off "${stage[@]}" --mode global 2>&1)
 grep -q "^staged: " <<<"$out" && ! grep -q "^not staged" <<<"$out" \
