@@ -27,6 +27,10 @@ static const char usage[] =
     "  --layout A|B       A: one file; B: one file per shard (default A)\n"
     "  --shard-size K     layout B: samples per file (default 1024)\n"
     "  --seed S           (default 0)\n"
+    "  --noise W          noise half-width in pixel levels, 1..255 (default 64);\n"
+    "                     wider makes the classes overlap: a harder set\n"
+    "  --sorted           store the samples by class (contiguous blocks), as\n"
+    "                     many image packs are; default: classes in random order\n"
     "  -h, --help         this text\n";
 
 static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
@@ -45,7 +49,7 @@ static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
 
 int cmd_make_dataset(int argc, char **argv)
 {
-    enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED };
+    enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED };
     static const struct option longopts[] = {
         {"out", required_argument, 0, OUT},
         {"samples", required_argument, 0, SAMPLES},
@@ -55,6 +59,8 @@ int cmd_make_dataset(int argc, char **argv)
         {"layout", required_argument, 0, LAYOUT},
         {"shard-size", required_argument, 0, SHARD_SIZE},
         {"seed", required_argument, 0, SEED},
+        {"noise", required_argument, 0, NOISE},
+        {"sorted", no_argument, 0, SORTED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     sc_synth_params p = SC_SYNTH_PARAMS_INIT;
@@ -82,6 +88,8 @@ int cmd_make_dataset(int argc, char **argv)
             break;
         case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &p.shard_size); break;
         case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &p.seed); break;
+        case NOISE: bad = cli_u64("--noise", optarg, 1, 255, &p.noise); break;
+        case SORTED: p.sorted = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: bad = 2;
         }
@@ -99,9 +107,13 @@ int cmd_make_dataset(int argc, char **argv)
     cli_progress_init(&prog, "make-dataset");
     sc_error err = SC_ERROR_INIT;
     int rc = sc_dataset_make(&p, cli_progress_cb, &prog, &err);
+    char noise[32] = ""; /* said when not the default */
+    if (p.noise)
+        snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);
     if (rc == SC_OK)
-        printf("wrote %s: %" PRIu64 " samples of %s, %" PRIu64 " labels, layout %c\n",
-               p.out, p.samples, p.dtype, p.labels, p.layout);
+        printf("wrote %s: %" PRIu64 " samples of %s, %" PRIu64 " labels%s, %slayout %c\n",
+               p.out, p.samples, p.dtype, p.labels, p.sorted ? " (class-sorted)" : "", noise,
+               p.layout);
     else
         cli_report("make-dataset", 0, 1, &err);
     MPI_Finalize();

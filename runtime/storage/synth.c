@@ -2,10 +2,13 @@
  * synth.c - synthetic datasets a classifier can learn (`make-dataset`).
  *
  * Each class has a random prototype image; a sample is its class's
- * prototype plus uniform noise, so class means differ along every pixel and
- * a linear softmax trained on the images really lowers its loss.  Labels
- * and noise are counter-based functions of (seed, sample id): the same
- * parameters give the same bytes, in either layout.
+ * prototype plus uniform noise of a chosen half-width (wide noise makes
+ * the classes overlap: a harder set, whose training depends on the
+ * order), so class means differ along every pixel and a linear softmax
+ * trained on the images really lowers its loss.  Labels are random, or
+ * class-sorted (contiguous blocks of classes, as many image packs are
+ * written); labels and noise are counter-based functions of (seed, sample
+ * id): the same parameters give the same bytes, in either layout.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@ typedef struct gen {
     const sc_synth_params *p;
     sc__dtype dt;
     uint64_t elems;       /* elements per image */
+    int noise;            /* half-width of the noise, in pixel levels */
     unsigned char *proto; /* [labels][elems], 0..255 */
 } gen;
 
@@ -53,13 +57,15 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
         sc__rng rng;
         sc__rng_init(&rng, sc__rng_key(g->p->seed, id, 7, 0));
         uint64_t c = sc__rng_below(&rng, g->p->labels);
+        if (g->p->sorted) /* contiguous blocks, as equal as the count allows */
+            c = (uint64_t)((unsigned __int128)id * g->p->labels / g->p->samples);
         labels[r] = (int64_t)c;
         const unsigned char *proto = g->proto + c * g->elems;
         uint64_t bits = 0;
         for (uint64_t j = 0; j < g->elems; j++) {
             if (j % 8 == 0)
                 bits = sc__rng_next(&rng);
-            int noise = (int)((bits >> (8 * (j % 8))) & 0xff) / 2 - 64;
+            int noise = (int)((bits >> (8 * (j % 8))) & 0xff) * g->noise / 128 - g->noise;
             int v = proto[j] + noise;
             v = v < 0 ? 0 : v > 255 ? 255 : v;
             synth_store(g->dt, images, r * g->elems + j, v);
@@ -149,7 +155,7 @@ out:
 int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg,
                     sc_error *err)
 {
-    gen g = {p, SC__DT_INVALID, 1, NULL};
+    gen g = {p, SC__DT_INVALID, 1, 64, NULL};
     int rc = SC_OK;
 
     if (!p || !p->out || !p->out[0] || !p->dtype)
@@ -170,6 +176,11 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
             g.elems > (UINT64_C(1) << 28))
             return sc__seterr(err, SC_EINVAL, "make-dataset: bad or huge sample shape");
     }
+    if (p->noise > 255 || p->sorted > 1)
+        return sc__seterr(err, SC_EINVAL, "make-dataset: noise %llu (0..255) or sorted %llu "
+                          "(0 or 1) out of range", (unsigned long long)p->noise,
+                          (unsigned long long)p->sorted);
+    g.noise = p->noise ? (int)p->noise : 64;
     if (p->layout != 'A' && p->layout != 'B')
         return sc__seterr(err, SC_EINVAL, "make-dataset: layout must be A or B");
     if (p->layout == 'B' && p->shard_size == 0)

@@ -10,6 +10,16 @@ expect_ok "make-dataset layout A" "wrote $d/a.h5: 6000 samples of uint8, 10 labe
     "$sc" make-dataset --out "$d/a.h5" --samples 6000 --shape 3x16x16 --labels 10 --seed 3
 expect_ok "layout A has the fields" "images +Dataset \{6000, 3, 16, 16\}" h5ls "$d/a.h5"
 expect_ok "labels are int64" "Type: +(native long|64-bit little-endian integer)" h5ls -v "$d/a.h5/labels"
+# --sorted stores the classes in contiguous, equal blocks (as image packs
+# often are); --noise widens the noise (a harder set) and is said.
+expect_ok "make-dataset --sorted --noise" "10 labels \\(class-sorted\\), noise 200, layout A" \
+    "$sc" make-dataset --out "$d/sorted.h5" --samples 1000 --shape 4 --labels 10 --sorted --noise 200
+h5dump -d /labels -y -w 0 "$d/sorted.h5" | sed -n '/DATA {/,/}/p' | tr -cs '0-9' '\n' | grep -v '^$' \
+    | awk 'NR > 1 && $1 < prev { bad = 1 } { prev = $1; n[$1]++ }
+           END { for (k = 0; k < 10; k++) if (n[k] != 100) bad = 1; exit bad || NR != 1000 }' \
+    && pass "--sorted: labels non-decreasing, 100 of each class" || failed "--sorted labels"
+expect_fail "--noise out of range" "--noise '300' is not an integer in \[1, 255\]" \
+    "$sc" make-dataset --out "$d/x.h5" --noise 300
 expect_ok "make-dataset layout B" "layout B" \
     "$sc" make-dataset --out "$d/b" --samples 2500 --shape 8 --dtype float32 --layout B --shard-size 1000
 [ "$(ls "$d/b" | wc -l)" = 3 ] && pass "layout B: one file per shard" || failed "layout B files: $(ls "$d/b")"
