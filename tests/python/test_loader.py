@@ -64,6 +64,7 @@ def test_batches_are_zero_copy_and_the_source_bytes(dataset, cache_dir):
             v = loader.verdict(epoch)
             assert v.ok and v.verified, str(v)
             assert "exactly-once ok" in str(v)
+            assert v["bytes_from_peers"] == 0  # one node: nothing from other nodes
             counts = all_ids(ids)
             assert counts.max() == 1 and counts.min() == 1  # pad: nothing dropped
 
