@@ -70,7 +70,6 @@ uint64_t sc__cache_spare(sc_cache *c);
  * sc__cache_unreserve (withdrawn: waiters then read the source).
  */
 int sc__cache_reserve(sc_cache *c, uint64_t shard);
-
 void sc__cache_unreserve(sc_cache *c, uint64_t shard);
 int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                    const sc__tctx *tc, sc_error *err);

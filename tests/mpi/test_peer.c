@@ -84,6 +84,15 @@ static totals run(const sc_config *c)
     return t;
 }
 
+/* The job `c` again, from cold caches, with SC_PEERS=off. */
+static totals run_off(const sc_config *c)
+{
+    sc_config off = config(c->mode, c->shard_size, c->seed);
+    off.cache_bytes = c->cache_bytes;
+    off.peers = SC_PEERS_OFF;
+    return run(&off);
+}
+
 static uint64_t sum(const uint64_t *v, int from)
 {
     uint64_t s = 0;
@@ -152,10 +161,7 @@ static void test_two_ranks_a_node(void **state)
     uint64_t seed = sc_test_seed();
     for (unsigned k = 0; k < sc_test_cases(2); k++) {
         sc_config c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 9, seed + k);
-        totals on = run(&c);
-        c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 9, seed + k); /* cold, as `on` began */
-        c.peers = SC_PEERS_OFF;
-        totals off = run(&c);
+        totals on = run(&c), off = run_off(&c);
         /* Source bytes beyond one read of the dataset (an epoch's may be the next's). */
         uint64_t again_on = again(&on), again_off = again(&off);
         if (sum(on.peers, 0) == 0 || 4 * again_on >= again_off)
@@ -191,11 +197,7 @@ static void test_capped_caches(void **state)
     for (unsigned k = 0; k < sc_test_cases(2); k++) {
         sc_config c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 5, seed + k);
         c.cache_bytes = DATASET_BYTES / (uint64_t)size / 3 + 1; /* a third of its share */
-        totals t = run(&c);
-        c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 5, seed + k);
-        c.cache_bytes = DATASET_BYTES / (uint64_t)size / 3 + 1;
-        c.peers = SC_PEERS_OFF;
-        totals off = run(&c);
+        totals t = run(&c), off = run_off(&c);
         assert_true(sum(t.source, 0) >= DATASET_BYTES); /* each shard's first read is the source's */
         /* Transfers take only spare room (a third of a share has little): never many more re-reads. */
         if (5 * again(&t) > 6 * again(&off))
