@@ -1,21 +1,23 @@
 /*
  * plan.c - computing and checking epoch plans.
  *
- * Assignment is "least loaded first" (LPT without the sort): shards are
- * taken in a seeded random order and each goes to the rank holding the
- * fewest samples.  Whatever the order, the rank that ends heaviest received
- * its last shard while it was the lightest, so per-rank sample counts never
- * differ by more than the largest shard.  Global mode then relabels ranks
- * with a random permutation, which makes every shard's owner uniform over
- * the ranks by symmetry; each rank's list is shuffled so positions are
- * uniform too.
+ * Global mode cuts a seeded permutation of the shards into R runs of about
+ * total/R samples and relabels the runs with a random permutation of the
+ * ranks, which makes every shard's owner uniform over the ranks by
+ * symmetry.  The permutation is stratified: each run takes one shard of
+ * every block of R neighbouring shards, so that each rank's share spreads
+ * over the whole dataset (neighbours are often alike: a class-sorted file).
  *
- * Sticky mode keeps last epoch's owners and releases a fraction q of each
- * rank's shards (stratified, so that what stays is still balanced), then
- * hands the released shards, least loaded first, to a rank other than their
- * previous owner.  If that leaves the spread above the largest shard, a
- * repair pass moves shards from the heaviest to the lightest rank; each such
- * move strictly lowers the sum of squared loads, so the pass terminates.
+ * Sticky mode keeps last epoch's owners and moves a fraction q of the
+ * shards, each to another rank within its block, so that shares stay
+ * spread.  If the moves leave the spread of the loads above the largest
+ * shard (unequal shards), a repair pass moves shards from the heaviest to
+ * the lightest rank; each such move strictly lowers the sum of squared
+ * loads, so the pass terminates.
+ *
+ * Each rank's list is then put in a spread order (plan_spread): every run
+ * of consecutive shards in it, which is what the schedule shuffles
+ * together, covers the whole share.
  */
 #include "plan.h"
 
@@ -28,81 +30,14 @@
 
 /* Purposes that key independent random streams of one (seed, epoch). */
 enum {
-    PURPOSE_ORDER = 1,   /* order shards are assigned in */
+    PURPOSE_ORDER = 1,   /* global: the stratified permutation */
     PURPOSE_LABEL = 2,   /* global: relabelling of ranks */
     PURPOSE_RELEASE = 3, /* sticky: which shards move */
-    PURPOSE_WITHIN = 4   /* each rank's own shard order */
+    PURPOSE_WITHIN = 4   /* each rank's spread order */
 };
 
 /* How far ahead random-order loops prefetch (a few hundred ns of work). */
 #define PREFETCH 32
-
-static void plan_shuffle_u32(uint32_t *a, uint64_t n, sc__rng *rng)
-{
-    for (uint64_t i = n; i > 1; i--) {
-        uint64_t j = sc__rng_below(rng, i);
-        uint32_t t = a[i - 1];
-        a[i - 1] = a[j];
-        a[j] = t;
-    }
-}
-
-/* ---- a min-heap of ranks keyed by (load, rank), for least-loaded-first --- */
-
-typedef struct heap {
-    uint32_t *slot; /* slot[i] = rank at heap position i */
-    uint64_t *load; /* load[rank] */
-    uint32_t n;
-} heap;
-
-static inline int plan_heap_less(const heap *h, uint32_t a, uint32_t b)
-{
-    return h->load[a] < h->load[b] || (h->load[a] == h->load[b] && a < b);
-}
-
-static void plan_heap_sift_down(heap *h, uint32_t i)
-{
-    for (;;) {
-        uint32_t l = 2 * i + 1, m = i;
-        if (l < h->n && plan_heap_less(h, h->slot[l], h->slot[m]))
-            m = l;
-        if (l + 1 < h->n && plan_heap_less(h, h->slot[l + 1], h->slot[m]))
-            m = l + 1;
-        if (m == i)
-            return;
-        uint32_t t = h->slot[i];
-        h->slot[i] = h->slot[m];
-        h->slot[m] = t;
-        i = m;
-    }
-}
-
-static void plan_heap_build(heap *h)
-{
-    for (uint32_t i = 0; i < h->n; i++)
-        h->slot[i] = i;
-    for (uint32_t i = h->n / 2; i-- > 0;)
-        plan_heap_sift_down(h, i);
-}
-
-/*
- * Gives `size` samples to the least loaded rank other than `avoid` (pass
- * UINT32_MAX to avoid none) and returns it.  The second smallest key is one
- * of the root's children, so avoiding a rank costs no pop and push.
- */
-static uint32_t plan_heap_give(heap *h, uint64_t size, uint32_t avoid)
-{
-    uint32_t pos = 0;
-    if (h->slot[0] == avoid && h->n > 1) {
-        pos = 1;
-        if (h->n > 2 && plan_heap_less(h, h->slot[2], h->slot[1]))
-            pos = 2;
-    }
-    uint32_t r = h->slot[pos];
-    h->load[r] += size;
-    plan_heap_sift_down(h, pos);
-    return r;
-}
 
 /* ---- validation ---------------------------------------------------------- */
 
@@ -215,41 +150,75 @@ static int plan_check_params(const sc_plan_params *p, const sc_plan *prev,
 /* ---- assignment ------------------------------------------------------------ */
 
 /*
- * A uniform random permutation of [0, n) that stays in cache: scatter to
- * random buckets, then shuffle each bucket (Rao-Sandelius).  A plain
- * Fisher-Yates over 10^7 shards misses the cache on every swap.  The bucket
- * draws are made twice from the same counter-based stream (count, then
- * place) instead of being stored.
+ * Stratified: cut the shard indices into blocks of R neighbours and give
+ * row k of the permutation one shard of every block, block j's members
+ * dealt to the rows by its own random cyclic offset.  Neighbouring shards
+ * are often alike (a class-sorted file, one source file per crawl): a
+ * uniform permutation gives a rank of s shards a mix whose make-up errs by
+ * about 1/sqrt(s), one shard a block by at most a block.  A shard's row is
+ * still uniform over the rows, and the writes are sequential.  The rows
+ * come out in file order, which plan_spread() undoes.
  */
-static void plan_random_perm(uint32_t *perm, uint64_t n, uint64_t key,
-                             uint64_t *cursor, uint64_t nbuckets)
+static void plan_stratified_perm(uint32_t *perm, uint64_t n, uint32_t R, uint64_t key)
 {
-    sc__rng rng;
-    memset(cursor, 0, sizeof *cursor * (nbuckets + 1));
-    sc__rng_init(&rng, key);
-    for (uint64_t s = 0; s < n; s++)
-        cursor[sc__rng_below(&rng, nbuckets) + 1]++;
-    for (uint64_t b = 0; b < nbuckets; b++)
-        cursor[b + 1] += cursor[b];
-    sc__rng_init(&rng, key);
-    for (uint64_t s = 0; s < n; s++)
-        perm[cursor[sc__rng_below(&rng, nbuckets)]++] = (uint32_t)s;
-    /* cursor[b] now ends bucket b; bucket b starts where b-1 ends. */
-    for (uint64_t b = 0, lo = 0; b < nbuckets; lo = cursor[b++]) {
-        sc__rng_init(&rng, sc__mix64(key ^ (b + 1)));
-        plan_shuffle_u32(perm + lo, cursor[b] - lo, &rng);
+    uint64_t blocks = (n + R - 1) / R, i = 0;
+    for (uint32_t k = 0; k < R; k++)
+        for (uint64_t j = 0; j < blocks; j++) {
+            uint64_t s = j * R + (k + sc__mix64(key ^ j) % R) % R;
+            if (s < n)
+                perm[i++] = (uint32_t)s;
+        }
+}
+
+static uint64_t plan_bitrev(uint64_t x, unsigned bits)
+{
+    x = (x >> 1 & UINT64_C(0x5555555555555555)) | (x & UINT64_C(0x5555555555555555)) << 1;
+    x = (x >> 2 & UINT64_C(0x3333333333333333)) | (x & UINT64_C(0x3333333333333333)) << 2;
+    x = (x >> 4 & UINT64_C(0x0f0f0f0f0f0f0f0f)) | (x & UINT64_C(0x0f0f0f0f0f0f0f0f)) << 4;
+    x = __builtin_bswap64(x);
+    return bits ? x >> (64 - bits) : 0;
+}
+
+/*
+ * Orders a rank's list, given in shard order, so that every run of
+ * consecutive entries spreads over the whole list: entry i is the one at
+ * sorted position bitrev(i) ^ mask, positions past the end skipped (a van
+ * der Corput order; the mask varies it by epoch and rank).  The schedule
+ * shuffles samples within windows of consecutive shards: a window of w
+ * shards then holds one shard of every w-th of the share, not w
+ * neighbours.
+ */
+static void plan_spread(uint32_t *list, uint64_t n, uint32_t *tmp, uint64_t key)
+{
+    unsigned bits = 0;
+    while ((UINT64_C(1) << bits) < n)
+        bits++;
+    uint64_t mask = sc__mix64(key) & ((UINT64_C(1) << bits) - 1);
+    memcpy(tmp, list, sizeof *tmp * n);
+    for (uint64_t i = 0, o = 0; o < n; i++) {
+        uint64_t t = plan_bitrev(i, bits) ^ mask;
+        if (t < n)
+            list[o++] = tmp[t];
+    }
+}
+
+static void plan_spread_lists(const sc_plan_params *p, sc_plan *plan, uint32_t *tmp)
+{
+    for (uint32_t r = 0; r < p->world_size; r++) {
+        uint64_t lo = plan->rank_off[r], cnt = plan->rank_off[r + 1] - lo;
+        plan_spread(plan->order + lo, cnt, tmp,
+                    sc__rng_key(p->seed, p->epoch, PURPOSE_WITHIN, r));
     }
 }
 
 /*
- * Global: cut a random permutation into R runs of about total/R samples
- * each (at least one shard each), and make run k the list of rank
- * label[k].  A run of a uniform permutation is already in uniform order, so
- * the lists are final unless the balance needs repair.
+ * Global: cut a stratified permutation into R runs of about total/R
+ * samples each (at least one shard each), and make run k the list of rank
+ * label[k], in shard order until it is spread.
  */
 static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
-                              uint32_t *perm, uint64_t *load, uint64_t *cursor,
-                              uint64_t nbuckets, uint64_t total)
+                              uint32_t *perm, uint64_t *load, uint64_t *label,
+                              uint64_t total)
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards, i = 0;
@@ -257,11 +226,7 @@ static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
     uint64_t *off = plan->rank_off;
     sc__rng rng;
 
-    plan_random_perm(perm, n, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0),
-                     cursor, nbuckets);
-
-    /* label[] reuses cursor[]: the permutation is done with it. */
-    uint64_t *label = cursor;
+    plan_stratified_perm(perm, n, R, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0));
     for (uint32_t r = 0; r < R; r++)
         label[r] = r;
     sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_LABEL, 0));
@@ -296,56 +261,46 @@ static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
 }
 
 /*
- * Sticky: release round(q * n_r) of each rank's shards, the per-rank counts
- * rounded so that they add up to round(q * N) exactly, and re-home them.
- * `byrank`/`off` list last epoch's shards per rank.
+ * Sticky: move round(q * N) shards, each within its block of R neighbours
+ * (the blocks of plan_stratified_perm): m members of a block, picked at
+ * random, pass their owners round a cycle.  A rank gives and takes a shard
+ * of the same block, so a share that started spread over the dataset stays
+ * spread, and equal shards leave every load as it was.  (Shards re-homed
+ * anywhere, least loaded first, drift each rank's make-up towards a
+ * uniform pick's within tens of epochs.)  A block's count comes from the
+ * running total; one that would move a single shard waits for the next.
  */
 static void plan_assign_sticky(const sc_plan_params *p, const sc_plan *prev,
-                               uint32_t *owner, uint32_t *scratch, heap *h)
+                               uint32_t *owner, uint64_t *load, uint32_t *idx)
 {
-    uint32_t R = h->n;
-    uint64_t n = p->nshards;
-    uint64_t released = 0;
-    double q = p->exchange;
+    uint32_t R = p->world_size;
+    uint64_t n = p->nshards, done = 0;
     sc__rng rng;
 
     memcpy(owner, prev->owner, sizeof *owner * n);
-    memset(h->load, 0, sizeof *h->load * R);
-    for (uint64_t s = 0; s < n; s++)
-        h->load[owner[s]] += p->shard_sizes[s];
-
     sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_RELEASE, 0));
-    for (uint32_t r = 0; r < R; r++) {
-        uint64_t lo = prev->rank_off[r], cnt = prev->rank_off[r + 1] - lo;
-        /* Cumulative rounding: the totals up to each rank are round(q*prefix). */
-        uint64_t upto = (uint64_t)llround(q * (double)prev->rank_off[r + 1]);
-        uint64_t k = upto > released ? upto - released : 0;
-        if (k > cnt)
-            k = cnt;
-        /* A partial Fisher-Yates picks k of this rank's shards uniformly. */
-        uint32_t *mine = scratch + released;
-        memcpy(mine, prev->order + lo, sizeof *mine * cnt);
-        for (uint64_t i = 0; i < k; i++) {
-            uint64_t j = i + sc__rng_below(&rng, cnt - i);
-            uint32_t t = mine[i];
-            mine[i] = mine[j];
-            mine[j] = t;
-            h->load[r] -= p->shard_sizes[mine[i]];
+    for (uint64_t lo = 0; lo < n; lo += R) {
+        uint32_t cnt = n - lo < R ? (uint32_t)(n - lo) : R;
+        uint64_t goal = (uint64_t)llround(p->exchange * (double)(lo + cnt));
+        uint32_t m = goal - done < cnt ? (uint32_t)(goal - done) : cnt;
+        if (m < 2)
+            continue;
+        for (uint32_t i = 0; i < cnt; i++)
+            idx[i] = i;
+        for (uint32_t i = 0; i < m; i++) { /* a partial Fisher-Yates picks m */
+            uint32_t j = i + (uint32_t)sc__rng_below(&rng, cnt - i), t = idx[i];
+            idx[i] = idx[j];
+            idx[j] = t;
         }
-        released += k;
+        uint32_t first = owner[lo + idx[0]];
+        for (uint32_t i = 0; i + 1 < m; i++)
+            owner[lo + idx[i]] = owner[lo + idx[i + 1]];
+        owner[lo + idx[m - 1]] = first;
+        done += m;
     }
-
-    /* Re-home the released shards in a random order, away from their owner. */
-    plan_shuffle_u32(scratch, released, &rng);
-    plan_heap_build(h);
-    for (uint64_t i = 0; i < released; i++) {
-        uint32_t s = scratch[i];
-        if (i + PREFETCH < released) {
-            __builtin_prefetch(&owner[scratch[i + PREFETCH]]);
-            __builtin_prefetch(&p->shard_sizes[scratch[i + PREFETCH]]);
-        }
-        owner[s] = plan_heap_give(h, p->shard_sizes[s], R > 1 ? owner[s] : UINT32_MAX);
-    }
+    memset(load, 0, sizeof *load * R);
+    for (uint64_t s = 0; s < n; s++)
+        load[owner[s]] += p->shard_sizes[s];
 }
 
 static void plan_link_lists(const uint32_t *owner, uint64_t n, uint32_t R,
@@ -428,10 +383,7 @@ static void plan_repair_balance(const sc_plan_params *p, uint32_t *owner,
     }
 }
 
-/*
- * Counting sort of shards by owner (R sequential output streams), then a
- * seeded shuffle of each rank's list, which is small enough to stay in cache.
- */
+/* Counting sort of shards by owner (R sequential output streams). */
 static void plan_build_order(const sc_plan_params *p, sc_plan *plan,
                              const uint64_t *load)
 {
@@ -450,12 +402,6 @@ static void plan_build_order(const sc_plan_params *p, sc_plan *plan,
     for (uint64_t s = 0; s < n; s++)
         plan->order[fill[plan->owner[s]]++] = (uint32_t)s;
     memcpy(plan->rank_samples, load, sizeof *load * R);
-
-    for (uint32_t r = 0; r < R; r++) {
-        sc__rng rng;
-        sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_WITHIN, r));
-        plan_shuffle_u32(plan->order + off[r], off[r + 1] - off[r], &rng);
-    }
 }
 
 /* Batches per rank and samples dropped or padded, from per-rank counts. */
@@ -504,27 +450,19 @@ static int plan_count_batches(sc_plan_info *info, const uint64_t *rank_samples,
 typedef struct plan_work {
     uint32_t *scratch; /* [nshards] */
     uint32_t *head;    /* [R] */
-    uint64_t *cursor;  /* [max(nbuckets + 1, R)] */
-    uint64_t nbuckets;
-    heap h;
+    uint64_t *label;   /* [R] */
+    uint64_t *load;    /* [R] samples per rank */
 } plan_work;
 
 static int plan_work_alloc(const sc_plan_params *p, plan_work *w, sc_error *err)
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards;
-    /* Buckets of ~4096 shards (16 KiB) for the cache-friendly permutation. */
-    uint64_t nbuckets = n / 4096 < 1 ? 1 : n / 4096 > 4096 ? 4096 : n / 4096;
-    uint64_t ncursor = nbuckets + 1 > R ? nbuckets + 1 : R;
-
-    w->nbuckets = nbuckets;
     w->scratch = malloc(sizeof *w->scratch * n);
     w->head = malloc(sizeof *w->head * R);
-    w->cursor = malloc(sizeof *w->cursor * ncursor);
-    w->h.slot = malloc(sizeof *w->h.slot * R);
-    w->h.load = malloc(sizeof *w->h.load * R);
-    w->h.n = R;
-    if (!w->scratch || !w->head || !w->cursor || !w->h.slot || !w->h.load)
+    w->label = malloc(sizeof *w->label * R);
+    w->load = malloc(sizeof *w->load * R);
+    if (!w->scratch || !w->head || !w->label || !w->load)
         return sc__seterr(err, SC_ENOMEM,
                           "epoch %llu: no memory to plan %llu shards on %u ranks",
                           (unsigned long long)p->epoch, (unsigned long long)n, R);
@@ -535,9 +473,8 @@ static void plan_work_free(plan_work *w)
 {
     free(w->scratch);
     free(w->head);
-    free(w->cursor);
-    free(w->h.slot);
-    free(w->h.load);
+    free(w->label);
+    free(w->load);
 }
 
 static int plan_spread_exceeds(const uint64_t *load, uint32_t R, uint64_t largest)
@@ -551,21 +488,22 @@ static int plan_spread_exceeds(const uint64_t *load, uint32_t R, uint64_t larges
 }
 
 /*
- * A global plan whose runs came out balanced keeps the permutation's order
- * as it is; any other plan is repaired and then ordered by owner.
+ * A global plan whose runs came out balanced keeps the permutation's runs;
+ * any other plan is repaired and then listed by owner.  Either way each
+ * list is in shard order until it is spread.
  */
 static void plan_assign(const sc_plan_params *p, const sc_plan *prev,
                         sc_plan *plan, plan_work *w, uint64_t total,
                         uint64_t largest)
 {
     uint32_t R = p->world_size;
-    uint64_t *load = w->h.load;
+    uint64_t *load = w->load;
     int reorder = 1;
 
     if (p->mode == SC_SHUFFLE_STICKY && prev) {
-        plan_assign_sticky(p, prev, plan->owner, w->scratch, &w->h);
+        plan_assign_sticky(p, prev, plan->owner, load, w->head);
     } else {
-        plan_assign_fresh(p, plan, w->scratch, load, w->cursor, w->nbuckets, total);
+        plan_assign_fresh(p, plan, w->scratch, load, w->label, total);
         reorder = plan_spread_exceeds(load, R, largest);
         if (reorder)
             sc__plan_fill_owner(plan);
@@ -578,6 +516,7 @@ static void plan_assign(const sc_plan_params *p, const sc_plan *prev,
         memcpy(plan->rank_samples, load, sizeof *load * R);
         sc__plan_fill_owner(plan);
     }
+    plan_spread_lists(p, plan, w->scratch);
 }
 
 /* Without a previous plan of the same size nothing counts as moved. */

@@ -21,7 +21,7 @@
 /* Bytes of the fixed header in the wire format (see docs/plan-format.md). */
 #define SC__PLAN_HEADER_BYTES 120
 #define SC__PLAN_MAGIC "SCPL"
-#define SC__PLAN_VERSION 1
+#define SC__PLAN_VERSION 2
 
 struct sc_plan {
     sc_plan_info info;

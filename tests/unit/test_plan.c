@@ -14,9 +14,9 @@
 #include "plan.h"
 #include "sc_test.h"
 
-#define SC_T_GOLDEN_E0 0x954d9ada167d681a
-#define SC_T_GOLDEN_E1 0x643b86739e40a89c
-#define SC_T_GOLDEN_EQ 0xc9d60aa052607250
+#define SC_T_GOLDEN_E0 0x980574e0ee5462a2
+#define SC_T_GOLDEN_E1 0xf8fa9011e9749866
+#define SC_T_GOLDEN_EQ 0x4ef328cde85ae873
 
 typedef struct gen_case {
     uint64_t *sizes;
@@ -275,6 +275,68 @@ static void test_sticky_exchange_fraction(void **state)
 }
 
 /*
+ * Shares spread over the dataset: with equal shards, each rank holds one
+ * shard of every block of R neighbours in a global plan and still after
+ * epochs of sticky moves; and each rank's list is in spread order, so that
+ * its first 2^k shards fall into 2^k different 2^k-ths of its share.
+ */
+static void check_spread(const sc_plan *plan, uint32_t R, uint64_t B)
+{
+    unsigned char *held = calloc(R * B, 1);
+    uint64_t *sorted = malloc(sizeof *sorted * B);
+    unsigned char *hit = malloc(B);
+    for (uint32_t r = 0; r < R; r++) {
+        const uint32_t *sh;
+        uint64_t ns;
+        sc_plan_rank(plan, r, &sh, &ns, NULL);
+        assert_int_equal(ns, B);
+        for (uint64_t i = 0; i < ns; i++) {
+            assert_int_equal(held[(uint64_t)r * B + sh[i] / R], 0); /* one a block */
+            held[(uint64_t)r * B + sh[i] / R] = 1;
+            sorted[sh[i] / R] = i; /* the block is the shard's rank in its share */
+        }
+        for (uint64_t k = 1; k <= B; k *= 2) {
+            memset(hit, 0, B);
+            for (uint64_t b = 0; b < B; b++)
+                if (sorted[b] < k) {
+                    assert_int_equal(hit[b * k / B], 0);
+                    hit[b * k / B] = 1;
+                }
+        }
+    }
+    free(held), free(sorted), free(hit);
+}
+
+static void test_shares_spread(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 5, 6, 7));
+    for (int c = 0; c < 40; c++) {
+        uint32_t R = 1 + (uint32_t)sc__rng_below(&r, 24);
+        uint64_t B = UINT64_C(1) << sc__rng_below(&r, 8), n = R * B;
+        uint64_t *sizes = malloc(sizeof *sizes * n);
+        for (uint64_t i = 0; i < n; i++)
+            sizes[i] = 100;
+        sc_plan_params p = SC_PLAN_PARAMS_INIT;
+        p.shard_sizes = sizes, p.nshards = n, p.world_size = R, p.batch_size = 10;
+        p.seed = sc__rng_next(&r);
+        p.mode = c % 2 ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL;
+        p.exchange = (double)sc__rng_below(&r, 101) / 100.0;
+        sc_plan *prev = NULL, *plan;
+        sc_error err;
+        for (p.epoch = 0; p.epoch < 12; p.epoch++) {
+            SC_ASSERT_OK(sc_plan_create(&p, prev, &plan, &err), &err);
+            check_spread(plan, R, B);
+            sc_plan_free(prev);
+            prev = plan;
+        }
+        sc_plan_free(prev);
+        free(sizes);
+    }
+}
+
+/*
  * Determinism across machines: a fixed input must hash to the same value
  * forever (a change here is a wire-format or algorithm change: bump the
  * plan version and say so).  Also independent of allocation or call order.
@@ -324,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_global_uniform_equal),
         cmocka_unit_test(test_global_uniform_skewed),
         cmocka_unit_test(test_sticky_exchange_fraction),
+        cmocka_unit_test(test_shares_spread),
         cmocka_unit_test(test_golden_hashes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
