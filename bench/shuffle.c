@@ -9,7 +9,11 @@
  * and any rank-local step see.  No MPI traffic: a singleton.
  *
  *   bench_shuffle [--samples N] [--classes K] [--shard S] [--batch B]
- *                 [--ranks R] [--window W] [--epochs E] [--doc FILE]
+ *                 [--ranks R] [--window W|auto] [--sample-bytes S] [--epochs E]
+ *                 [--doc FILE]
+ *
+ * --window auto is what SC_SHUFFLE_WINDOW=auto gives a job with the default
+ * SC_STREAM_BYTES (256M) and samples of --sample-bytes (3x32x32 + a label).
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,14 +24,15 @@
 #include "hash.h"
 #include "plan.h"
 #include "schedule.h"
+#include "shardcache/config.h"
 
 typedef struct opts {
-    uint64_t samples, classes, shard, batch, ranks, window, epochs;
+    uint64_t samples, classes, shard, batch, ranks, window, epochs, sample_bytes;
 } opts;
 
-/* What the batches look like, averaged over every batch. */
+/* What the batches look like, averaged over every batch of every epoch. */
 typedef struct quality {
-    double bits, classes, shards;
+    sc_quality_figures plan, uniform;
     uint64_t batches;
 } quality;
 
@@ -37,51 +42,27 @@ static void die(const char *what, const sc_error *err)
     exit(1);
 }
 
-/* Adds one batch of ids (labels[id], shard = id / shard) to q. */
-static void add_batch(quality *q, const uint64_t *ids, const opts *o, const uint32_t *labels,
-                      uint64_t *count, unsigned char *seen)
+static void add(sc_quality_figures *sum, const sc_quality_figures *f, double w)
 {
-    uint64_t nclasses = 0, nshards = 0;
-    memset(count, 0, sizeof *count * o->classes);
-    for (uint64_t i = 0; i < o->batch; i++) {
-        nclasses += count[labels[ids[i]]]++ == 0;
-        uint64_t s = ids[i] / o->shard;
-        nshards += !seen[s];
-        seen[s] = 1;
-    }
-    double h = 0;
-    for (uint64_t k = 0; k < o->classes; k++)
-        if (count[k]) {
-            double p = (double)count[k] / (double)o->batch;
-            h -= p * log2(p);
-        }
-    for (uint64_t i = 0; i < o->batch; i++)
-        seen[ids[i] / o->shard] = 0;
-    q->bits += h, q->classes += (double)nclasses, q->shards += (double)nshards;
-    q->batches++;
+    sum->shards += f->shards * w, sum->moved += f->moved * w;
+    sum->bits += f->bits * w, sum->classes += f->classes * w;
 }
 
-static quality finish(quality q)
+static void mean(sc_quality_figures *f, uint64_t n)
 {
-    double n = q.batches ? (double)q.batches : 1.0;
-    q.bits /= n, q.classes /= n, q.shards /= n;
-    return q;
+    double d = n ? (double)n : 1.0;
+    f->shards /= d, f->moved /= d, f->bits /= d, f->classes /= d;
 }
 
-/* Every rank's batches over the epochs of one mode. */
+/* Every rank's batches over the epochs of one mode (sc_plan_quality). */
 static quality measure(const opts *o, sc_shuffle_mode mode, const uint32_t *labels)
 {
     uint64_t nshards = o->samples / o->shard;
-    uint64_t *sizes = malloc(sizeof *sizes * nshards), *first = malloc(sizeof *first * (nshards + 1));
-    uint64_t *count = malloc(sizeof *count * o->classes);
-    unsigned char *seen = calloc(nshards, 1);
-    if (!sizes || !first || !count || !seen)
+    uint64_t *sizes = malloc(sizeof *sizes * nshards);
+    if (!sizes)
         die("measure", NULL);
-    for (uint64_t k = 0; k <= nshards; k++) {
-        first[k] = k * o->shard;
-        if (k < nshards)
-            sizes[k] = o->shard;
-    }
+    for (uint64_t k = 0; k < nshards; k++)
+        sizes[k] = o->shard;
     quality q = {0};
     sc_plan *prev = NULL;
     sc_error err;
@@ -92,44 +73,23 @@ static quality measure(const opts *o, sc_shuffle_mode mode, const uint32_t *labe
         sc_plan *plan = NULL;
         if (sc_plan_create(&p, prev, &plan, &err) != SC_OK)
             die("plan", &err);
-        for (uint32_t r = 0; r < o->ranks; r++) {
-            sc__sched s;
-            if (sc__schedule(first, plan, r, o->batch, o->window, 7, 0, &s, &err) != SC_OK)
-                die("schedule", &err);
-            for (uint64_t b = 0; (b + 1) * o->batch <= s.nreal; b++)
-                add_batch(&q, s.ids + b * o->batch, o, labels, count, seen);
-            sc__sched_free(&s);
-        }
+        sc_quality_params qp = {.shard_sizes = sizes, .nshards = nshards, .batch_size = o->batch,
+                                .window = o->window, .seed = 7, .labels = labels,
+                                .nclasses = (uint32_t)o->classes};
+        sc_quality one;
+        if (sc_plan_quality(plan, &qp, &one, &err) != SC_OK)
+            die("quality", &err);
+        add(&q.plan, &one.plan, (double)one.batches);
+        add(&q.uniform, &one.uniform, (double)one.batches);
+        q.batches += one.batches;
         sc_plan_free(prev);
         prev = plan;
     }
     sc_plan_free(prev);
-    free(sizes), free(first), free(count), free(seen);
-    return finish(q);
-}
-
-/* A uniform random permutation of the whole dataset, cut into batches. */
-static quality uniform(const opts *o, const uint32_t *labels)
-{
-    uint64_t *ids = malloc(sizeof *ids * o->samples), *count = malloc(sizeof *count * o->classes);
-    unsigned char *seen = calloc(o->samples / o->shard + 1, 1);
-    if (!ids || !count || !seen)
-        die("uniform", NULL);
-    sc__rng r;
-    sc__rng_init(&r, sc__rng_key(7, 0, 0, 99));
-    quality q = {0};
-    for (uint64_t e = 0; e < o->epochs; e++) {
-        for (uint64_t i = 0; i < o->samples; i++)
-            ids[i] = i;
-        for (uint64_t i = o->samples; i > 1; i--) {
-            uint64_t j = sc__rng_below(&r, i), t = ids[i - 1];
-            ids[i - 1] = ids[j], ids[j] = t;
-        }
-        for (uint64_t b = 0; (b + 1) * o->batch <= o->samples; b++)
-            add_batch(&q, ids + b * o->batch, o, labels, count, seen);
-    }
-    free(ids), free(count), free(seen);
-    return finish(q);
+    free(sizes);
+    mean(&q.plan, q.batches);
+    mean(&q.uniform, q.batches);
+    return q;
 }
 
 static void parse(int argc, char **argv, opts *o, const char **doc)
@@ -139,14 +99,16 @@ static void parse(int argc, char **argv, opts *o, const char **doc)
         uint64_t *v;
     } f[] = {{"--samples", &o->samples}, {"--classes", &o->classes}, {"--shard", &o->shard},
              {"--batch", &o->batch},     {"--ranks", &o->ranks},     {"--window", &o->window},
-             {"--epochs", &o->epochs}};
+             {"--epochs", &o->epochs},   {"--sample-bytes", &o->sample_bytes}};
     for (int i = 1; i + 1 < argc; i += 2) {
         int known = !strcmp(argv[i], "--doc");
         if (known)
             *doc = argv[i + 1];
         for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
             if (!strcmp(argv[i], f[k].flag))
-                *f[k].v = strtoull(argv[i + 1], NULL, 10), known = 1;
+                *f[k].v = !strcmp(argv[i + 1], "auto") ? SC_WINDOW_AUTO
+                                                       : strtoull(argv[i + 1], NULL, 10),
+                known = 1;
         if (!known) {
             fprintf(stderr, "bench_shuffle: unknown flag %s\n", argv[i]);
             exit(2);
@@ -161,9 +123,12 @@ static void parse(int argc, char **argv, opts *o, const char **doc)
 
 int main(int argc, char **argv)
 {
-    opts o = {65536, 10, 256, 64, 4, 4096, 3};
+    opts o = {65536, 10, 256, 64, 4, SC_WINDOW_AUTO, 3, 3 * 32 * 32 + 8};
     const char *doc = NULL;
     parse(argc, argv, &o, &doc);
+    int automatic = o.window == SC_WINDOW_AUTO;
+    sc_config cfg = {.shuffle_window = o.window, .stream_bytes = UINT64_C(256) << 20};
+    o.window = sc_config_window(&cfg, o.sample_bytes);
     o.samples -= o.samples % o.shard;
     uint32_t *random = malloc(sizeof *random * o.samples), *sorted = malloc(sizeof *sorted * o.samples);
     if (!random || !sorted)
@@ -175,24 +140,30 @@ int main(int argc, char **argv)
         sorted[i] = (uint32_t)(i * o.classes / o.samples);
     }
     static char text[4096];
+    char window[64];
+    snprintf(window, sizeof window, automatic ? "auto --sample-bytes %llu" : "%llu",
+             (unsigned long long)(automatic ? o.sample_bytes : o.window));
     int n = snprintf(text, sizeof text,
                      "`bench_shuffle --samples %llu --classes %llu --shard %llu --batch %llu "
-                     "--ranks %llu --window %llu --epochs %llu` (plans and schedules only)\n\n"
+                     "--ranks %llu --window %s --epochs %llu` (plans and schedules only; "
+                     "window %llu samples)\n\n"
                      "| labels stored | order | label entropy per batch (bits) | classes per "
-                     "batch | shards per batch |\n| --- | --- | ---: | ---: | ---: |\n",
+                     "batch | shards per batch | moved |\n| --- | --- | ---: | ---: | ---: | ---: |\n",
                      (unsigned long long)o.samples, (unsigned long long)o.classes,
                      (unsigned long long)o.shard, (unsigned long long)o.batch,
-                     (unsigned long long)o.ranks, (unsigned long long)o.window,
-                     (unsigned long long)o.epochs);
+                     (unsigned long long)o.ranks, window, (unsigned long long)o.epochs,
+                     (unsigned long long)o.window);
     const char *layout[] = {"random", "class-sorted"};
     const uint32_t *labels[] = {random, sorted};
     for (int l = 0; l < 2; l++) {
-        quality q[3] = {uniform(&o, labels[l]), measure(&o, SC_SHUFFLE_STICKY, labels[l]),
-                        measure(&o, SC_SHUFFLE_GLOBAL, labels[l])};
+        quality sticky = measure(&o, SC_SHUFFLE_STICKY, labels[l]);
+        quality global = measure(&o, SC_SHUFFLE_GLOBAL, labels[l]);
+        const sc_quality_figures *f[3] = {&global.uniform, &sticky.plan, &global.plan};
         const char *name[3] = {"uniform permutation", "shardcache sticky", "shardcache global"};
         for (int k = 0; k < 3; k++)
-            n += snprintf(text + n, sizeof text - (size_t)n, "| %s | %s | %.2f | %.1f | %.1f |\n",
-                          layout[l], name[k], q[k].bits, q[k].classes, q[k].shards);
+            n += snprintf(text + n, sizeof text - (size_t)n,
+                          "| %s | %s | %.2f | %.1f | %.1f | %.3f |\n", layout[l], name[k],
+                          f[k]->bits, f[k]->classes, f[k]->shards, f[k]->moved);
     }
     printf("%s", text);
     int rc = doc && bench_doc_write(doc, "shuffle", text) != 0;

@@ -37,25 +37,35 @@ static const float *model_inputs(ex_model *m, const void *x, int floats, uint64_
     return m->scaled;
 }
 
-/* Adds one sample's gradient; returns its cross-entropy. */
-static double model_sample(ex_model *m, const float *xi, int64_t y, uint64_t n)
+/* The class probabilities of one sample, p[k]; returns the likeliest class. */
+static uint64_t model_forward(const ex_model *m, const float *xi, float *p)
 {
-    uint64_t d = m->d, k = m->k, row = d + 1;
-    float logits[256], p[256];
+    uint64_t d = m->d, k = m->k, row = d + 1, best = 0;
     float mx = -INFINITY;
     for (uint64_t c = 0; c < k; c++) {
         const float *wc = m->w + c * row;
         float z = wc[d];
         for (uint64_t j = 0; j < d; j++)
             z += wc[j] * xi[j];
-        logits[c] = z;
-        mx = z > mx ? z : mx;
+        p[c] = z;
+        if (z > mx)
+            mx = z, best = c;
     }
     float sum = 0;
     for (uint64_t c = 0; c < k; c++)
-        sum += p[c] = expf(logits[c] - mx);
-    for (uint64_t c = 0; c < k; c++) {
+        sum += p[c] = expf(p[c] - mx);
+    for (uint64_t c = 0; c < k; c++)
         p[c] /= sum;
+    return best;
+}
+
+/* Adds one sample's gradient; returns its cross-entropy. */
+static double model_sample(ex_model *m, const float *xi, int64_t y, uint64_t n)
+{
+    uint64_t d = m->d, k = m->k, row = d + 1;
+    float p[256];
+    model_forward(m, xi, p);
+    for (uint64_t c = 0; c < k; c++) {
         float g = (p[c] - (c == (uint64_t)y)) / (float)n;
         float *gc = m->grad + c * row;
         for (uint64_t j = 0; j < d; j++)
@@ -63,6 +73,24 @@ static double model_sample(ex_model *m, const float *xi, int64_t y, uint64_t n)
         gc[d] += g;
     }
     return -log(p[y] > 1e-30f ? p[y] : 1e-30f);
+}
+
+double ex_model_eval(ex_model *m, const uint8_t *x, const int64_t *y, uint64_t n,
+                     uint64_t *correct)
+{
+    double loss = 0;
+    float p[256];
+    *correct = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const float *in = model_inputs(m, x + i * m->d, 0, 1);
+        if (!in)
+            return NAN;
+        if (y[i] < 0 || (uint64_t)y[i] >= m->k)
+            continue;
+        *correct += model_forward(m, in, p) == (uint64_t)y[i];
+        loss -= log(p[y[i]] > 1e-30f ? p[y[i]] : 1e-30f);
+    }
+    return loss;
 }
 
 double ex_model_step(ex_model *m, const void *x, int floats, const int64_t *y, uint64_t n,

@@ -36,4 +36,12 @@ static inline uint64_t ex_model_size(const ex_model *m)
 double ex_model_step(ex_model *m, const void *x, int floats, const int64_t *y, uint64_t n,
                      MPI_Comm comm, int nranks, double lr, int *bad_label);
 
+/*
+ * The summed cross-entropy of n uint8 samples x [n][d] with labels y
+ * under the current weights, no update; *correct counts the samples whose
+ * likeliest class is their label.  NAN when out of memory.
+ */
+double ex_model_eval(ex_model *m, const uint8_t *x, const int64_t *y, uint64_t n,
+                     uint64_t *correct);
+
 #endif

@@ -10,7 +10,7 @@ static int opts_usage(void)
     fprintf(stderr, "usage: train [--epochs N] [--lr X] [--classes K] [--step-ms X]\n"
                     "             [--device auto|cpu|gpu|sim] [--transform MARGIN] [--source FILE]\n"
                     "             [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]\n"
-                    "             [--images NAME] [--labels NAME]\n"
+                    "             [--images NAME] [--labels NAME] [--eval FILE]\n"
                     "--device: where batches land; without it SC_DEVICE says, else auto\n"
                     "(the GPU when every rank sees one; sim: testing builds)\n");
     return 2;
@@ -18,7 +18,7 @@ static int opts_usage(void)
 
 int ex_opts_parse(int argc, char **argv, ex_opts *o)
 {
-    *o = (ex_opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", NULL, 0, NULL, NULL, 0};
+    *o = (ex_opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", NULL, 0, NULL, NULL, NULL, 0};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -44,6 +44,8 @@ int ex_opts_parse(int argc, char **argv, ex_opts *o)
             o->ckpt = v, end = (char *)"";
         else if (!strcmp(a, "--resume"))
             o->resume = v, end = (char *)"";
+        else if (!strcmp(a, "--eval"))
+            o->eval = v, end = (char *)"";
         else if (!strcmp(a, "--kill-after"))
             o->kill_after = strtoull(v, &end, 10);
         else if (!strcmp(a, "--device") &&

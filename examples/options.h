@@ -12,6 +12,7 @@ typedef struct ex_opts {
     const char *source, *images, *labels, *device;
     uint64_t crop; /* --transform M: normalize and crop M pixels a side, once; flip per delivery */
     const char *ckpt, *resume;
+    const char *eval; /* --eval FILE: a held-out set, scored after every epoch */
     uint64_t kill_after;
 } ex_opts;
 

@@ -11,6 +11,13 @@
  *                      [--device auto|cpu|gpu|sim] [--transform MARGIN]
  *                      [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]
  *                      [--source FILE] [--images /images] [--labels /labels]
+ *                      [--eval FILE]
+ *
+ * --eval FILE (CPU model) scores the model on a held-out set after every
+ * epoch (eval.c; `shardcache make-dataset --heldout` makes one): the mean
+ * cross-entropy and accuracy on samples it never trained on, which is
+ * where a loader's order shows (a class-sorted file read in order trains
+ * to a model that forgets the early classes).
  *
  * --checkpoint DIR saves every rank's loader record and the weights after
  * every step (checkpoint.c); --resume DIR continues from them, on this
@@ -38,6 +45,7 @@
 #include <shardcache.h>
 
 #include "checkpoint.h"
+#include "eval.h"
 #include "model.h"
 #include "options.h"
 #include "transforms.h"
@@ -49,6 +57,7 @@
 /* The job's figures over its epochs, summed over ranks. */
 typedef struct totals {
     double first_loss, last_loss, wait, wall;
+    double eval_loss, eval_accuracy; /* after the last epoch, with --eval */
     uint64_t later_hits, later_reads, samples, duplicated, skipped;
     int all_ok;
 } totals;
@@ -59,6 +68,7 @@ typedef struct job {
     sc_loader *ld;
     int ix, iy;      /* the images' and the labels' field in each batch */
     ex_model m;      /* the CPU model */
+    ex_eval ev;      /* rank 0's held-out set (--eval) */
 #ifdef TRAIN_HAVE_CUDA
     tg_model *g;     /* the GPU model, on the loader's device */
 #endif
@@ -224,6 +234,12 @@ static int train_epoch(const ex_opts *o, job *j, uint64_t e)
     if (sc_epoch_wait(j->ld, e, &rep) != SC_OK)
         return loader_failed(j);
     report_epoch(j, e, loss, n, secs, &rep);
+    if (j->ev.n) { /* rank 0 only: every rank holds the same weights */
+        ex_eval_run(&j->ev, &j->m, &j->t.eval_loss, &j->t.eval_accuracy);
+        printf("epoch %llu: held-out loss %.4f, accuracy %.1f%%\n", (unsigned long long)e,
+               j->t.eval_loss, 100.0 * j->t.eval_accuracy);
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -333,6 +349,28 @@ static int open_model(const ex_opts *o, job *j)
 }
 
 /*
+ * Rank 0 reads the held-out set of --eval; collective when --eval is given
+ * (every rank learns whether it could), whatever rc each rank brings.
+ */
+static int open_eval(const ex_opts *o, job *j, int rc)
+{
+    if (!o->eval)
+        return rc;
+    char msg[512] = "";
+    if (rc == 0 && (o->crop || j->gpu)) {
+        snprintf(msg, sizeof msg, "--eval runs the CPU model without --transform");
+        rc = 2;
+    } else if (rc == 0 && j->rank == 0 &&
+               ex_eval_open(o->eval, o->images, o->labels, j->m.d, &j->ev, msg, sizeof msg)) {
+        rc = 1;
+    }
+    if (msg[0] && j->rank == 0)
+        fprintf(stderr, "train: --eval %s\n", msg);
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return rc;
+}
+
+/*
  * The GPU model, on the device the loader made current; collective, before
  * the first batch, so that a rank that cannot start stops every rank here.
  * Every rank calls it or none does (rc agreed first).
@@ -383,10 +421,10 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
         rc = 1;
     if (j->gpu)
         rc = open_gpu(j, rc);
-    return rc;
+    return open_eval(o, j, rc);
 }
 
-/* Rank 0's four closing lines. */
+/* Rank 0's closing lines. */
 static void print_summary(const ex_opts *o, const job *j)
 {
     const totals *t = &j->t;
@@ -397,6 +435,9 @@ static void print_summary(const ex_opts *o, const job *j)
            (unsigned long long)t->skipped);
     printf("loss: %.4f -> %.4f%s\n", t->first_loss, t->last_loss, fell ? "" : " (did not fall)");
     printf("consumer wait: %.1f%% of step time\n", t->wall > 0 ? 100.0 * t->wait / t->wall : 0.0);
+    if (j->ev.n)
+        printf("held-out: loss %.4f, accuracy %.1f%% (%s)\n", t->eval_loss,
+               100.0 * t->eval_accuracy, o->eval);
     if (o->epochs > j->e0 + 1)
         printf("cache hit rate after epoch 1: %.1f%%\n",
                t->later_reads ? 100.0 * (double)t->later_hits / (double)t->later_reads : 0.0);
@@ -418,6 +459,7 @@ static int close_job(const ex_opts *o, job *j, int rc)
         fprintf(stderr, "train: a label is outside 0..%llu (--classes)\n",
                 (unsigned long long)(o->classes - 1));
     ex_model_free(&j->m);
+    ex_eval_free(&j->ev);
 #ifdef TRAIN_HAVE_CUDA
     tg_close(j->g);
 #endif
@@ -430,7 +472,7 @@ int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    job j = {.t = {NAN, NAN, 0, 0, 0, 0, 0, 0, 0, 1}};
+    job j = {.t = {.first_loss = NAN, .last_loss = NAN, .all_ok = 1}};
     MPI_Comm_rank(MPI_COMM_WORLD, &j.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &j.nranks);
     ex_opts o;

@@ -55,7 +55,24 @@ typedef struct plan_opts {
     const char *sizes_file, *save;
     const char *audit_dirs[8];
     int naudit, union_mode;
+    int quality;            /* --quality */
+    const char *window_arg; /* --window; NULL: SC_SHUFFLE_WINDOW */
+    uint64_t window;        /* the window in samples, resolved */
+    uint64_t sample_bytes;  /* --sample-bytes, for an auto window without --labels */
+    const char *labels;     /* --labels FILE:FIELD */
 } plan_opts;
+
+/* The labels of `plan --labels` and the dataset's sample size.  cmd_quality.c. */
+typedef struct cmd_labels {
+    uint32_t *labels, nclasses;
+    uint64_t sample_bytes;
+} cmd_labels;
+
+/* Shard sizes, sample bytes and labels from --labels FILE:FIELD; 0, or prints and 2. */
+int cmd_quality_labels(const plan_opts *o, uint64_t **sizes, uint64_t *n, cmd_labels *l);
+/* Prints one epoch's quality line (sc_plan_quality) for a resolved o->window. */
+int cmd_quality_print(const plan_opts *o, const sc_plan *plan, const uint64_t *sizes,
+                      uint64_t n, const cmd_labels *l, sc_error *err);
 
 /* 0, -1 after printing usage for --help, or 2 after saying what is wrong. */
 int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage);

@@ -31,6 +31,9 @@ static const char usage[] =
     "                     wider makes the classes overlap: a harder set\n"
     "  --sorted           store the samples by class (contiguous blocks), as\n"
     "                     many image packs are; default: classes in random order\n"
+    "  --heldout          new samples of the same --seed's classes, none of\n"
+    "                     which the training set of that seed holds: a\n"
+    "                     held-out set (train --eval)\n"
     "  -h, --help         this text\n";
 
 static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
@@ -49,7 +52,8 @@ static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
 
 int cmd_make_dataset(int argc, char **argv)
 {
-    enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED };
+    enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED,
+           HELDOUT };
     static const struct option longopts[] = {
         {"out", required_argument, 0, OUT},
         {"samples", required_argument, 0, SAMPLES},
@@ -61,6 +65,7 @@ int cmd_make_dataset(int argc, char **argv)
         {"seed", required_argument, 0, SEED},
         {"noise", required_argument, 0, NOISE},
         {"sorted", no_argument, 0, SORTED},
+        {"heldout", no_argument, 0, HELDOUT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     sc_synth_params p = SC_SYNTH_PARAMS_INIT;
@@ -90,6 +95,7 @@ int cmd_make_dataset(int argc, char **argv)
         case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &p.seed); break;
         case NOISE: bad = cli_u64("--noise", optarg, 1, 255, &p.noise); break;
         case SORTED: p.sorted = 1; break;
+        case HELDOUT: p.heldout = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: bad = 2;
         }
@@ -111,9 +117,9 @@ int cmd_make_dataset(int argc, char **argv)
     if (p.noise)
         snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);
     if (rc == SC_OK)
-        printf("wrote %s: %" PRIu64 " samples of %s, %" PRIu64 " labels%s, %slayout %c\n",
-               p.out, p.samples, p.dtype, p.labels, p.sorted ? " (class-sorted)" : "", noise,
-               p.layout);
+        printf("wrote %s: %" PRIu64 " %ssamples of %s, %" PRIu64 " labels%s, %slayout %c\n",
+               p.out, p.samples, p.heldout ? "held-out " : "", p.dtype, p.labels,
+               p.sorted ? " (class-sorted)" : "", noise, p.layout);
     else
         cli_report("make-dataset", 0, 1, &err);
     MPI_Finalize();

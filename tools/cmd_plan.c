@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -33,7 +34,7 @@ static const char plan_usage[] =
     "  --epochs E          epochs to plan (default 3)\n"
     "  --seed S            plan seed (default 0)\n"
     "  --batch B           samples per batch (default 32)\n"
-    "  --mode MODE         global: a fresh uniform assignment each epoch;\n"
+    "  --mode MODE         global: a fresh random assignment each epoch;\n"
     "                      sticky: keep owners, move --exchange of shards\n"
     "                      (default global)\n"
     "  --exchange Q        sticky: fraction of shards moved per epoch, [0,1]\n"
@@ -45,6 +46,17 @@ static const char plan_usage[] =
     "  --check             verify every plan property; ends with the line\n"
     "                      'plan check: ok', or exits 1 naming what failed\n"
     "  --save FILE         write the last epoch's encoded plan to FILE\n"
+    "  --quality           after each epoch, how well its order mixes the\n"
+    "                      dataset beside a uniform random permutation of it:\n"
+    "                      distinct shards a batch, how far samples move\n"
+    "                      (docs/shuffle.md)\n"
+    "  --labels FILE:FIELD with --quality: the dataset (layout A, --shard-size)\n"
+    "                      and its integer label field; adds the label\n"
+    "                      entropy and classes of a batch\n"
+    "  --window W          shuffle window in samples, or auto (default: as\n"
+    "                      SC_SHUFFLE_WINDOW; auto is half of SC_STREAM_BYTES)\n"
+    "  --sample-bytes S    a sample's bytes, for an auto window without\n"
+    "                      --labels\n"
     "  -h, --help          this text\n"
     "\n"
     "Each epoch prints: batches per rank, samples dropped or padded, the\n"
@@ -53,7 +65,8 @@ static const char plan_usage[] =
 
 /* getopt_long codes of the long flags, above every short option character. */
 enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
-       EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION };
+       EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION, QUALITY, LABELS, WINDOW,
+       SAMPLE_BYTES };
 
 /* Applies one flag other than --help to *o; 0, or 2 after saying what is wrong. */
 static int cmd_plan_parse_flag(int c, plan_opts *o)
@@ -79,6 +92,12 @@ static int cmd_plan_parse_flag(int c, plan_opts *o)
         }
         break;
     case UNION: o->union_mode = 1; break;
+    case QUALITY: o->quality = 1; break;
+    case LABELS: o->labels = optarg; break;
+    case WINDOW: o->window_arg = optarg; break;
+    case SAMPLE_BYTES:
+        bad = cli_u64("--sample-bytes", optarg, 1, UINT64_MAX, &o->sample_bytes);
+        break;
     case MODE: {
         /* Indexed by sc_shuffle_mode and sc_remainder values. */
         static const char *const modes[] = {"global", "sticky"};
@@ -116,6 +135,10 @@ int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
         {"save", required_argument, 0, SAVE},
         {"audit-dir", required_argument, 0, AUDIT},
         {"union", no_argument, 0, UNION},
+        {"quality", no_argument, 0, QUALITY},
+        {"labels", required_argument, 0, LABELS},
+        {"window", required_argument, 0, WINDOW},
+        {"sample-bytes", required_argument, 0, SAMPLE_BYTES},
         {"plan-seed", required_argument, 0, SEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -290,8 +313,8 @@ static int cmd_plan_make(const plan_opts *o, const sc_plan_params *p, const sc_p
  * Plans, checks and prints every epoch; *last is the last epoch's plan.
  * Returns the exit status: 1 as soon as any rank failed.
  */
-static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, int rank, int world,
-                           sc_plan **last, sc_error *err)
+static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, const cmd_labels *l,
+                           int rank, int world, sc_plan **last, sc_error *err)
 {
     sc_plan *prev = NULL, *plan = NULL;
     int status = 0;
@@ -318,12 +341,60 @@ static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, int rank, int 
         }
         if (rank == 0)
             cmd_plan_print_epoch(&in, ms, prev == NULL);
+        if (rank == 0 && o->quality &&
+            cmd_quality_print(o, plan, p->shard_sizes, p->nshards, l, err) != SC_OK) {
+            cli_report("plan --quality", rank, 1, err);
+            status = 1;
+        }
         sc_plan_free(prev);
         prev = plan;
         plan = NULL;
     }
     *last = prev;
     return status;
+}
+
+/* The shuffle window --quality measures, in samples; 0, or prints and 2. */
+static int cmd_plan_window(plan_opts *o, const cmd_labels *l)
+{
+    sc_config cfg;
+    sc_error err = SC_ERROR_INIT;
+    if (cli_config(&cfg))
+        return 2;
+    if (o->window_arg && sc_config_set(&cfg, "SC_SHUFFLE_WINDOW", o->window_arg, &err)) {
+        fprintf(stderr, "shardcache plan: --window: %s\n", err.msg);
+        return 2;
+    }
+    uint64_t sb = l->labels ? l->sample_bytes : o->sample_bytes;
+    if (cfg.shuffle_window == SC_WINDOW_AUTO && !sb) {
+        fprintf(stderr, "shardcache plan: an auto shuffle window (the default) needs a "
+                        "sample's bytes: give --labels FILE:FIELD, --sample-bytes S or "
+                        "--window W\n");
+        return 2;
+    }
+    o->window = sc_config_window(&cfg, sb);
+    return 0;
+}
+
+/* Shard sizes from the flags, or from the dataset of --labels; 0, or 2. */
+static int cmd_plan_inputs(plan_opts *o, int rank, int world, uint64_t **sizes, uint64_t *n,
+                           cmd_labels *l)
+{
+    if ((o->labels || o->window_arg || o->sample_bytes) && !o->quality) {
+        if (rank == 0)
+            fprintf(stderr, "shardcache plan: --labels, --window and --sample-bytes go "
+                            "with --quality\n");
+        return 2;
+    }
+    if (cmd_plan_load(o, rank, world, sizes, n))
+        return 2;
+    if (o->labels) {
+        free(*sizes);
+        *sizes = NULL;
+        if (cmd_quality_labels(o, sizes, n, l))
+            return 2;
+    }
+    return o->quality ? cmd_plan_window(o, l) : 0;
 }
 
 /* --save and the --check verdict, on rank 0, once every epoch went well. */
@@ -354,7 +425,10 @@ int cmd_plan(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world);
 
     uint64_t *sizes = NULL, n = 0;
-    if (cmd_plan_load(&o, rank, world, &sizes, &n)) {
+    cmd_labels labels = {0};
+    if (cmd_plan_inputs(&o, rank, world, &sizes, &n, &labels)) {
+        free(sizes);
+        free(labels.labels);
         MPI_Finalize();
         return 2;
     }
@@ -364,11 +438,12 @@ int cmd_plan(int argc, char **argv)
 
     sc_plan *last = NULL;
     sc_error err = SC_ERROR_INIT;
-    status = cmd_plan_epochs(&o, &p, rank, world, &last, &err);
+    status = cmd_plan_epochs(&o, &p, &labels, rank, world, &last, &err);
     if (status == 0)
         status = cmd_plan_finish(&o, n, rank, world, last, &err);
     sc_plan_free(last);
     free(sizes);
+    free(labels.labels);
     MPI_Finalize();
     return status;
 }

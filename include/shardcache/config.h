@@ -58,6 +58,13 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
  * table in runtime/base/config.c makes the defaults, the environment parsing and
  * the printout (`SC_DUMP_CONFIG=1` prints it to stderr at init).
  */
+/*
+ * SC_SHUFFLE_WINDOW=auto: as many samples as half of SC_STREAM_BYTES holds,
+ * and at least SC_WINDOW_AUTO_MIN (the fixed default before auto).
+ */
+#define SC_WINDOW_AUTO UINT64_MAX
+#define SC_WINDOW_AUTO_MIN 4096
+
 typedef struct sc_config {
     char source[SC_PATH_MAX];     /* SC_SOURCE: HDF5 file, directory or list */
     uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (one file) */
@@ -75,7 +82,8 @@ typedef struct sc_config {
     /* appended for the loader (sc_loader_*) */
     int producers;                /* SC_PRODUCERS: producer threads; 0 = auto */
     uint64_t prefetch_batches;    /* SC_PREFETCH_BATCHES: depth of the batch ring */
-    uint64_t shuffle_window;      /* SC_SHUFFLE_WINDOW: samples shuffled together; 0, 1: none */
+    uint64_t shuffle_window;      /* SC_SHUFFLE_WINDOW: samples shuffled together; 0, 1: none;
+                                     SC_WINDOW_AUTO: half of stream_bytes' worth */
     uint64_t stream_bytes;        /* SC_STREAM_BYTES: shard bytes held in memory */
     sc_device_mode device;        /* SC_DEVICE: host (default) | cuda | auto */
     sc_verify_mode verify;        /* SC_VERIFY: sketch | full */
@@ -106,6 +114,15 @@ SC_API int sc_config_set(sc_config *cfg, const char *name, const char *value,
 
 /* Writes every setting, one "NAME=value  # meaning" line each, to a stream. */
 SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
+
+/*
+ * The shuffle window cfg means, in samples of sample_bytes: shuffle_window
+ * itself, or for SC_WINDOW_AUTO as many as half of stream_bytes holds, so
+ * that the stream can load the next window while it builds batches from
+ * this one, but at least SC_WINDOW_AUTO_MIN (samples over 32 KiB then take
+ * more than the bound, as the fixed 4096 did).  0 for a NULL cfg.
+ */
+SC_API uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes);
 
 #ifdef __cplusplus
 }

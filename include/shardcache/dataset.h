@@ -94,11 +94,13 @@ typedef struct sc_synth_params {
     /* appended (room taken from reserved[]; 0 is the default) */
     uint64_t noise;            /* noise half-width in 0..255 pixel levels; 0: 64 */
     uint64_t sorted;           /* 1: samples stored by class (class-sorted); 0: random */
-    uint64_t reserved[6];      /* room for later fields: the size stays */
+    uint64_t heldout;          /* 1: new samples of the same classes (same seed's
+                                  prototypes, other noise): a held-out set */
+    uint64_t reserved[5];      /* room for later fields: the size stays */
 } sc_synth_params;
 
 #define SC_SYNTH_PARAMS_INIT                                                 \
-    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0, 0, 0, {0}}
+    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0, 0, 0, 0, {0}}
 
 SC_API int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress,
                            void *arg, sc_error *err);

@@ -25,7 +25,7 @@ extern "C" {
  */
 
 typedef enum sc_shuffle_mode {
-    SC_SHUFFLE_GLOBAL = 0, /* a fresh uniform random assignment every epoch */
+    SC_SHUFFLE_GLOBAL = 0, /* a fresh random assignment every epoch, shares spread */
     SC_SHUFFLE_STICKY = 1  /* keep owners; move a fraction `exchange` of shards */
 } sc_shuffle_mode;
 
@@ -126,6 +126,41 @@ SC_API int sc_plan_decode(const void *buf, size_t len, sc_plan **out,
  */
 SC_API int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
                          const sc_plan *prev, sc_error *err);
+
+/*
+ * How well one epoch mixes the dataset, from the plan and the ranks'
+ * schedules alone (no data read): every rank's full batches, each figure
+ * beside the same for a uniform random permutation of the whole dataset
+ * cut into batches of the same size (what a perfect shuffle gives).
+ * docs/shuffle.md says what each number means.
+ */
+typedef struct sc_quality_params {
+    const uint64_t *shard_sizes; /* as the plan's, [nshards] */
+    uint64_t nshards;
+    uint64_t batch_size;
+    uint64_t window;          /* shuffle window in samples, resolved (not SC_WINDOW_AUTO) */
+    uint64_t seed;            /* the job's seed */
+    const uint32_t *labels;   /* a class per sample, or NULL */
+    uint32_t nclasses;        /* labels are < nclasses */
+    uint64_t reserved[4];
+} sc_quality_params;
+
+typedef struct sc_quality_figures {
+    double shards;  /* distinct shards in a batch */
+    double moved;   /* |delivered position - stored position| / samples: 1/3 for uniform */
+    double bits;    /* label entropy of a batch, bits (labels only) */
+    double classes; /* distinct labels in a batch (labels only) */
+} sc_quality_figures;
+
+typedef struct sc_plan_quality {
+    uint64_t batches;           /* full batches measured, every rank's */
+    sc_quality_figures plan;    /* this plan's, averaged */
+    sc_quality_figures uniform; /* a uniform random permutation's */
+    uint64_t reserved[4];
+} sc_quality;
+
+SC_API int sc_plan_quality(const sc_plan *plan, const sc_quality_params *params,
+                           sc_quality *out, sc_error *err);
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,8 @@
 #include "hash.h"
 
 #define CKPT_MAGIC UINT64_C(0x31305450434b4353) /* "SCCKPT01" */
-#define CKPT_VERSION 1
+/* 2: plans spread each rank's share and windows may be auto (resolved). */
+#define CKPT_VERSION 2
 #define CKPT_SEED UINT64_C(0x636b7074)
 
 void sc__ckpt_encode(const sc__ckpt *c, unsigned char out[SC__CKPT_BYTES])

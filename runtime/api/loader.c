@@ -795,11 +795,17 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         rc = loader_agree(ld, loader_default_producers(ld, &producers, err), err);
     if (rc != SC_OK)
         return rc;
+    /* Resolved here, so that checkpoints record (and resumes compare) samples. */
+    ld->cfg.shuffle_window = sc_config_window(cfg, ld->ds->sample_bytes);
+    if (ld->rank == 0)
+        sc__log(cfg->log_level, SC__LOG_INFO, 0, "shuffle window: %llu samples%s",
+                (unsigned long long)ld->cfg.shuffle_window,
+                cfg->shuffle_window == SC_WINDOW_AUTO ? " (auto: half of SC_STREAM_BYTES)" : "");
     sc__stream_opts so = {
         .producers = cfg->producers > 0 ? cfg->producers : producers,
         .depth = cfg->prefetch_batches,
         .batch_size = cfg->batch_size,
-        .window = cfg->shuffle_window,
+        .window = ld->cfg.shuffle_window,
         .mem_bytes = cfg->stream_bytes,
         .seed = cfg->seed,
         .rank = ld->rank,

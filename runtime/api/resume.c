@@ -89,9 +89,11 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
     for (int i = 0; i < NSETTINGS; i++)
         if (was[i] != is[i])
             return sc__seterr(err, SC_EINVAL,
-                              "the checkpoints were taken with another %s than this job's: "
+                              "the checkpoints were taken with another %s than this job's%s: "
                               "resume with the same settings",
-                              setting_names[i]);
+                              setting_names[i],
+                              i == NSETTINGS - 1 ? " (auto: half of SC_STREAM_BYTES' samples;"
+                                                   " the window in samples is in the log)" : "");
     return SC_OK;
 }
 

@@ -71,8 +71,9 @@ static const setting settings[] = {
      "producer threads per rank; 0: the rank's share of the cores it is bound to, 2 to 8"},
     {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "8", {0},
      "batches built ahead of the training loop (the ring depth)"},
-    {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "4096", {0},
-     "samples shuffled together within a rank's epoch, across shards; 0: none"},
+    {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "auto", {"auto"},
+     "samples shuffled together within a rank's epoch, across shards; 0: none; "
+     "auto: as many as half of SC_STREAM_BYTES holds, at least 4096"},
     {"SC_PEERS", T_ENUM, F(peers), "on", {"on", "off"},
      "on: a shard moving to another node comes from its old owner's cache over MPI; "
      "off: from the source (every rank must say the same)"},
@@ -134,9 +135,15 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
         return SC_OK;
     case T_U64:
     case T_BYTES:
+        if (s->choices[0] && !strcmp(v, s->choices[0])) { /* a word for UINT64_MAX */
+            u = UINT64_MAX;
+            memcpy(field, &u, sizeof u);
+            return SC_OK;
+        }
         if (config_parse_u64(v, &u, s->type == T_BYTES))
-            return sc__seterr(err, SC_EINVAL, "%s='%s' is not a%s non-negative integer",
-                              s->env, v, s->type == T_BYTES ? " byte count or" : "");
+            return sc__seterr(err, SC_EINVAL, "%s='%s' is not a%s non-negative integer%s%s",
+                              s->env, v, s->type == T_BYTES ? " byte count or" : "",
+                              s->choices[0] ? " or " : "", s->choices[0] ? s->choices[0] : "");
         memcpy(field, &u, sizeof u);
         return SC_OK;
     case T_LEVEL:
@@ -224,6 +231,8 @@ int sc_config_print(const sc_config *cfg, void *file)
         case T_BYTES:
             memcpy(&u, field, sizeof u);
             snprintf(val, sizeof val, "%llu", (unsigned long long)u);
+            if (u == UINT64_MAX && s->choices[0])
+                text = s->choices[0];
             break;
         case T_LEVEL:
         case T_INT:
@@ -241,6 +250,16 @@ int sc_config_print(const sc_config *cfg, void *file)
         fprintf(f, "%s=%s  # %s\n", s->env, text, s->help);
     }
     return SC_OK;
+}
+
+uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes)
+{
+    if (!cfg)
+        return 0;
+    if (cfg->shuffle_window != SC_WINDOW_AUTO)
+        return cfg->shuffle_window;
+    uint64_t w = cfg->stream_bytes / 2 / (sample_bytes ? sample_bytes : 1);
+    return w > SC_WINDOW_AUTO_MIN ? w : SC_WINDOW_AUTO_MIN;
 }
 
 int sc__cache_root(char *buf, size_t n)

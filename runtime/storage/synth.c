@@ -8,7 +8,9 @@
  * trained on the images really lowers its loss.  Labels are random, or
  * class-sorted (contiguous blocks of classes, as many image packs are
  * written); labels and noise are counter-based functions of (seed, sample
- * id): the same parameters give the same bytes, in either layout.
+ * id): the same parameters give the same bytes, in either layout.  A
+ * held-out set keys them by ids past 2^48: the same classes' prototypes,
+ * samples no training set of that seed holds.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +57,7 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t id = first + r;
         sc__rng rng;
-        sc__rng_init(&rng, sc__rng_key(g->p->seed, id, 7, 0));
+        sc__rng_init(&rng, sc__rng_key(g->p->seed, id + (g->p->heldout << 48), 7, 0));
         uint64_t c = sc__rng_below(&rng, g->p->labels);
         if (g->p->sorted) /* contiguous blocks, as equal as the count allows */
             c = (uint64_t)((unsigned __int128)id * g->p->labels / g->p->samples);
@@ -176,10 +178,10 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
             g.elems > (UINT64_C(1) << 28))
             return sc__seterr(err, SC_EINVAL, "make-dataset: bad or huge sample shape");
     }
-    if (p->noise > 255 || p->sorted > 1)
-        return sc__seterr(err, SC_EINVAL, "make-dataset: noise %llu (0..255) or sorted %llu "
-                          "(0 or 1) out of range", (unsigned long long)p->noise,
-                          (unsigned long long)p->sorted);
+    if (p->noise > 255 || p->sorted > 1 || p->heldout > 1)
+        return sc__seterr(err, SC_EINVAL, "make-dataset: noise %llu (0..255), sorted %llu "
+                          "or heldout %llu (0 or 1) out of range", (unsigned long long)p->noise,
+                          (unsigned long long)p->sorted, (unsigned long long)p->heldout);
     g.noise = p->noise ? (int)p->noise : 64;
     if (p->layout != 'A' && p->layout != 'B')
         return sc__seterr(err, SC_EINVAL, "make-dataset: layout must be A or B");

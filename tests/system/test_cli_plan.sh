@@ -5,7 +5,8 @@ sc=$SC_BIN
 
 expect_ok "help names every flag" "--shard-sizes.*" "$sc" plan --help
 for flag in --shards --shard-size --shard-sizes --ranks --epochs --seed --batch \
-            --mode --exchange --remainder --check --save; do
+            --mode --exchange --remainder --check --save --quality --labels --window \
+            --sample-bytes; do
     expect_ok "help documents $flag" "^  $flag" "$sc" plan --help
 done
 expect_ok "top-level help lists plan" "plan +compute" "$sc" --help
@@ -32,7 +33,36 @@ expect_ok "save writes the plan" "plan check: ok" \
     "$sc" plan --shards 40 --ranks 3 --save "$SC_T_TMP/p.plan" --check
 [ "$(head -c 4 "$SC_T_TMP/p.plan")" = "SCPL" ] && pass "saved plan has its magic" || failed "saved plan lacks SCPL"
 
+# --quality on class-sorted labels: an auto window (half of SC_STREAM_BYTES)
+# reaches a uniform order's label entropy within 0.05 bits; window 1 is far off.
+"$sc" make-dataset --out "$SC_T_TMP/sorted.h5" --samples 16384 --shape 3x8x8 --sorted \
+    >/dev/null 2>&1 || failed "make-dataset --sorted"
+q=("$sc" plan --ranks 4 --batch 64 --shard-size 128 --epochs 2 --quality
+   --labels "$SC_T_TMP/sorted.h5:/labels")
+for mode in global sticky; do
+    out=$("${q[@]}" --mode $mode 2>&1)
+    if awk '/quality:/ { n++; if ($11 + 0 < $14 + 0 - 0.05) bad = 1 }
+            END { exit !(n == 2 && !bad) }' <<<"$out"; then
+        pass "$mode: label entropy within 0.05 bits of uniform"
+    else
+        failed "$mode: $out"
+    fi
+done
+out=$("${q[@]}" --window 1 2>&1)
+awk '/quality:/ { if ($11 + 0 > 1.0) bad = 1; n++ } END { exit !(n == 2 && !bad) }' <<<"$out" &&
+    pass "window 1: batches of one class" || failed "window 1: $out"
+expect_ok "quality without labels" "quality: .* shards/batch \(uniform .*\), moved 0.3" \
+    "$sc" plan --shards 64 --shard-size 100 --ranks 4 --batch 50 --quality --sample-bytes 3080
+
 # Bad input: a clear message and a non-zero exit, never a crash.
+expect_fail "auto window without a sample size" "needs a sample's bytes" "$sc" plan --quality
+expect_fail "labels without --quality" "go with --quality" \
+    "$sc" plan --labels "$SC_T_TMP/sorted.h5:/labels"
+expect_fail "labels without a field" "give FILE:FIELD" \
+    "$sc" plan --quality --labels "$SC_T_TMP/sorted.h5"
+expect_fail "labels that are images" "/images: 192 bytes a sample, not one integer label" \
+    "$sc" plan --quality --shard-size 128 --labels "$SC_T_TMP/sorted.h5:/images"
+expect_fail "bad window" "SC_SHUFFLE_WINDOW='big'" "$sc" plan --quality --window big
 expect_fail "zero shards" "--shards '0'" "$sc" plan --shards 0
 expect_fail "more ranks than shards" "more ranks \(9\) than shards \(4\)" "$sc" plan --shards 4 --ranks 9
 expect_fail "batch 0" "--batch '0'" "$sc" plan --batch 0

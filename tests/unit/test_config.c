@@ -59,6 +59,7 @@ static void test_bad_values_are_errors(void **state)
         {"SC_VERIFY", "some", "choose one of sketch, full"},
         {"SC_PRODUCERS", "two", "SC_PRODUCERS='two'"},
         {"SC_STREAM_BYTES", "1T5", "SC_STREAM_BYTES='1T5'"},
+        {"SC_SHUFFLE_WINDOW", "big", "integer or auto"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i][0], bad[i][1], 1);
@@ -77,6 +78,26 @@ static void test_bad_values_are_errors(void **state)
     assert_int_equal(sc_config_init(NULL, NULL), SC_EINVAL);
 }
 
+/* auto is half of SC_STREAM_BYTES in samples; a number is itself. */
+static void test_shuffle_window(void **state)
+{
+    (void)state;
+    sc_config c;
+    sc_error err;
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    assert_true(c.shuffle_window == SC_WINDOW_AUTO);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_STREAM_BYTES", "1M", &err), &err);
+    assert_int_equal(sc_config_window(&c, 100), (UINT64_C(1) << 20) / 2 / 100);
+    assert_int_equal(sc_config_window(&c, 1000), SC_WINDOW_AUTO_MIN); /* never below */
+    assert_int_equal(sc_config_window(&c, UINT64_C(1) << 30), SC_WINDOW_AUTO_MIN);
+    assert_int_equal(sc_config_window(&c, 0), (UINT64_C(1) << 20) / 2);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_SHUFFLE_WINDOW", "777", &err), &err);
+    assert_int_equal(sc_config_window(&c, 1000), 777);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_SHUFFLE_WINDOW", "auto", &err), &err);
+    assert_true(c.shuffle_window == SC_WINDOW_AUTO);
+    assert_int_equal(sc_config_window(NULL, 1), 0);
+}
+
 static void test_print_lists_every_setting(void **state)
 {
     (void)state;
@@ -92,7 +113,7 @@ static void test_print_lists_every_setting(void **state)
                                   "SC_EXCHANGE=0.1", "SC_REMAINDER=drop",
                                   "SC_CACHE_DIR=", "SC_CACHE_BYTES=0",
                                   "SC_CACHE_POLICY=belady", "SC_CACHE_CHECK=first",
-                                  "SC_LOG=1"};
+                                  "SC_LOG=1", "SC_SHUFFLE_WINDOW=auto"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         assert_non_null(strstr(text, names[i]));
     free(text);
@@ -103,6 +124,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_env),
         cmocka_unit_test(test_bad_values_are_errors),
+        cmocka_unit_test(test_shuffle_window),
         cmocka_unit_test(test_print_lists_every_setting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
