@@ -197,7 +197,9 @@ typedef struct sc_epoch_summary {
     double wait_s;             /* consumer time blocked inside sc_next_batch */
     double wall_s;             /* sc_epoch_begin to the end-of-epoch return */
     uint64_t bytes_from_peers; /* of its shards, cached from other nodes' (in the epoch before) */
-    uint64_t reserved[15];     /* room for later fields: the size stays */
+    double shards_per_batch;   /* distinct shards in this rank's full batches, mean: how
+                                  widely its order mixes (docs/shuffle.md) */
+    uint64_t reserved[14];     /* room for later fields: the size stays */
 } sc_epoch_summary;
 
 /*

@@ -68,7 +68,9 @@ typedef struct span {
 typedef enum mark_kind {
     MARK_EPOCH_END, /* any instant */
     MARK_RING,      /* the "ring occupancy" counter, in batches */
-    MARK_HIT_RATE,  /* any other counter: the cache hit rate, in percent */
+    MARK_HIT_RATE,  /* the cache hit rate, in percent */
+    MARK_SHARDS,    /* distinct shards per batch, an epoch's mean */
+    MARK_OTHER,     /* a counter this version does not read */
 } mark_kind;
 
 typedef struct mark {
@@ -127,7 +129,10 @@ static mark_kind cmd_trace_mark_kind_of(const char *ph, const char *name)
 {
     if (!strcmp(ph, "i"))
         return MARK_EPOCH_END;
-    return !strcmp(name, "ring occupancy") ? MARK_RING : MARK_HIT_RATE;
+    return !strcmp(name, "ring occupancy")     ? MARK_RING
+           : !strcmp(name, "cache hit rate")   ? MARK_HIT_RATE
+           : !strcmp(name, "shards per batch") ? MARK_SHARDS
+                                               : MARK_OTHER;
 }
 
 /* Takes one event object into the model; -1 with a message if it is not one of ours. */
@@ -168,6 +173,7 @@ static int cmd_trace_take_event(model *m, const json *e, char *err, size_t errle
         mark_kind kind = cmd_trace_mark_kind_of(ph, name);
         double v = kind == MARK_RING       ? json_num(json_get(args, "batches"), 0)
                    : kind == MARK_HIT_RATE ? json_num(json_get(args, "percent"), 0)
+                   : kind == MARK_SHARDS   ? json_num(json_get(args, "shards"), 0)
                                            : 0;
         m->marks[m->nmarks++] = (mark){rank, (uint64_t)json_num(json_get(args, "epoch"), 0),
                                        json_num(json_get(e, "ts"), 0), v, kind};
@@ -510,8 +516,8 @@ typedef struct rank_sum {
     double t_lo, t_hi, wall;
     double busy[NSTAGES], bytes[NSTAGES];
     double ov[NSTAGES]; /* time each stage ran while the consumer waited */
-    double ring, hit;   /* sums of the counters, for their means */
-    int nring, nhit;
+    double ring, hit, shards; /* sums of the counters, for their means */
+    int nring, nhit, nshards;
 } rank_sum;
 
 /* ... and for the job. */
@@ -581,6 +587,8 @@ static void cmd_trace_sum_marks(const model *m, job_sum *js)
             x->ring += k->value, x->nring++;
         if (k->kind == MARK_HIT_RATE)
             x->hit += k->value, x->nhit++;
+        if (k->kind == MARK_SHARDS)
+            x->shards += k->value, x->nshards++;
     }
 }
 
@@ -605,7 +613,7 @@ static void cmd_trace_print_rank(const model *m, int r, const rank_sum *x)
 {
     int top = cmd_trace_top_stage(x->ov);
     double w = x->busy[ST_CONSUMER_WAIT];
-    char topbuf[96] = "-", ringbuf[16] = "-", hitbuf[16] = "-";
+    char topbuf[96] = "-", ringbuf[16] = "-", hitbuf[16] = "-", shardbuf[16] = "-";
     if (top >= 0)
         snprintf(topbuf, sizeof topbuf, "%s (%.0f%% of waits)", stages[top],
                  w > 0 ? 100.0 * x->ov[top] / w : 0.0);
@@ -613,16 +621,18 @@ static void cmd_trace_print_rank(const model *m, int r, const rank_sum *x)
         snprintf(ringbuf, sizeof ringbuf, "%.1f", x->ring / x->nring);
     if (x->nhit)
         snprintf(hitbuf, sizeof hitbuf, "%.1f%%", x->hit / x->nhit);
-    printf("%-5d %9.3f %13.1f%% %9.1f%% %10s %9s  %s%s\n", r, x->wall / 1e6,
+    if (x->nshards)
+        snprintf(shardbuf, sizeof shardbuf, "%.1f", x->shards / x->nshards);
+    printf("%-5d %9.3f %13.1f%% %9.1f%% %10s %9s %12s  %s%s\n", r, x->wall / 1e6,
            x->wall > 0 ? 100.0 * w / x->wall : 0.0,
            x->wall > 0 ? 100.0 * x->busy[ST_PLAN_WAIT] / x->wall : 0.0, ringbuf, hitbuf,
-           topbuf, m->ranks[r].finished ? "" : "  (trace not finished)");
+           shardbuf, topbuf, m->ranks[r].finished ? "" : "  (trace not finished)");
 }
 
 static void cmd_trace_print_ranks(const model *m, const job_sum *js)
 {
-    printf("%-5s %9s %14s %10s %10s %9s  %s\n", "rank", "wall s", "consumer wait",
-           "plan wait", "ring avg", "hit rate", "most overlapped by the waits");
+    printf("%-5s %9s %14s %10s %10s %9s %12s  %s\n", "rank", "wall s", "consumer wait",
+           "plan wait", "ring avg", "hit rate", "shards/batch", "most overlapped by the waits");
     for (int r = 0; r < js->nranks; r++)
         if (m->ranks[r].seen)
             cmd_trace_print_rank(m, r, &js->r[r]);
@@ -958,7 +968,7 @@ static const char trace_usage[] =
     "check    parses a trace and counts its events\n"
     "summary  per rank and for the job: consumer wait as a share of wall time,\n"
     "         the stage the waits overlap most, per-stage busy time and MB/s,\n"
-    "         ring occupancy, cache hit rate, stragglers, and a verdict\n"
+    "         ring occupancy, cache hit rate, shards per batch, stragglers, and a verdict\n"
     "plot     draws each rank's threads over time as SVG, the consumer's\n"
     "         waits as red bands\n";
 

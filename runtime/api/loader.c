@@ -893,6 +893,9 @@ static int loader_end_epoch(sc_loader *ld)
     if (c.hits + c.misses)
         sc__trace_counter(ld->tr, SC__CT_HIT_RATE, t1,
                           100.0 * (double)c.hits / (double)(c.hits + c.misses));
+    double spread = c.full_batches ? (double)c.batch_shards / (double)c.full_batches : 0.0;
+    if (c.full_batches)
+        sc__trace_counter(ld->tr, SC__CT_SHARDS, t1, spread);
     ld->phase = LD_ENDED;
     ld->settled_to = ld->cur + 1;
     rec *r = loader_find_rec(ld, ld->cur);
@@ -906,6 +909,7 @@ static int loader_end_epoch(sc_loader *ld)
         rep->bytes_from_cache = c.bytes_from_cache;
         rep->bytes_from_source = c.bytes_from_source;
         rep->bytes_from_peers = sc__peer_received(ld->peer, ld->cur);
+        rep->shards_per_batch = spread;
     }
     return SC_OK;
 }

@@ -86,14 +86,18 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
     sc__ckpt now;
     sc__ckpt_settings(cfg, &now);
     resume_settings_of(&now, is);
+    if (was[NSETTINGS - 1] != is[NSETTINGS - 1])
+        return sc__seterr(err, SC_EINVAL,
+                          "the checkpoints were taken with SC_SHUFFLE_WINDOW of %llu samples, "
+                          "this job's is %llu (auto is half of SC_STREAM_BYTES' samples): "
+                          "resume with the same settings", (unsigned long long)was[NSETTINGS - 1],
+                          (unsigned long long)is[NSETTINGS - 1]);
     for (int i = 0; i < NSETTINGS; i++)
         if (was[i] != is[i])
             return sc__seterr(err, SC_EINVAL,
-                              "the checkpoints were taken with another %s than this job's%s: "
+                              "the checkpoints were taken with another %s than this job's: "
                               "resume with the same settings",
-                              setting_names[i],
-                              i == NSETTINGS - 1 ? " (auto: half of SC_STREAM_BYTES' samples;"
-                                                   " the window in samples is in the log)" : "");
+                              setting_names[i]);
     return SC_OK;
 }
 

@@ -32,6 +32,7 @@ const char *sc__stage_name(sc__stage st);
 typedef enum sc__counter {
     SC__CT_RING,     /* batches built and waiting for the consumer */
     SC__CT_HIT_RATE, /* this epoch's cache hit rate, % */
+    SC__CT_SHARDS,   /* this epoch's distinct shards per batch, mean */
 } sc__counter;
 
 /* What a ring holds: a span of a stage, a counter's value, an epoch's end. */

@@ -140,6 +140,27 @@ static void stream_ep_free(ep *e)
 }
 
 /*
+ * The distinct shards each full batch of real samples draws from, summed
+ * (the epoch summary's shards_per_batch): last[i] is the batch that last
+ * met shard i, plus one.
+ */
+static int stream_count_spread(ep *e, uint64_t B, sc_error *err)
+{
+    uint64_t *last = calloc(e->nsh + 1, sizeof *last);
+    if (!last)
+        return sc__seterr(err, SC_ENOMEM, "epoch %llu: no memory to count shards per batch",
+                          (unsigned long long)e->epoch);
+    for (uint64_t b = 0; (b + 1) * B <= e->m; b++, e->counts.full_batches++)
+        for (uint64_t q = b * B; q < (b + 1) * B; q++)
+            if (last[e->src_shard[q]] != b + 1) {
+                last[e->src_shard[q]] = b + 1;
+                e->counts.batch_shards++;
+            }
+    free(last);
+    return SC_OK;
+}
+
+/*
  * Turns an epoch's slot list into its work: the shards it reads, in order
  * of first use (the order they are loaded in), and per slot the shard and
  * offset to copy from.
@@ -219,7 +240,7 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
         e->refs[e->src_shard[q]]++;
     for (uint64_t i = 0; i < e->nsh; i++)
         e->state[i] = SH_WAIT;
-    return SC_OK;
+    return stream_count_spread(e, B, err);
 }
 
 /* ---- picking work (mutex held) ------------------------------------------------ */

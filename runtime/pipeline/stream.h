@@ -42,6 +42,7 @@ typedef struct sc__stream_opts {
 /* What one epoch did on this rank, for sc_epoch_report. */
 typedef struct sc__stream_counts {
     uint64_t hits, misses, bytes_from_source, bytes_from_cache;
+    uint64_t batch_shards, full_batches; /* distinct shards summed over full real batches */
 } sc__stream_counts;
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,

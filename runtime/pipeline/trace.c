@@ -237,8 +237,9 @@ static void trace_l_head(line *l, const sc__trace *t, const sc__tring *r, const 
 static void trace_write_event(void *arg, const sc__tring *r, const sc__event *e)
 {
     sc__trace *t = arg;
-    static const char *const counters[] = {"ring occupancy", "cache hit rate"};
-    static const char *const counter_keys[] = {"batches", "percent"};
+    static const char *const counters[] = {"ring occupancy", "cache hit rate",
+                                           "shards per batch"};
+    static const char *const counter_keys[] = {"batches", "percent", "shards"};
     line l = {.n = 0};
     if (e->kind == SC__EV_SPAN) {
         trace_l_head(&l, t, r, "X", sc__stage_name((sc__stage)e->what), e->t0);

@@ -285,6 +285,12 @@ static void test_bad_records_are_refused(void **state)
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
     if (rank == 0)
         assert_non_null(strstr(msg, "SC_SEED"));
+    other = c; /* an auto window that comes to another number of samples than 32 */
+    other.shuffle_window = SC_WINDOW_AUTO;
+    assert_true(sc_config_window(&other, 1) != 32);
+    assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
+    if (rank == 0)
+        assert_non_null(strstr(msg, "SC_SHUFFLE_WINDOW of 32 samples, this job's is"));
     other = c;
     other.shard_size = SHARD + 1; /* another dataset (its fingerprint) */
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);

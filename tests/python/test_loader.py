@@ -47,7 +47,7 @@ def test_batches_are_zero_copy_and_the_source_bytes(dataset, cache_dir):
     with open_loader(dataset, cache_dir, remainder="pad") as loader:
         assert [f[0] for f in loader.fields] == ["images", "labels"]
         for epoch in range(2):
-            ids, nb = [], 0
+            ids, nb, spread = [], 0, []
             for batch in loader.epoch(epoch):
                 x, y = batch["images"], batch["labels"]
                 assert isinstance(x, torch.Tensor) and x.dtype == torch.uint8
@@ -58,6 +58,8 @@ def test_batches_are_zero_copy_and_the_source_bytes(dataset, cache_dir):
                 np.testing.assert_array_equal(x.numpy(), images[got])
                 np.testing.assert_array_equal(y.numpy(), labels[got])
                 ids.extend(got[:batch.size - batch.padded])
+                if not batch.padded:  # distinct shards (of 50 samples) in a full batch
+                    spread.append(len(set(got // 50)))
                 nb += 1
             assert nb == loader.info["batches"]
             assert COMM.allreduce(nb, op=MPI.MIN) == COMM.allreduce(nb, op=MPI.MAX)
@@ -65,6 +67,7 @@ def test_batches_are_zero_copy_and_the_source_bytes(dataset, cache_dir):
             assert v.ok and v.verified, str(v)
             assert "exactly-once ok" in str(v)
             assert v["bytes_from_peers"] == 0  # one node: nothing from other nodes
+            assert abs(v["shards_per_batch"] - np.mean(spread)) < 1e-9, (v, spread)
             counts = all_ids(ids)
             assert counts.max() == 1 and counts.min() == 1  # pad: nothing dropped
 

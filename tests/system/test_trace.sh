@@ -33,7 +33,10 @@ expect_ok "merge" "^merged $total events from 4 files \(4 ranks\)" \
 [ "$(events "$d/job.json")" = "$total" ] && pass "merge keeps every event ($total)" \
     || failed "merged file has $(events "$d/job.json") events, ranks had $total"
 out=$("$SC_BIN" trace summary "$d/job.json" 2>&1)
+# shards/batch: 32-sample batches from a 32-shard share of 32-sample shards
+# (an auto window spans it) meet about 20 shards; 1 would mean no shuffle.
 for want in "^trace .*: 4 ranks, 2 epochs" "^[0-3] +[0-9.]+ +[0-9.]+%" "^job " \
+    "shards/batch" "^[0-3] +([^ ]+ +){5}(1[5-9]|2[0-9])\.[0-9] " \
     "^shuffle/assembly +[0-9.]+%" "^epoch end spread:" "^stragglers: " "^(bottleneck|verdict): "; do
     grep -Eq -- "$want" <<<"$out" && pass "summary: /$want/" || { failed "summary lacks /$want/"; echo "$out"; }
 done
