@@ -23,7 +23,6 @@
 #include "bench_doc.h"
 #include "hash.h"
 #include "plan.h"
-#include "schedule.h"
 #include "shardcache/config.h"
 
 typedef struct opts {
@@ -106,8 +105,9 @@ static void parse(int argc, char **argv, opts *o, const char **doc)
             *doc = argv[i + 1];
         for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
             if (!strcmp(argv[i], f[k].flag))
-                *f[k].v = !strcmp(argv[i + 1], "auto") ? SC_WINDOW_AUTO
-                                                       : strtoull(argv[i + 1], NULL, 10),
+                *f[k].v = f[k].v == &o->window && !strcmp(argv[i + 1], "auto")
+                              ? SC_WINDOW_AUTO
+                              : strtoull(argv[i + 1], NULL, 10),
                 known = 1;
         if (!known) {
             fprintf(stderr, "bench_shuffle: unknown flag %s\n", argv[i]);

@@ -19,6 +19,19 @@ static int eval_field(const sc_dataset *ds, int nfields, const char *name, sc_fi
     return -1;
 }
 
+/* A label outside 0..k-1 would be skipped by the model, and flatter the mean. */
+static int eval_check_labels(const ex_eval *ev, uint64_t k, sc_error *e)
+{
+    for (uint64_t i = 0; i < ev->n; i++)
+        if (ev->y[i] < 0 || (uint64_t)ev->y[i] >= k) {
+            snprintf(e->msg, sizeof e->msg, "sample %llu has label %lld, outside 0..%llu "
+                     "(--classes)", (unsigned long long)i, (long long)ev->y[i],
+                     (unsigned long long)(k - 1));
+            return -1;
+        }
+    return 0;
+}
+
 static int eval_read(sc_dataset *ds, const char *images, const char *labels, uint64_t d,
                      ex_eval *ev, sc_error *e)
 {
@@ -54,7 +67,7 @@ static int eval_read(sc_dataset *ds, const char *images, const char *labels, uin
 }
 
 int ex_eval_open(const char *path, const char *images, const char *labels, uint64_t d,
-                 ex_eval *ev, char *err, size_t errlen)
+                 uint64_t k, ex_eval *ev, char *err, size_t errlen)
 {
     sc_config cfg;
     sc_error e = SC_ERROR_INIT;
@@ -66,7 +79,7 @@ int ex_eval_open(const char *path, const char *images, const char *labels, uint6
              sc_config_set(&cfg, "SC_FIELDS", fields, &e) ||
              sc_dataset_open(MPI_COMM_SELF, &cfg, &ds, &e) != SC_OK;
     if (!rc)
-        rc = eval_read(ds, images, labels, d, ev, &e) != 0;
+        rc = eval_read(ds, images, labels, d, ev, &e) != 0 || eval_check_labels(ev, k, &e) != 0;
     if (ds)
         sc_dataset_close(ds);
     if (rc) {

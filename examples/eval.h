@@ -20,10 +20,11 @@ typedef struct ex_eval {
 
 /*
  * Reads the uint8 field `images` (d bytes a sample) and the int64 field
- * `labels` of the HDF5 file `path`; 0, or -1 saying why in err.
+ * `labels` (each in 0..k-1) of the HDF5 file `path`; 0, or -1 saying why
+ * in err.
  */
 int ex_eval_open(const char *path, const char *images, const char *labels, uint64_t d,
-                 ex_eval *ev, char *err, size_t errlen);
+                 uint64_t k, ex_eval *ev, char *err, size_t errlen);
 /* The mean cross-entropy and the accuracy (0..1) of m on the set. */
 void ex_eval_run(const ex_eval *ev, ex_model *m, double *loss, double *accuracy);
 void ex_eval_free(ex_eval *ev);

@@ -358,14 +358,16 @@ static int open_eval(const ex_opts *o, job *j, int rc)
         return rc;
     char msg[512] = "";
     if (rc == 0 && (o->crop || j->gpu)) {
-        snprintf(msg, sizeof msg, "--eval runs the CPU model without --transform");
+        snprintf(msg, sizeof msg, "scores the CPU model on untransformed images: not with %s",
+                 o->crop ? "--transform" : "the GPU model (--device cpu)");
         rc = 2;
     } else if (rc == 0 && j->rank == 0 &&
-               ex_eval_open(o->eval, o->images, o->labels, j->m.d, &j->ev, msg, sizeof msg)) {
+               ex_eval_open(o->eval, o->images, o->labels, j->m.d, j->m.k, &j->ev, msg,
+                            sizeof msg)) {
         rc = 1;
     }
     if (msg[0] && j->rank == 0)
-        fprintf(stderr, "train: --eval %s\n", msg);
+        fprintf(stderr, "train: --eval: %s\n", msg);
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     return rc;
 }

@@ -69,7 +69,8 @@ typedef struct cmd_labels {
 } cmd_labels;
 
 /* Shard sizes, sample bytes and labels from --labels FILE:FIELD; 0, or prints and 2. */
-int cmd_quality_labels(const plan_opts *o, uint64_t **sizes, uint64_t *n, cmd_labels *l);
+int cmd_quality_labels(const plan_opts *o, int rank, uint64_t **sizes, uint64_t *n,
+                       cmd_labels *l);
 /* Prints one epoch's quality line (sc_plan_quality) for a resolved o->window. */
 int cmd_quality_print(const plan_opts *o, const sc_plan *plan, const uint64_t *sizes,
                       uint64_t n, const cmd_labels *l, sc_error *err);

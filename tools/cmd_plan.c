@@ -391,7 +391,7 @@ static int cmd_plan_inputs(plan_opts *o, int rank, int world, uint64_t **sizes, 
     if (o->labels) {
         free(*sizes);
         *sizes = NULL;
-        if (cmd_quality_labels(o, sizes, n, l))
+        if (cmd_quality_labels(o, rank, sizes, n, l))
             return 2;
     }
     return o->quality ? cmd_plan_window(o, l) : 0;

@@ -10,23 +10,38 @@
 
 #include "cli.h"
 
-/* Integer labels of any width as class numbers; 0, or 1 naming what is wrong. */
-static int cmd_quality_convert(const char *dtype, const unsigned char *in, uint64_t n,
-                               uint32_t *out, uint32_t *nclasses, const char *what)
+static const struct {
+    const char *name;
+    unsigned bytes, sign;
+} cmd_quality_types[] = {{"uint8", 1, 0}, {"uint16", 2, 0}, {"uint32", 4, 0}, {"uint64", 8, 0},
+                         {"int8", 1, 1},  {"int16", 2, 1},  {"int32", 4, 1},  {"int64", 8, 1}};
+
+/*
+ * Integer labels, one a sample, as class numbers; 0, or 1 with the reason
+ * in err (a signed value sign-extended, so that -15 reads as -15).
+ */
+static int cmd_quality_convert(const sc_field_info *fi, const unsigned char *in, uint64_t n,
+                               uint32_t *out, uint32_t *nclasses, char *err, size_t errlen)
 {
-    static const struct { const char *name; int bytes, sign; } types[] = {
-        {"uint8", 1, 0}, {"uint16", 2, 0}, {"uint32", 4, 0}, {"uint64", 8, 0},
-        {"int8", 1, 1},  {"int16", 2, 1},  {"int32", 4, 1},  {"int64", 8, 1}};
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        if (strcmp(dtype, types[t].name))
+    for (size_t t = 0; t < sizeof cmd_quality_types / sizeof cmd_quality_types[0]; t++) {
+        unsigned b = cmd_quality_types[t].bytes;
+        if (strcmp(fi->dtype, cmd_quality_types[t].name))
             continue;
+        if (fi->sample_bytes != b)
+            break;
         for (uint64_t i = 0; i < n; i++) {
             uint64_t u = 0;
-            memcpy(&u, in + i * (uint64_t)types[t].bytes, (size_t)types[t].bytes);
-            int neg = types[t].sign && (u >> (8 * types[t].bytes - 1)) & 1;
-            if (neg || u >= (1u << 24)) {
-                fprintf(stderr, "shardcache plan: %s: label %" PRIu64 " of sample %" PRIu64
-                        " is not a class number (0 .. 2^24-1)\n", what, u, i);
+            memcpy(&u, in + i * b, b);
+            char text[32];
+            if (cmd_quality_types[t].sign && b < 8 && (u >> (8 * b - 1)) & 1)
+                u |= ~UINT64_C(0) << (8 * b);
+            if (u >= (1u << 24)) {
+                if (cmd_quality_types[t].sign)
+                    snprintf(text, sizeof text, "%" PRId64, (int64_t)u);
+                else
+                    snprintf(text, sizeof text, "%" PRIu64, u);
+                snprintf(err, errlen, "%s: label %s of sample %" PRIu64 " is not a class "
+                         "number (0 .. 2^24-1)", fi->name, text, i);
                 return 1;
             }
             out[i] = (uint32_t)u;
@@ -34,7 +49,8 @@ static int cmd_quality_convert(const char *dtype, const unsigned char *in, uint6
         }
         return 0;
     }
-    fprintf(stderr, "shardcache plan: %s holds %s, not integer labels\n", what, dtype);
+    snprintf(err, errlen, "%s holds %s, %" PRIu64 " bytes a sample: not one integer label a "
+             "sample", fi->name, fi->dtype, fi->sample_bytes);
     return 1;
 }
 
@@ -57,23 +73,20 @@ static int cmd_quality_read(sc_config *cfg, const char *field, cmd_labels *l, sc
     l->labels = malloc(sizeof *l->labels * (di.nsamples + 1));
     if (!buf || !l->labels)
         rc = SC_ENOMEM, snprintf(err->msg, sizeof err->msg, "no memory for the labels");
-    else if (fi.sample_bytes != 1 && fi.sample_bytes != 2 && fi.sample_bytes != 4 &&
-             fi.sample_bytes != 8)
-        rc = SC_EINVAL, snprintf(err->msg, sizeof err->msg, "%s: %" PRIu64 " bytes a sample, "
-                                 "not one integer label", fi.name, fi.sample_bytes);
     for (uint64_t k = 0; rc == SC_OK && k < di.nshards; k++) {
         void *to = buf + first[k] * fi.sample_bytes;
         rc = sc_dataset_read_shard(ds, k, (void *const *)&to, err);
     }
-    if (rc == SC_OK && cmd_quality_convert(fi.dtype, buf, di.nsamples, l->labels,
-                                           &l->nclasses, fi.name))
-        rc = SC_EINVAL, snprintf(err->msg, sizeof err->msg, "see above");
+    if (rc == SC_OK && cmd_quality_convert(&fi, buf, di.nsamples, l->labels, &l->nclasses,
+                                           err->msg, sizeof err->msg))
+        rc = SC_EINVAL;
     free(buf);
     sc_dataset_close(ds);
     return rc;
 }
 
-int cmd_quality_labels(const plan_opts *o, uint64_t **sizes, uint64_t *n, cmd_labels *l)
+int cmd_quality_labels(const plan_opts *o, int rank, uint64_t **sizes, uint64_t *n,
+                       cmd_labels *l)
 {
     char path[SC_PATH_MAX];
     const char *colon = strrchr(o->labels, ':');
@@ -82,8 +95,9 @@ int cmd_quality_labels(const plan_opts *o, uint64_t **sizes, uint64_t *n, cmd_la
     char shard[32];
     if (!colon || colon == o->labels || !colon[1] ||
         (size_t)(colon - o->labels) >= sizeof path) {
-        fprintf(stderr, "shardcache plan: --labels '%s': give FILE:FIELD, e.g. "
-                        "data.h5:/labels\n", o->labels);
+        if (rank == 0)
+            fprintf(stderr, "shardcache plan: --labels '%s': give FILE:FIELD, e.g. "
+                            "data.h5:/labels\n", o->labels);
         return 2;
     }
     snprintf(path, sizeof path, "%.*s", (int)(colon - o->labels), o->labels);
@@ -111,8 +125,9 @@ int cmd_quality_labels(const plan_opts *o, uint64_t **sizes, uint64_t *n, cmd_la
     }
     if (rc == SC_OK)
         rc = cmd_quality_read(&cfg, colon + 1, l, &err);
-    if (rc != SC_OK) {
-        fprintf(stderr, "shardcache plan: --labels %s: %s\n", o->labels, err.msg);
+    if (rc != SC_OK) { /* every rank read the same file: every rank stops here */
+        if (rank == 0)
+            fprintf(stderr, "shardcache plan: --labels %s: %s\n", o->labels, err.msg);
         return 2;
     }
     return 0;
@@ -128,8 +143,9 @@ int cmd_quality_print(const plan_opts *o, const sc_plan *plan, const uint64_t *s
     int rc = sc_plan_quality(plan, &qp, &q, err);
     if (rc != SC_OK)
         return rc;
-    printf("  quality: %.1f shards/batch (uniform %.1f), moved %.3f (uniform %.3f)",
-           q.plan.shards, q.uniform.shards, q.plan.moved, q.uniform.moved);
+    printf("  quality (window %" PRIu64 "): %.1f shards/batch (uniform %.1f), moved %.3f "
+           "(uniform %.3f)", o->window, q.plan.shards, q.uniform.shards, q.plan.moved,
+           q.uniform.moved);
     if (l->labels)
         printf(", labels %.3f bits/batch (uniform %.3f), %.1f classes/batch (uniform %.1f)",
                q.plan.bits, q.uniform.bits, q.plan.classes, q.uniform.classes);

@@ -137,7 +137,7 @@ SC_API int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
 typedef struct sc_quality_params {
     const uint64_t *shard_sizes; /* as the plan's, [nshards] */
     uint64_t nshards;
-    uint64_t batch_size;
+    uint64_t batch_size;      /* the plan's */
     uint64_t window;          /* shuffle window in samples, resolved (not SC_WINDOW_AUTO) */
     uint64_t seed;            /* the job's seed */
     const uint32_t *labels;   /* a class per sample, or NULL */
@@ -152,7 +152,7 @@ typedef struct sc_quality_figures {
     double classes; /* distinct labels in a batch (labels only) */
 } sc_quality_figures;
 
-typedef struct sc_plan_quality {
+typedef struct sc_quality {
     uint64_t batches;           /* full batches measured, every rank's */
     sc_quality_figures plan;    /* this plan's, averaged */
     sc_quality_figures uniform; /* a uniform random permutation's */

@@ -800,7 +800,8 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     if (ld->rank == 0)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "shuffle window: %llu samples%s",
                 (unsigned long long)ld->cfg.shuffle_window,
-                cfg->shuffle_window == SC_WINDOW_AUTO ? " (auto: half of SC_STREAM_BYTES)" : "");
+                cfg->shuffle_window == SC_WINDOW_AUTO
+                    ? " (auto: half of SC_STREAM_BYTES' samples, at least 4096)" : "");
     sc__stream_opts so = {
         .producers = cfg->producers > 0 ? cfg->producers : producers,
         .depth = cfg->prefetch_batches,

@@ -86,18 +86,20 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
     sc__ckpt now;
     sc__ckpt_settings(cfg, &now);
     resume_settings_of(&now, is);
-    if (was[NSETTINGS - 1] != is[NSETTINGS - 1])
-        return sc__seterr(err, SC_EINVAL,
-                          "the checkpoints were taken with SC_SHUFFLE_WINDOW of %llu samples, "
-                          "this job's is %llu (auto is half of SC_STREAM_BYTES' samples): "
-                          "resume with the same settings", (unsigned long long)was[NSETTINGS - 1],
-                          (unsigned long long)is[NSETTINGS - 1]);
-    for (int i = 0; i < NSETTINGS; i++)
-        if (was[i] != is[i])
+    for (int i = 0; i < NSETTINGS; i++) {
+        if (was[i] == is[i])
+            continue;
+        if (!strcmp(setting_names[i], "SC_SHUFFLE_WINDOW")) /* auto hides the number */
             return sc__seterr(err, SC_EINVAL,
-                              "the checkpoints were taken with another %s than this job's: "
-                              "resume with the same settings",
-                              setting_names[i]);
+                              "the checkpoints were taken with SC_SHUFFLE_WINDOW of %llu "
+                              "samples, this job's is %llu (auto is half of SC_STREAM_BYTES' "
+                              "samples): resume with the same settings",
+                              (unsigned long long)was[i], (unsigned long long)is[i]);
+        return sc__seterr(err, SC_EINVAL,
+                          "the checkpoints were taken with another %s than this job's: "
+                          "resume with the same settings",
+                          setting_names[i]);
+    }
     return SC_OK;
 }
 

@@ -140,10 +140,11 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
             memcpy(field, &u, sizeof u);
             return SC_OK;
         }
-        if (config_parse_u64(v, &u, s->type == T_BYTES))
+        if (config_parse_u64(v, &u, s->type == T_BYTES) || (s->choices[0] && u == UINT64_MAX))
             return sc__seterr(err, SC_EINVAL, "%s='%s' is not a%s non-negative integer%s%s",
                               s->env, v, s->type == T_BYTES ? " byte count or" : "",
-                              s->choices[0] ? " or " : "", s->choices[0] ? s->choices[0] : "");
+                              s->choices[0] ? " below 2^64-1 or " : "",
+                              s->choices[0] ? s->choices[0] : "");
         memcpy(field, &u, sizeof u);
         return SC_OK;
     case T_LEVEL:

@@ -180,10 +180,12 @@ static uint64_t plan_bitrev(uint64_t x, unsigned bits)
 }
 
 /*
- * Orders a rank's list, given in shard order, so that every run of
- * consecutive entries spreads over the whole list: entry i is the one at
- * sorted position bitrev(i) ^ mask, positions past the end skipped (a van
- * der Corput order; the mask varies it by epoch and rank).  The schedule
+ * Orders a rank's list, given in shard order (or, for a global run that
+ * crosses rows of the permutation, two such runs, which spread as well),
+ * so that every run of consecutive entries spreads over the whole list:
+ * entry i is the one at sorted position bitrev(i) ^ mask, positions past
+ * the end skipped (a van der Corput order; the mask varies it by epoch and
+ * rank).  The schedule
  * shuffles samples within windows of consecutive shards: a window of w
  * shards then holds one shard of every w-th of the share, not w
  * neighbours.
@@ -269,19 +271,24 @@ static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
  * anywhere, least loaded first, drift each rank's make-up towards a
  * uniform pick's within tens of epochs.)  A block's count comes from the
  * running total; one that would move a single shard waits for the next.
+ * The blocks are visited from a random one each epoch: with q*R < 2 only
+ * some blocks move, and a fixed start would move the same ones every time.
  */
 static void plan_assign_sticky(const sc_plan_params *p, const sc_plan *prev,
                                uint32_t *owner, uint64_t *load, uint32_t *idx)
 {
     uint32_t R = p->world_size;
-    uint64_t n = p->nshards, done = 0;
+    uint64_t n = p->nshards, done = 0, seen = 0, blocks = (n + R - 1) / R;
     sc__rng rng;
 
     memcpy(owner, prev->owner, sizeof *owner * n);
     sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_RELEASE, 0));
-    for (uint64_t lo = 0; lo < n; lo += R) {
+    uint64_t first_block = sc__rng_below(&rng, blocks);
+    for (uint64_t b = 0; b < blocks; b++) {
+        uint64_t lo = (first_block + b) % blocks * R;
         uint32_t cnt = n - lo < R ? (uint32_t)(n - lo) : R;
-        uint64_t goal = (uint64_t)llround(p->exchange * (double)(lo + cnt));
+        seen += cnt;
+        uint64_t goal = (uint64_t)llround(p->exchange * (double)seen);
         uint32_t m = goal - done < cnt ? (uint32_t)(goal - done) : cnt;
         if (m < 2)
             continue;

@@ -132,13 +132,19 @@ static int quality_check(const sc_plan *plan, const sc_quality_params *p, sc_qua
     if (!plan || !p || !out || !p->shard_sizes)
         return sc__seterr(err, SC_EINVAL, "sc_plan_quality: NULL argument");
     sc_plan_get_info(plan, &in);
-    if (p->nshards != in.nshards || !p->batch_size || p->window == UINT64_MAX)
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < p->nshards && k < in.nshards; k++)
+        sum += p->shard_sizes[k];
+    if (p->nshards != in.nshards || sum != in.total_samples ||
+        p->batch_size != in.batch_size || p->window == UINT64_MAX)
         return sc__seterr(err, SC_EINVAL,
-                          "sc_plan_quality: %llu shard sizes for a plan of %llu shards, batch "
-                          "%llu, window %llu (needs the plan's shards, a batch of at least 1 "
-                          "and a window in samples, not auto)",
-                          (unsigned long long)p->nshards, (unsigned long long)in.nshards,
-                          (unsigned long long)p->batch_size, (unsigned long long)p->window);
+                          "sc_plan_quality: %llu shard sizes of %llu samples, batch %llu, "
+                          "window %llu for a plan of %llu shards of %llu samples, batch %llu "
+                          "(needs the plan's shards and batch and a window in samples, not "
+                          "auto)", (unsigned long long)p->nshards, (unsigned long long)sum,
+                          (unsigned long long)p->batch_size, (unsigned long long)p->window,
+                          (unsigned long long)in.nshards, (unsigned long long)in.total_samples,
+                          (unsigned long long)in.batch_size);
     for (uint64_t i = 0; p->labels && i < in.total_samples; i++)
         if (p->labels[i] >= p->nclasses)
             return sc__seterr(err, SC_EINVAL, "sc_plan_quality: sample %llu has label %u, "
@@ -159,7 +165,7 @@ int sc_plan_quality(const sc_plan *plan, const sc_quality_params *p, sc_quality 
     qwork w = {.p = p, .total = in.total_samples};
     uint64_t *first = malloc(sizeof *first * (p->nshards + 1));
     w.seen = calloc(p->nshards + 1, 1);
-    w.count = calloc((size_t)p->nclasses + 1, sizeof *w.count);
+    w.count = calloc(p->labels ? (size_t)p->nclasses + 1 : 1, sizeof *w.count);
     if (!first || !w.seen || !w.count)
         rc = sc__seterr(err, SC_ENOMEM, "epoch %llu: no memory to measure the shuffle",
                         (unsigned long long)in.epoch);

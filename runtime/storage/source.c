@@ -297,7 +297,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                               names.names[0], (unsigned long long)ds->nsamples);
     }
     ds->shard_size = cfg->shard_size;
-    ds->nshards = (ds->nsamples + ds->shard_size - 1) / ds->shard_size;
+    ds->nshards = ds->nsamples / ds->shard_size + (ds->nsamples % ds->shard_size != 0);
     if (ds->nshards > UINT32_MAX)
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': %llu shards is too many; "
                           "raise SC_SHARD_SIZE", ds->path,

@@ -41,7 +41,7 @@ q=("$sc" plan --ranks 4 --batch 64 --shard-size 128 --epochs 2 --quality
    --labels "$SC_T_TMP/sorted.h5:/labels")
 for mode in global sticky; do
     out=$("${q[@]}" --mode $mode 2>&1)
-    if awk '/quality:/ { n++; if ($11 + 0 < $14 + 0 - 0.05) bad = 1 }
+    if awk '/quality \(window/ { n++; if ($13 + 0 < $16 + 0 - 0.05) bad = 1 }
             END { exit !(n == 2 && !bad) }' <<<"$out"; then
         pass "$mode: label entropy within 0.05 bits of uniform"
     else
@@ -49,9 +49,9 @@ for mode in global sticky; do
     fi
 done
 out=$("${q[@]}" --window 1 2>&1)
-awk '/quality:/ { if ($11 + 0 > 1.0) bad = 1; n++ } END { exit !(n == 2 && !bad) }' <<<"$out" &&
+awk '/quality \(window 1\)/ { if ($13 + 0 > 1.0) bad = 1; n++ } END { exit !(n == 2 && !bad) }' <<<"$out" &&
     pass "window 1: batches of one class" || failed "window 1: $out"
-expect_ok "quality without labels" "quality: .* shards/batch \(uniform .*\), moved 0.3" \
+expect_ok "quality without labels" "quality \(window 43577\): .* shards/batch \(uniform .*\), moved 0.3" \
     "$sc" plan --shards 64 --shard-size 100 --ranks 4 --batch 50 --quality --sample-bytes 3080
 
 # Bad input: a clear message and a non-zero exit, never a crash.
@@ -60,7 +60,7 @@ expect_fail "labels without --quality" "go with --quality" \
     "$sc" plan --labels "$SC_T_TMP/sorted.h5:/labels"
 expect_fail "labels without a field" "give FILE:FIELD" \
     "$sc" plan --quality --labels "$SC_T_TMP/sorted.h5"
-expect_fail "labels that are images" "/images: 192 bytes a sample, not one integer label" \
+expect_fail "labels that are images" "/images holds uint8, 192 bytes a sample: not one integer label" \
     "$sc" plan --quality --shard-size 128 --labels "$SC_T_TMP/sorted.h5:/images"
 expect_fail "bad window" "SC_SHUFFLE_WINDOW='big'" "$sc" plan --quality --window big
 expect_fail "zero shards" "--shards '0'" "$sc" plan --shards 0

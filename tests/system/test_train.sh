@@ -85,6 +85,12 @@ expect_fail "--eval of another shape is refused on every rank" \
     "small.h5: needs a uint8 field '/images' of 16 bytes a sample" \
     env SC_SOURCE="$sorted" SC_CACHE_DIR="$SC_T_TMP/c-bad" SC_SHARD_SIZE=256 SC_AUDIT_DIR= \
     "$MPIEXEC" -n 2 --oversubscribe "$train" --epochs 1 --eval "$SC_T_TMP/small.h5"
+"$SC_BIN" make-dataset --out "$SC_T_TMP/twenty.h5" --samples 256 --shape 1x4x4 --labels 20 \
+    >/dev/null 2>&1
+expect_fail "--eval with labels past --classes is refused, not skipped" \
+    "twenty.h5: sample [0-9]+ has label 1[0-9], outside 0..9 \(--classes\)" \
+    env SC_SOURCE="$sorted" SC_CACHE_DIR="$SC_T_TMP/c-bad" SC_SHARD_SIZE=256 SC_AUDIT_DIR= \
+    "$MPIEXEC" -n 2 --oversubscribe "$train" --epochs 1 --eval "$SC_T_TMP/twenty.h5"
 
 expect_fail "missing source is named" "nope\.h5" \
     env SC_SOURCE="$SC_T_TMP/nope.h5" "${mpi[@]}" "$train" --epochs 1

@@ -59,7 +59,8 @@ static void test_bad_values_are_errors(void **state)
         {"SC_VERIFY", "some", "choose one of sketch, full"},
         {"SC_PRODUCERS", "two", "SC_PRODUCERS='two'"},
         {"SC_STREAM_BYTES", "1T5", "SC_STREAM_BYTES='1T5'"},
-        {"SC_SHUFFLE_WINDOW", "big", "integer or auto"},
+        {"SC_SHUFFLE_WINDOW", "big", "integer below 2^64-1 or auto"},
+        {"SC_SHUFFLE_WINDOW", "18446744073709551615", "below 2^64-1 or auto"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i][0], bad[i][1], 1);

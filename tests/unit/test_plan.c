@@ -15,7 +15,7 @@
 #include "sc_test.h"
 
 #define SC_T_GOLDEN_E0 0x980574e0ee5462a2
-#define SC_T_GOLDEN_E1 0xf8fa9011e9749866
+#define SC_T_GOLDEN_E1 0x89aefb9198b4f346
 #define SC_T_GOLDEN_EQ 0x4ef328cde85ae873
 
 typedef struct gen_case {
@@ -275,6 +275,49 @@ static void test_sticky_exchange_fraction(void **state)
 }
 
 /*
+ * Sticky moves reach every shard: with q*R < 2 only some blocks move in an
+ * epoch, and which ones must change from epoch to epoch (a fixed set would
+ * leave most shards on their first owner forever).
+ */
+static void test_sticky_moves_every_shard(void **state)
+{
+    (void)state;
+    enum { N = 1000, EPOCHS = 100 };
+    static const uint32_t ranks[] = {2, 3, 4, 8, 16};
+    uint64_t sizes[N];
+    unsigned char moved[N];
+    for (int i = 0; i < N; i++)
+        sizes[i] = 100;
+    for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++) {
+        sc_plan_params p = SC_PLAN_PARAMS_INIT;
+        p.shard_sizes = sizes, p.nshards = N, p.world_size = ranks[ri], p.batch_size = 10;
+        p.seed = sc_test_seed(), p.mode = SC_SHUFFLE_STICKY, p.exchange = 0.1;
+        sc_plan *prev = NULL, *plan;
+        sc_error err;
+        memset(moved, 0, sizeof moved);
+        for (p.epoch = 0; p.epoch < EPOCHS; p.epoch++) {
+            SC_ASSERT_OK(sc_plan_create(&p, prev, &plan, &err), &err);
+            for (uint64_t s = 0; prev && s < N; s++) {
+                uint32_t a, b;
+                sc_plan_owner(prev, s, &a);
+                sc_plan_owner(plan, s, &b);
+                moved[s] |= a != b;
+            }
+            sc_plan_free(prev);
+            prev = plan;
+        }
+        sc_plan_free(prev);
+        int never = 0;
+        for (int s = 0; s < N; s++)
+            never += !moved[s];
+        /* Moving 10% a epoch at random leaves 0.9^99 = 0.003% unmoved. */
+        print_message("R=%u: %d of %d shards never moved in %d epochs\n", ranks[ri], never, N,
+                      EPOCHS);
+        assert_true(never < N / 100);
+    }
+}
+
+/*
  * Shares spread over the dataset: with equal shards, each rank holds one
  * shard of every block of R neighbours in a global plan and still after
  * epochs of sticky moves; and each rank's list is in spread order, so that
@@ -387,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_global_uniform_skewed),
         cmocka_unit_test(test_sticky_exchange_fraction),
         cmocka_unit_test(test_shares_spread),
+        cmocka_unit_test(test_sticky_moves_every_shard),
         cmocka_unit_test(test_golden_hashes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -122,7 +122,14 @@ static void test_refusals(void **state)
     SC_ASSERT_RC(sc_plan_quality(plan, NULL, &q, &err), SC_EINVAL, &err);
     qp.nshards = 3;
     SC_ASSERT_RC(sc_plan_quality(plan, &qp, &q, &err), SC_EINVAL, &err);
-    assert_non_null(strstr(err.msg, "3 shard sizes for a plan of 4 shards"));
+    assert_non_null(strstr(err.msg, "3 shard sizes of 24 samples"));
+    assert_non_null(strstr(err.msg, "for a plan of 4 shards of 32 samples"));
+    qp.nshards = 4, c.sizes[3] = 9; /* more samples than the plan's: ids past the labels */
+    SC_ASSERT_RC(sc_plan_quality(plan, &qp, &q, &err), SC_EINVAL, &err);
+    c.sizes[3] = 8, qp.batch_size = 5; /* another batch size than the plan's */
+    SC_ASSERT_RC(sc_plan_quality(plan, &qp, &q, &err), SC_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "batch 5"));
+    qp.batch_size = 4;
     qp.nshards = 4, qp.window = UINT64_MAX;
     SC_ASSERT_RC(sc_plan_quality(plan, &qp, &q, &err), SC_EINVAL, &err);
     assert_non_null(strstr(err.msg, "not auto"));
