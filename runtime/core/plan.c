@@ -274,14 +274,51 @@ static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
  * The blocks are visited from a random one each epoch: with q*R < 2 only
  * some blocks move, and a fixed start would move the same ones every time.
  */
+/*
+ * After a block's cycle: a picked member that kept its owner (the block
+ * held two of that rank's shards: unequal shards cut a global run inside a
+ * row) goes to a rank that holds none of the block, if one is left, which
+ * also restores one shard a block.  Returns the members that moved.
+ * mark[R] holds stamps; `stamp` is new for each block.
+ */
+static uint32_t plan_unstick(const sc_plan *prev, uint32_t *owner, uint64_t lo, uint32_t cnt,
+                             const uint32_t *idx, uint32_t m, uint64_t *mark, uint64_t stamp,
+                             uint32_t R, sc__rng *rng)
+{
+    uint32_t moved = 0, stuck = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        moved += owner[lo + idx[i]] != prev->owner[lo + idx[i]];
+        stuck += owner[lo + idx[i]] == prev->owner[lo + idx[i]];
+    }
+    if (!stuck)
+        return moved;
+    for (uint32_t i = 0; i < cnt; i++)
+        mark[owner[lo + i]] = stamp;
+    uint32_t r = (uint32_t)sc__rng_below(rng, R), left = R;
+    for (uint32_t i = 0; i < m; i++) {
+        uint64_t s = lo + idx[i];
+        if (owner[s] != prev->owner[s])
+            continue;
+        while (left && mark[r] == stamp)
+            r = (r + 1) % R, left--;
+        if (!left)
+            break;
+        mark[r] = stamp;
+        owner[s] = r;
+        moved++;
+    }
+    return moved;
+}
+
 static void plan_assign_sticky(const sc_plan_params *p, const sc_plan *prev,
-                               uint32_t *owner, uint64_t *load, uint32_t *idx)
+                               uint32_t *owner, uint64_t *load, uint32_t *idx, uint64_t *mark)
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards, done = 0, seen = 0, blocks = (n + R - 1) / R;
     sc__rng rng;
 
     memcpy(owner, prev->owner, sizeof *owner * n);
+    memset(mark, 0, sizeof *mark * R);
     sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_RELEASE, 0));
     uint64_t first_block = sc__rng_below(&rng, blocks);
     for (uint64_t b = 0; b < blocks; b++) {
@@ -303,7 +340,7 @@ static void plan_assign_sticky(const sc_plan_params *p, const sc_plan *prev,
         for (uint32_t i = 0; i + 1 < m; i++)
             owner[lo + idx[i]] = owner[lo + idx[i + 1]];
         owner[lo + idx[m - 1]] = first;
-        done += m;
+        done += plan_unstick(prev, owner, lo, cnt, idx, m, mark, b + 1, R, &rng);
     }
     memset(load, 0, sizeof *load * R);
     for (uint64_t s = 0; s < n; s++)
@@ -508,7 +545,7 @@ static void plan_assign(const sc_plan_params *p, const sc_plan *prev,
     int reorder = 1;
 
     if (p->mode == SC_SHUFFLE_STICKY && prev) {
-        plan_assign_sticky(p, prev, plan->owner, load, w->head);
+        plan_assign_sticky(p, prev, plan->owner, load, w->head, w->label);
     } else {
         plan_assign_fresh(p, plan, w->scratch, load, w->label, total);
         reorder = plan_spread_exceeds(load, R, largest);
