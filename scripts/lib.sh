@@ -5,7 +5,7 @@
 # Packages every build needs (the lists are used by the scripts that source this).
 # shellcheck disable=SC2034
 SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
-libhdf5-openmpi-dev hdf5-tools libcmocka-dev"
+libhdf5-openmpi-dev hdf5-tools libcmocka-dev libdeflate-dev"
 # The Python package and its example: the extension builds with python3-dev
 # and mpi4py's C API; numpy, torch and h5py run the example, pytest its tests.
 # shellcheck disable=SC2034
@@ -15,6 +15,7 @@ python3-pytest"
 # valgrind for the unit tests, Chromium and Python to render a trace plot
 # and check that it is not blank, shellcheck for the scripts, and Slurm
 # (slurm-wlm, munge) for the batch scripts on a real single-host cluster.
+# (No LZF plugin: shardcache writes and reads LZF chunks itself.)
 # shellcheck disable=SC2034
 SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind chromium python3 shellcheck slurm-wlm munge"
 

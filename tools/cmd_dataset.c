@@ -31,6 +31,10 @@ static const char usage[] =
     "                     wider makes the classes overlap: a harder set\n"
     "  --sorted           store the samples by class (contiguous blocks), as\n"
     "                     many image packs are; default: classes in random order\n"
+    "  --compress C       gzip (deflate level 4 after the shuffle filter) or lzf\n"
+    "                     (h5py's; needs hdf5-plugin-lzf), in chunks of --chunk\n"
+    "  --chunk N          rows per HDF5 chunk (default: 1024 when compressed,\n"
+    "                     else contiguous)\n"
     "  --heldout          new samples of the same --seed's classes, none of\n"
     "                     which the training set of that seed holds: a\n"
     "                     held-out set (train --eval)\n"
@@ -53,7 +57,7 @@ static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
 int cmd_make_dataset(int argc, char **argv)
 {
     enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED,
-           HELDOUT };
+           HELDOUT, COMPRESS, CHUNK };
     static const struct option longopts[] = {
         {"out", required_argument, 0, OUT},
         {"samples", required_argument, 0, SAMPLES},
@@ -66,6 +70,8 @@ int cmd_make_dataset(int argc, char **argv)
         {"noise", required_argument, 0, NOISE},
         {"sorted", no_argument, 0, SORTED},
         {"heldout", no_argument, 0, HELDOUT},
+        {"compress", required_argument, 0, COMPRESS},
+        {"chunk", required_argument, 0, CHUNK},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     sc_synth_params p = SC_SYNTH_PARAMS_INIT;
@@ -96,6 +102,14 @@ int cmd_make_dataset(int argc, char **argv)
         case NOISE: bad = cli_u64("--noise", optarg, 1, 255, &p.noise); break;
         case SORTED: p.sorted = 1; break;
         case HELDOUT: p.heldout = 1; break;
+        case CHUNK: bad = cli_u64("--chunk", optarg, 1, UINT32_MAX, &p.chunk); break;
+        case COMPRESS: {
+            static const char *const codecs[] = {"none", "gzip", "lzf"};
+            int m = 0;
+            bad = cli_choice("--compress", optarg, codecs, 3, &m);
+            p.compress = (uint64_t)m;
+            break;
+        }
         case 'h': fputs(usage, stdout); return 0;
         default: bad = 2;
         }
@@ -117,9 +131,11 @@ int cmd_make_dataset(int argc, char **argv)
     if (p.noise)
         snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);
     if (rc == SC_OK)
-        printf("wrote %s: %" PRIu64 " %ssamples of %s, %" PRIu64 " labels%s, %slayout %c\n",
+        printf("wrote %s: %" PRIu64 " %ssamples of %s, %" PRIu64 " labels%s, %s%slayout %c\n",
                p.out, p.samples, p.heldout ? "held-out " : "", p.dtype, p.labels,
-               p.sorted ? " (class-sorted)" : "", noise, p.layout);
+               p.sorted ? " (class-sorted)" : "", noise,
+               p.compress == SC_SYNTH_GZIP ? "gzip, " : p.compress == SC_SYNTH_LZF ? "lzf, " : "",
+               p.layout);
     else
         cli_report("make-dataset", 0, 1, &err);
     MPI_Finalize();

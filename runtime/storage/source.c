@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "chunks.h"
 #include "error.h"
 #include "h5.h"
 #include "hash.h"
@@ -257,6 +258,38 @@ static void source_note_skipped(const sc_dataset *ds, const sc_config *cfg, cons
                 "chooses the fields", ds->path, l->skipped);
 }
 
+/*
+ * Layout A: a warning (rank 0) for each compressed field whose chunks the
+ * shards split, since every shard that touches a chunk decompresses all
+ * of it, and a note for a filter decoded inside HDF5 (under its lock, one
+ * producer at a time).  The caller holds the HDF5 lock.
+ */
+static void source_note_chunks(const sc_dataset *ds, const sc_config *cfg)
+{
+    for (int i = 0; ds->rank == 0 && i < ds->nfields; i++) {
+        sc__chunking c;
+        if (!sc__chunks_direct(ds->dset[i], &ds->fields[i], &c) && c.filter)
+            sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
+                    "source '%s': field '%s' uses HDF5 filter %u, which shardcache does not "
+                    "decode itself: its chunks decompress inside HDF5, one producer at a time",
+                    ds->path, ds->fields[i].name, c.filter);
+        hid_t dcpl = H5Dget_create_plist(ds->dset[i]);
+        hsize_t cdims[H5S_MAX_RANK];
+        if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
+            H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) > 0 && ds->shard_size % cdims[0] != 0)
+            sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
+                    "source '%s': field '%s' is compressed in chunks of %llu rows, which "
+                    "shards of %llu samples split: each shard that shares a chunk "
+                    "decompresses all of it; SC_SHARD_SIZE=%llu (or a multiple) aligns them",
+                    ds->path, ds->fields[i].name, (unsigned long long)cdims[0],
+                    (unsigned long long)ds->shard_size,
+                    (unsigned long long)(ds->shard_size < cdims[0] ? cdims[0]
+                                         : ds->shard_size / cdims[0] * cdims[0]));
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+    }
+}
+
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                                 sc_error *err)
 {
@@ -309,6 +342,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
         uint64_t left = ds->nsamples - k * ds->shard_size;
         ds->shard_sizes[k] = left < ds->shard_size ? left : ds->shard_size;
     }
+    source_note_chunks(ds, cfg);
     source_put_u64(fp, ds->shard_size);
     return source_put_file(fp, ds->path, err);
 }
@@ -735,46 +769,84 @@ static void source_throttle(const sc_dataset *ds, uint64_t shard, const sc__fiel
 #define source_throttle(ds, shard, fields, nfields) ((void)0)
 #endif
 
+/*
+ * One field's rows of an open dataset, called without the lock: chunk by
+ * chunk, decoded outside the lock (chunks.c), where the filters allow;
+ * else one H5Dread under it.
+ */
+static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
+                             void *buf, const char *path, uint64_t shard, sc_error *err)
+{
+    sc__chunking c;
+    sc__h5_lock();
+    int direct = sc__chunks_direct(d, f, &c);
+    sc__h5_unlock();
+    int rc = direct ? sc__chunks_read(d, f, &c, first, count, buf, path, shard, err)
+                    : SC__CHUNK_UNSTORED;
+    if (rc == SC__CHUNK_UNSTORED) { /* HDF5 reads what it must decode or fill */
+        sc__h5_lock();
+        rc = source_read_rows(d, f, first, count, buf, path, shard, err);
+        sc__h5_unlock();
+    }
+    return rc;
+}
+
+/* Layout B: one shard's file, each field checked against the dataset's, then read. */
+static int source_read_file(sc_dataset *ds, uint64_t shard, const sc__field *fields,
+                            int nfields, void *const *bufs, sc_error *err)
+{
+    const char *path = ds->files[shard];
+    sc__h5_lock();
+    hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
+    sc__h5_unlock();
+    int rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
+    for (int i = 0; rc == SC_OK && i < nfields; i++) {
+        sc__field now;
+        uint64_t n = 0;
+        hid_t d = H5I_INVALID_HID;
+        sc__h5_lock();
+        rc = source_describe(f, path, fields[i].name, &now, &n, &d, err);
+        sc__h5_unlock();
+        if (rc == SC_OK && (!source_same_field(&now, &fields[i]) ||
+                            n != ds->shard_sizes[shard]))
+            rc = sc__seterr(err, SC_EIO,
+                            "source file '%s' (shard %llu) changed since the "
+                            "dataset was opened: field '%s'",
+                            path, (unsigned long long)shard, now.name);
+        if (rc == SC_OK)
+            rc = source_read_field(d, &fields[i], 0, n, bufs[i], path, shard, err);
+        sc__h5_lock();
+        if (d >= 0)
+            H5Dclose(d);
+        sc__h5_unlock();
+    }
+    sc__h5_lock();
+    if (f >= 0)
+        H5Fclose(f);
+    sc__h5_unlock();
+    return rc;
+}
+
 /* The source's own fields of one shard (src[], or fields[] without a transform). */
 static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
                               void *const *bufs, sc_error *err)
 {
     int rc = SC_OK;
-    sc__h5_lock();
     if (ds->layout == 'A') {
         for (int i = 0; rc == SC_OK && i < nfields; i++)
-            rc = source_read_rows(ds->dset[i], &fields[i], ds->shard_first[shard],
-                                  ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
+            rc = source_read_field(ds->dset[i], &fields[i], ds->shard_first[shard],
+                                   ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
     } else {
-        const char *path = ds->files[shard];
-        hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
-        rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
-        for (int i = 0; rc == SC_OK && i < nfields; i++) {
-            sc__field now;
-            uint64_t n = 0;
-            hid_t d = H5I_INVALID_HID;
-            rc = source_describe(f, path, fields[i].name, &now, &n, &d, err);
-            if (rc == SC_OK && (!source_same_field(&now, &fields[i]) ||
-                                n != ds->shard_sizes[shard]))
-                rc = sc__seterr(err, SC_EIO,
-                                "source file '%s' (shard %llu) changed since the "
-                                "dataset was opened: field '%s'",
-                                path, (unsigned long long)shard, now.name);
-            if (rc == SC_OK)
-                rc = source_read_rows(d, &fields[i], 0, n, bufs[i], path, shard, err);
-            if (d >= 0)
-                H5Dclose(d);
-        }
-        if (f >= 0)
-            H5Fclose(f);
+        rc = source_read_file(ds, shard, fields, nfields, bufs, err);
     }
-    if (rc == SC_OK)
+    if (rc == SC_OK) {
+        sc__h5_lock();
         source_throttle(ds, shard, fields, nfields);
-    sc__h5_unlock();
+        sc__h5_unlock();
+    }
     return rc;
 }
 
-/* Reads the source's fields into scratch buffers and runs the transform (no lock held). */
 static int source_read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
 {
     const sc_transform *tf = ds->tf;

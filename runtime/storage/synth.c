@@ -18,12 +18,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "codec.h"
 #include "error.h"
 #include "h5.h"
 #include "hash.h"
 #include "shardcache/dataset.h"
 
 #define ROWS_PER_WRITE 256
+#define LZF_FILTER SC__FILTER_LZF
+#define GZIP_LEVEL 4
 
 typedef struct gen {
     const sc_synth_params *p;
@@ -75,6 +78,88 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
     }
 }
 
+/*
+ * The creation properties of a field of `rank` dims, n rows: chunks of
+ * p->chunk rows (at most n) and the filters of p->compress, or H5P_DEFAULT
+ * (contiguous).  Lock held.
+ */
+static hid_t synth_dcpl(const sc_synth_params *p, int rank, const hsize_t *dims, uint64_t n)
+{
+    uint64_t rows = p->chunk ? p->chunk : p->compress ? 1024 : 0;
+    if (!rows)
+        return H5P_DEFAULT;
+    hsize_t cdims[SC_MAX_DIMS + 1];
+    memcpy(cdims, dims, sizeof cdims[0] * (size_t)rank);
+    cdims[0] = rows < n ? rows : n;
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    herr_t h = dcpl < 0 ? -1 : H5Pset_chunk(dcpl, rank, cdims);
+    if (h >= 0 && p->compress == SC_SYNTH_GZIP)
+        h = H5Pset_shuffle(dcpl) < 0 ? -1 : H5Pset_deflate(dcpl, GZIP_LEVEL);
+    if (h >= 0 && p->compress == SC_SYNTH_LZF) { /* as h5py declares it: version 4 */
+        unsigned cd[3] = {4, 0x0105, 0};
+        h = H5Pset_filter(dcpl, LZF_FILTER, H5Z_FLAG_OPTIONAL, 3, cd);
+    }
+    if (h < 0 && dcpl >= 0)
+        H5Pclose(dcpl);
+    return h < 0 ? H5I_INVALID_HID : dcpl;
+}
+
+/*
+ * Encodes one chunk of `bytes` (a whole chunk, zero past the data) with
+ * the filters p declares and stores it as it is (H5Dwrite_chunk): the
+ * encoders are codec.c's, so no HDF5 filter plugin is needed to write,
+ * only to read elsewhere.  Lock held.
+ */
+static herr_t synth_put_chunk(const sc_synth_params *p, hid_t d, uint64_t row, const void *data,
+                              size_t bytes, unsigned elem)
+{
+    sc__pipeline pipe = {0, {0}, elem};
+    if (p->compress == SC_SYNTH_GZIP)
+        pipe = (sc__pipeline){2, {SC__FILTER_SHUFFLE, SC__FILTER_DEFLATE}, elem};
+    else if (p->compress == SC_SYNTH_LZF)
+        pipe = (sc__pipeline){1, {SC__FILTER_LZF}, elem};
+    unsigned char *out = malloc(sc__chunk_bound(bytes)), *tmp = malloc(bytes + 1);
+    size_t got = 0;
+    unsigned mask = 0;
+    hsize_t off[SC_MAX_DIMS + 1] = {row};
+    herr_t h = out && tmp && sc__chunk_encode(&pipe, GZIP_LEVEL, data, bytes, out, &got,
+                                              &mask, tmp) == 0
+                   ? H5Dwrite_chunk(d, H5P_DEFAULT, mask, off, got, out)
+                   : -1;
+    free(out);
+    free(tmp);
+    return h;
+}
+
+/* Rows [at, at + rows) of both fields: a hyperslab each, or whole chunks when compressed. */
+static herr_t synth_put_rows(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t sl,
+                             const hsize_t *dims, uint64_t at, uint64_t rows, uint64_t step,
+                             const void *images, const int64_t *labels)
+{
+    const sc_synth_params *p = g->p;
+    size_t esize = sc__dtype_size(g->dt);
+    if (p->compress)
+        return synth_put_chunk(p, di, at, images, step * g->elems * esize, (unsigned)esize) < 0 ||
+                       synth_put_chunk(p, dl, at, labels, step * sizeof *labels, 8) < 0
+                   ? -1
+                   : 0;
+    hsize_t start[SC_MAX_DIMS + 1] = {at}, cnt[SC_MAX_DIMS + 1];
+    memcpy(cnt, dims, sizeof cnt);
+    cnt[0] = rows;
+    hid_t mi = H5Screate_simple(p->ndims + 1, cnt, NULL);
+    hid_t ml = H5Screate_simple(1, cnt, NULL);
+    herr_t h = H5Sselect_hyperslab(si, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    if (h >= 0)
+        h = H5Dwrite(di, sc__h5_native(g->dt), mi, si, H5P_DEFAULT, images);
+    if (h >= 0)
+        h = H5Sselect_hyperslab(sl, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    if (h >= 0)
+        h = H5Dwrite(dl, H5T_NATIVE_INT64, ml, sl, H5P_DEFAULT, labels);
+    H5Sclose(mi);
+    H5Sclose(ml);
+    return h;
+}
+
 /* Writes samples [first, first+n) as one file with /images and /labels. */
 static int synth_write_file(const gen *g, const char *path, uint64_t first, uint64_t n,
                             sc_progress_fn progress, void *arg, uint64_t *done,
@@ -86,8 +171,11 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
     for (int i = 0; i < p->ndims; i++)
         dims[i + 1] = p->dims[i];
     size_t esize = sc__dtype_size(g->dt);
-    void *images = malloc(ROWS_PER_WRITE * g->elems * esize);
-    int64_t *labels = malloc(ROWS_PER_WRITE * sizeof *labels);
+    /* Compressed: a chunk at a time, the last one zero-padded to its full size. */
+    uint64_t crows = p->chunk ? p->chunk : 1024;
+    uint64_t step = p->compress ? (crows < n ? crows : n) : ROWS_PER_WRITE;
+    void *images = calloc(step, g->elems * esize);
+    int64_t *labels = calloc(step, sizeof *labels);
     int rc = SC_OK;
     hid_t f = H5I_INVALID_HID, di = H5I_INVALID_HID, dl = H5I_INVALID_HID;
     hid_t si = H5I_INVALID_HID, sl = H5I_INVALID_HID;
@@ -100,36 +188,29 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
     f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     si = H5Screate_simple(p->ndims + 1, dims, NULL);
     sl = H5Screate_simple(1, ldims, NULL);
-    if (f >= 0 && si >= 0 && sl >= 0) {
-        di = H5Dcreate2(f, "/images", sc__h5_native(g->dt), si, H5P_DEFAULT,
-                        H5P_DEFAULT, H5P_DEFAULT);
-        dl = H5Dcreate2(f, "/labels", H5T_NATIVE_INT64, sl, H5P_DEFAULT,
-                        H5P_DEFAULT, H5P_DEFAULT);
+    hid_t pi = synth_dcpl(p, p->ndims + 1, dims, n), pl = synth_dcpl(p, 1, ldims, n);
+    if (f >= 0 && si >= 0 && sl >= 0 && pi >= 0 && pl >= 0) {
+        di = H5Dcreate2(f, "/images", sc__h5_native(g->dt), si, H5P_DEFAULT, pi, H5P_DEFAULT);
+        dl = H5Dcreate2(f, "/labels", H5T_NATIVE_INT64, sl, H5P_DEFAULT, pl, H5P_DEFAULT);
     }
     if (f < 0 || di < 0 || dl < 0)
         rc = sc__h5_err(err, SC_EHDF5, "make-dataset: cannot create '%s'", path);
+    if (pi > 0 && pi != H5P_DEFAULT)
+        H5Pclose(pi);
+    if (pl > 0 && pl != H5P_DEFAULT)
+        H5Pclose(pl);
     sc__h5_unlock();
 
-    for (uint64_t at = 0; rc == SC_OK && at < n; at += ROWS_PER_WRITE) {
-        uint64_t rows = n - at < ROWS_PER_WRITE ? n - at : ROWS_PER_WRITE;
+    for (uint64_t at = 0; rc == SC_OK && at < n; at += step) {
+        uint64_t rows = n - at < step ? n - at : step;
+        if (rows < step) {
+            memset(images, 0, step * g->elems * esize);
+            memset(labels, 0, step * sizeof *labels);
+        }
         synth_fill(g, first + at, rows, images, labels);
-        hsize_t start[SC_MAX_DIMS + 1] = {at}, cnt[SC_MAX_DIMS + 1];
-        memcpy(cnt, dims, sizeof cnt);
-        cnt[0] = rows;
         sc__h5_lock();
-        hid_t mi = H5Screate_simple(p->ndims + 1, cnt, NULL);
-        hid_t ml = H5Screate_simple(1, cnt, NULL);
-        herr_t h = H5Sselect_hyperslab(si, H5S_SELECT_SET, start, NULL, cnt, NULL);
-        if (h >= 0)
-            h = H5Dwrite(di, sc__h5_native(g->dt), mi, si, H5P_DEFAULT, images);
-        if (h >= 0)
-            h = H5Sselect_hyperslab(sl, H5S_SELECT_SET, start, NULL, cnt, NULL);
-        if (h >= 0)
-            h = H5Dwrite(dl, H5T_NATIVE_INT64, ml, sl, H5P_DEFAULT, labels);
-        if (h < 0)
+        if (synth_put_rows(g, di, dl, si, sl, dims, at, rows, step, images, labels) < 0)
             rc = sc__h5_err(err, SC_EHDF5, "make-dataset: writing '%s' failed", path);
-        H5Sclose(mi);
-        H5Sclose(ml);
         sc__h5_unlock();
         *done += rows;
         if (progress)
@@ -152,6 +233,14 @@ out:
     free(images);
     free(labels);
     return rc;
+}
+
+static int synth_check_compress(const sc_synth_params *p, sc_error *err)
+{
+    if (p->compress > SC_SYNTH_LZF)
+        return sc__seterr(err, SC_EINVAL, "make-dataset: compression %llu: choose none (0), "
+                          "gzip (1) or lzf (2)", (unsigned long long)p->compress);
+    return SC_OK; /* chunks are encoded here (codec.c): no HDF5 filter is needed */
 }
 
 int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg,
@@ -187,6 +276,8 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
         return sc__seterr(err, SC_EINVAL, "make-dataset: layout must be A or B");
     if (p->layout == 'B' && p->shard_size == 0)
         return sc__seterr(err, SC_EINVAL, "make-dataset: layout B needs a shard size");
+    if ((rc = synth_check_compress(p, err)) != SC_OK)
+        return rc;
 
     if (!(g.proto = malloc(p->labels * g.elems)))
         return sc__seterr(err, SC_ENOMEM, "make-dataset: no memory for prototypes");

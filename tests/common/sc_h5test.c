@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Chunks of `rows` samples (0: contiguous), shuffle + deflate 4 when chunked. */
+static uint64_t sc_t_chunk_rows;
+
 int sc_t_write(const char *path, const char *name, hid_t type, int nd,
                const uint64_t *dims, const void *buf, int truncate_file)
 {
@@ -23,7 +26,17 @@ int sc_t_write(const char *path, const char *name, hid_t type, int nd,
         return -1;
     void *zeros = buf ? NULL : calloc(1, n + 1);
     hid_t sp = H5Screate_simple(nd, d, NULL);
-    hid_t ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (sc_t_chunk_rows && d[0]) {
+        hsize_t c[8];
+        memcpy(c, d, sizeof c[0] * (size_t)nd);
+        c[0] = sc_t_chunk_rows < d[0] ? sc_t_chunk_rows : d[0];
+        H5Pset_chunk(dcpl, nd, c);
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, 4);
+    }
+    hid_t ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     herr_t h = n == 0 ? 0 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf ? buf : zeros);
     H5Dclose(ds);
     H5Sclose(sp);
@@ -119,6 +132,14 @@ int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width)
         rc = sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0);
     free(x);
     free(y);
+    return rc;
+}
+
+int sc_t_write_samples_z(const char *path, uint64_t first, uint64_t n, int width, uint64_t rows)
+{
+    sc_t_chunk_rows = rows;
+    int rc = sc_t_write_samples(path, first, n, width);
+    sc_t_chunk_rows = 0;
     return rc;
 }
 

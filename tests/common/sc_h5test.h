@@ -21,6 +21,8 @@ int sc_t_write(const char *path, const char *name, hid_t type, int nd,
  */
 int32_t sc_t_xval(uint64_t id, int j);
 int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width);
+/* The same, each field in chunks of `rows` samples through HDF5's own shuffle and deflate. */
+int sc_t_write_samples_z(const char *path, uint64_t first, uint64_t n, int width, uint64_t rows);
 
 /*
  * 1 if every sample of a delivered batch (data[0] the x, data[1] the y of

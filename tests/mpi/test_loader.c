@@ -22,7 +22,7 @@
 #include "sc_test.h"
 
 static int rank, size;
-static char dir[1024], src[1200], srcb[1200];
+static char dir[1024], src[1200], srcb[1200], srcz[1200];
 
 enum { NSHARDS = 40, SHARD = 24, W = 6, NSAMPLES = NSHARDS * SHARD - 5 };
 
@@ -31,13 +31,19 @@ static void write_file(const char *path, uint64_t first, uint64_t n)
     assert_int_equal(sc_t_write_samples(path, first, n, W), 0);
 }
 
-/* Layout A (one file) and layout B (a directory of one file per shard). */
+/*
+ * Layout A (one file), the same compressed (shuffle + deflate in chunks of
+ * 10 rows, which the shards split: producers decode them in parallel), and
+ * layout B (a directory of one file per shard).
+ */
 static void make_sources(void)
 {
     snprintf(src, sizeof src, "%s/src.h5", dir);
+    snprintf(srcz, sizeof srcz, "%s/srcz.h5", dir);
     snprintf(srcb, sizeof srcb, "%s/b", dir);
     if (rank == 0) {
         write_file(src, 0, NSAMPLES);
+        assert_int_equal(sc_t_write_samples_z(srcz, 0, NSAMPLES, W, 10), 0);
         mkdir(srcb, 0777);
         for (int s = 0; s < NSHARDS; s++) {
             char p[1400];
@@ -160,16 +166,18 @@ static void test_epochs_are_exactly_once(void **state)
         sc_shuffle_mode mode;
         sc_remainder rem;
         uint64_t window, depth, batch;
-        int producers, layout_b;
+        int producers, layout; /* 0: A, 1: B, 2: A compressed */
         sc_device_mode device;
     } cases[] = {
         {SC_SHUFFLE_GLOBAL, SC_REMAINDER_DROP, 4096, 8, 7, 2, 0, SC_DEVICE_HOST},
         {SC_SHUFFLE_STICKY, SC_REMAINDER_PAD, 50, 3, 7, 3, 0, SC_DEVICE_SIM},
         {SC_SHUFFLE_STICKY, SC_REMAINDER_DROP, 0, 1, 5, 1, 1, SC_DEVICE_HOST},
         {SC_SHUFFLE_GLOBAL, SC_REMAINDER_PAD, 1, 2, 16, 4, 1, SC_DEVICE_SIM},
+        {SC_SHUFFLE_GLOBAL, SC_REMAINDER_DROP, 64, 4, 7, 4, 2, SC_DEVICE_HOST},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        sc_config c = config(cases[i].layout_b ? srcb : src);
+        const char *source[] = {src, srcb, srcz};
+        sc_config c = config(source[cases[i].layout]);
         c.mode = cases[i].mode;
         c.exchange = 0.3;
         c.remainder = cases[i].rem;

@@ -105,6 +105,116 @@ static void test_layout_a(void **state)
     sc_dataset_close(ds);
 }
 
+/* Every shard of `ds`, field by field, into one buffer per field. */
+static unsigned char **read_all(sc_dataset *ds)
+{
+    sc_dataset_info in;
+    sc_dataset_get_info(ds, &in);
+    const uint64_t *first;
+    sc_dataset_shard_offsets(ds, &first);
+    unsigned char **all = calloc((size_t)in.nfields, sizeof *all);
+    for (int f = 0; f < in.nfields; f++) {
+        sc_field_info fi;
+        sc_dataset_field(ds, f, &fi);
+        all[f] = malloc(in.nsamples * fi.sample_bytes);
+    }
+    for (uint64_t k = 0; k < in.nshards; k++) {
+        void *bufs[SC_MAX_FIELDS];
+        for (int f = 0; f < in.nfields; f++) {
+            sc_field_info fi;
+            sc_dataset_field(ds, f, &fi);
+            bufs[f] = all[f] + first[k] * fi.sample_bytes;
+        }
+        sc_error err;
+        SC_ASSERT_OK(sc_dataset_read_shard(ds, k, bufs, &err), &err);
+    }
+    return all;
+}
+
+/*
+ * Compressed sources (gzip with the shuffle filter, LZF), in both layouts,
+ * in chunks that do and do not align with the shards: every shard's bytes
+ * equal the same dataset stored raw.
+ */
+static void test_compressed_sources(void **state)
+{
+    (void)state;
+    static const struct { uint64_t compress, chunk; char layout; } cases[] = {
+        {SC_SYNTH_GZIP, 100, 'A'}, {SC_SYNTH_GZIP, 128, 'A'}, {SC_SYNTH_LZF, 77, 'A'},
+        {SC_SYNTH_LZF, 0, 'B'},    {SC_SYNTH_GZIP, 50, 'B'},  {SC_SYNTH_RAW, 64, 'A'}};
+    char raw[1200], p[1200];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "raw-%c", cases[i].layout);
+        path_of(raw, name);
+        snprintf(name, sizeof name, "z%zu-%c", i, cases[i].layout);
+        path_of(p, name);
+        if (rank == 0) {
+            sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+            sp.samples = 1000, sp.ndims = 2, sp.dims[0] = 3, sp.dims[1] = 5;
+            sp.layout = cases[i].layout, sp.shard_size = 128, sp.seed = 4;
+            sc_error err;
+            sp.out = raw;
+            SC_ASSERT_OK(sc_dataset_make(&sp, NULL, NULL, &err), &err);
+            sp.out = p, sp.compress = cases[i].compress, sp.chunk = cases[i].chunk;
+            SC_ASSERT_OK(sc_dataset_make(&sp, NULL, NULL, &err), &err);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        sc_config a = config(raw), b = config(p);
+        a.shard_size = b.shard_size = 128;
+        sc_dataset *da, *db;
+        sc_error err;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &a, &da, &err), &err);
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &b, &db, &err), &err);
+        unsigned char **x = read_all(da), **y = read_all(db);
+        assert_memory_equal(x[0], y[0], 1000 * 15); /* /images, uint8 3x5 */
+        assert_memory_equal(x[1], y[1], 1000 * 8);  /* /labels */
+        for (int f = 0; f < 2; f++)
+            free(x[f]), free(y[f]);
+        free(x), free(y);
+        sc_dataset_close(da);
+        sc_dataset_close(db);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    /* A damaged compressed chunk is named (file, field, chunk), never served. */
+    path_of(p, "z1-A"); /* gzip, chunks of 128 rows */
+    if (rank == 0) {
+        hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, "/images", H5P_DEFAULT);
+        hsize_t off[3] = {128, 0, 0}, size = 0;
+        haddr_t addr = 0;
+        unsigned mask = 0;
+        assert_true(H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) >= 0);
+        H5Dclose(d);
+        H5Fclose(f);
+        int fd = open(p, O_WRONLY);
+        unsigned char junk[16];
+        memset(junk, 0x5a, sizeof junk);
+        assert_int_equal(pwrite(fd, junk, sizeof junk, (off_t)(addr + size / 2)), 16);
+        close(fd);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    sc_config zc = config(p);
+    zc.shard_size = 128;
+    sc_dataset *dz;
+    sc_error zerr;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &zc, &dz, &zerr), &zerr);
+    unsigned char zi[128 * 15], zl[128 * 8];
+    void *zb[2] = {zi, zl};
+    SC_ASSERT_RC(sc_dataset_read_shard(dz, 1, zb, &zerr), SC_EFORMAT, &zerr);
+    assert_non_null(strstr(zerr.msg, "field '/images', chunk at row 128 (shard 1)"));
+    assert_non_null(strstr(zerr.msg, "damaged chunk"));
+    SC_ASSERT_OK(sc_dataset_read_shard(dz, 0, zb, &zerr), &zerr); /* its neighbour is fine */
+    sc_dataset_close(dz);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* A codec that is not one is refused by name. */
+    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sp.samples = 10, sp.out = p, sp.compress = 7;
+    sc_error err;
+    SC_ASSERT_RC(sc_dataset_make(&sp, NULL, NULL, &err), SC_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "compression 7"));
+}
+
 static void test_layout_b_dir_and_list(void **state)
 {
     (void)state;
@@ -327,6 +437,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_a),
         cmocka_unit_test(test_layout_b_dir_and_list),
+        cmocka_unit_test(test_compressed_sources),
         cmocka_unit_test(test_bad_sources),
         cmocka_unit_test(test_source_missing_on_one_rank),
         cmocka_unit_test(test_fingerprint_follows_the_source),

@@ -36,7 +36,9 @@
 #include "shardcache.h"
 
 /* The datasets every job picks from: one layout-A file cut into shards of
- * a random size, and layout-B directories of files of random sizes. */
+ * a random size, the same samples compressed (shuffle + deflate, chunks of
+ * 37 rows, which no shard size aligns with), and layout-B directories of
+ * files of random sizes, one of them compressed. */
 enum { NA = 1500, W = 2, NB = 2 };
 static const uint64_t b_files[NB] = {90, 40}, b_max[NB] = {40, 30};
 
@@ -60,9 +62,9 @@ static int world_rank;
 static const char *cache_root; /* --cache: else DIR/cache */
 static uint64_t *b_sizes[NB]; /* every rank knows them: drawn from one seed */
 
-static void write_samples(const char *path, uint64_t first, uint64_t n)
+static void write_samples(const char *path, uint64_t first, uint64_t n, uint64_t chunk)
 {
-    if (sc_t_write_samples(path, first, n, W)) {
+    if (sc_t_write_samples_z(path, first, n, W, chunk)) {
         fprintf(stderr, "soak_job: cannot write %s\n", path);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -80,7 +82,9 @@ static void make_datasets(const char *dir, uint64_t seed)
     if (world_rank == 0) {
         char path[1200];
         snprintf(path, sizeof path, "%s/a.h5", dir);
-        write_samples(path, 0, NA);
+        write_samples(path, 0, NA, 0);
+        snprintf(path, sizeof path, "%s/az.h5", dir);
+        write_samples(path, 0, NA, 37);
         for (int d = 0; d < NB; d++) {
             snprintf(path, sizeof path, "%s/b%d", dir, d);
             mkdir(path, 0777);
@@ -88,7 +92,7 @@ static void make_datasets(const char *dir, uint64_t seed)
             for (uint64_t k = 0; k < b_files[d]; k++) {
                 snprintf(path, sizeof path, "%s/b%d/part%04llu.h5", dir, d,
                          (unsigned long long)k);
-                write_samples(path, first, b_sizes[d][k]);
+                write_samples(path, first, b_sizes[d][k], d == 1 ? 16 : 0);
                 first += b_sizes[d][k];
             }
         }
@@ -181,7 +185,8 @@ static sc_config job_config(const job *j, const char *dir)
     sc_config c;
     sc_config_init(&c, NULL);
     if (j->dataset < 0) {
-        snprintf(c.source, sizeof c.source, "%s/a.h5", dir);
+        /* Every other job reads the compressed copy: the same samples, the same checks. */
+        snprintf(c.source, sizeof c.source, "%s/%s", dir, j->id % 2 ? "az.h5" : "a.h5");
         c.shard_size = j->shard_size;
     } else {
         snprintf(c.source, sizeof c.source, "%s/b%d", dir, j->dataset);

@@ -20,6 +20,22 @@ h5dump -d /labels -y -w 0 "$d/sorted.h5" | sed -n '/DATA {/,/}/p' | tr -cs '0-9'
     && pass "--sorted: labels non-decreasing, 100 of each class" || failed "--sorted labels"
 expect_fail "--noise out of range" "--noise '300' is not an integer in \[1, 255\]" \
     "$sc" make-dataset --out "$d/x.h5" --noise 300
+# --compress writes chunked, filtered fields that h5py and HDF5's tools read;
+# stage warns when the shards split the compressed chunks, naming a size.
+expect_ok "make-dataset --compress gzip" "gzip, layout A" \
+    "$sc" make-dataset --out "$d/gz.h5" --samples 1000 --shape 4 --compress gzip --chunk 100
+expect_ok "gzip: shuffle then deflate 4, chunks of 100" "SHUFFLE.*DEFLATE.*LEVEL 4" \
+    bash -c "h5dump -p -H -d /images '$d/gz.h5' | tr -d '\n'"
+expect_ok "make-dataset --compress lzf" "lzf, layout B" \
+    "$sc" make-dataset --out "$d/lzf" --samples 1000 --shape 4 --compress lzf --layout B --shard-size 300
+expect_ok "lzf: h5py's filter 32000" "FILTER_ID 32000" \
+    bash -c "h5dump -p -H -d /images '$d/lzf/shard-000000.h5' | tr -d '\n'"
+expect_fail "an unknown codec" "--compress must be none, gzip or lzf, not .zstd." \
+    "$sc" make-dataset --out "$d/x.h5" --compress zstd
+expect_ok "stage: split chunks are named, with a size that aligns" \
+    "field '/images' is compressed in chunks of 100 rows, which shards of 250 samples split.*SC_SHARD_SIZE=200" \
+    "$MPIEXEC" -n 2 --oversubscribe "$sc" stage --source "$d/gz.h5" --shard-size 250 \
+    --cache-dir "$d/gzcache" --check
 expect_ok "make-dataset layout B" "layout B" \
     "$sc" make-dataset --out "$d/b" --samples 2500 --shape 8 --dtype float32 --layout B --shard-size 1000
 [ "$(ls "$d/b" | wc -l)" = 3 ] && pass "layout B: one file per shard" || failed "layout B files: $(ls "$d/b")"

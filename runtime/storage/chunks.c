@@ -1,0 +1,101 @@
+/*
+ * chunks.c - a field's rows read chunk by chunk (see chunks.h).
+ */
+#include "chunks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "h5.h"
+
+int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
+{
+    memset(c, 0, sizeof *c);
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t cdims[H5S_MAX_RANK];
+    int ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+             H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == f->ndims + 1;
+    int n = ok ? H5Pget_nfilters(dcpl) : 0;
+    for (int i = 1; ok && i <= f->ndims; i++)
+        ok = cdims[i] == f->dims[i - 1]; /* whole samples a chunk */
+    ok = ok && n > 0 && n <= SC__MAX_PIPELINE;
+    for (int i = 0; ok && i < n; i++) {
+        unsigned flags, conf;
+        size_t nv = 0;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, 0, NULL, &conf);
+        c->pipe.id[c->pipe.n++] = (unsigned)id;
+        if (!sc__pipeline_decodable(&c->pipe)) {
+            c->filter = (unsigned)id;
+            ok = 0;
+        }
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    c->rows = ok ? cdims[0] : 0;
+    c->pipe.elem = (unsigned)sc__dtype_size(f->dtype);
+    return ok;
+}
+
+/* Chunk `k`'s stored bytes into *raw (grown to *cap); the lock is taken here. */
+static int chunks_fetch(hid_t d, const sc__field *f, uint64_t row, unsigned char **raw,
+                        size_t *cap, size_t *n, uint32_t *mask, const char *what, sc_error *err)
+{
+    hsize_t off[H5S_MAX_RANK] = {row};
+    hsize_t bytes = 0;
+    int rc = SC_OK;
+    (void)f;
+    sc__h5_lock();
+    if (H5Dget_chunk_storage_size(d, off, &bytes) < 0)
+        rc = sc__h5_err(err, SC_EHDF5, "%s: no stored chunk", what);
+    else if (bytes == 0)
+        rc = SC__CHUNK_UNSTORED;
+    if (rc == SC_OK && bytes > *cap) {
+        unsigned char *p = realloc(*raw, bytes);
+        if (p)
+            *raw = p, *cap = bytes;
+        else
+            rc = sc__seterr(err, SC_ENOMEM, "%s: no memory for %llu bytes", what,
+                            (unsigned long long)bytes);
+    }
+    if (rc == SC_OK && H5Dread_chunk(d, H5P_DEFAULT, off, mask, *raw) < 0)
+        rc = sc__h5_err(err, SC_EHDF5, "%s: reading the stored chunk failed", what);
+    sc__h5_unlock();
+    *n = (size_t)bytes;
+    return rc;
+}
+
+int sc__chunks_read(hid_t d, const sc__field *f, const sc__chunking *c, uint64_t first,
+                    uint64_t count, void *buf, const char *path, uint64_t shard,
+                    sc_error *err)
+{
+    size_t want = c->rows * f->sample_bytes, cap = 0, n = 0;
+    unsigned char *raw = NULL, *chunk = malloc(want + 1), *tmp = malloc(want + 1);
+    int rc = chunk && tmp ? SC_OK
+                          : sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory for "
+                                       "a chunk of field '%s'", path,
+                                       (unsigned long long)shard, f->name);
+    for (uint64_t row = first / c->rows * c->rows; rc == SC_OK && row < first + count;
+         row += c->rows) {
+        char what[SC_PATH_MAX + 320];
+        uint32_t mask = 0;
+        snprintf(what, sizeof what, "source '%s': field '%s', chunk at row %llu (shard %llu)",
+                 path, f->name, (unsigned long long)row, (unsigned long long)shard);
+        rc = chunks_fetch(d, f, row, &raw, &cap, &n, &mask, what, err);
+        if (rc == SC__CHUNK_UNSTORED)
+            break;
+        if (rc == SC_OK)
+            rc = sc__chunk_decode(&c->pipe, mask, raw, n, chunk, want, tmp, what, err);
+        if (rc != SC_OK)
+            break;
+        uint64_t lo = row > first ? row : first;
+        uint64_t hi = row + c->rows < first + count ? row + c->rows : first + count;
+        memcpy((unsigned char *)buf + (lo - first) * f->sample_bytes,
+               chunk + (lo - row) * f->sample_bytes, (hi - lo) * f->sample_bytes);
+    }
+    free(raw);
+    free(chunk);
+    free(tmp);
+    return rc;
+}
