@@ -3,6 +3,7 @@
  */
 #include "chunks.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,27 +39,67 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
     return ok;
 }
 
-/* Chunk `k`'s stored bytes into *raw (grown to *cap); the lock is taken here. */
-static int chunks_fetch(hid_t d, const sc__field *f, uint64_t row, unsigned char **raw,
-                        size_t *cap, size_t *n, uint32_t *mask, const char *what, sc_error *err)
+/*
+ * Each thread's buffers, kept between shards: a fresh chunk-sized malloc
+ * is an mmap whose every page faults on first touch, which costs more than
+ * the decompression (bench/compressed.sh).  Freed when the thread ends.
+ */
+typedef struct scratch {
+    unsigned char *buf[3]; /* the stored chunk, the decoded chunk, the codec's scratch */
+    size_t cap[3];
+} scratch;
+
+static pthread_key_t chunks_key;
+static pthread_once_t chunks_once = PTHREAD_ONCE_INIT;
+
+static void chunks_scratch_free(void *p)
+{
+    scratch *s = p;
+    for (int i = 0; i < 3; i++)
+        free(s->buf[i]);
+    free(s);
+}
+
+static void chunks_key_make(void)
+{
+    pthread_key_create(&chunks_key, chunks_scratch_free);
+}
+
+/* This thread's buffer i, at least n bytes, or NULL. */
+static unsigned char *chunks_buffer(int i, size_t n)
+{
+    pthread_once(&chunks_once, chunks_key_make);
+    scratch *s = pthread_getspecific(chunks_key);
+    if (!s && (s = calloc(1, sizeof *s)) && pthread_setspecific(chunks_key, s) != 0) {
+        free(s);
+        s = NULL;
+    }
+    if (!s)
+        return NULL;
+    if (s->cap[i] < n) {
+        unsigned char *p = realloc(s->buf[i], n);
+        if (!p)
+            return NULL;
+        s->buf[i] = p, s->cap[i] = n;
+    }
+    return s->buf[i];
+}
+
+/* The chunk at `row`: its stored bytes into *raw (this thread's); the lock is taken here. */
+static int chunks_fetch(hid_t d, uint64_t row, unsigned char **raw, size_t *n, uint32_t *mask,
+                        const char *what, sc_error *err)
 {
     hsize_t off[H5S_MAX_RANK] = {row};
     hsize_t bytes = 0;
     int rc = SC_OK;
-    (void)f;
     sc__h5_lock();
     if (H5Dget_chunk_storage_size(d, off, &bytes) < 0)
         rc = sc__h5_err(err, SC_EHDF5, "%s: no stored chunk", what);
     else if (bytes == 0)
         rc = SC__CHUNK_UNSTORED;
-    if (rc == SC_OK && bytes > *cap) {
-        unsigned char *p = realloc(*raw, bytes);
-        if (p)
-            *raw = p, *cap = bytes;
-        else
-            rc = sc__seterr(err, SC_ENOMEM, "%s: no memory for %llu bytes", what,
-                            (unsigned long long)bytes);
-    }
+    if (rc == SC_OK && !(*raw = chunks_buffer(0, bytes)))
+        rc = sc__seterr(err, SC_ENOMEM, "%s: no memory for %llu bytes", what,
+                        (unsigned long long)bytes);
     if (rc == SC_OK && H5Dread_chunk(d, H5P_DEFAULT, off, mask, *raw) < 0)
         rc = sc__h5_err(err, SC_EHDF5, "%s: reading the stored chunk failed", what);
     sc__h5_unlock();
@@ -70,8 +111,8 @@ int sc__chunks_read(hid_t d, const sc__field *f, const sc__chunking *c, uint64_t
                     uint64_t count, void *buf, const char *path, uint64_t shard,
                     sc_error *err)
 {
-    size_t want = c->rows * f->sample_bytes, cap = 0, n = 0;
-    unsigned char *raw = NULL, *chunk = malloc(want + 1), *tmp = malloc(want + 1);
+    size_t want = c->rows * f->sample_bytes, n = 0;
+    unsigned char *raw = NULL, *chunk = chunks_buffer(1, want), *tmp = chunks_buffer(2, want);
     int rc = chunk && tmp ? SC_OK
                           : sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory for "
                                        "a chunk of field '%s'", path,
@@ -82,20 +123,20 @@ int sc__chunks_read(hid_t d, const sc__field *f, const sc__chunking *c, uint64_t
         uint32_t mask = 0;
         snprintf(what, sizeof what, "source '%s': field '%s', chunk at row %llu (shard %llu)",
                  path, f->name, (unsigned long long)row, (unsigned long long)shard);
-        rc = chunks_fetch(d, f, row, &raw, &cap, &n, &mask, what, err);
+        rc = chunks_fetch(d, row, &raw, &n, &mask, what, err);
         if (rc == SC__CHUNK_UNSTORED)
             break;
+        /* A chunk inside the shard decodes in place; one it shares, beside it. */
+        int inside = row >= first && row + c->rows <= first + count;
+        unsigned char *to = inside ? (unsigned char *)buf + (row - first) * f->sample_bytes : chunk;
         if (rc == SC_OK)
-            rc = sc__chunk_decode(&c->pipe, mask, raw, n, chunk, want, tmp, what, err);
-        if (rc != SC_OK)
-            break;
+            rc = sc__chunk_decode(&c->pipe, mask, raw, n, to, want, tmp, what, err);
+        if (rc != SC_OK || inside)
+            continue;
         uint64_t lo = row > first ? row : first;
         uint64_t hi = row + c->rows < first + count ? row + c->rows : first + count;
         memcpy((unsigned char *)buf + (lo - first) * f->sample_bytes,
                chunk + (lo - row) * f->sample_bytes, (hi - lo) * f->sample_bytes);
     }
-    free(raw);
-    free(chunk);
-    free(tmp);
     return rc;
 }

@@ -227,6 +227,9 @@ int sc__chunk_decode(const sc__pipeline *p, unsigned mask, const unsigned char *
                      unsigned char *out, size_t want, unsigned char *tmp, const char *what,
                      sc_error *err)
 {
+    for (int i = 0; i < p->n; i++) /* shuffling single bytes moves nothing */
+        if (p->id[i] == SC__FILTER_SHUFFLE && p->elem <= 1)
+            mask |= 1u << i;
     /* Undone last filter first, alternating between out and tmp, ending in out. */
     int steps = 0;
     for (int i = 0; i < p->n; i++)

@@ -214,3 +214,28 @@ def test_a_closed_loaders_batches_cannot_be_read(dataset, cache_dir):
     loader.close()
     with pytest.raises(ValueError, match="the loader is closed"):
         kept["images"]
+
+
+@pytest.mark.parametrize("codec", [dict(compression="lzf", shuffle=True),
+                                   dict(compression="gzip", compression_opts=4, shuffle=True)])
+def test_h5py_compressed_sources(dataset, shared_dir, cache_dir, codec):
+    """What h5py writes compressed (its own LZF filter, gzip with the
+    shuffle), in chunks of 30 rows that the shards of 50 split, delivers
+    the bytes h5py reads back."""
+    images, labels = source(dataset)
+    path = os.path.join(shared_dir, f"h5py-{codec['compression']}.h5")
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            f.create_dataset("images", data=images, chunks=(30,) + images.shape[1:], **codec)
+            f.create_dataset("labels", data=labels, chunks=(30,), **codec)
+    COMM.Barrier()
+    ids = []
+    with open_loader(path, cache_dir) as loader:
+        for batch in loader.epoch(0):
+            got = batch.ids.copy()
+            np.testing.assert_array_equal(batch["images"].numpy(), images[got])
+            np.testing.assert_array_equal(batch["labels"].numpy(), labels[got])
+            ids.extend(got[:batch.size - batch.padded])
+        assert loader.verdict(0).ok
+    counts = all_ids(ids)
+    assert counts.max() <= 1
