@@ -11,13 +11,31 @@
 #include "dtype.h"
 #include "h5.h"
 
+/*
+ * Stored bytes are the batch's bytes only in the native type (H5Dread
+ * converts a big-endian field; a raw chunk would not be), and only if
+ * every chunk went through the filters: HDF5 may leave partial edge
+ * chunks unfiltered with a filter mask that does not say so.
+ */
+static int chunks_bytes_as_stored(hid_t d, hid_t dcpl, const sc__field *f)
+{
+    hid_t t = H5Dget_type(d);
+    htri_t same = t >= 0 ? H5Tequal(t, sc__h5_native(f->dtype)) : -1;
+    if (t >= 0)
+        H5Tclose(t);
+    unsigned opts = 0;
+    return same > 0 && H5Pget_chunk_opts(dcpl, &opts) >= 0 &&
+           !(opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
+}
+
 int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
 {
     memset(c, 0, sizeof *c);
     hid_t dcpl = H5Dget_create_plist(d);
     hsize_t cdims[H5S_MAX_RANK];
     int ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-             H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == f->ndims + 1;
+             H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == f->ndims + 1 &&
+             chunks_bytes_as_stored(d, dcpl, f);
     int n = ok ? H5Pget_nfilters(dcpl) : 0;
     for (int i = 1; ok && i <= f->ndims; i++)
         ok = cdims[i] == f->dims[i - 1]; /* whole samples a chunk */

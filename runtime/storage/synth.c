@@ -79,11 +79,12 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
 }
 
 /*
- * The creation properties of a field of `rank` dims, n rows: chunks of
+ * The creation properties of a field of `type` and `rank` dims, n rows: chunks of
  * p->chunk rows (at most n) and the filters of p->compress, or H5P_DEFAULT
  * (contiguous).  Lock held.
  */
-static hid_t synth_dcpl(const sc_synth_params *p, int rank, const hsize_t *dims, uint64_t n)
+static hid_t synth_dcpl(const sc_synth_params *p, hid_t type, int rank, const hsize_t *dims,
+                        uint64_t n)
 {
     uint64_t rows = p->chunk ? p->chunk : p->compress ? 1024 : 0;
     if (!rows)
@@ -96,7 +97,10 @@ static hid_t synth_dcpl(const sc_synth_params *p, int rank, const hsize_t *dims,
     if (h >= 0 && p->compress == SC_SYNTH_GZIP)
         h = H5Pset_shuffle(dcpl) < 0 ? -1 : H5Pset_deflate(dcpl, GZIP_LEVEL);
     if (h >= 0 && p->compress == SC_SYNTH_LZF) { /* as h5py declares it: version 4 */
-        unsigned cd[3] = {4, 0x0105, 0};
+        uint64_t bytes = H5Tget_size(type);
+        for (int i = 0; i < rank; i++)
+            bytes *= cdims[i];
+        unsigned cd[3] = {4, 0x0105, (unsigned)bytes}; /* the chunk's bytes, h5py's hint */
         h = H5Pset_filter(dcpl, LZF_FILTER, H5Z_FLAG_OPTIONAL, 3, cd);
     }
     if (h < 0 && dcpl >= 0)
@@ -188,7 +192,8 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
     f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     si = H5Screate_simple(p->ndims + 1, dims, NULL);
     sl = H5Screate_simple(1, ldims, NULL);
-    hid_t pi = synth_dcpl(p, p->ndims + 1, dims, n), pl = synth_dcpl(p, 1, ldims, n);
+    hid_t pi = synth_dcpl(p, sc__h5_native(g->dt), p->ndims + 1, dims, n);
+    hid_t pl = synth_dcpl(p, H5T_NATIVE_INT64, 1, ldims, n);
     if (f >= 0 && si >= 0 && sl >= 0 && pi >= 0 && pl >= 0) {
         di = H5Dcreate2(f, "/images", sc__h5_native(g->dt), si, H5P_DEFAULT, pi, H5P_DEFAULT);
         dl = H5Dcreate2(f, "/labels", H5T_NATIVE_INT64, sl, H5P_DEFAULT, pl, H5P_DEFAULT);

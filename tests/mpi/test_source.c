@@ -176,6 +176,43 @@ static void test_compressed_sources(void **state)
         sc_dataset_close(db);
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    /*
+     * HDF5 writes what the raw path must not take as it is: a big-endian
+     * field (H5Dread converts it) and edge chunks left unfiltered
+     * (H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS, with a filter mask of 0).
+     */
+    for (int v = 0; v < 2; v++) {
+        path_of(p, v ? "edge.h5" : "be.h5");
+        int64_t lab[1000];
+        for (int i = 0; i < 1000; i++)
+            lab[i] = i * 7919 % 1000;
+        if (rank == 0) {
+            hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+            hsize_t dims[1] = {1000}, chunk[1] = {128};
+            hid_t sp = H5Screate_simple(1, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+            H5Pset_chunk(dcpl, 1, chunk);
+            H5Pset_shuffle(dcpl);
+            H5Pset_deflate(dcpl, 4);
+            if (v)
+                H5Pset_chunk_opts(dcpl, H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
+            hid_t ds = H5Dcreate2(f, "/labels", v ? H5T_STD_I64LE : H5T_STD_I64BE, sp,
+                                  H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            assert_true(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab) >= 0);
+            H5Dclose(ds), H5Pclose(dcpl), H5Sclose(sp), H5Fclose(f);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        sc_config ec = config(p);
+        ec.shard_size = 100;
+        sc_dataset *de;
+        sc_error eerr;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &ec, &de, &eerr), &eerr);
+        unsigned char **all = read_all(de);
+        assert_memory_equal(all[0], lab, sizeof lab);
+        free(all[0]), free(all);
+        sc_dataset_close(de);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+
     /* A damaged compressed chunk is named (file, field, chunk), never served. */
     path_of(p, "z1-A"); /* gzip, chunks of 128 rows */
     if (rank == 0) {
