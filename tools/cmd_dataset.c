@@ -55,10 +55,53 @@ static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
     return p->ndims ? 0 : -1;
 }
 
-int cmd_make_dataset(int argc, char **argv)
+/* getopt_long codes of make-dataset's flags, above every short option character. */
+enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED,
+       HELDOUT, COMPRESS, CHUNK };
+
+/* One flag into *p; 0, or 2 after saying what is wrong. */
+static int cmd_dataset_flag(int c, sc_synth_params *p)
 {
-    enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED,
-           HELDOUT, COMPRESS, CHUNK };
+    int bad = 0;
+    switch (c) {
+    case OUT: p->out = optarg; break;
+    case SAMPLES: bad = cli_u64("--samples", optarg, 1, UINT64_MAX, &p->samples); break;
+    case SHAPE:
+        if (cmd_dataset_parse_shape(optarg, p)) {
+            fprintf(stderr, "shardcache make-dataset: --shape '%s' is not like 3x64x64\n", optarg);
+            bad = 2;
+        }
+        break;
+    case DTYPE: p->dtype = optarg; break;
+    case LABELS: bad = cli_u64("--labels", optarg, 1, 65536, &p->labels); break;
+    case LAYOUT:
+        if ((optarg[0] != 'A' && optarg[0] != 'B') || optarg[1]) {
+            fprintf(stderr, "shardcache make-dataset: --layout must be A or B\n");
+            bad = 2;
+        }
+        p->layout = optarg[0];
+        break;
+    case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &p->shard_size); break;
+    case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &p->seed); break;
+    case NOISE: bad = cli_u64("--noise", optarg, 1, 255, &p->noise); break;
+    case SORTED: p->sorted = 1; break;
+    case HELDOUT: p->heldout = 1; break;
+    case CHUNK: bad = cli_u64("--chunk", optarg, 1, UINT32_MAX, &p->chunk); break;
+    case COMPRESS: {
+        static const char *const codecs[] = {"none", "gzip", "lzf"};
+        int m = 0;
+        bad = cli_choice("--compress", optarg, codecs, 3, &m);
+        p->compress = (uint64_t)m;
+        break;
+    }
+    default: bad = 2;
+    }
+    return bad;
+}
+
+/* The flags into *p: 0, -1 after printing the usage, or 2 after saying what is wrong. */
+static int cmd_dataset_parse(int argc, char **argv, sc_synth_params *p)
+{
     static const struct option longopts[] = {
         {"out", required_argument, 0, OUT},
         {"samples", required_argument, 0, SAMPLES},
@@ -75,54 +118,31 @@ int cmd_make_dataset(int argc, char **argv)
         {"chunk", required_argument, 0, CHUNK},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    sc_synth_params p = SC_SYNTH_PARAMS_INIT;
-    p.samples = 10000;
     int c, bad = 0;
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case OUT: p.out = optarg; break;
-        case SAMPLES: bad = cli_u64("--samples", optarg, 1, UINT64_MAX, &p.samples); break;
-        case SHAPE:
-            if (cmd_dataset_parse_shape(optarg, &p)) {
-                fprintf(stderr, "shardcache make-dataset: --shape '%s' is not like 3x64x64\n", optarg);
-                bad = 2;
-            }
-            break;
-        case DTYPE: p.dtype = optarg; break;
-        case LABELS: bad = cli_u64("--labels", optarg, 1, 65536, &p.labels); break;
-        case LAYOUT:
-            if ((optarg[0] != 'A' && optarg[0] != 'B') || optarg[1]) {
-                fprintf(stderr, "shardcache make-dataset: --layout must be A or B\n");
-                bad = 2;
-            }
-            p.layout = optarg[0];
-            break;
-        case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &p.shard_size); break;
-        case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &p.seed); break;
-        case NOISE: bad = cli_u64("--noise", optarg, 1, 255, &p.noise); break;
-        case SORTED: p.sorted = 1; break;
-        case HELDOUT: p.heldout = 1; break;
-        case CHUNK: bad = cli_u64("--chunk", optarg, 1, UINT32_MAX, &p.chunk); break;
-        case COMPRESS: {
-            static const char *const codecs[] = {"none", "gzip", "lzf"};
-            int m = 0;
-            bad = cli_choice("--compress", optarg, codecs, 3, &m);
-            p.compress = (uint64_t)m;
-            break;
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return -1;
         }
-        case 'h': fputs(usage, stdout); return 0;
-        default: bad = 2;
-        }
+        bad = cmd_dataset_flag(c, p);
     }
-    if (!bad && !p.out) {
+    if (!bad && !p->out) {
         fprintf(stderr, "shardcache make-dataset: --out is required\n");
         bad = 2;
     }
-    if (bad) {
+    if (bad)
         fprintf(stderr, "see `shardcache make-dataset --help`\n");
-        return 2;
-    }
+    return bad;
+}
+
+int cmd_make_dataset(int argc, char **argv)
+{
+    sc_synth_params p = SC_SYNTH_PARAMS_INIT;
+    p.samples = 10000;
+    int bad = cmd_dataset_parse(argc, argv, &p);
+    if (bad)
+        return bad < 0 ? 0 : 2;
     MPI_Init(&argc, &argv);
     cli_progress prog;
     cli_progress_init(&prog, "make-dataset");
