@@ -29,6 +29,8 @@ static const char usage[] =
     "  --seed S           (default 0)\n"
     "  --noise W          noise half-width in pixel levels, 1..255 (default 64);\n"
     "                     wider makes the classes overlap: a harder set\n"
+    "  --smooth           smooth class prototypes in 8 flat bands: with --noise 1\n"
+    "                     or 2 the images compress as photos do (for --compress)\n"
     "  --sorted           store the samples by class (contiguous blocks), as\n"
     "                     many image packs are; default: classes in random order\n"
     "  --compress C       gzip (deflate level 4 after the shuffle filter) or lzf\n"
@@ -57,7 +59,7 @@ static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
 
 /* getopt_long codes of make-dataset's flags, above every short option character. */
 enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED,
-       HELDOUT, COMPRESS, CHUNK };
+       HELDOUT, COMPRESS, CHUNK, SMOOTH };
 
 /* One flag into *p; 0, or 2 after saying what is wrong. */
 static int cmd_dataset_flag(int c, sc_synth_params *p)
@@ -86,6 +88,7 @@ static int cmd_dataset_flag(int c, sc_synth_params *p)
     case NOISE: bad = cli_u64("--noise", optarg, 1, 255, &p->noise); break;
     case SORTED: p->sorted = 1; break;
     case HELDOUT: p->heldout = 1; break;
+    case SMOOTH: p->smooth = 1; break;
     case CHUNK: bad = cli_u64("--chunk", optarg, 1, UINT32_MAX, &p->chunk); break;
     case COMPRESS: {
         static const char *const codecs[] = {"none", "gzip", "lzf"};
@@ -114,6 +117,7 @@ static int cmd_dataset_parse(int argc, char **argv, sc_synth_params *p)
         {"noise", required_argument, 0, NOISE},
         {"sorted", no_argument, 0, SORTED},
         {"heldout", no_argument, 0, HELDOUT},
+        {"smooth", no_argument, 0, SMOOTH},
         {"compress", required_argument, 0, COMPRESS},
         {"chunk", required_argument, 0, CHUNK},
         {"help", no_argument, 0, 'h'},
@@ -152,9 +156,9 @@ int cmd_make_dataset(int argc, char **argv)
     if (p.noise)
         snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);
     if (rc == SC_OK)
-        printf("wrote %s: %" PRIu64 " %ssamples of %s, %" PRIu64 " labels%s, %s%slayout %c\n",
-               p.out, p.samples, p.heldout ? "held-out " : "", p.dtype, p.labels,
-               p.sorted ? " (class-sorted)" : "", noise,
+        printf("wrote %s: %" PRIu64 " %s%ssamples of %s, %" PRIu64 " labels%s, %s%slayout %c\n",
+               p.out, p.samples, p.heldout ? "held-out " : "", p.smooth ? "smooth " : "",
+               p.dtype, p.labels, p.sorted ? " (class-sorted)" : "", noise,
                p.compress == SC_SYNTH_GZIP ? "gzip, " : p.compress == SC_SYNTH_LZF ? "lzf, " : "",
                p.layout);
     else

@@ -28,6 +28,7 @@
 
 #include "fault.h"
 #include "log.h"
+#include "mem.h"
 #include "mpierr.h"
 #include "node.h"
 #include "source.h"
@@ -186,7 +187,7 @@ static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
     uint64_t total = HDR_WORDS * sizeof(uint64_t) + a->bytes;
     if (p->inflight && p->inflight + total > p->o.max_bytes)
         return 0; /* within the bound, but always one at a time */
-    if (!(a->buf = malloc(total)))
+    if (!(a->buf = sc__big_alloc(total)))
         return 0;
     a->seq = p->seq++;
     a->words[0] = a->shard, a->words[1] = a->epoch, a->words[2] = a->seq;

@@ -28,6 +28,7 @@
 #include "cache.h"
 #include "error.h"
 #include "hash.h"
+#include "mem.h"
 #include "plan.h"
 #include "source.h"
 
@@ -383,7 +384,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     }
     unsigned char *buf = t->buf;
     if (!buf)
-        buf = malloc(t->cap = stream_shard_bytes(s, e, i) + 1);
+        buf = sc__big_alloc(t->cap = stream_shard_bytes(s, e, i) + 1);
     t->buf = NULL; /* the shard's now, or freed below */
     if (!buf)
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",

@@ -10,22 +10,31 @@
 
 #include "dtype.h"
 #include "h5.h"
+#include "mem.h"
 
 /*
- * Stored bytes are the batch's bytes only in the native type (H5Dread
- * converts a big-endian field; a raw chunk would not be), and only if
- * every chunk went through the filters: HDF5 may leave partial edge
- * chunks unfiltered with a filter mask that does not say so.
+ * Why a filtered field's stored chunks are not its bytes, or NULL: only in
+ * the native type are they (H5Dread converts a big-endian field; a raw
+ * chunk would not be), only when each chunk holds whole samples, and only
+ * if every chunk went through the filters (HDF5 may leave partial edge
+ * chunks unfiltered with a filter mask that does not say so).
  */
-static int chunks_bytes_as_stored(hid_t d, hid_t dcpl, const sc__field *f)
+static const char *chunks_not_as_stored(hid_t d, hid_t dcpl, const sc__field *f,
+                                        const hsize_t *cdims)
 {
+    for (int i = 1; i <= f->ndims; i++)
+        if (cdims[i] != f->dims[i - 1])
+            return "its chunks split samples";
     hid_t t = H5Dget_type(d);
     htri_t same = t >= 0 ? H5Tequal(t, sc__h5_native(f->dtype)) : -1;
     if (t >= 0)
         H5Tclose(t);
+    if (same <= 0)
+        return "it is stored in another byte order than it is read";
     unsigned opts = 0;
-    return same > 0 && H5Pget_chunk_opts(dcpl, &opts) >= 0 &&
-           !(opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
+    if (H5Pget_chunk_opts(dcpl, &opts) < 0 || (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS))
+        return "its partial edge chunks are stored unfiltered";
+    return NULL;
 }
 
 int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
@@ -33,25 +42,27 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
     memset(c, 0, sizeof *c);
     hid_t dcpl = H5Dget_create_plist(d);
     hsize_t cdims[H5S_MAX_RANK];
-    int ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-             H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == f->ndims + 1 &&
-             chunks_bytes_as_stored(d, dcpl, f);
-    int n = ok ? H5Pget_nfilters(dcpl) : 0;
-    for (int i = 1; ok && i <= f->ndims; i++)
-        ok = cdims[i] == f->dims[i - 1]; /* whole samples a chunk */
-    ok = ok && n > 0 && n <= SC__MAX_PIPELINE;
-    for (int i = 0; ok && i < n; i++) {
+    int n = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+                    H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == f->ndims + 1
+                ? H5Pget_nfilters(dcpl)
+                : 0;
+    if (n > SC__MAX_PIPELINE)
+        c->why = "it has more filters than shardcache decodes";
+    else if (n > 0)
+        c->why = chunks_not_as_stored(d, dcpl, f, cdims);
+    for (int i = 0; n > 0 && !c->why && i < n; i++) {
         unsigned flags, conf;
         size_t nv = 0;
         H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, 0, NULL, &conf);
         c->pipe.id[c->pipe.n++] = (unsigned)id;
         if (!sc__pipeline_decodable(&c->pipe)) {
             c->filter = (unsigned)id;
-            ok = 0;
+            c->why = "a filter shardcache does not decode";
         }
     }
     if (dcpl >= 0)
         H5Pclose(dcpl);
+    int ok = n > 0 && !c->why;
     c->rows = ok ? cdims[0] : 0;
     c->pipe.elem = (unsigned)sc__dtype_size(f->dtype);
     return ok;
@@ -94,11 +105,9 @@ static unsigned char *chunks_buffer(int i, size_t n)
     }
     if (!s)
         return NULL;
-    if (s->cap[i] < n) {
-        unsigned char *p = realloc(s->buf[i], n);
-        if (!p)
-            return NULL;
-        s->buf[i] = p, s->cap[i] = n;
+    if (s->cap[i] < n) { /* its bytes are not kept: no realloc's copy */
+        free(s->buf[i]);
+        s->cap[i] = (s->buf[i] = sc__big_alloc(n)) ? n : 0;
     }
     return s->buf[i];
 }

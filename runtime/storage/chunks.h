@@ -17,13 +17,14 @@ typedef struct sc__chunking {
     sc__pipeline pipe;
     uint64_t rows;      /* samples a chunk */
     unsigned filter;    /* the first filter not decoded here, or 0 */
+    const char *why;    /* a filtered field left to H5Dread: why, in words; else NULL */
 } sc__chunking;
 
 /*
  * Whether d's rows are read here: chunked, filtered, chunks of whole
- * samples, every filter one codec.c decodes.  Otherwise c->filter names
- * the first filter H5Dread must run (0: none, or not chunked).  The HDF5
- * lock is held.
+ * samples stored as read, every filter one codec.c decodes.  Otherwise,
+ * for a filtered field, c->why says what stops it and c->filter names the
+ * first filter H5Dread must run, if that is what.  The HDF5 lock is held.
  */
 int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c);
 

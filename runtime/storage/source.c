@@ -17,6 +17,7 @@
 #include "h5.h"
 #include "hash.h"
 #include "log.h"
+#include "mem.h"
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int64_t");
 
@@ -259,20 +260,36 @@ static void source_note_skipped(const sc_dataset *ds, const sc_config *cfg, cons
 }
 
 /*
+ * The note for a compressed field whose chunks HDF5 decodes (inside
+ * H5Dread, under its lock: one producer at a time), saying why.  The
+ * caller holds the HDF5 lock.
+ */
+static void source_note_decoder(const char *path, hid_t d, const sc__field *f,
+                                const sc_config *cfg)
+{
+    sc__chunking c;
+    if (sc__chunks_direct(d, f, &c) || !c.why)
+        return;
+    if (c.filter)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "source '%s': field '%s' uses HDF5 filter %u, which shardcache does not "
+                "decode itself: its chunks decompress inside HDF5, one producer at a time",
+                path, f->name, c.filter);
+    else
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "source '%s': field '%s' is compressed, but %s: its chunks decompress inside "
+                "HDF5, one producer at a time", path, f->name, c.why);
+}
+
+/*
  * Layout A: a warning (rank 0) for each compressed field whose chunks the
  * shards split, since every shard that touches a chunk decompresses all
- * of it, and a note for a filter decoded inside HDF5 (under its lock, one
- * producer at a time).  The caller holds the HDF5 lock.
+ * of it, and the decoder's note.  The caller holds the HDF5 lock.
  */
 static void source_note_chunks(const sc_dataset *ds, const sc_config *cfg)
 {
     for (int i = 0; ds->rank == 0 && i < ds->nfields; i++) {
-        sc__chunking c;
-        if (!sc__chunks_direct(ds->dset[i], &ds->fields[i], &c) && c.filter)
-            sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
-                    "source '%s': field '%s' uses HDF5 filter %u, which shardcache does not "
-                    "decode itself: its chunks decompress inside HDF5, one producer at a time",
-                    ds->path, ds->fields[i].name, c.filter);
+        source_note_decoder(ds->path, ds->dset[i], &ds->fields[i], cfg);
         hid_t dcpl = H5Dget_create_plist(ds->dset[i]);
         hsize_t cdims[H5S_MAX_RANK];
         if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
@@ -414,6 +431,23 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
     return rc;
 }
 
+/*
+ * Layout B: the decoder's notes for the first file (the others hold the
+ * same fields, which the scan checks, and most likely the same filters).
+ * The caller holds the HDF5 lock.
+ */
+static void source_note_file(hid_t f, const char *path, const sc_dataset *ds,
+                             const sc_config *cfg)
+{
+    for (int i = 0; i < ds->nfields; i++) {
+        hid_t d = H5Dopen2(f, ds->fields[i].name, H5P_DEFAULT);
+        if (d >= 0) {
+            source_note_decoder(path, d, &ds->fields[i], cfg);
+            H5Dclose(d);
+        }
+    }
+}
+
 static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
                                 bytes *fp, sc_error *err)
 {
@@ -460,6 +494,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
                                 path, fld.name, (unsigned long long)n,
                                 names.names[0], (unsigned long long)ds->shard_sizes[k]);
         }
+        if (rc == SC_OK && k == 0 && ds->rank == 0)
+            source_note_file(f, path, ds, cfg);
         H5Fclose(f);
         if (rc == SC_OK)
             rc = source_put_file(fp, path, err);
@@ -853,7 +889,7 @@ static int source_read_transformed(sc_dataset *ds, uint64_t shard, void *const *
     uint64_t n = ds->shard_sizes[shard], total = 0;
     for (int i = 0; i < ds->nsrc; i++)
         total += n * ds->src[i].sample_bytes;
-    unsigned char *scratch = malloc(total + 1);
+    unsigned char *scratch = sc__big_alloc(total + 1);
     if (!scratch)
         return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
                           ds->path, (unsigned long long)shard);

@@ -36,6 +36,33 @@ expect_ok "stage: split chunks are named, with a size that aligns" \
     "field '/images' is compressed in chunks of 100 rows, which shards of 250 samples split.*SC_SHARD_SIZE=200" \
     "$MPIEXEC" -n 2 --oversubscribe "$sc" stage --source "$d/gz.h5" --shard-size 250 \
     --cache-dir "$d/gzcache" --check
+# --smooth: prototypes in flat bands, which with a noise of 2 levels gzip
+# halves (random prototypes do not compress at all).
+expect_ok "make-dataset --smooth" "1000 smooth samples of uint8, 10 labels, noise 2, gzip" \
+    "$sc" make-dataset --out "$d/sm.h5" --samples 1000 --shape 3x32x32 --smooth --noise 2 --compress gzip
+"$sc" make-dataset --out "$d/smraw.h5" --samples 1000 --shape 3x32x32 --smooth --noise 2 >/dev/null 2>&1
+"$sc" make-dataset --out "$d/rnd.h5" --samples 1000 --shape 3x32x32 --noise 2 --compress gzip >/dev/null 2>&1
+sm=$(stat -c %s "$d/sm.h5") smraw=$(stat -c %s "$d/smraw.h5") rnd=$(stat -c %s "$d/rnd.h5")
+[ $((sm * 10)) -lt $((smraw * 6)) ] && [ $((rnd * 10)) -gt $((smraw * 9)) ] \
+    && pass "--smooth compresses (gzip $sm of $smraw bytes; random prototypes $rnd)" \
+    || failed "--smooth sizes: gzip $sm, raw $smraw, random prototypes $rnd"
+# A compressed field HDF5 must decode itself (chunks that split samples,
+# written by h5py) is named at open, with why, in both layouts.
+mkdir -p "$d/splitb"
+/usr/bin/python3 - "$d/split.h5" "$d/splitb/part-0.h5" <<'PY'
+import sys, h5py, numpy as np
+for path in sys.argv[1:]:
+    with h5py.File(path, "w") as f:
+        f.create_dataset("images", data=np.arange(4000).astype(np.uint8).reshape(1000, 4),
+                         chunks=(100, 2), compression="gzip")
+        f.create_dataset("labels", data=np.arange(1000, dtype=np.int64))
+PY
+expect_ok "stage: chunks that split samples are noted (layout A)" \
+    "split.h5': field '/images' is compressed, but its chunks split samples: its chunks decompress inside HDF5" \
+    "$MPIEXEC" -n 1 "$sc" stage --source "$d/split.h5" --shard-size 100 --cache-dir "$d/splitcache"
+expect_ok "stage: chunks that split samples are noted (layout B)" \
+    "part-0.h5': field '/images' is compressed, but its chunks split samples" \
+    "$MPIEXEC" -n 1 "$sc" stage --source "$d/splitb" --cache-dir "$d/splitcache-b"
 expect_ok "make-dataset layout B" "layout B" \
     "$sc" make-dataset --out "$d/b" --samples 2500 --shape 8 --dtype float32 --layout B --shard-size 1000
 [ "$(ls "$d/b" | wc -l)" = 3 ] && pass "layout B: one file per shard" || failed "layout B files: $(ls "$d/b")"
