@@ -140,6 +140,22 @@ static int cmd_dataset_parse(int argc, char **argv, sc_synth_params *p)
     return bad;
 }
 
+/* Layout B: the new directory's manifest, so that jobs open its files without scanning them. */
+static int cmd_dataset_manifest(const char *dir, sc_error *err)
+{
+    sc_config c;
+    sc_dataset *ds = NULL;
+    int rc = sc_config_init(&c, err);
+    if (rc == SC_OK && (size_t)snprintf(c.source, sizeof c.source, "%s", dir) >= sizeof c.source)
+        rc = SC_EINVAL;
+    if (rc == SC_OK)
+        rc = sc_dataset_open(MPI_COMM_SELF, &c, &ds, err);
+    if (rc == SC_OK)
+        rc = sc_dataset_save_manifest(ds, err);
+    sc_dataset_close(ds);
+    return rc;
+}
+
 int cmd_make_dataset(int argc, char **argv)
 {
     sc_synth_params p = SC_SYNTH_PARAMS_INIT;
@@ -152,6 +168,8 @@ int cmd_make_dataset(int argc, char **argv)
     cli_progress_init(&prog, "make-dataset");
     sc_error err = SC_ERROR_INIT;
     int rc = sc_dataset_make(&p, cli_progress_cb, &prog, &err);
+    if (rc == SC_OK && p.layout == 'B')
+        rc = cmd_dataset_manifest(p.out, &err);
     char noise[32] = ""; /* said when not the default */
     if (p.noise)
         snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -239,6 +240,29 @@ static int cmd_stage_mpi_start(stage_run *s, int *argc, char ***argv)
     return 0;
 }
 
+/*
+ * Rank 0, layout B from a directory: saves the scan beside the files, so
+ * that the jobs after this one open them without it; a failure is said,
+ * and staging goes on.
+ */
+static void cmd_stage_manifest(const stage_run *s)
+{
+    struct stat st;
+    sc_error e = SC_ERROR_INIT;
+    if (s->rank != 0 || s->di.layout != 'B' || stat(s->cfg->source, &st) != 0 ||
+        !S_ISDIR(st.st_mode))
+        return;
+    if (s->di.from_manifest)
+        printf("manifest: %s/.shardcache-manifest is up to date (%" PRIu64 " files)\n",
+               s->cfg->source, s->di.nshards);
+    else if (sc_dataset_save_manifest(s->ds, &e) == SC_OK)
+        printf("manifest: saved %s/.shardcache-manifest (%" PRIu64 " files): the next jobs "
+               "open them without scanning them\n", s->cfg->source, s->di.nshards);
+    else
+        fprintf(stderr, "shardcache stage: warning: %s: each job will scan the %" PRIu64
+                " files\n", e.msg, s->di.nshards);
+}
+
 /* Opens the source and the cache, plans the epochs and tells the cache the plan. */
 static int cmd_stage_open(stage_run *s)
 {
@@ -246,6 +270,7 @@ static int cmd_stage_open(stage_run *s)
     if (rc == SC_OK) {
         sc_dataset_get_info(s->ds, &s->di);
         sc_dataset_shard_sizes(s->ds, &s->sizes);
+        cmd_stage_manifest(s);
         rc = sc_cache_open(s->ds, MPI_COMM_WORLD, s->cfg, &s->cache, &s->err);
     }
     if (rc == SC_OK)

@@ -46,7 +46,11 @@ typedef struct sc_dataset_info {
     uint64_t sample_bytes;     /* all fields */
     int nfields;
     uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
-    uint64_t reserved[8];     /* room for later fields: the size stays */
+    /* appended (room taken from reserved[]) */
+    uint64_t from_manifest;    /* layout B: 1 when the open took the files' fields and
+                                  sample counts from the directory's saved manifest
+                                  (sc_dataset_save_manifest) instead of opening each */
+    uint64_t reserved[7];      /* room for later fields: the size stays */
 } sc_dataset_info;
 
 
@@ -76,6 +80,16 @@ SC_API int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
                                   sc_plan_params *out);
 /* Collective over the communicator it was opened on. */
 SC_API int sc_dataset_close(sc_dataset *ds);
+
+/*
+ * Layout B from a directory: saves what the open learned from its files
+ * (their fields and sample counts) as DIR/.shardcache-manifest, which
+ * the next opens use instead of opening every file, as long as no file
+ * was added, removed, resized or modified since.  One rank calls it;
+ * `shardcache stage` and `make-dataset --layout B` do.  SC_EINVAL for
+ * any other source.
+ */
+SC_API int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err);
 
 /* Progress callbacks: `done` of `total` units (bytes or samples). */
 typedef void (*sc_progress_fn)(void *arg, uint64_t done, uint64_t total);

@@ -17,6 +17,7 @@
 #include "h5.h"
 #include "hash.h"
 #include "log.h"
+#include "manifest.h"
 #include "mem.h"
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int64_t");
@@ -448,6 +449,116 @@ static void source_note_file(hid_t f, const char *path, const sc_dataset *ds,
     }
 }
 
+/* The saved scan's format: its version, and this build's field descriptions. */
+#define SOURCE_MANIFEST_FORMAT ((UINT64_C(1) << 32) | sizeof(((sc_dataset *)0)->fields))
+
+/* Every file's real path, size and modification time, as the fingerprint takes them. */
+static int source_put_files(const sc_dataset *ds, bytes *b, sc_error *err)
+{
+    int rc = SC_OK;
+    for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++)
+        rc = source_put_file(b, ds->files[k], err);
+    return rc == SC_OK && b->oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path)
+                                 : rc;
+}
+
+/* A saved scan's fields and sample counts into ds when it names ds's files; 1 if so. */
+static int source_take_saved(sc_dataset *ds, const void *blob, size_t len)
+{
+    sc_dataset *s = calloc(1, sizeof *s);
+    int ok = s && sc__dataset_take_manifest(s, blob, len, NULL) == SC_OK &&
+             s->nshards == ds->nfiles;
+    uint64_t total = 0;
+    for (uint64_t k = 0; ok && k < ds->nfiles; k++) {
+        ok = strcmp(s->files[k], ds->files[k]) == 0;
+        total += s->shard_sizes[k];
+    }
+    if (ok && total == s->nsamples) {
+        memcpy(ds->fields, s->fields, sizeof ds->fields);
+        ds->nfields = s->nfields;
+        ds->nsamples = s->nsamples;
+        ds->shard_sizes = s->shard_sizes;
+        s->shard_sizes = NULL;
+        ds->from_manifest = 1;
+    }
+    for (uint64_t k = 0; s && k < s->nfiles; k++)
+        free(s->files[k]);
+    if (s) {
+        free(s->files);
+        free(s->shard_sizes);
+    }
+    free(s);
+    return ds->from_manifest;
+}
+
+/*
+ * Layout B from a directory: the scan saved beside its files (manifest.c)
+ * when it still describes them, the files' fingerprint bytes then into fp
+ * and the decoder's notes for the first file.  One that does not fit is
+ * named, with why (rank 0), and the caller scans.  The HDF5 lock is held.
+ */
+static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, bytes *fp,
+                                 sc_error *err)
+{
+    bytes files = {0};
+    int rc = source_put_files(ds, &files, err);
+    const char *why = NULL;
+    size_t len = 0;
+    void *blob = rc == SC_OK ? sc__manifest_load(ds->path, sc__xxh64(files.p, files.len, 0),
+                                                 SOURCE_MANIFEST_FORMAT, &len, &why)
+                             : NULL;
+    if (blob && !source_take_saved(ds, blob, len))
+        why = "it names other files";
+    if (why && ds->rank == 0)
+        sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
+                "source '%s': not using its saved manifest (%s): opening its %llu files; "
+                "`shardcache stage` saves a new one", ds->path, why,
+                (unsigned long long)ds->nfiles);
+    if (ds->from_manifest) {
+        source_put(fp, files.p, files.len);
+        hid_t f = ds->rank == 0 ? H5Fopen(ds->files[0], H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+        if (f >= 0) {
+            source_note_file(f, ds->files[0], ds, cfg);
+            H5Fclose(f);
+        }
+        H5Eclear2(H5E_DEFAULT);
+    }
+    free(blob);
+    free(files.p);
+    return rc;
+}
+
+/* Saves the scan of a layout-B directory beside its files (see dataset.h). */
+int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
+{
+    if (!ds)
+        return sc__seterr(err, SC_EINVAL, "sc_dataset_save_manifest: NULL dataset");
+    if (ds->layout != 'B' || !ds->is_dir)
+        return sc__seterr(err, SC_EINVAL, "source '%s': only a directory of files (layout B) "
+                          "has a manifest", ds->path);
+    sc_dataset *scan = malloc(sizeof *scan); /* the source's own fields, not a transform's */
+    if (!scan)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    *scan = *ds;
+    if (ds->tf && ds->tf->shard) {
+        memcpy(scan->fields, ds->src, sizeof scan->fields);
+        scan->nfields = ds->nsrc;
+    }
+    bytes files = {0};
+    void *blob = NULL;
+    size_t len = 0;
+    int rc = source_put_files(ds, &files, err);
+    if (rc == SC_OK && sc__dataset_manifest(scan, SC_OK, NULL, &blob, &len) != SC_OK)
+        rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    if (rc == SC_OK)
+        rc = sc__manifest_store(ds->path, sc__xxh64(files.p, files.len, 0),
+                                SOURCE_MANIFEST_FORMAT, blob, len, err);
+    free(blob);
+    free(files.p);
+    free(scan);
+    return rc;
+}
+
 static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
                                 bytes *fp, sc_error *err)
 {
@@ -458,6 +569,10 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
     if (ds->nfiles > UINT32_MAX)
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
     ds->nshards = ds->nfiles;
+    if (is_dir && (rc = source_reuse_manifest(ds, cfg, fp, err)) != SC_OK)
+        return rc;
+    if (ds->from_manifest)
+        return SC_OK;
     ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
     if (!ds->shard_sizes)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
@@ -522,6 +637,7 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
         source_put_u64(&m, ds->fingerprint);
         source_put_u64(&m, ds->nsamples);
         source_put_u64(&m, (uint64_t)ds->nfields);
+        source_put_u64(&m, (uint64_t)ds->from_manifest);
         source_put(&m, ds->fields, sizeof ds->fields); /* one build, one ABI */
         source_put_u64(&m, ds->nfiles);
         for (uint64_t k = 0; k < ds->nfiles; k++) {
@@ -585,18 +701,22 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
     if (status != SC_OK)
         return sc__seterr(err, status, "rank %d: rank 0 could not open the source: %.*s",
                           ds->rank, msg ? (int)mlen : 0, msg ? (const char *)msg : "");
-    const unsigned char *h = source_take(&c, 24);
+    const unsigned char *h = source_take(&c, 32);
     const unsigned char *f = h ? source_take(&c, sizeof ds->fields) : NULL;
     const unsigned char *nf = f ? source_take(&c, 8) : NULL;
     int rc = nf ? SC_OK : SC_EFORMAT;
     if (rc == SC_OK) {
         ds->fingerprint = sc__get_u64(h);
         ds->nsamples = sc__get_u64(h + 8);
-        ds->nfields = (int)sc__get_u64(h + 16);
+        uint64_t nf64 = sc__get_u64(h + 16);
+        ds->nfields = nf64 >= 1 && nf64 <= SC_MAX_FIELDS ? (int)nf64 : 0;
+        ds->from_manifest = sc__get_u64(h + 24) == 1;
         memcpy(ds->fields, f, sizeof ds->fields);
         ds->nshards = sc__get_u64(nf);
-        ds->shard_sizes = malloc(sizeof *ds->shard_sizes * (ds->nshards + 1));
-        rc = ds->shard_sizes ? SC_OK : SC_ENOMEM;
+        rc = ds->nfields && ds->nshards <= UINT32_MAX ? SC_OK : SC_EFORMAT;
+        if (rc == SC_OK)
+            ds->shard_sizes = malloc(sizeof *ds->shard_sizes * (ds->nshards + 1));
+        rc = rc != SC_OK || ds->shard_sizes ? rc : SC_ENOMEM;
     }
     if (rc == SC_OK)
         rc = source_take_files(ds, &c, err);
@@ -931,7 +1051,8 @@ int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)
         return SC_EINVAL;
     *out = (sc_dataset_info){ds->layout, ds->nsamples, ds->nshards,
                              ds->layout == 'A' ? ds->shard_size : 0,
-                             ds->sample_bytes, ds->nfields, ds->fingerprint, {0}};
+                             ds->sample_bytes, ds->nfields, ds->fingerprint,
+                             (uint64_t)ds->from_manifest, {0}};
     return SC_OK;
 }
 

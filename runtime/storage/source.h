@@ -48,6 +48,7 @@ struct sc_dataset {
     int64_t dset[SC_MAX_FIELDS];
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
     int rank, world, is_dir;
+    int from_manifest; /* layout B: the scan was the directory's saved one (manifest.c) */
     double slow_bps; /* testing builds: SC_TEST_SOURCE_MBPS in bytes/s (0: as fast as it is) */
 };
 

@@ -1,7 +1,7 @@
 /*
  * Source datasets under mpiexec -n 1, 2 and 4: layout A read through
  * MPI-IO (one hyperslab per field), layout B from a directory and from a
- * list, the fingerprint's sensitivity, and every bad input named by file
+ * list, a directory's saved manifest, the fingerprint's sensitivity, and every bad input named by file
  * and field.
  */
 #include <fcntl.h>
@@ -299,6 +299,98 @@ static void test_layout_b_dir_and_list(void **state)
     assert_int_equal(fps[0], fps[1]); /* the same files, however listed */
 }
 
+/* Layout B file `k` of dir: n samples of /x, the float 100 * v + i for sample i. */
+static void write_part(const char *dir_, int k, uint64_t n, int v)
+{
+    char f[1300];
+    float x[64];
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (float)(100 * v + (int)i);
+    snprintf(f, sizeof f, "%s/part-%d.h5", dir_, k);
+    assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n, x, 1), 0);
+}
+
+/* Opens the layout-B directory src: its info and shard 1's sample 3; rank 0 saves its manifest if asked. */
+static sc_dataset_info open_b(const char *src, int save, float *x3)
+{
+    sc_config c = config(src);
+    sc_dataset *ds;
+    sc_error err;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+    sc_dataset_info in;
+    sc_dataset_get_info(ds, &in);
+    float x[64];
+    void *bufs[1] = {x};
+    SC_ASSERT_OK(sc_dataset_read_shard(ds, 1, bufs, &err), &err);
+    *x3 = x[3];
+    if (save && rank == 0)
+        SC_ASSERT_OK(sc_dataset_save_manifest(ds, &err), &err);
+    sc_dataset_close(ds);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return in;
+}
+
+/*
+ * A saved manifest is what the next open takes, with the same fingerprint,
+ * counts and bytes; a file rewritten or added, a damaged manifest or one
+ * another user could write, and the files are opened again, rightly.
+ */
+static void test_layout_b_manifest(void **state)
+{
+    (void)state;
+    char sub[1200], man[1300];
+    path_of(sub, "m");
+    snprintf(man, sizeof man, "%s/.shardcache-manifest", sub);
+    if (rank == 0) {
+        mkdir(sub, 0777);
+        for (int k = 0; k < 3; k++)
+            write_part(sub, k, k == 1 ? 20 : 10, k);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    float v;
+    sc_dataset_info a = open_b(sub, 1, &v), b = open_b(sub, 0, &v);
+    assert_int_equal(a.from_manifest, 0);
+    assert_int_equal(b.from_manifest, 1);
+    assert_int_equal(a.fingerprint, b.fingerprint);
+    assert_int_equal(b.nsamples, 40);
+    assert_true(v == 103.0f);
+    if (rank == 0) /* rewritten: other samples, another count */
+        write_part(sub, 1, 7, 5);
+    MPI_Barrier(MPI_COMM_WORLD);
+    b = open_b(sub, 1, &v);
+    assert_int_equal(b.from_manifest, 0);
+    assert_int_equal(b.nsamples, 27);
+    assert_true(v == 503.0f);
+    assert_int_equal(open_b(sub, 0, &v).from_manifest, 1);
+    if (rank == 0) { /* one byte of the saved scan flipped */
+        int fd = open(man, O_RDWR);
+        unsigned char c;
+        assert_int_equal(pread(fd, &c, 1, 100), 1);
+        c ^= 0x10;
+        assert_int_equal(pwrite(fd, &c, 1, 100), 1);
+        close(fd);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    b = open_b(sub, 1, &v);
+    assert_int_equal(b.from_manifest, 0);
+    assert_int_equal(b.nsamples, 27);
+    if (rank == 0)
+        assert_int_equal(chmod(man, 0666), 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(open_b(sub, 0, &v).from_manifest, 0); /* others could write it */
+    if (rank == 0) {
+        assert_int_equal(chmod(man, 0644), 0);
+        write_part(sub, 3, 4, 3);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    b = open_b(sub, 0, &v);
+    assert_int_equal(b.from_manifest, 0);
+    assert_int_equal(b.nshards, 4);
+    assert_int_equal(b.nsamples, 31);
+    sc_error err = SC_ERROR_INIT;
+    assert_int_equal(sc_dataset_save_manifest(NULL, &err), SC_EINVAL);
+}
+
 /* Opening `source` fails on every rank with `code` and all the words. */
 static void expect_refused(const char *source, const char *fields, int code,
                            const char *w1, const char *w2)
@@ -474,6 +566,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_a),
         cmocka_unit_test(test_layout_b_dir_and_list),
+        cmocka_unit_test(test_layout_b_manifest),
         cmocka_unit_test(test_compressed_sources),
         cmocka_unit_test(test_bad_sources),
         cmocka_unit_test(test_source_missing_on_one_rank),

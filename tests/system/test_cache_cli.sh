@@ -66,6 +66,12 @@ expect_ok "stage: chunks that split samples are noted (layout B)" \
 expect_ok "make-dataset layout B" "layout B" \
     "$sc" make-dataset --out "$d/b" --samples 2500 --shape 8 --dtype float32 --layout B --shard-size 1000
 [ "$(ls "$d/b" | wc -l)" = 3 ] && pass "layout B: one file per shard" || failed "layout B files: $(ls "$d/b")"
+# ...and its manifest, which jobs and stage take instead of opening every file.
+[ -f "$d/b/.shardcache-manifest" ] && pass "make-dataset saves layout B's manifest" \
+    || failed "no manifest in $d/b: $(ls -a "$d/b")"
+expect_ok "stage: layout B's manifest is taken" \
+    "manifest: $d/b/.shardcache-manifest is up to date \(3 files\)" \
+    "$MPIEXEC" -n 1 "$sc" stage --source "$d/b" --cache-dir "$d/bcache"
 expect_ok "plain progress lines off a terminal" "make-dataset: 100%" \
     "$sc" make-dataset --out "$d/c.h5" --samples 3000 --shape 4
 out=$(script -qec "$sc make-dataset --out $d/t.h5 --samples 3000 --shape 4" /dev/null 2>&1)
