@@ -18,19 +18,22 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_BYTES ((size_t)2 << 20)
 
 void *sc__big_alloc(size_t bytes)
 {
-    if (bytes < HUGE_BYTES)
-        return malloc(bytes ? bytes : 1);
+    long page = sysconf(_SC_PAGESIZE);
+    size_t align = bytes < HUGE_BYTES ? (page > 0 ? (size_t)page : 4096) : HUGE_BYTES;
     if (bytes > SIZE_MAX - HUGE_BYTES)
         return NULL;
-    size_t whole = (bytes + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1);
+    size_t whole = (bytes + align - 1) & ~(align - 1);
     void *p = NULL;
-    if (posix_memalign(&p, HUGE_BYTES, whole) != 0)
+    if (posix_memalign(&p, align, whole ? whole : align) != 0)
         return NULL;
+    if (align < HUGE_BYTES)
+        return p;
 #ifdef MADV_HUGEPAGE
     (void)madvise(p, whole, MADV_HUGEPAGE); /* advice: a kernel without THP just says no */
 #endif

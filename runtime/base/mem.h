@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /*
- * At least `bytes` for a shard or a chunk: below 2 MiB a plain malloc;
+ * At least `bytes` for a shard, a chunk or a batch, aligned to a page;
  * from 2 MiB on, aligned to 2 MiB and advised as transparent huge pages.
  * Freed with free(); NULL when out of memory.
  */

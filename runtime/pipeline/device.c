@@ -9,9 +9,9 @@
 #include "device.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "error.h"
+#include "mem.h"
 
 struct sc__dev {
     const sc__devops *ops; /* NULL: host only */
@@ -127,9 +127,7 @@ int sc__dev_host_alloc(sc__dev *d, size_t bytes, void **out, sc_error *err)
     bytes = bytes ? bytes : 1;
     if (d->ops)
         return d->ops->host_alloc(bytes, out, err);
-    long page = sysconf(_SC_PAGESIZE);
-    size_t align = page > 0 ? (size_t)page : 4096;
-    *out = aligned_alloc(align, (bytes + align - 1) / align * align);
+    *out = sc__big_alloc(bytes);
     return *out ? SC_OK : sc__seterr(err, SC_ENOMEM, "no memory for %zu staging bytes", bytes);
 }
 
