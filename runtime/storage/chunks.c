@@ -37,6 +37,21 @@ static const char *chunks_not_as_stored(hid_t d, hid_t dcpl, const sc__field *f,
     return NULL;
 }
 
+/* A field H5Dread decodes: the first of its n filters this HDF5 cannot load, into c. */
+static void chunks_find_missing(hid_t dcpl, int n, sc__chunking *c)
+{
+    for (int i = 0; i < n && !c->missing; i++) {
+        unsigned flags, conf;
+        size_t nv = 0;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, 0, NULL, &conf);
+        if (id >= 0 && H5Zfilter_avail(id) <= 0) { /* it looks for a plugin: errors stay quiet */
+            c->missing = (unsigned)id;
+            c->missing_optional = (flags & H5Z_FLAG_OPTIONAL) != 0;
+        }
+    }
+    H5Eclear2(H5E_DEFAULT);
+}
+
 int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
 {
     memset(c, 0, sizeof *c);
@@ -60,6 +75,8 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
             c->why = "a filter shardcache does not decode";
         }
     }
+    if (c->why)
+        chunks_find_missing(dcpl, n, c);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     int ok = n > 0 && !c->why;

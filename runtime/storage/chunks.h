@@ -18,6 +18,8 @@ typedef struct sc__chunking {
     uint64_t rows;      /* samples a chunk */
     unsigned filter;    /* the first filter not decoded here, or 0 */
     const char *why;    /* a filtered field left to H5Dread: why, in words; else NULL */
+    unsigned missing;   /* then, a filter of it this HDF5 cannot load either, or 0 */
+    int missing_optional; /* ...declared optional: chunks it skipped still read */
 } sc__chunking;
 
 /*

@@ -19,6 +19,21 @@
 #define LZF_MAX_LEN 264 /* 7 + 255 + 2 */
 #define LZF_MAX_LIT 32
 
+const char *sc__filter_name(unsigned id)
+{
+    static const struct {
+        unsigned id;
+        const char *name;
+    } known[] = {{1, "deflate (gzip)"}, {2, "shuffle"}, {3, "Fletcher-32 checksum"},
+                 {4, "SZIP"}, {5, "N-bit"}, {6, "scale-offset"}, {307, "bzip2"},
+                 {32000, "LZF"}, {32001, "Blosc"}, {32004, "LZ4"}, {32008, "bitshuffle"},
+                 {32013, "ZFP"}, {32015, "Zstandard"}, {32017, "SZ"}, {32026, "Blosc2"}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (known[i].id == id)
+            return known[i].name;
+    return "a filter plugin";
+}
+
 int sc__pipeline_decodable(const sc__pipeline *p)
 {
     for (int i = 0; i < p->n; i++)

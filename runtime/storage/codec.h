@@ -25,6 +25,9 @@ typedef struct sc__pipeline {
     unsigned elem;
 } sc__pipeline;
 
+/* A filter's name in words ("Blosc", "deflate (gzip)"), from its registered id. */
+const char *sc__filter_name(unsigned id);
+
 /* Whether every filter of p is one decoded here. */
 int sc__pipeline_decodable(const sc__pipeline *p);
 

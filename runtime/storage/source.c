@@ -261,36 +261,55 @@ static void source_note_skipped(const sc_dataset *ds, const sc_config *cfg, cons
 }
 
 /*
- * The note for a compressed field whose chunks HDF5 decodes (inside
- * H5Dread, under its lock: one producer at a time), saying why.  The
- * caller holds the HDF5 lock.
+ * A compressed field whose chunks HDF5 decodes (inside H5Dread, under its
+ * lock: one producer at a time): the note saying why (rank 0, notes set),
+ * and a refusal when a filter it must run is one this HDF5 cannot load,
+ * named.  The caller holds the HDF5 lock.
  */
-static void source_note_decoder(const char *path, hid_t d, const sc__field *f,
-                                const sc_config *cfg)
+static int source_check_decoder(const char *path, hid_t d, const sc__field *f,
+                                const sc_config *cfg, int notes, sc_error *err)
 {
     sc__chunking c;
     if (sc__chunks_direct(d, f, &c) || !c.why)
-        return;
-    if (c.filter)
+        return SC_OK;
+    if (c.missing && !c.missing_optional)
+        return sc__seterr(err, SC_ENOTSUP, "source '%s': field '%s' needs HDF5 filter %u (%s), "
+                          "which this HDF5 library cannot load, and shardcache does not decode "
+                          "it here (%s): put the filter's plugin in HDF5_PLUGIN_PATH, or rewrite "
+                          "the field with gzip or lzf", path, f->name, c.missing,
+                          sc__filter_name(c.missing), c.why);
+    if (notes && c.missing)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
-                "source '%s': field '%s' uses HDF5 filter %u, which shardcache does not "
+                "source '%s': field '%s' declares the optional HDF5 filter %u (%s), which this "
+                "HDF5 library cannot load: a chunk written through it will fail to read",
+                path, f->name, c.missing, sc__filter_name(c.missing));
+    else if (notes && c.filter)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "source '%s': field '%s' uses HDF5 filter %u (%s), which shardcache does not "
                 "decode itself: its chunks decompress inside HDF5, one producer at a time",
-                path, f->name, c.filter);
-    else
+                path, f->name, c.filter, sc__filter_name(c.filter));
+    else if (notes)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "source '%s': field '%s' is compressed, but %s: its chunks decompress inside "
                 "HDF5, one producer at a time", path, f->name, c.why);
+    return SC_OK;
 }
 
 /*
- * Layout A: a warning (rank 0) for each compressed field whose chunks the
- * shards split, since every shard that touches a chunk decompresses all
- * of it, and the decoder's note.  The caller holds the HDF5 lock.
+ * Layout A: the decoder's check for each field (every rank: they refuse
+ * alike) and, on rank 0, its note and a warning for each compressed field
+ * whose chunks the shards split, since every shard that touches a chunk
+ * decompresses all of it.  The caller holds the HDF5 lock.
  */
-static void source_note_chunks(const sc_dataset *ds, const sc_config *cfg)
+static int source_note_chunks(const sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    for (int i = 0; ds->rank == 0 && i < ds->nfields; i++) {
-        source_note_decoder(ds->path, ds->dset[i], &ds->fields[i], cfg);
+    for (int i = 0; i < ds->nfields; i++) {
+        int rc = source_check_decoder(ds->path, ds->dset[i], &ds->fields[i], cfg, ds->rank == 0,
+                                      err);
+        if (rc != SC_OK)
+            return rc;
+        if (ds->rank != 0)
+            continue;
         hid_t dcpl = H5Dget_create_plist(ds->dset[i]);
         hsize_t cdims[H5S_MAX_RANK];
         if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
@@ -306,6 +325,7 @@ static void source_note_chunks(const sc_dataset *ds, const sc_config *cfg)
         if (dcpl >= 0)
             H5Pclose(dcpl);
     }
+    return SC_OK;
 }
 
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
@@ -360,7 +380,8 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
         uint64_t left = ds->nsamples - k * ds->shard_size;
         ds->shard_sizes[k] = left < ds->shard_size ? left : ds->shard_size;
     }
-    source_note_chunks(ds, cfg);
+    if ((rc = source_note_chunks(ds, cfg, err)) != SC_OK)
+        return rc;
     source_put_u64(fp, ds->shard_size);
     return source_put_file(fp, ds->path, err);
 }
@@ -433,20 +454,23 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 }
 
 /*
- * Layout B: the decoder's notes for the first file (the others hold the
- * same fields, which the scan checks, and most likely the same filters).
- * The caller holds the HDF5 lock.
+ * Layout B: the decoder's check and notes (rank 0) for the first file;
+ * the others hold the same fields, which the scan checks, and most likely
+ * the same filters.  The caller holds the HDF5 lock.
  */
-static void source_note_file(hid_t f, const char *path, const sc_dataset *ds,
-                             const sc_config *cfg)
+static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
+                             const sc_config *cfg, sc_error *err)
 {
-    for (int i = 0; i < ds->nfields; i++) {
+    int rc = SC_OK;
+    for (int i = 0; rc == SC_OK && i < ds->nfields; i++) {
         hid_t d = H5Dopen2(f, ds->fields[i].name, H5P_DEFAULT);
         if (d >= 0) {
-            source_note_decoder(path, d, &ds->fields[i], cfg);
+            rc = source_check_decoder(path, d, &ds->fields[i], cfg, ds->rank == 0, err);
             H5Dclose(d);
         }
     }
+    H5Eclear2(H5E_DEFAULT);
+    return rc;
 }
 
 /* The saved scan's format: its version, and this build's field descriptions. */
@@ -516,9 +540,9 @@ static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, bytes *fp
                 (unsigned long long)ds->nfiles);
     if (ds->from_manifest) {
         source_put(fp, files.p, files.len);
-        hid_t f = ds->rank == 0 ? H5Fopen(ds->files[0], H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+        hid_t f = H5Fopen(ds->files[0], H5F_ACC_RDONLY, H5P_DEFAULT);
         if (f >= 0) {
-            source_note_file(f, ds->files[0], ds, cfg);
+            rc = source_check_file(f, ds->files[0], ds, cfg, err);
             H5Fclose(f);
         }
         H5Eclear2(H5E_DEFAULT);
@@ -609,8 +633,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
                                 path, fld.name, (unsigned long long)n,
                                 names.names[0], (unsigned long long)ds->shard_sizes[k]);
         }
-        if (rc == SC_OK && k == 0 && ds->rank == 0)
-            source_note_file(f, path, ds, cfg);
+        if (rc == SC_OK && k == 0)
+            rc = source_check_file(f, path, ds, cfg, err);
         H5Fclose(f);
         if (rc == SC_OK)
             rc = source_put_file(fp, path, err);
@@ -944,6 +968,11 @@ static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64
         rc = source_read_rows(d, f, first, count, buf, path, shard, err);
         sc__h5_unlock();
     }
+    if (rc == SC_EHDF5 && c.missing) /* HDF5's own words name the plugins it tried instead */
+        rc = sc__seterr(err, SC_ENOTSUP, "source '%s': shard %llu of field '%s': a chunk needs "
+                        "HDF5 filter %u (%s), which this HDF5 library cannot load: put the "
+                        "filter's plugin in HDF5_PLUGIN_PATH", path, (unsigned long long)shard,
+                        f->name, c.missing, sc__filter_name(c.missing));
     return rc;
 }
 

@@ -391,6 +391,35 @@ static void test_layout_b_manifest(void **state)
     assert_int_equal(sc_dataset_save_manifest(NULL, &err), SC_EINVAL);
 }
 
+/* A stand-in for Blosc (id 32001), registered only while a file that needs it is written. */
+static size_t fake_blosc(unsigned flags, size_t nv, const unsigned cv[], size_t nbytes,
+                         size_t *buf_size, void **buf)
+{
+    (void)flags, (void)nv, (void)cv, (void)buf_size, (void)buf;
+    return nbytes;
+}
+
+/* `path` with /x chunked through a mandatory filter 32001 this process then forgets. */
+static void write_needing_blosc(const char *path)
+{
+    const H5Z_class2_t cls = {H5Z_CLASS_T_VERS, 32001, 1, 1, "fake blosc", NULL, NULL,
+                              fake_blosc};
+    assert_true(H5Zregister(&cls) >= 0);
+    hsize_t dims[1] = {40}, chunk[1] = {10};
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t sp = H5Screate_simple(1, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    assert_true(H5Pset_chunk(dcpl, 1, chunk) >= 0);
+    assert_true(H5Pset_filter(dcpl, 32001, H5Z_FLAG_MANDATORY, 0, NULL) >= 0);
+    int32_t x[40] = {0};
+    hid_t d = H5Dcreate2(f, "/x", H5T_NATIVE_INT32, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    assert_true(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    assert_true(H5Zunregister(32001) >= 0);
+}
+
 /* Opening `source` fails on every rank with `code` and all the words. */
 static void expect_refused(const char *source, const char *fields, int code,
                            const char *w1, const char *w2)
@@ -482,6 +511,22 @@ static void test_bad_sources(void **state)
                    rank == 0 || size == 1 ? "a fixed-length string of 8 bytes" : str);
     expect_refused(empty, NULL, SC_EINVAL, "field '/x' is empty", empty);
     expect_refused(trunc, NULL, SC_EHDF5, trunc, "cannot be opened as HDF5");
+    /* A filter neither shardcache nor this HDF5 can run, in either layout: named at open. */
+    char blosc[1200], bdir[1200], bpart[1300];
+    path_of(blosc, "blosc.h5");
+    path_of(bdir, "blosc-b");
+    snprintf(bpart, sizeof bpart, "%s/part.h5", bdir);
+    if (rank == 0) {
+        mkdir(bdir, 0777);
+        write_needing_blosc(blosc);
+        write_needing_blosc(bpart);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_refused(blosc, NULL, SC_ENOTSUP, "field '/x' needs HDF5 filter 32001 (Blosc)",
+                   "HDF5_PLUGIN_PATH");
+    expect_refused(bdir, NULL, SC_ENOTSUP,
+                   rank == 0 ? "filter 32001 (Blosc)" : "rank 0 could not open the source",
+                   "HDF5_PLUGIN_PATH");
     sc_config c = config("");
     sc_dataset *ds;
     sc_error err;

@@ -63,6 +63,26 @@ expect_ok "stage: chunks that split samples are noted (layout A)" \
 expect_ok "stage: chunks that split samples are noted (layout B)" \
     "part-0.h5': field '/images' is compressed, but its chunks split samples" \
     "$MPIEXEC" -n 1 "$sc" stage --source "$d/splitb" --cache-dir "$d/splitcache-b"
+# An optional filter this HDF5 cannot load (Blosc, no plugin): noted at
+# open, and a chunk written through it is refused by name, not by the
+# plugins HDF5 tried instead.
+/usr/bin/python3 - "$d/blosc.h5" <<'PY'
+import sys, h5py, numpy as np
+from h5py import h5p, h5z, h5d, h5s, h5t
+with h5py.File(sys.argv[1], "w") as f:
+    dcpl = h5p.create(h5p.DATASET_CREATE)
+    dcpl.set_chunk((100, 4))
+    dcpl.set_filter(32001, h5z.FLAG_OPTIONAL, (2, 2, 1, 400, 5, 1, 0))
+    d = h5d.create(f.id, b"images", h5t.NATIVE_UINT8, h5s.create_simple((1000, 4)), dcpl=dcpl)
+    for c in range(10):
+        d.write_direct_chunk((c * 100, 0), bytes(64), filter_mask=0)
+    f.create_dataset("labels", data=np.arange(1000, dtype=np.int64))
+PY
+out=$("$MPIEXEC" -n 1 "$sc" stage --source "$d/blosc.h5" --shard-size 100 --cache-dir "$d/bl" 2>&1)
+grep -q "declares the optional HDF5 filter 32001 (Blosc)" <<<"$out" &&
+    grep -q "SC_ENOTSUP: .*a chunk needs HDF5 filter 32001 (Blosc).*HDF5_PLUGIN_PATH" <<<"$out" &&
+    pass "an optional filter HDF5 cannot load: noted, then refused by name" ||
+    failed "unloadable filter: $out"
 expect_ok "make-dataset layout B" "layout B" \
     "$sc" make-dataset --out "$d/b" --samples 2500 --shape 8 --dtype float32 --layout B --shard-size 1000
 [ "$(ls "$d/b" | wc -l)" = 3 ] && pass "layout B: one file per shard" || failed "layout B files: $(ls "$d/b")"
