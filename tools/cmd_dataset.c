@@ -146,8 +146,10 @@ static int cmd_dataset_manifest(const char *dir, sc_error *err)
     sc_config c;
     sc_dataset *ds = NULL;
     int rc = sc_config_init(&c, err);
-    if (rc == SC_OK && (size_t)snprintf(c.source, sizeof c.source, "%s", dir) >= sizeof c.source)
-        rc = SC_EINVAL;
+    if (rc == SC_OK && (size_t)snprintf(c.source, sizeof c.source, "%s", dir) >= sizeof c.source) {
+        snprintf(err->msg, sizeof err->msg, "'%.200s...': too long a path", dir);
+        rc = err->code = SC_EINVAL;
+    }
     if (rc == SC_OK)
         rc = sc_dataset_open(MPI_COMM_SELF, &c, &ds, err);
     if (rc == SC_OK)
@@ -168,8 +170,10 @@ int cmd_make_dataset(int argc, char **argv)
     cli_progress_init(&prog, "make-dataset");
     sc_error err = SC_ERROR_INIT;
     int rc = sc_dataset_make(&p, cli_progress_cb, &prog, &err);
-    if (rc == SC_OK && p.layout == 'B')
-        rc = cmd_dataset_manifest(p.out, &err);
+    sc_error merr = SC_ERROR_INIT;
+    if (rc == SC_OK && p.layout == 'B' && cmd_dataset_manifest(p.out, &merr) != SC_OK)
+        fprintf(stderr, "shardcache make-dataset: warning: no manifest saved (%s): each job "
+                "will open every file until `shardcache stage` saves one\n", merr.msg);
     char noise[32] = ""; /* said when not the default */
     if (p.noise)
         snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);

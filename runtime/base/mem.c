@@ -2,8 +2,9 @@
  * mem.c - buffers of megabytes that fault in 2 MiB at a time.
  *
  * A shard buffer is fresh anonymous memory in the first epoch (glibc
- * serves a block this size with mmap), and its first touch faults 4 KiB
- * at a time.  Under a hypervisor each fault is a trip out of the guest:
+ * serves the first blocks this size with mmap; once some are freed it
+ * raises its threshold and serves later ones from the heap, fresh too
+ * until touched), and its first touch faults 4 KiB at a time.  Under a hypervisor each fault is a trip out of the guest:
  * on our CI machines the cold epoch spent more time in the fault path
  * than in reading, and a shard's checksum stalled on the TLB after it
  * (perf: pread 42% of the CPU time, two thirds of it faulting; 0.25 GB/s
@@ -11,6 +12,9 @@
  * 2 MiB and need 512 times fewer TLB entries: the same epoch ran at 2 GB/s
  * (docs/benchmarks.md, "Streaming").  The kernel's default THP mode,
  * "madvise", honours the advice; "never" ignores it and nothing is lost.
+ * Only the buffer's whole 2 MiB pages are advised: a tail in a huge page
+ * of its own would hold up to 2 MiB more than the bytes asked for, and
+ * the loader counts the bytes against SC_STREAM_BYTES.
  */
 #define _GNU_SOURCE
 #include "mem.h"
@@ -24,18 +28,17 @@
 
 void *sc__big_alloc(size_t bytes)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    size_t align = bytes < HUGE_BYTES ? (page > 0 ? (size_t)page : 4096) : HUGE_BYTES;
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
     if (bytes > SIZE_MAX - HUGE_BYTES)
         return NULL;
-    size_t whole = (bytes + align - 1) & ~(align - 1);
+    size_t len = bytes ? (bytes + page - 1) & ~(page - 1) : page;
     void *p = NULL;
-    if (posix_memalign(&p, align, whole ? whole : align) != 0)
+    if (posix_memalign(&p, len < HUGE_BYTES ? page : HUGE_BYTES, len) != 0)
         return NULL;
-    if (align < HUGE_BYTES)
-        return p;
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, whole, MADV_HUGEPAGE); /* advice: a kernel without THP just says no */
+    if (len >= HUGE_BYTES) /* advice: a kernel without THP just says no */
+        (void)madvise(p, len & ~(HUGE_BYTES - 1), MADV_HUGEPAGE);
 #endif
     return p;
 }

@@ -37,9 +37,12 @@ static const char *chunks_not_as_stored(hid_t d, hid_t dcpl, const sc__field *f,
     return NULL;
 }
 
-/* A field H5Dread decodes: the first of its n filters this HDF5 cannot load, into c. */
-static void chunks_find_missing(hid_t dcpl, int n, sc__chunking *c)
+void sc__chunks_missing(hid_t d, sc__chunking *c)
 {
+    hid_t dcpl = H5Dget_create_plist(d);
+    int n = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    c->missing = 0;
+    c->missing_optional = 0;
     for (int i = 0; i < n && !c->missing; i++) {
         unsigned flags, conf;
         size_t nv = 0;
@@ -49,6 +52,8 @@ static void chunks_find_missing(hid_t dcpl, int n, sc__chunking *c)
             c->missing_optional = (flags & H5Z_FLAG_OPTIONAL) != 0;
         }
     }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
     H5Eclear2(H5E_DEFAULT);
 }
 
@@ -75,8 +80,6 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
             c->why = "a filter shardcache does not decode";
         }
     }
-    if (c->why)
-        chunks_find_missing(dcpl, n, c);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     int ok = n > 0 && !c->why;

@@ -18,7 +18,7 @@ typedef struct sc__chunking {
     uint64_t rows;      /* samples a chunk */
     unsigned filter;    /* the first filter not decoded here, or 0 */
     const char *why;    /* a filtered field left to H5Dread: why, in words; else NULL */
-    unsigned missing;   /* then, a filter of it this HDF5 cannot load either, or 0 */
+    unsigned missing;   /* sc__chunks_missing: a filter this HDF5 cannot load, or 0 */
     int missing_optional; /* ...declared optional: chunks it skipped still read */
 } sc__chunking;
 
@@ -29,6 +29,13 @@ typedef struct sc__chunking {
  * first filter H5Dread must run, if that is what.  The HDF5 lock is held.
  */
 int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c);
+
+/*
+ * The first of d's filters this HDF5 cannot load (it looks for a plugin:
+ * slow, so at open and after a failed read only), into c->missing.  The
+ * HDF5 lock is held.
+ */
+void sc__chunks_missing(hid_t d, sc__chunking *c);
 
 /* sc__chunks_read: a chunk was never written (its rows are the fill value). */
 #define SC__CHUNK_UNSTORED 1

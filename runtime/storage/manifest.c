@@ -40,7 +40,9 @@ static int manifest_path(const char *dir, char *out, size_t n, const char *suffi
 static const char *manifest_trusted(int fd, const char *dir, uint64_t *size)
 {
     struct stat st, ds;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || stat(dir, &ds) != 0)
+    if (stat(dir, &ds) != 0)
+        return "its directory cannot be read";
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return "it is not a regular file";
     if ((st.st_uid != geteuid() && st.st_uid != ds.st_uid) || (st.st_mode & (S_IWGRP | S_IWOTH)))
         return "another user could have written it";
@@ -71,7 +73,8 @@ static const char *manifest_check(const unsigned char *buf, uint64_t n, uint64_t
     if (sc__get_u64(buf + 8) != format)
         return "another version of shardcache wrote it";
     if (sc__get_u64(buf + 16) != key)
-        return "the files changed since it was written";
+        return "a file was added, removed, moved or modified since it was written, or "
+               "SC_FIELDS asks for other fields";
     return NULL;
 }
 
@@ -85,7 +88,8 @@ void *sc__manifest_load(const char *dir, uint64_t key, uint64_t format, size_t *
                  ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
                  : -1;
     if (fd < 0) {
-        *why = errno == ENOENT ? NULL : "it cannot be opened";
+        *why = errno == ENOENT ? NULL : errno == ELOOP ? "it is a symbolic link"
+                                                       : "it cannot be opened";
         return NULL;
     }
     uint64_t n = 0;
@@ -145,6 +149,7 @@ int sc__manifest_store(const char *dir, uint64_t key, uint64_t format, const voi
     }
     /* Whole and on disk before it replaces the old one: a crash leaves one or the other. */
     int e = 0;
+    errno = 0;
     if (fchmod(fd, 0644) != 0 || manifest_write_all(fd, buf, n) != 0 || fsync(fd) != 0)
         e = errno ? errno : EIO;
     if (close(fd) != 0 && !e)
@@ -152,8 +157,14 @@ int sc__manifest_store(const char *dir, uint64_t key, uint64_t format, const voi
     if (!e && rename(tmp, path) != 0)
         e = errno;
     free(buf);
-    if (!e)
+    if (!e) { /* the rename itself on disk too; a failure here loses nothing but speed */
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
         return SC_OK;
+    }
     unlink(tmp);
     return sc__seterr(err, SC_EIO, "cannot write '%s': %s", path, strerror(e));
 }

@@ -272,6 +272,7 @@ static int source_check_decoder(const char *path, hid_t d, const sc__field *f,
     sc__chunking c;
     if (sc__chunks_direct(d, f, &c) || !c.why)
         return SC_OK;
+    sc__chunks_missing(d, &c);
     if (c.missing && !c.missing_optional)
         return sc__seterr(err, SC_ENOTSUP, "source '%s': field '%s' needs HDF5 filter %u (%s), "
                           "which this HDF5 library cannot load, and shardcache does not decode "
@@ -473,8 +474,27 @@ static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
     return rc;
 }
 
-/* The saved scan's format: its version, and this build's field descriptions. */
-#define SOURCE_MANIFEST_FORMAT ((UINT64_C(1) << 32) | sizeof(((sc_dataset *)0)->fields))
+/* The saved scan's format: its version (bump it when sc__field or sc__dtype changes)
+ * and this build's size of the field descriptions it holds. */
+#define SOURCE_MANIFEST_VERSION 1
+#define SOURCE_MANIFEST_FORMAT \
+    (((uint64_t)SOURCE_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
+
+/*
+ * The key a saved scan is kept under: every file's real path, size and
+ * modification time (files[len], as the fingerprint takes them), and the
+ * fields asked for (SC_FIELDS), which decide what the scan found.
+ */
+static uint64_t source_manifest_key(const void *files, size_t len, const char *fields)
+{
+    return sc__xxh64(fields, strlen(fields), sc__xxh64(files, len, 0));
+}
+
+static const char *source_base(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
 
 /* Every file's real path, size and modification time, as the fingerprint takes them. */
 static int source_put_files(const sc_dataset *ds, bytes *b, sc_error *err)
@@ -486,7 +506,11 @@ static int source_put_files(const sc_dataset *ds, bytes *b, sc_error *err)
                                  : rc;
 }
 
-/* A saved scan's fields and sample counts into ds when it names ds's files; 1 if so. */
+/*
+ * A saved scan's fields and sample counts into ds when it names ds's
+ * files (by name: the key holds their real paths, however the directory
+ * is spelled); 1 if so.
+ */
 static int source_take_saved(sc_dataset *ds, const void *blob, size_t len)
 {
     sc_dataset *s = calloc(1, sizeof *s);
@@ -494,7 +518,7 @@ static int source_take_saved(sc_dataset *ds, const void *blob, size_t len)
              s->nshards == ds->nfiles;
     uint64_t total = 0;
     for (uint64_t k = 0; ok && k < ds->nfiles; k++) {
-        ok = strcmp(s->files[k], ds->files[k]) == 0;
+        ok = strcmp(source_base(s->files[k]), source_base(ds->files[k])) == 0;
         total += s->shard_sizes[k];
     }
     if (ok && total == s->nsamples) {
@@ -528,9 +552,11 @@ static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, bytes *fp
     int rc = source_put_files(ds, &files, err);
     const char *why = NULL;
     size_t len = 0;
-    void *blob = rc == SC_OK ? sc__manifest_load(ds->path, sc__xxh64(files.p, files.len, 0),
-                                                 SOURCE_MANIFEST_FORMAT, &len, &why)
-                             : NULL;
+    void *blob = rc == SC_OK
+                     ? sc__manifest_load(ds->path,
+                                         source_manifest_key(files.p, files.len, cfg->fields),
+                                         SOURCE_MANIFEST_FORMAT, &len, &why)
+                     : NULL;
     if (blob && !source_take_saved(ds, blob, len))
         why = "it names other files";
     if (why && ds->rank == 0)
@@ -560,6 +586,9 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
     if (ds->layout != 'B' || !ds->is_dir)
         return sc__seterr(err, SC_EINVAL, "source '%s': only a directory of files (layout B) "
                           "has a manifest", ds->path);
+    if (!ds->manifest_key)
+        return sc__seterr(err, SC_EINVAL, "source '%s': rank %d did not scan its files: rank 0 "
+                          "saves their manifest", ds->path, ds->rank);
     sc_dataset *scan = malloc(sizeof *scan); /* the source's own fields, not a transform's */
     if (!scan)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
@@ -568,22 +597,20 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
         memcpy(scan->fields, ds->src, sizeof scan->fields);
         scan->nfields = ds->nsrc;
     }
-    bytes files = {0};
+    /* Under the key of the files as scanned, not as they are now: one rewritten
+       since the open must not be vouched for by what the open found. */
     void *blob = NULL;
     size_t len = 0;
-    int rc = source_put_files(ds, &files, err);
-    if (rc == SC_OK && sc__dataset_manifest(scan, SC_OK, NULL, &blob, &len) != SC_OK)
-        rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    if (rc == SC_OK)
-        rc = sc__manifest_store(ds->path, sc__xxh64(files.p, files.len, 0),
-                                SOURCE_MANIFEST_FORMAT, blob, len, err);
+    int rc = sc__dataset_manifest(scan, SC_OK, NULL, &blob, &len) == SC_OK
+                 ? sc__manifest_store(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT, blob,
+                                      len, err)
+                 : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     free(blob);
-    free(files.p);
     free(scan);
     return rc;
 }
 
-static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
+static int source_scan_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
                                 bytes *fp, sc_error *err)
 {
     int rc;
@@ -643,6 +670,16 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         ds->nsamples += ds->shard_sizes[k];
     }
     return SC_OK;
+}
+
+/* Layout B's scan (from the directory's saved manifest when it fits), and its key. */
+static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
+                                bytes *fp, sc_error *err)
+{
+    int rc = source_scan_layout_b(ds, cfg, is_dir, fp, err);
+    if (rc == SC_OK && is_dir && !fp->oom) /* fp: the layout's byte, then the files' */
+        ds->manifest_key = source_manifest_key(fp->p + 1, fp->len - 1, cfg->fields);
+    return rc;
 }
 
 /*
@@ -714,6 +751,19 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, sc_error *err)
     return rc;
 }
 
+/* Whether a field description that came from elsewhere holds together. */
+static int source_field_sane(const sc__field *f)
+{
+    uint64_t bytes = sc__dtype_size(f->dtype);
+    if (f->dtype == SC__DT_INVALID || !bytes || f->ndims < 0 || f->ndims > SC_MAX_DIMS ||
+        !memchr(f->name, '\0', sizeof f->name))
+        return 0;
+    for (int d = 0; d < f->ndims; d++)
+        if (!f->dims[d] || __builtin_mul_overflow(bytes, f->dims[d], &bytes))
+            return 0;
+    return bytes == f->sample_bytes;
+}
+
 int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err)
 {
     source_cursor c = {buf, (const unsigned char *)buf + len};
@@ -736,6 +786,8 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
         ds->nfields = nf64 >= 1 && nf64 <= SC_MAX_FIELDS ? (int)nf64 : 0;
         ds->from_manifest = sc__get_u64(h + 24) == 1;
         memcpy(ds->fields, f, sizeof ds->fields);
+        for (int i = 0; i < ds->nfields; i++)
+            ds->nfields = source_field_sane(&ds->fields[i]) ? ds->nfields : 0;
         ds->nshards = sc__get_u64(nf);
         rc = ds->nfields && ds->nshards <= UINT32_MAX ? SC_OK : SC_EFORMAT;
         if (rc == SC_OK)
@@ -968,7 +1020,12 @@ static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64
         rc = source_read_rows(d, f, first, count, buf, path, shard, err);
         sc__h5_unlock();
     }
-    if (rc == SC_EHDF5 && c.missing) /* HDF5's own words name the plugins it tried instead */
+    if (rc == SC_EHDF5 && !direct) {
+        sc__h5_lock();
+        sc__chunks_missing(d, &c);
+        sc__h5_unlock();
+    }
+    if (rc == SC_EHDF5 && !direct && c.missing) /* HDF5's own words name the plugins it tried */
         rc = sc__seterr(err, SC_ENOTSUP, "source '%s': shard %llu of field '%s': a chunk needs "
                         "HDF5 filter %u (%s), which this HDF5 library cannot load: put the "
                         "filter's plugin in HDF5_PLUGIN_PATH", path, (unsigned long long)shard,

@@ -17,6 +17,8 @@
 #include "dtype.h"
 #include "shardcache.h"
 
+/* Saved in layout B's manifest as it lies in memory: a change to it, or to
+ * sc__dtype's values, bumps SOURCE_MANIFEST_VERSION (source.c). */
 typedef struct sc__field {
     char name[256];
     sc__dtype dtype;
@@ -49,6 +51,7 @@ struct sc_dataset {
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
     int rank, world, is_dir;
     int from_manifest; /* layout B: the scan was the directory's saved one (manifest.c) */
+    uint64_t manifest_key; /* the scanning rank's: its files and SC_FIELDS, when scanned */
     double slow_bps; /* testing builds: SC_TEST_SOURCE_MBPS in bytes/s (0: as fast as it is) */
 };
 

@@ -310,10 +310,16 @@ static void write_part(const char *dir_, int k, uint64_t n, int v)
     assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n, x, 1), 0);
 }
 
-/* Opens the layout-B directory src: its info and shard 1's sample 3; rank 0 saves its manifest if asked. */
-static sc_dataset_info open_b(const char *src, int save, float *x3)
+/*
+ * Opens the layout-B directory src (SC_FIELDS `fields`): its info and
+ * shard 1's sample 3; rank 0 saves its manifest if asked, after running
+ * `between` (rank 0, between the open and the save) when given.
+ */
+static sc_dataset_info open_bf(const char *src, const char *fields, int save, float *x3,
+                               void (*between)(void))
 {
     sc_config c = config(src);
+    snprintf(c.fields, sizeof c.fields, "%s", fields);
     sc_dataset *ds;
     sc_error err;
     SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
@@ -323,11 +329,28 @@ static sc_dataset_info open_b(const char *src, int save, float *x3)
     void *bufs[1] = {x};
     SC_ASSERT_OK(sc_dataset_read_shard(ds, 1, bufs, &err), &err);
     *x3 = x[3];
+    if (save && rank == 0 && between)
+        between();
     if (save && rank == 0)
         SC_ASSERT_OK(sc_dataset_save_manifest(ds, &err), &err);
+    if (save && rank != 0) /* only the scanning rank can */
+        SC_ASSERT_RC(sc_dataset_save_manifest(ds, &err), SC_EINVAL, &err);
     sc_dataset_close(ds);
     MPI_Barrier(MPI_COMM_WORLD);
     return in;
+}
+
+static sc_dataset_info open_b(const char *src, int save, float *x3)
+{
+    return open_bf(src, "", save, x3, NULL);
+}
+
+static char rewrite_dir[1200];
+
+/* A file rewritten between an open and its save. */
+static void rewrite_part_2(void)
+{
+    write_part(rewrite_dir, 2, 9, 7);
 }
 
 /*
@@ -383,10 +406,25 @@ static void test_layout_b_manifest(void **state)
         write_part(sub, 3, 4, 3);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    b = open_b(sub, 0, &v);
+    b = open_b(sub, 1, &v);
     assert_int_equal(b.from_manifest, 0);
     assert_int_equal(b.nshards, 4);
     assert_int_equal(b.nsamples, 31);
+    /* However the directory is spelled: the key holds the real paths. */
+    char spelled[1300];
+    snprintf(spelled, sizeof spelled, "%s/./", sub);
+    assert_int_equal(open_b(spelled, 0, &v).from_manifest, 1);
+    /* Only for the fields it was saved for, whichever way they were asked. */
+    assert_int_equal(open_bf(sub, "/x", 0, &v, NULL).from_manifest, 0);
+    open_bf(sub, "/x", 1, &v, NULL);
+    assert_int_equal(open_bf(sub, "/x", 0, &v, NULL).from_manifest, 1);
+    assert_int_equal(open_b(sub, 0, &v).from_manifest, 0);
+    /* A file rewritten after the open that saves: the saved scan is not vouched for. */
+    snprintf(rewrite_dir, sizeof rewrite_dir, "%s", sub);
+    open_bf(sub, "", 1, &v, rewrite_part_2);
+    b = open_b(sub, 0, &v);
+    assert_int_equal(b.from_manifest, 0);
+    assert_int_equal(b.nsamples, 30);
     sc_error err = SC_ERROR_INIT;
     assert_int_equal(sc_dataset_save_manifest(NULL, &err), SC_EINVAL);
 }
