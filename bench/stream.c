@@ -7,7 +7,7 @@
  * batch takes to produce.
  *
  *   bench_stream [--size MiB] [--batch B] [--producers LIST] [--runs N]
- *                [--dir DIR] [--doc FILE]
+ *                [--dir DIR] [--doc FILE] [--drop-caches]
  *
  * One rank (an MPI singleton): the figures are per process.  Last, the
  * cost of leaving tracing on (SC_TRACE).  The memcpy
@@ -16,7 +16,10 @@
  * one thread.  Each figure is the median of N epochs, interleaved with the
  * memcpy runs so that machine noise hits both alike.  The cold epoch
  * (source read, checksum, cache write, delivery; a fresh cache each time)
- * is set against reading the source file itself, interleaved likewise.
+ * is set against reading the source file itself, interleaved likewise,
+ * from the page cache, and with --drop-caches (root) also from storage:
+ * the page cache dropped before each cold epoch and each read, as a first
+ * epoch over a dataset on disk finds it.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -150,22 +153,36 @@ static sc_loader *open_loader(const char *data, const char *cache, uint64_t batc
     return ld;
 }
 
+/* --drop-caches: the page cache written out and dropped (root only). */
+static void drop_caches(void)
+{
+    sync();
+    FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+    if (!f || fputs("3\n", f) == EOF || fclose(f) != 0)
+        die("--drop-caches", "cannot write /proc/sys/vm/drop_caches (run as root)");
+}
+
 /*
  * Cold epochs into fresh caches, each followed by a read of the source
- * file: their medians, in bytes per second.
+ * file (the page cache dropped before each when `drop`): their medians,
+ * in bytes per second.
  */
 static void cold_runs(const char *data, const char *dir, uint64_t batch, int producers,
-                      int runs, double *cold, double *file)
+                      int runs, int drop, double *cold, double *file)
 {
     double c[21], f[21];
     for (int r = 0; r < runs; r++) {
         char cache[4300];
         snprintf(cache, sizeof cache, "%s/cold%d", dir, r);
+        if (drop)
+            drop_caches();
         sc_loader *ld = open_loader(data, cache, batch, producers, NULL);
         epoch_fig e = run_epoch(ld, 0, 0, 0);
         sc_loader_close(ld);
         bench_rmtree("bench_stream", cache);
         c[r] = e.bytes / e.secs;
+        if (drop)
+            drop_caches();
         f[r] = file_read_run(data);
     }
     *cold = bench_median(c, runs);
@@ -177,7 +194,14 @@ int main(int argc, char **argv)
     uint64_t mib = 512, batch = 256;
     int runs = 3, plist[8] = {1, 2, 4}, np = 3;
     const char *doc = NULL, *base = NULL; /* NULL: $TMPDIR or /tmp */
+    int drop = 0;
     char prod_arg[64] = "1,2,4";
+    for (int i = 1; i < argc; i++) /* the one flag without a value, taken out first */
+        if (!strcmp(argv[i], "--drop-caches")) {
+            drop = 1;
+            memmove(&argv[i], &argv[i + 1], sizeof *argv * (size_t)(argc - i));
+            argc--, i--;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--size"))
             mib = strtoull(argv[i + 1], NULL, 10);
@@ -220,8 +244,10 @@ int main(int argc, char **argv)
     sc_loader *ld = open_loader(data, cache, batch, plist[np - 1], NULL);
     run_epoch(ld, 0, 0, 0);
     sc_loader_close(ld);
-    double cold, file;
-    cold_runs(data, dir, batch, plist[np - 1], runs, &cold, &file);
+    double cold, file, dcold = 0, dfile = 0;
+    cold_runs(data, dir, batch, plist[np - 1], runs, 0, &cold, &file);
+    if (drop)
+        cold_runs(data, dir, batch, plist[np - 1], runs, 1, &dcold, &dfile);
 
     size_t total = (size_t)samples * sample, bb = (size_t)(batch * sample);
     size_t depth = 8; /* SC_PREFETCH_BATCHES's default, which the loaders use */
@@ -327,6 +353,11 @@ int main(int argc, char **argv)
                   "cache), medians of %d interleaved runs.\n",
                   plist[np - 1], cold / 1e9, cold / 1e9 / gbps_mem, cold / file, file / 1e9,
                   runs);
+    if (drop)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "From storage (the page cache dropped before each, `--drop-caches`): "
+                      "cold epoch %.2f GB/s, %.2f of reading the file (%.2f GB/s).\n",
+                      dcold / 1e9, dcold / dfile, dfile / 1e9);
     snprintf(text + n, sizeof text - (size_t)n,
              "\nConsumer wait, with each step as long as one batch's production (%.3f ms, "
              "%d producers): %.2f%% of the epoch when the step sleeps (the consumer waits for "
