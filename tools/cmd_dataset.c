@@ -171,7 +171,8 @@ int cmd_make_dataset(int argc, char **argv)
     sc_error err = SC_ERROR_INIT;
     int rc = sc_dataset_make(&p, cli_progress_cb, &prog, &err);
     sc_error merr = SC_ERROR_INIT;
-    if (rc == SC_OK && p.layout == 'B' && cmd_dataset_manifest(p.out, &merr) != SC_OK)
+    int saved = rc == SC_OK && p.layout == 'B' && cmd_dataset_manifest(p.out, &merr) == SC_OK;
+    if (rc == SC_OK && p.layout == 'B' && !saved)
         fprintf(stderr, "shardcache make-dataset: warning: no manifest saved (%s): each job "
                 "will open every file until `shardcache stage` saves one\n", merr.msg);
     char noise[32] = ""; /* said when not the default */
@@ -183,7 +184,10 @@ int cmd_make_dataset(int argc, char **argv)
                p.dtype, p.labels, p.sorted ? " (class-sorted)" : "", noise,
                p.compress == SC_SYNTH_GZIP ? "gzip, " : p.compress == SC_SYNTH_LZF ? "lzf, " : "",
                p.layout);
-    else
+    if (saved)
+        printf("saved %s/.shardcache-manifest: jobs open its files without scanning them\n",
+               p.out);
+    if (rc != SC_OK)
         cli_report("make-dataset", 0, 1, &err);
     MPI_Finalize();
     return rc == SC_OK ? 0 : 1;

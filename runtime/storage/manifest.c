@@ -73,8 +73,7 @@ static const char *manifest_check(const unsigned char *buf, uint64_t n, uint64_t
     if (sc__get_u64(buf + 8) != format)
         return "another version of shardcache wrote it";
     if (sc__get_u64(buf + 16) != key)
-        return "a file was added, removed, moved or modified since it was written, or "
-               "SC_FIELDS asks for other fields";
+        return "a file was added, removed, moved or modified since it was written";
     return NULL;
 }
 

@@ -287,12 +287,14 @@ static int source_check_decoder(const char *path, hid_t d, const sc__field *f,
     else if (notes && c.filter)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "source '%s': field '%s' uses HDF5 filter %u (%s), which shardcache does not "
-                "decode itself: its chunks decompress inside HDF5, one producer at a time",
+                "run itself: its chunks go through HDF5's filters, one producer at a time "
+                "(chunks with gzip, shuffle or lzf alone decode in every producer at once)",
                 path, f->name, c.filter, sc__filter_name(c.filter));
     else if (notes)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "source '%s': field '%s' is compressed, but %s: its chunks decompress inside "
-                "HDF5, one producer at a time", path, f->name, c.why);
+                "HDF5, one producer at a time (chunks of whole samples, in this machine's byte "
+                "order, decode in every producer at once)", path, f->name, c.why);
     return SC_OK;
 }
 
@@ -316,13 +318,16 @@ static int source_note_chunks(const sc_dataset *ds, const sc_config *cfg, sc_err
         if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
             H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) > 0 && ds->shard_size % cdims[0] != 0)
             sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
-                    "source '%s': field '%s' is compressed in chunks of %llu rows, which "
-                    "shards of %llu samples split: each shard that shares a chunk "
-                    "decompresses all of it; SC_SHARD_SIZE=%llu (or a multiple) aligns them",
+                    "source '%s': field '%s' is compressed in chunks of %llu rows, and "
+                    "shards of %llu samples cut through them: each shard that shares a chunk "
+                    "decompresses all of it; SC_SHARD_SIZE=%llu (any multiple of %llu) aligns "
+                    "them, for stage (--shard-size) and the job alike (another shard size is "
+                    "another cache)",
                     ds->path, ds->fields[i].name, (unsigned long long)cdims[0],
                     (unsigned long long)ds->shard_size,
                     (unsigned long long)(ds->shard_size < cdims[0] ? cdims[0]
-                                         : ds->shard_size / cdims[0] * cdims[0]));
+                                         : ds->shard_size / cdims[0] * cdims[0]),
+                    (unsigned long long)cdims[0]);
         if (dcpl >= 0)
             H5Pclose(dcpl);
     }
@@ -476,18 +481,37 @@ static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
 
 /* The saved scan's format: its version (bump it when sc__field or sc__dtype changes)
  * and this build's size of the field descriptions it holds. */
-#define SOURCE_MANIFEST_VERSION 1
+#define SOURCE_MANIFEST_VERSION 2
 #define SOURCE_MANIFEST_FORMAT \
     (((uint64_t)SOURCE_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
 /*
  * The key a saved scan is kept under: every file's real path, size and
- * modification time (files[len], as the fingerprint takes them), and the
- * fields asked for (SC_FIELDS), which decide what the scan found.
+ * modification time (files[len], as the fingerprint takes them).
  */
-static uint64_t source_manifest_key(const void *files, size_t len, const char *fields)
+static uint64_t source_manifest_key(const void *files, size_t len)
 {
-    return sc__xxh64(fields, strlen(fields), sc__xxh64(files, len, 0));
+    return sc__xxh64(files, len, 0);
+}
+
+/*
+ * Whether a scan made for SC_FIELDS `saved` (its fields f[n]) is what an
+ * open asking for `asked` would find: the same words, or names that are
+ * those fields in their order ("images" or "/images").
+ */
+static int source_same_ask(const char *asked, const char *saved, const sc__field *f, int n)
+{
+    if (!strcmp(asked, saved))
+        return 1;
+    const char *p = asked;
+    int i = 0;
+    for (; *p && i < n; i++) {
+        size_t len = strcspn(p, ","), slash = *p != '/';
+        if (strlen(f[i].name) != len + slash || strncmp(f[i].name + slash, p, len) != 0)
+            return 0;
+        p += len + (p[len] == ',');
+    }
+    return *asked && !*p && i == n;
 }
 
 static const char *source_base(const char *path)
@@ -539,6 +563,17 @@ static int source_take_saved(sc_dataset *ds, const void *blob, size_t len)
     return ds->from_manifest;
 }
 
+/* Undoes source_take_saved: the files are scanned after all. */
+static void source_forget_saved(sc_dataset *ds)
+{
+    free(ds->shard_sizes);
+    ds->shard_sizes = NULL;
+    memset(ds->fields, 0, sizeof ds->fields);
+    ds->nfields = 0;
+    ds->nsamples = 0;
+    ds->from_manifest = 0;
+}
+
 /*
  * Layout B from a directory: the scan saved beside its files (manifest.c)
  * when it still describes them, the files' fingerprint bytes then into fp
@@ -552,17 +587,25 @@ static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, bytes *fp
     int rc = source_put_files(ds, &files, err);
     const char *why = NULL;
     size_t len = 0;
-    void *blob = rc == SC_OK
-                     ? sc__manifest_load(ds->path,
-                                         source_manifest_key(files.p, files.len, cfg->fields),
-                                         SOURCE_MANIFEST_FORMAT, &len, &why)
-                     : NULL;
-    if (blob && !source_take_saved(ds, blob, len))
-        why = "it names other files";
+    unsigned char *blob = rc == SC_OK
+                              ? sc__manifest_load(ds->path, source_manifest_key(files.p, files.len),
+                                                  SOURCE_MANIFEST_FORMAT, &len, &why)
+                              : NULL;
+    /* The saved blob: the SC_FIELDS it was made for, then the scan as rank 0 sends it. */
+    uint64_t alen = blob && len >= 8 ? sc__get_u64(blob) : UINT64_MAX;
+    const char *saved_ask = alen < len - 8 && !blob[8 + alen] ? (const char *)blob + 8 : NULL;
+    if (blob && (!saved_ask || !source_take_saved(ds, blob + 9 + alen, len - 9 - alen)))
+        why = saved_ask ? "it names other files" : "it is damaged";
+    char asked[160] = "";
+    if (ds->from_manifest && !source_same_ask(cfg->fields, saved_ask, ds->fields, ds->nfields)) {
+        snprintf(asked, sizeof asked, "it was saved for SC_FIELDS='%.100s'", saved_ask);
+        why = asked;
+        source_forget_saved(ds);
+    }
     if (why && ds->rank == 0)
         sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
                 "source '%s': not using its saved manifest (%s): opening its %llu files; "
-                "`shardcache stage` saves a new one", ds->path, why,
+                "`shardcache stage` with this job's settings saves a new one", ds->path, why,
                 (unsigned long long)ds->nfiles);
     if (ds->from_manifest) {
         source_put(fp, files.p, files.len);
@@ -601,10 +644,18 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
        since the open must not be vouched for by what the open found. */
     void *blob = NULL;
     size_t len = 0;
-    int rc = sc__dataset_manifest(scan, SC_OK, NULL, &blob, &len) == SC_OK
-                 ? sc__manifest_store(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT, blob,
-                                      len, err)
-                 : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    bytes b = {0};
+    int rc = sc__dataset_manifest(scan, SC_OK, NULL, &blob, &len);
+    if (rc == SC_OK) {
+        source_put_u64(&b, strlen(ds->asked));
+        source_put(&b, ds->asked, strlen(ds->asked) + 1);
+        source_put(&b, blob, len);
+    }
+    rc = rc == SC_OK && !b.oom
+             ? sc__manifest_store(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT, b.p, b.len,
+                                  err)
+             : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    free(b.p);
     free(blob);
     free(scan);
     return rc;
@@ -678,7 +729,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
 {
     int rc = source_scan_layout_b(ds, cfg, is_dir, fp, err);
     if (rc == SC_OK && is_dir && !fp->oom) /* fp: the layout's byte, then the files' */
-        ds->manifest_key = source_manifest_key(fp->p + 1, fp->len - 1, cfg->fields);
+        ds->manifest_key = source_manifest_key(fp->p + 1, fp->len - 1);
+    snprintf(ds->asked, sizeof ds->asked, "%s", cfg->fields);
     return rc;
 }
 

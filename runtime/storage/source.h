@@ -51,7 +51,8 @@ struct sc_dataset {
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
     int rank, world, is_dir;
     int from_manifest; /* layout B: the scan was the directory's saved one (manifest.c) */
-    uint64_t manifest_key; /* the scanning rank's: its files and SC_FIELDS, when scanned */
+    uint64_t manifest_key; /* the scanning rank's: its files when scanned */
+    char asked[1024];      /* ...and the SC_FIELDS it scanned them for */
     double slow_bps; /* testing builds: SC_TEST_SOURCE_MBPS in bytes/s (0: as fast as it is) */
 };
 

@@ -33,7 +33,7 @@ expect_ok "lzf: h5py's filter 32000" "FILTER_ID 32000" \
 expect_fail "an unknown codec" "--compress must be none, gzip or lzf, not .zstd." \
     "$sc" make-dataset --out "$d/x.h5" --compress zstd
 expect_ok "stage: split chunks are named, with a size that aligns" \
-    "field '/images' is compressed in chunks of 100 rows, which shards of 250 samples split.*SC_SHARD_SIZE=200" \
+    "field '/images' is compressed in chunks of 100 rows, and shards of 250 samples cut through them.*SC_SHARD_SIZE=200 \(any multiple of 100\)" \
     "$MPIEXEC" -n 2 --oversubscribe "$sc" stage --source "$d/gz.h5" --shard-size 250 \
     --cache-dir "$d/gzcache" --check
 # --smooth: prototypes in flat bands, which with a noise of 2 levels gzip
