@@ -21,6 +21,7 @@
  * the page cache dropped before each cold epoch and each read, as a first
  * epoch over a dataset on disk finds it.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,7 +232,7 @@ int main(int argc, char **argv)
 
     char dir[4096], data[4200], cache[4200];
     if (bench_scratch(base, "stream", dir, sizeof dir) != 0)
-        die("mkdtemp", dir);
+        die(dir, strerror(errno));
     snprintf(data, sizeof data, "%s/data.h5", dir);
     snprintf(cache, sizeof cache, "%s/cache", dir);
     const uint64_t sample = BENCH_SAMPLE_BYTES;

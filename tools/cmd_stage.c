@@ -378,9 +378,9 @@ static int cmd_stage_report_job(const stage_run *s, int rc)
                         s->t.moved}, sum[5];
     MPI_Allreduce(mine, sum, 5, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (s->rank == 0 && sum[0] == 0) {
-        printf("staged: %" PRIu64 " epochs from epoch %" PRIu64 ", %.1f MiB on %d ranks, "
-               "hit rate %.1f%%\n", s->o->epochs, s->o->first, (double)s->total / 1048576.0,
-               s->world,
+        printf("staged: %" PRIu64 " epoch%s from epoch %" PRIu64 ", %.1f MiB on %d rank%s, "
+               "hit rate %.1f%%\n", s->o->epochs, s->o->epochs == 1 ? "" : "s", s->o->first,
+               (double)s->total / 1048576.0, s->world, s->world == 1 ? "" : "s",
                sum[2] + sum[3] ? 100.0 * (double)sum[2] / (double)(sum[2] + sum[3]) : 0.0);
         if (sum[4])
             printf("not staged: %" PRIu64 " first reads by a rank after epoch %" PRIu64
