@@ -520,6 +520,23 @@ static const char *source_base(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* A successful scan as the manifest carries it, with `fields` for ds's own. */
+static void source_put_scan(bytes *m, const sc_dataset *ds, const sc__field *fields, int n)
+{
+    source_put_u64(m, (uint64_t)(int64_t)SC_OK);
+    source_put_str(m, "");
+    source_put_u64(m, ds->fingerprint);
+    source_put_u64(m, ds->nsamples);
+    source_put_u64(m, (uint64_t)n);
+    source_put_u64(m, (uint64_t)ds->from_manifest);
+    source_put(m, fields, sizeof ds->fields); /* one build, one ABI */
+    source_put_u64(m, ds->nfiles);
+    for (uint64_t k = 0; k < ds->nfiles; k++) {
+        source_put_str(m, ds->files[k]);
+        source_put_u64(m, ds->shard_sizes[k]);
+    }
+}
+
 /* Every file's real path, size and modification time, as the fingerprint takes them. */
 static int source_put_files(const sc_dataset *ds, bytes *b, sc_error *err)
 {
@@ -531,21 +548,33 @@ static int source_put_files(const sc_dataset *ds, bytes *b, sc_error *err)
 }
 
 /*
- * A saved scan's fields and sample counts into ds when it names ds's
- * files (by name: the key holds their real paths, however the directory
- * is spelled); 1 if so.
+ * A saved blob's fields and sample counts into ds when it names ds's files
+ * (by name: the key holds their real paths, however the directory is
+ * spelled) and was made for the fields this open asks for: NULL, or why
+ * not (in why[n] when it needs words of its own).  The blob: the SC_FIELDS
+ * it was made for, then the scan as rank 0 sends it.
  */
-static int source_take_saved(sc_dataset *ds, const void *blob, size_t len)
+static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
+                                     const unsigned char *blob, size_t len, char *why, size_t n)
 {
-    sc_dataset *s = calloc(1, sizeof *s);
-    int ok = s && sc__dataset_take_manifest(s, blob, len, NULL) == SC_OK &&
+    uint64_t alen = len >= 8 ? sc__get_u64(blob) : UINT64_MAX;
+    const char *ask = alen < len - 8 && !blob[8 + alen] ? (const char *)blob + 8 : NULL;
+    sc_dataset *s = ask ? calloc(1, sizeof *s) : NULL;
+    int ok = s && sc__dataset_take_manifest(s, blob + 9 + alen, len - 9 - alen, NULL) == SC_OK &&
              s->nshards == ds->nfiles;
+    const char *no = ok ? NULL : "it is damaged";
     uint64_t total = 0;
-    for (uint64_t k = 0; ok && k < ds->nfiles; k++) {
-        ok = strcmp(source_base(s->files[k]), source_base(ds->files[k])) == 0;
+    for (uint64_t k = 0; !no && k < ds->nfiles; k++) {
+        no = strcmp(source_base(s->files[k]), source_base(ds->files[k])) ? "it names other files"
+                                                                          : NULL;
         total += s->shard_sizes[k];
     }
-    if (ok && total == s->nsamples) {
+    no = no ? no : total != s->nsamples ? "it is damaged" : NULL;
+    if (!no && !source_same_ask(cfg->fields, ask, s->fields, s->nfields)) {
+        snprintf(why, n, "it was saved for SC_FIELDS='%.100s'", ask);
+        no = why;
+    }
+    if (!no) {
         memcpy(ds->fields, s->fields, sizeof ds->fields);
         ds->nfields = s->nfields;
         ds->nsamples = s->nsamples;
@@ -560,55 +589,31 @@ static int source_take_saved(sc_dataset *ds, const void *blob, size_t len)
         free(s->shard_sizes);
     }
     free(s);
-    return ds->from_manifest;
-}
-
-/* Undoes source_take_saved: the files are scanned after all. */
-static void source_forget_saved(sc_dataset *ds)
-{
-    free(ds->shard_sizes);
-    ds->shard_sizes = NULL;
-    memset(ds->fields, 0, sizeof ds->fields);
-    ds->nfields = 0;
-    ds->nsamples = 0;
-    ds->from_manifest = 0;
+    return no;
 }
 
 /*
  * Layout B from a directory: the scan saved beside its files (manifest.c)
- * when it still describes them, the files' fingerprint bytes then into fp
- * and the decoder's notes for the first file.  One that does not fit is
- * named, with why (rank 0), and the caller scans.  The HDF5 lock is held.
+ * when it still describes them (their key: ds->manifest_key), and then the
+ * decoder's notes for the first file.  One that does not fit is named,
+ * with why (rank 0), and the caller scans.  The HDF5 lock is held.
  */
-static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, bytes *fp,
-                                 sc_error *err)
+static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    bytes files = {0};
-    int rc = source_put_files(ds, &files, err);
+    int rc = SC_OK;
     const char *why = NULL;
+    char words[160];
     size_t len = 0;
-    unsigned char *blob = rc == SC_OK
-                              ? sc__manifest_load(ds->path, source_manifest_key(files.p, files.len),
-                                                  SOURCE_MANIFEST_FORMAT, &len, &why)
-                              : NULL;
-    /* The saved blob: the SC_FIELDS it was made for, then the scan as rank 0 sends it. */
-    uint64_t alen = blob && len >= 8 ? sc__get_u64(blob) : UINT64_MAX;
-    const char *saved_ask = alen < len - 8 && !blob[8 + alen] ? (const char *)blob + 8 : NULL;
-    if (blob && (!saved_ask || !source_take_saved(ds, blob + 9 + alen, len - 9 - alen)))
-        why = saved_ask ? "it names other files" : "it is damaged";
-    char asked[160] = "";
-    if (ds->from_manifest && !source_same_ask(cfg->fields, saved_ask, ds->fields, ds->nfields)) {
-        snprintf(asked, sizeof asked, "it was saved for SC_FIELDS='%.100s'", saved_ask);
-        why = asked;
-        source_forget_saved(ds);
-    }
+    unsigned char *blob = sc__manifest_load(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT,
+                                            &len, &why);
+    if (blob)
+        why = source_take_saved(ds, cfg, blob, len, words, sizeof words);
     if (why && ds->rank == 0)
         sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
                 "source '%s': not using its saved manifest (%s): opening its %llu files; "
                 "`shardcache stage` with this job's settings saves a new one", ds->path, why,
                 (unsigned long long)ds->nfiles);
     if (ds->from_manifest) {
-        source_put(fp, files.p, files.len);
         hid_t f = H5Fopen(ds->files[0], H5F_ACC_RDONLY, H5P_DEFAULT);
         if (f >= 0) {
             rc = source_check_file(f, ds->files[0], ds, cfg, err);
@@ -617,7 +622,6 @@ static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, bytes *fp
         H5Eclear2(H5E_DEFAULT);
     }
     free(blob);
-    free(files.p);
     return rc;
 }
 
@@ -632,49 +636,26 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
     if (!ds->manifest_key)
         return sc__seterr(err, SC_EINVAL, "source '%s': rank %d did not scan its files: rank 0 "
                           "saves their manifest", ds->path, ds->rank);
-    sc_dataset *scan = malloc(sizeof *scan); /* the source's own fields, not a transform's */
-    if (!scan)
-        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    *scan = *ds;
-    if (ds->tf && ds->tf->shard) {
-        memcpy(scan->fields, ds->src, sizeof scan->fields);
-        scan->nfields = ds->nsrc;
-    }
+    /* The SC_FIELDS asked for, then the scan: the source's own fields, not a transform's. */
+    bytes b = {0};
+    int tf = ds->tf && ds->tf->shard;
+    source_put_u64(&b, strlen(ds->asked));
+    source_put(&b, ds->asked, strlen(ds->asked) + 1);
+    source_put_scan(&b, ds, tf ? ds->src : ds->fields, tf ? ds->nsrc : ds->nfields);
     /* Under the key of the files as scanned, not as they are now: one rewritten
        since the open must not be vouched for by what the open found. */
-    void *blob = NULL;
-    size_t len = 0;
-    bytes b = {0};
-    int rc = sc__dataset_manifest(scan, SC_OK, NULL, &blob, &len);
-    if (rc == SC_OK) {
-        source_put_u64(&b, strlen(ds->asked));
-        source_put(&b, ds->asked, strlen(ds->asked) + 1);
-        source_put(&b, blob, len);
-    }
-    rc = rc == SC_OK && !b.oom
-             ? sc__manifest_store(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT, b.p, b.len,
-                                  err)
-             : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    int rc = b.oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path)
+                   : sc__manifest_store(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT, b.p,
+                                        b.len, err);
     free(b.p);
-    free(blob);
-    free(scan);
     return rc;
 }
 
-static int source_scan_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
-                                bytes *fp, sc_error *err)
+/* Layout B without a manifest: every file opened, its fields described and checked. */
+static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
     int rc;
     name_list names;
-    if ((rc = source_list_files(ds, is_dir, err)) != SC_OK)
-        return rc;
-    if (ds->nfiles > UINT32_MAX)
-        return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
-    ds->nshards = ds->nfiles;
-    if (is_dir && (rc = source_reuse_manifest(ds, cfg, fp, err)) != SC_OK)
-        return rc;
-    if (ds->from_manifest)
-        return SC_OK;
     ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
     if (!ds->shard_sizes)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
@@ -714,8 +695,6 @@ static int source_scan_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         if (rc == SC_OK && k == 0)
             rc = source_check_file(f, path, ds, cfg, err);
         H5Fclose(f);
-        if (rc == SC_OK)
-            rc = source_put_file(fp, path, err);
         if (rc != SC_OK)
             return rc;
         ds->nsamples += ds->shard_sizes[k];
@@ -723,14 +702,33 @@ static int source_scan_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
     return SC_OK;
 }
 
-/* Layout B's scan (from the directory's saved manifest when it fits), and its key. */
+/*
+ * Layout B's scan: the files listed and stat()ed once (their bytes are the
+ * fingerprint's, and a directory's manifest key), then their fields and
+ * sample counts from the directory's saved manifest when it fits, else
+ * from the files themselves.
+ */
 static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
                                 bytes *fp, sc_error *err)
 {
-    int rc = source_scan_layout_b(ds, cfg, is_dir, fp, err);
-    if (rc == SC_OK && is_dir && !fp->oom) /* fp: the layout's byte, then the files' */
-        ds->manifest_key = source_manifest_key(fp->p + 1, fp->len - 1);
-    snprintf(ds->asked, sizeof ds->asked, "%s", cfg->fields);
+    int rc;
+    if ((rc = source_list_files(ds, is_dir, err)) != SC_OK)
+        return rc;
+    if (ds->nfiles > UINT32_MAX)
+        return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
+    ds->nshards = ds->nfiles;
+    bytes files = {0};
+    rc = source_put_files(ds, &files, err);
+    if (rc == SC_OK && is_dir) {
+        ds->manifest_key = source_manifest_key(files.p, files.len);
+        snprintf(ds->asked, sizeof ds->asked, "%s", cfg->fields);
+        rc = source_reuse_manifest(ds, cfg, err);
+    }
+    if (rc == SC_OK && !ds->from_manifest)
+        rc = source_open_files(ds, cfg, err);
+    if (rc == SC_OK)
+        source_put(fp, files.p, files.len);
+    free(files.p);
     return rc;
 }
 
@@ -744,19 +742,11 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
                          size_t *len)
 {
     bytes m = {0};
-    source_put_u64(&m, (uint64_t)(int64_t)rc);
-    source_put_str(&m, rc == SC_OK || !msg ? "" : msg);
     if (rc == SC_OK) {
-        source_put_u64(&m, ds->fingerprint);
-        source_put_u64(&m, ds->nsamples);
-        source_put_u64(&m, (uint64_t)ds->nfields);
-        source_put_u64(&m, (uint64_t)ds->from_manifest);
-        source_put(&m, ds->fields, sizeof ds->fields); /* one build, one ABI */
-        source_put_u64(&m, ds->nfiles);
-        for (uint64_t k = 0; k < ds->nfiles; k++) {
-            source_put_str(&m, ds->files[k]);
-            source_put_u64(&m, ds->shard_sizes[k]);
-        }
+        source_put_scan(&m, ds, ds->fields, ds->nfields);
+    } else {
+        source_put_u64(&m, (uint64_t)(int64_t)rc);
+        source_put_str(&m, msg ? msg : "");
     }
     if (m.oom) {
         free(m.p);
@@ -1072,16 +1062,17 @@ static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64
         rc = source_read_rows(d, f, first, count, buf, path, shard, err);
         sc__h5_unlock();
     }
-    if (rc == SC_EHDF5 && !direct) {
+    if (rc == SC_EHDF5 && !direct) { /* HDF5's own words name the plugins it tried */
         sc__h5_lock();
         sc__chunks_missing(d, &c);
         sc__h5_unlock();
+        if (c.missing)
+            rc = sc__seterr(err, SC_ENOTSUP, "source '%s': shard %llu of field '%s': a chunk "
+                            "needs HDF5 filter %u (%s), which this HDF5 library cannot load: "
+                            "put the filter's plugin in HDF5_PLUGIN_PATH", path,
+                            (unsigned long long)shard, f->name, c.missing,
+                            sc__filter_name(c.missing));
     }
-    if (rc == SC_EHDF5 && !direct && c.missing) /* HDF5's own words name the plugins it tried */
-        rc = sc__seterr(err, SC_ENOTSUP, "source '%s': shard %llu of field '%s': a chunk needs "
-                        "HDF5 filter %u (%s), which this HDF5 library cannot load: put the "
-                        "filter's plugin in HDF5_PLUGIN_PATH", path, (unsigned long long)shard,
-                        f->name, c.missing, sc__filter_name(c.missing));
     return rc;
 }
 
