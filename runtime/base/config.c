@@ -44,7 +44,8 @@ static const setting settings[] = {
     {"SC_SHARD_SIZE", T_U64, F(shard_size), "1024", {0},
      "samples per shard in layout A"},
     {"SC_FIELDS", T_STR, F(fields), "", {0},
-     "comma-separated fields to load; empty: every numeric dataset"},
+     "comma-separated fields to load, by path (/group/name); empty: every "
+     "dataset in '/' of a type shardcache carries"},
     {"SC_SEED", T_U64, F(seed), "0", {0}, "plan and shuffle seed"},
     {"SC_BATCH_SIZE", T_U64, F(batch_size), "32", {0}, "samples per batch"},
     {"SC_SHUFFLE", T_ENUM, F(mode), "sticky", {"global", "sticky"},

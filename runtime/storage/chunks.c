@@ -19,16 +19,16 @@
  * if every chunk went through the filters (HDF5 may leave partial edge
  * chunks unfiltered with a filter mask that does not say so).
  */
-static const char *chunks_not_as_stored(hid_t d, hid_t dcpl, const sc__field *f,
+static const char *chunks_not_as_stored(hid_t t, int rank, hid_t dcpl, const sc__field *f,
                                         const hsize_t *cdims)
 {
-    for (int i = 1; i <= f->ndims; i++)
+    for (int i = 1; i < rank; i++)
         if (cdims[i] != f->dims[i - 1])
             return "its chunks split samples";
-    hid_t t = H5Dget_type(d);
-    htri_t same = t >= 0 ? H5Tequal(t, sc__h5_native(f->dtype)) : -1;
-    if (t >= 0)
-        H5Tclose(t);
+    hid_t mt = sc__h5_mem_type(t, f->dtype);
+    htri_t same = mt >= 0 ? H5Tequal(t, mt) : -1;
+    if (mt >= 0)
+        H5Tclose(mt);
     if (same <= 0)
         return "it is stored in another byte order than it is read";
     unsigned opts = 0;
@@ -60,16 +60,18 @@ void sc__chunks_missing(hid_t d, sc__chunking *c)
 int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
 {
     memset(c, 0, sizeof *c);
-    hid_t dcpl = H5Dget_create_plist(d);
+    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d);
     hsize_t cdims[H5S_MAX_RANK];
-    int n = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-                    H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == f->ndims + 1
+    size_t width = t >= 0 ? sc__h5_string_width(t) : 0; /* the shuffle's element, no axis */
+    int rank = f->ndims + 1 - (width > 0);
+    int n = dcpl >= 0 && t >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+                    H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == rank
                 ? H5Pget_nfilters(dcpl)
                 : 0;
     if (n > SC__MAX_PIPELINE)
         c->why = "it has more filters than shardcache decodes";
     else if (n > 0)
-        c->why = chunks_not_as_stored(d, dcpl, f, cdims);
+        c->why = chunks_not_as_stored(t, rank, dcpl, f, cdims);
     for (int i = 0; n > 0 && !c->why && i < n; i++) {
         unsigned flags, conf;
         size_t nv = 0;
@@ -82,9 +84,11 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
     }
     if (dcpl >= 0)
         H5Pclose(dcpl);
+    if (t >= 0)
+        H5Tclose(t);
     int ok = n > 0 && !c->why;
     c->rows = ok ? cdims[0] : 0;
-    c->pipe.elem = (unsigned)sc__dtype_size(f->dtype);
+    c->pipe.elem = (unsigned)(width ? width : sc__dtype_size(f->dtype));
     return ok;
 }
 

@@ -14,22 +14,23 @@ static const struct {
     [SC__DT_I16] = {"int16", 2},       [SC__DT_U32] = {"uint32", 4},
     [SC__DT_I32] = {"int32", 4},       [SC__DT_U64] = {"uint64", 8},
     [SC__DT_I64] = {"int64", 8},       [SC__DT_F32] = {"float32", 4},
-    [SC__DT_F64] = {"float64", 8},
+    [SC__DT_F64] = {"float64", 8},     [SC__DT_F16] = {"float16", 2},
+    [SC__DT_BOOL] = {"bool", 1},
 };
 
 size_t sc__dtype_size(sc__dtype dt)
 {
-    return (unsigned)dt <= SC__DT_F64 ? dtypes[dt].size : 0;
+    return (unsigned)dt <= SC__DT_LAST ? dtypes[dt].size : 0;
 }
 
 const char *sc__dtype_name(sc__dtype dt)
 {
-    return (unsigned)dt <= SC__DT_F64 ? dtypes[dt].name : "invalid";
+    return (unsigned)dt <= SC__DT_LAST ? dtypes[dt].name : "invalid";
 }
 
 sc__dtype sc__dtype_parse(const char *name)
 {
-    for (int i = SC__DT_U8; i <= SC__DT_F64; i++)
+    for (int i = SC__DT_U8; i <= SC__DT_LAST; i++)
         if (!strcmp(name, dtypes[i].name))
             return (sc__dtype)i;
     return SC__DT_INVALID;

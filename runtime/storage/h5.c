@@ -55,6 +55,32 @@ int sc__h5_err(sc_error *err, int code, const char *fmt, ...)
     return sc__seterr(err, code, "%s", ctx);
 }
 
+/* IEEE binary16, in either byte order: sign bit 15, exponent 10-14 (bias 15), mantissa 0-9. */
+static int h5_is_half(hid_t t)
+{
+    size_t spos, epos, esize, mpos, msize;
+    return H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 2 &&
+           H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 &&
+           epos == 10 && esize == 5 && mpos == 0 && msize == 10 && H5Tget_ebias(t) == 15;
+}
+
+/* bool as h5py writes it: an enum of two members valued 0 and 1 over a 1-byte integer. */
+static int h5_is_bool(hid_t t)
+{
+    unsigned char v[2];
+    if (H5Tget_class(t) != H5T_ENUM || H5Tget_nmembers(t) != 2 || H5Tget_size(t) != 1 ||
+        H5Tget_member_value(t, 0, &v[0]) < 0 || H5Tget_member_value(t, 1, &v[1]) < 0)
+        return 0;
+    return v[0] + v[1] == 1;
+}
+
+size_t sc__h5_string_width(hid_t type)
+{
+    if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) != 0)
+        return 0;
+    return H5Tget_size(type);
+}
+
 sc__dtype sc__h5_dtype(hid_t type)
 {
     H5T_class_t cls = H5Tget_class(type);
@@ -70,11 +96,14 @@ sc__dtype sc__h5_dtype(hid_t type)
         }
     }
     if (cls == H5T_FLOAT)
-        return size == 4 ? SC__DT_F32 : size == 8 ? SC__DT_F64 : SC__DT_INVALID;
-    return SC__DT_INVALID;
+        return size == 4 ? SC__DT_F32 : size == 8 ? SC__DT_F64 : h5_is_half(type) ? SC__DT_F16
+                                                                                 : SC__DT_INVALID;
+    if (h5_is_bool(type))
+        return SC__DT_BOOL;
+    return sc__h5_string_width(type) ? SC__DT_U8 : SC__DT_INVALID;
 }
 
-hid_t sc__h5_native(sc__dtype dt)
+static hid_t h5_native(sc__dtype dt)
 {
     switch (dt) {
     case SC__DT_U8: return H5T_NATIVE_UINT8;
@@ -91,16 +120,57 @@ hid_t sc__h5_native(sc__dtype dt)
     }
 }
 
-/*
- * An integer or float type's name: the carried types' names (dtype.c), and
- * float16, which has a name but is not carried; "" when it has none.
- */
+/* HDF5 1.10 has no native half type: h5py's construction, in this machine's byte order. */
+static hid_t h5_half(void)
+{
+    hid_t t = H5Tcopy(H5T_NATIVE_FLOAT);
+    if (t >= 0 && (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
+                   H5Tset_ebias(t, 15) < 0)) {
+        H5Tclose(t);
+        return H5I_INVALID_HID;
+    }
+    return t;
+}
+
+/* bool as h5py writes it, so that h5py reads it back as numpy bool. */
+static hid_t h5_bool(void)
+{
+    hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+    signed char no = 0, yes = 1;
+    if (t >= 0 && (H5Tenum_insert(t, "FALSE", &no) < 0 || H5Tenum_insert(t, "TRUE", &yes) < 0)) {
+        H5Tclose(t);
+        return H5I_INVALID_HID;
+    }
+    return t;
+}
+
+hid_t sc__h5_mem_type(hid_t file_type, sc__dtype dt)
+{
+    /*
+     * Strings and bool are read as stored: byte order does not apply to
+     * them, and HDF5 converts enums by member name, which h5py's FALSE and
+     * TRUE need not match.  A half already in this byte order is its own
+     * memory type (so that H5Tequal finds its raw chunks readable as is).
+     */
+    if (file_type >= 0 && (sc__h5_string_width(file_type) ||
+                           (dt == SC__DT_BOOL && h5_is_bool(file_type)) ||
+                           (dt == SC__DT_F16 && h5_is_half(file_type) &&
+                            H5Tget_order(file_type) == H5Tget_order(H5T_NATIVE_FLOAT))))
+        return H5Tcopy(file_type);
+    if (dt == SC__DT_F16)
+        return h5_half();
+    if (dt == SC__DT_BOOL)
+        return h5_bool();
+    hid_t t = h5_native(dt);
+    return t >= 0 ? H5Tcopy(t) : H5I_INVALID_HID;
+}
+
+/* An integer or float type's name (dtype.c), or "" when it is not one shardcache carries. */
 static const char *h5_number_name(hid_t type)
 {
-    sc__dtype dt = sc__h5_dtype(type);
-    if (dt != SC__DT_INVALID)
-        return sc__dtype_name(dt);
-    return H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 2 ? "float16" : "";
+    H5T_class_t cls = H5Tget_class(type);
+    sc__dtype dt = cls == H5T_INTEGER || cls == H5T_FLOAT ? sc__h5_dtype(type) : SC__DT_INVALID;
+    return dt != SC__DT_INVALID ? sc__dtype_name(dt) : "";
 }
 
 void sc__h5_type_words(hid_t type, char *buf, size_t n)
@@ -128,7 +198,7 @@ void sc__h5_type_words(hid_t type, char *buf, size_t n)
         break;
     case H5T_ENUM:
         super = H5Tget_super(type);
-        snprintf(buf, n, "an enum of %d values over %s (h5py stores bool so)",
+        snprintf(buf, n, "an enum of %d values over %s",
                  H5Tget_nmembers(type), super >= 0 ? h5_number_name(super) : "?");
         break;
     case H5T_COMPOUND:

@@ -37,9 +37,18 @@ int sc__h5_err(sc_error *err, int code, const char *fmt, ...)
  */
 void sc__h5_type_words(hid_t type, char *buf, size_t n);
 
-/* The dtype of an HDF5 file type, or SC__DT_INVALID when unsupported. */
+/*
+ * The dtype of an HDF5 file type, or SC__DT_INVALID when unsupported.  A
+ * fixed-length string is SC__DT_U8: its width is one more dimension.
+ */
 sc__dtype sc__h5_dtype(hid_t type);
-/* The native memory type for a dtype (not to be closed). */
-hid_t sc__h5_native(sc__dtype dt);
+/* A fixed-length string type's width in bytes; 0 for any other type. */
+size_t sc__h5_string_width(hid_t type);
+/*
+ * The memory type that reads a field of file type `file_type` and dtype dt
+ * into the bytes shardcache delivers (this machine's byte order), or that
+ * writes dt when file_type is negative.  The caller closes it.
+ */
+hid_t sc__h5_mem_type(hid_t file_type, sc__dtype dt);
 
 #endif /* SC_H5_H */

@@ -106,7 +106,7 @@ static int source_skips(hid_t group, const char *name, name_list *l)
         char words[128];
         size_t used = strlen(l->skipped);
         sc__h5_type_words(t, words, sizeof words);
-        snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (%s)",
+        snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (%s, not carried)",
                  l->nskipped ? ", " : "", name, words);
         l->nskipped++;
     }
@@ -126,6 +126,12 @@ static herr_t source_collect_dataset(hid_t group, const char *name, const H5L_in
     (void)info;
     if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
         return -1;
+    if (oi.type == H5O_TYPE_GROUP) { /* not searched: its datasets are named by path */
+        size_t used = strlen(l->skipped);
+        snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (a group: name its "
+                 "datasets by path, /%s/...)", l->nskipped++ ? ", " : "", name, name);
+        return 0;
+    }
     if (oi.type != H5O_TYPE_DATASET || source_skips(group, name, l))
         return 0;
     if (l->n == SC_MAX_FIELDS) {
@@ -164,7 +170,7 @@ static int source_field_names(hid_t file, const char *path, const char *wanted,
                           "fields with SC_FIELDS",
                           path, SC_MAX_FIELDS);
     if (l->n == 0)
-        return sc__seterr(err, SC_EINVAL, "source '%s' has no numeric datasets in '/'%s%s",
+        return sc__seterr(err, SC_EINVAL, "source '%s' has no field shardcache can carry in '/'%s%s",
                           path, l->nskipped ? "; left out: " : "", l->skipped);
     return SC_OK;
 }
@@ -190,6 +196,7 @@ static int source_describe(hid_t file, const char *path, const char *name, sc__f
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
     f->dtype = t < 0 ? SC__DT_INVALID : sc__h5_dtype(t);
+    size_t width = t < 0 ? 0 : sc__h5_string_width(t);
     if (t < 0 || s < 0 || nd < 0) {
         rc = sc__h5_err(err, SC_EHDF5, "source '%s': cannot read field '%s'", path, name);
     } else if (f->dtype == SC__DT_INVALID) {
@@ -197,18 +204,20 @@ static int source_describe(hid_t file, const char *path, const char *name, sc__f
         sc__h5_type_words(t, words, sizeof words);
         rc = sc__seterr(err, SC_EINVAL,
                         "source '%s': field '%s' has an unsupported type, %s; shardcache "
-                        "reads 1- to 8-byte integer and 4- or 8-byte float fields",
+                        "reads integers, IEEE floats of 2, 4 and 8 bytes, bool (h5py's) "
+                        "and fixed-length strings",
                         path, name, words);
-    } else if (nd < 1 || nd - 1 > SC_MAX_DIMS) {
+    } else if (nd < 1 || nd - 1 + (width > 0) > SC_MAX_DIMS) {
         rc = sc__seterr(err, SC_EINVAL,
-                        "source '%s': field '%s' has %d dimensions; a field needs "
+                        "source '%s': field '%s' has %d dimensions%s; a field needs "
                         "1 to %d (samples first)",
-                        path, name, nd, SC_MAX_DIMS + 1);
+                        path, name, nd, width ? " and a string's width" : "", SC_MAX_DIMS + 1);
     } else {
         H5Sget_simple_extent_dims(s, dims, NULL);
-        f->ndims = nd - 1;
+        dims[nd] = width; /* a string's bytes: the sample's last dimension */
+        f->ndims = nd - 1 + (width > 0);
         f->sample_bytes = sc__dtype_size(f->dtype);
-        for (int i = 1; i < nd; i++) {
+        for (int i = 1; i <= f->ndims; i++) {
             f->dims[i - 1] = dims[i];
             f->sample_bytes *= dims[i];
         }
@@ -251,13 +260,13 @@ static hid_t source_open_file(const char *path, MPI_Comm comm, int parallel, sc_
 
 /* ---- layouts ------------------------------------------------------------------- */
 
-/* Says once (rank 0) which datasets "every numeric dataset" left out, and why. */
+/* Says once (rank 0) which datasets and groups "every field" left out, and why. */
 static void source_note_skipped(const sc_dataset *ds, const sc_config *cfg, const name_list *l)
 {
     if (l->nskipped && ds->rank == 0)
         sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
-                "source '%s': left out %s: not a type shardcache carries; SC_FIELDS "
-                "chooses the fields", ds->path, l->skipped);
+                "source '%s': left out %s; SC_FIELDS chooses the fields", ds->path,
+                l->skipped);
 }
 
 /*
@@ -479,9 +488,12 @@ static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
     return rc;
 }
 
-/* The saved scan's format: its version (bump it when sc__field or sc__dtype changes)
- * and this build's size of the field descriptions it holds. */
-#define SOURCE_MANIFEST_VERSION 2
+/*
+ * The saved scan's format: its version (bump it when sc__field or sc__dtype
+ * changes, or which types "every field" takes: 3 carries float16, bool and
+ * strings) and this build's size of the field descriptions it holds.
+ */
+#define SOURCE_MANIFEST_VERSION 3
 #define SOURCE_MANIFEST_FORMAT \
     (((uint64_t)SOURCE_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
@@ -1002,12 +1014,19 @@ static int source_read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_
     start[0] = first;
     for (int i = 0; i < f->ndims; i++)
         cnt[i + 1] = f->dims[i];
-    hid_t fs = H5Dget_space(d);
-    hid_t ms = H5Screate_simple(f->ndims + 1, cnt, NULL);
-    herr_t h = fs < 0 || ms < 0 ? -1
-               : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    hid_t fs = H5Dget_space(d), ft = H5Dget_type(d);
+    hid_t mt = ft >= 0 ? sc__h5_mem_type(ft, f->dtype) : H5I_INVALID_HID;
+    int nd = f->ndims + 1 - (ft >= 0 && sc__h5_string_width(ft)); /* a string's width is no axis */
+    hid_t ms = H5Screate_simple(nd, cnt, NULL);
+    herr_t h = fs < 0 || ms < 0 || mt < 0
+                   ? -1
+                   : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
     if (h >= 0)
-        h = H5Dread(d, sc__h5_native(f->dtype), ms, fs, H5P_DEFAULT, buf);
+        h = H5Dread(d, mt, ms, fs, H5P_DEFAULT, buf);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
     int rc = h < 0 ? sc__h5_err(err, SC_EHDF5,
                                 "source '%s': reading shard %llu of field '%s' failed",
                                 path, (unsigned long long)shard, f->name)

@@ -41,6 +41,17 @@ typedef struct gen {
     unsigned char *proto; /* [labels][elems], 0..255 */
 } gen;
 
+/* x, 0 or in [2^-14, 65504], as IEEE binary16 (C11 has no half type), rounded half up. */
+static uint16_t synth_half(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if (x == 0.0f)
+        return 0;
+    uint32_t h = ((b >> 23) - 127 + 15) << 10 | (b >> 13 & 0x3ff);
+    return (uint16_t)(h + (b >> 12 & 1)); /* a carry into the exponent is right too */
+}
+
 static void synth_store(sc__dtype dt, void *buf, uint64_t j, int v)
 {
     switch (dt) {
@@ -54,6 +65,8 @@ static void synth_store(sc__dtype dt, void *buf, uint64_t j, int v)
     case SC__DT_I64: ((int64_t *)buf)[j] = (int64_t)v; break;
     case SC__DT_F32: ((float *)buf)[j] = (float)v / 255.0f; break;
     case SC__DT_F64: ((double *)buf)[j] = (double)v / 255.0; break;
+    case SC__DT_F16: ((uint16_t *)buf)[j] = synth_half((float)v / 255.0f); break;
+    case SC__DT_BOOL: ((uint8_t *)buf)[j] = v > 127; break;
     default: break;
     }
 }
@@ -205,8 +218,11 @@ static herr_t synth_put_rows(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t s
     hid_t mi = H5Screate_simple(p->ndims + 1, cnt, NULL);
     hid_t ml = H5Screate_simple(1, cnt, NULL);
     herr_t h = H5Sselect_hyperslab(si, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    hid_t mt = sc__h5_mem_type(H5I_INVALID_HID, g->dt);
     if (h >= 0)
-        h = H5Dwrite(di, sc__h5_native(g->dt), mi, si, H5P_DEFAULT, images);
+        h = mt < 0 ? -1 : H5Dwrite(di, mt, mi, si, H5P_DEFAULT, images);
+    if (mt >= 0)
+        H5Tclose(mt);
     if (h >= 0)
         h = H5Sselect_hyperslab(sl, H5S_SELECT_SET, start, NULL, cnt, NULL);
     if (h >= 0)
@@ -244,10 +260,11 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
     f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     si = H5Screate_simple(p->ndims + 1, dims, NULL);
     sl = H5Screate_simple(1, ldims, NULL);
-    hid_t pi = synth_dcpl(p, sc__h5_native(g->dt), p->ndims + 1, dims, n);
+    hid_t ti = sc__h5_mem_type(H5I_INVALID_HID, g->dt);
+    hid_t pi = synth_dcpl(p, ti, p->ndims + 1, dims, n);
     hid_t pl = synth_dcpl(p, H5T_NATIVE_INT64, 1, ldims, n);
-    if (f >= 0 && si >= 0 && sl >= 0 && pi >= 0 && pl >= 0) {
-        di = H5Dcreate2(f, "/images", sc__h5_native(g->dt), si, H5P_DEFAULT, pi, H5P_DEFAULT);
+    if (f >= 0 && si >= 0 && sl >= 0 && ti >= 0 && pi >= 0 && pl >= 0) {
+        di = H5Dcreate2(f, "/images", ti, si, H5P_DEFAULT, pi, H5P_DEFAULT);
         dl = H5Dcreate2(f, "/labels", H5T_NATIVE_INT64, sl, H5P_DEFAULT, pl, H5P_DEFAULT);
     }
     if (f < 0 || di < 0 || dl < 0)
@@ -256,6 +273,8 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
         H5Pclose(pi);
     if (pl > 0 && pl != H5P_DEFAULT)
         H5Pclose(pl);
+    if (ti >= 0)
+        H5Tclose(ti);
     sc__h5_unlock();
 
     for (uint64_t at = 0; rc == SC_OK && at < n; at += step) {

@@ -499,19 +499,35 @@ static void test_bad_sources(void **state)
         uint64_t d10[1] = {10}, d11[1] = {11}, d0[2] = {0, 3};
         sc_t_write(dims, "/a", H5T_NATIVE_INT32, 1, d10, NULL, 1);
         sc_t_write(dims, "/b", H5T_NATIVE_INT32, 1, d11, NULL, 0);
-        hid_t s = H5Tcopy(H5T_C_S1);
-        H5Tset_size(s, 8);
-        sc_t_write(str, "/names", s, 1, d10, NULL, 1);
-        /* A numeric field beside a half float (h5py's float16) and a string. */
+        hid_t vs = H5Tcopy(H5T_C_S1);
+        H5Tset_size(vs, H5T_VARIABLE);
+        sc_t_write(str, "/names", vs, 1, d10, NULL, 1);
+        /*
+         * Carried: float16 (made as h5py makes it), a fixed-length string;
+         * not carried: bfloat16 (another 2-byte float), a variable-length
+         * string, an enum that is not bool.
+         */
         sc_t_write(mixed, "/x", H5T_NATIVE_INT32, 1, d10, NULL, 1);
-        hid_t half = H5Tcopy(H5T_IEEE_F32LE); /* float16, made as h5py makes it */
+        hid_t half = H5Tcopy(H5T_IEEE_F32LE), bf16 = H5Tcopy(H5T_IEEE_F32LE);
         H5Tset_fields(half, 15, 10, 5, 0, 10);
         H5Tset_size(half, 2);
         H5Tset_ebias(half, 15);
         sc_t_write(mixed, "/half", half, 1, d10, NULL, 0);
+        H5Tset_fields(bf16, 15, 7, 8, 0, 7);
+        H5Tset_size(bf16, 2);
+        sc_t_write(mixed, "/bf16", bf16, 1, d10, NULL, 0);
+        hid_t s8 = H5Tcopy(H5T_C_S1), e3 = H5Tenum_create(H5T_NATIVE_INT8);
+        H5Tset_size(s8, 8);
+        sc_t_write(mixed, "/names", s8, 1, d10, NULL, 0);
+        sc_t_write(mixed, "/vnames", vs, 1, d10, NULL, 0);
+        for (signed char v = 0; v < 3; v++)
+            H5Tenum_insert(e3, v == 0 ? "RED" : v == 1 ? "GREEN" : "BLUE", &v);
+        sc_t_write(mixed, "/colour", e3, 1, d10, NULL, 0);
         H5Tclose(half);
-        sc_t_write(mixed, "/names", s, 1, d10, NULL, 0);
-        H5Tclose(s);
+        H5Tclose(bf16);
+        H5Tclose(s8);
+        H5Tclose(e3);
+        H5Tclose(vs);
         sc_t_write(empty, "/x", H5T_NATIVE_UINT8, 2, d0, NULL, 1);
         /* A big file cut in half, as a failed copy leaves it. */
         uint64_t big[1] = {100000};
@@ -530,9 +546,11 @@ static void test_bad_sources(void **state)
                    dims);
     /* Named in SC_FIELDS, an unsupported type is refused, named in words. */
     expect_refused(str, "/names", SC_EINVAL,
-                   "field '/names' has an unsupported type, a fixed-length string of 8 bytes",
-                   str);
-    /* With SC_FIELDS empty ("every numeric dataset") it is left out, not fatal... */
+                   "field '/names' has an unsupported type, a variable-length string", str);
+    expect_refused(mixed, "/bf16", SC_EINVAL, "field '/bf16' has an unsupported type, a 2-byte "
+                   "float;", "IEEE floats of 2, 4 and 8 bytes");
+    expect_refused(mixed, "/colour", SC_EINVAL, "an enum of 3 values over int8", "bool");
+    /* With SC_FIELDS empty ("every field") those are left out, not fatal... */
     {
         sc_config c = config(mixed);
         sc_dataset *ds = NULL;
@@ -541,14 +559,23 @@ static void test_bad_sources(void **state)
         sc_dataset_info di;
         sc_field_info fi;
         sc_dataset_get_info(ds, &di);
-        assert_int_equal(di.nfields, 1);
+        assert_int_equal(di.nfields, 3);
         sc_dataset_field(ds, 0, &fi);
+        assert_string_equal(fi.name, "/half");
+        assert_string_equal(fi.dtype, "float16");
+        assert_int_equal(fi.sample_bytes, 2);
+        sc_dataset_field(ds, 1, &fi); /* a string: bytes, its width the last dimension */
+        assert_string_equal(fi.name, "/names");
+        assert_string_equal(fi.dtype, "uint8");
+        assert_int_equal(fi.ndims, 1);
+        assert_int_equal(fi.dims[0], 8);
+        sc_dataset_field(ds, 2, &fi);
         assert_string_equal(fi.name, "/x");
         sc_dataset_close(ds);
     }
-    /* ...and a file with no numeric dataset says what it left out. */
-    expect_refused(str, NULL, SC_EINVAL, "no numeric datasets",
-                   rank == 0 || size == 1 ? "a fixed-length string of 8 bytes" : str);
+    /* ...and a file with no field it can carry says what it left out. */
+    expect_refused(str, NULL, SC_EINVAL, "no field shardcache can carry",
+                   rank == 0 || size == 1 ? "a variable-length string" : str);
     expect_refused(empty, NULL, SC_EINVAL, "field '/x' is empty", empty);
     expect_refused(trunc, NULL, SC_EHDF5, trunc, "cannot be opened as HDF5");
     /* A filter neither shardcache nor this HDF5 can run, in either layout: named at open. */

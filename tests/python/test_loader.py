@@ -239,3 +239,47 @@ def test_h5py_compressed_sources(dataset, shared_dir, cache_dir, codec):
         assert loader.verdict(0).ok
     counts = all_ids(ids)
     assert counts.max() <= 1
+
+
+def test_the_types_users_store(shared_dir, cache_dir):
+    """float16 (both byte orders, gzip+shuffle), bool (h5py's enum; LZF),
+    fixed-length strings (as uint8 bytes of their width) and a field in a
+    nested group, in chunks the shards split: every delivered sample is
+    what h5py reads for its id, typed for torch."""
+    n = 1000
+    rng = np.random.default_rng(7)
+    half = rng.normal(0, 100, (n, 3)).astype(np.float16)
+    flag = rng.integers(0, 2, n).astype(bool)
+    name = np.array([b"s%d" % (i * 7919) for i in range(n)], dtype="S7")
+    cam = rng.integers(-500, 500, (n, 2, 2), dtype=np.int16)
+    path = os.path.join(shared_dir, "types.h5")
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            gz = dict(chunks=True, compression="gzip", shuffle=True)
+            f.create_dataset("half", data=half, **gz)
+            f.create_dataset("half_be", data=half.astype(">f2"), **gz)
+            f.create_dataset("flag", data=flag, chunks=(30,), compression="lzf")
+            f.create_dataset("flag_plain", data=flag)
+            f.create_dataset("name", data=name, chunks=(40,), **{k: gz[k] for k in gz if k != "chunks"})
+            f.create_dataset("obs/images/cam0", data=cam)
+    COMM.Barrier()
+    fields = "half,half_be,flag,flag_plain,name,/obs/images/cam0"
+    want = {"half": half, "half_be": half, "flag": flag, "flag_plain": flag,
+            "name": np.frombuffer(name.tobytes(), np.uint8).reshape(n, 7),
+            "obs/images/cam0": cam}
+    types = {"half": torch.float16, "half_be": torch.float16, "flag": torch.bool,
+             "flag_plain": torch.bool, "name": torch.uint8, "obs/images/cam0": torch.int16}
+    ids = []
+    with open_loader(path, cache_dir, fields=fields) as loader:
+        assert [f[0] for f in loader.fields] == list(want)
+        for epoch in range(2):  # from the source, then from the cache
+            for batch in loader.epoch(epoch):
+                got = batch.ids.copy()
+                for key, values in want.items():
+                    t = batch[key]
+                    assert t.dtype == types[key], key
+                    np.testing.assert_array_equal(t.numpy(), values[got], err_msg=key)
+                if epoch == 0:
+                    ids.extend(got[:batch.size - batch.padded])
+            assert loader.verdict(epoch).ok
+    assert all_ids(ids).max() <= 1

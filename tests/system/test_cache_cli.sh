@@ -20,6 +20,22 @@ h5dump -d /labels -y -w 0 "$d/sorted.h5" | sed -n '/DATA {/,/}/p' | tr -cs '0-9'
     && pass "--sorted: labels non-decreasing, 100 of each class" || failed "--sorted labels"
 expect_fail "--noise out of range" "--noise '300' is not an integer in \[1, 255\]" \
     "$sc" make-dataset --out "$d/x.h5" --noise 300
+# --dtype float16 and bool write what h5py reads as numpy's float16 and bool:
+# the same samples as uint8, scaled to [0, 1] and thresholded.
+for t in uint8 float16 bool; do
+    "$sc" make-dataset --out "$d/t-$t.h5" --samples 300 --shape 2x5 --dtype $t --seed 9 \
+        --compress gzip --chunk 64 >/dev/null 2>&1 || failed "make-dataset --dtype $t"
+done
+/usr/bin/python3 - "$d" <<'PY' && pass "--dtype float16 and bool: h5py reads them as such" || failed "--dtype float16/bool"
+import sys, h5py, numpy as np
+d = sys.argv[1]
+u8, f16, b = (h5py.File(f"{d}/t-{t}.h5", "r")["images"][...] for t in ("uint8", "float16", "bool"))
+assert f16.dtype == np.float16 and b.dtype == bool, (f16.dtype, b.dtype)
+np.testing.assert_array_equal(f16, (u8.astype(np.float32) / np.float32(255)).astype(np.float16))
+np.testing.assert_array_equal(b, u8 > 127)
+PY
+expect_ok "stage --check on float16 and bool" "cache check: ok" \
+    env SC_FIELDS=/images "$sc" stage --source "$d/t-float16.h5" --shard-size 100 --cache-dir "$d/tcache" --check
 # --compress writes chunked, filtered fields that h5py and HDF5's tools read;
 # stage warns when the shards split the compressed chunks, naming a size.
 expect_ok "make-dataset --compress gzip" "gzip, layout A" \
