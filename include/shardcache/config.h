@@ -37,6 +37,11 @@ typedef enum sc_peers_mode {
     SC_PEERS_OFF = 1 /* every shard a node does not hold is read from the source */
 } sc_peers_mode;
 
+typedef enum sc_sample_axis {
+    SC_SAMPLE_AXIS_FIRST = 0, /* a dataset's first dimension counts its samples */
+    SC_SAMPLE_AXIS_NONE = 1   /* layout B: a file is one sample, its datasets that sample's */
+} sc_sample_axis;
+
 typedef enum sc_device_mode {
     SC_DEVICE_AUTO = 0, /* the GPU when the build has CUDA and every rank sees one:
                          * the loop must read batch.device (-1: host) to know which */
@@ -67,7 +72,8 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
 
 typedef struct sc_config {
     char source[SC_PATH_MAX];     /* SC_SOURCE: HDF5 file, directory or list */
-    uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (one file) */
+    uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (layout B: files
+                                     grouped up to this many) */
     char fields[1024];            /* SC_FIELDS: comma list; empty = every field */
     uint64_t seed;                /* SC_SEED */
     uint64_t batch_size;          /* SC_BATCH_SIZE */
@@ -98,8 +104,10 @@ typedef struct sc_config {
     /* appended for transfers between nodes (room taken from reserved[]) */
     sc_peers_mode peers;          /* SC_PEERS: on | off, the same on every rank */
     uint64_t peer_bytes;          /* SC_PEER_BYTES: transfers received at once (at least one) */
+    /* appended for one-sample files (room taken from reserved[]) */
+    sc_sample_axis sample_axis;   /* SC_SAMPLE_AXIS: first | none */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[62];
+    uint64_t reserved[61];
 } sc_config;
 
 /*

@@ -24,8 +24,10 @@ extern "C" {
  * Layout A: one HDF5 file whose root group holds fixed-shape numeric
  * datasets ("fields") sharing their first dimension N; shard k is samples
  * [k*shard_size, (k+1)*shard_size).  Layout B: a directory of .h5 files, or
- * a text file listing HDF5 paths, one shard per file, each with the same
- * fields.  Field names, types and shapes come from the files.
+ * a text file listing HDF5 paths, each with the same fields; a shard is a
+ * run of consecutive files of at most shard_size samples together, or one
+ * file of more (never cut).  Field names, types and shapes come from the
+ * files.
  */
 typedef struct sc_dataset sc_dataset;
 
@@ -42,7 +44,8 @@ typedef struct sc_dataset_info {
     char layout;               /* 'A' or 'B' */
     uint64_t nsamples;
     uint64_t nshards;
-    uint64_t shard_size;       /* layout A; 0 for B */
+    uint64_t shard_size;       /* SC_SHARD_SIZE: A's samples per shard; B groups runs of
+                                  files of at most this many samples into a shard */
     uint64_t sample_bytes;     /* all fields */
     int nfields;
     uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
@@ -50,7 +53,8 @@ typedef struct sc_dataset_info {
     uint64_t from_manifest;    /* layout B: 1 when the open took the files' fields and
                                   sample counts from the directory's saved manifest
                                   (sc_dataset_save_manifest) instead of opening each */
-    uint64_t reserved[7];      /* room for later fields: the size stays */
+    uint64_t nfiles;           /* the source's files (layout A: 1) */
+    uint64_t reserved[6];      /* room for later fields: the size stays */
 } sc_dataset_info;
 
 

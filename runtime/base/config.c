@@ -42,7 +42,7 @@ static const setting settings[] = {
     {"SC_SOURCE", T_STR, F(source), "", {0},
      "source dataset: HDF5 file (layout A), directory or list of files (B)"},
     {"SC_SHARD_SIZE", T_U64, F(shard_size), "1024", {0},
-     "samples per shard in layout A"},
+     "samples per shard: layout A's cut; layout B groups runs of smaller files up to it"},
     {"SC_FIELDS", T_STR, F(fields), "", {0},
      "comma-separated fields to load, by path (/group/name); empty: every "
      "dataset in '/' of a type shardcache carries"},
@@ -75,6 +75,9 @@ static const setting settings[] = {
     {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "auto", {"auto"},
      "samples shuffled together within a rank's epoch, across shards; 0: none; "
      "auto: as many as half of SC_STREAM_BYTES holds, at least 4096"},
+    {"SC_SAMPLE_AXIS", T_ENUM, F(sample_axis), "first", {"first", "none"},
+     "first: a dataset's first dimension counts samples; none: layout B files hold one "
+     "sample each, their datasets without a sample axis"},
     {"SC_PEERS", T_ENUM, F(peers), "on", {"on", "off"},
      "on: a shard moving to another node comes from its old owner's cache over MPI; "
      "off: from the source (every rank must say the same)"},

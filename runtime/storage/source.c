@@ -71,6 +71,8 @@ static void source_put_field(bytes *b, const sc__field *f)
     source_put_u64(b, (uint64_t)f->ndims);
     for (int d = 0; d < f->ndims; d++)
         source_put_u64(b, f->dims[d]);
+    if (f->no_axis) /* (a flag added later: fingerprints without it stay as they were) */
+        source_put_u64(b, UINT64_MAX);
 }
 
 /* Path, size and modification time of one file, as the fingerprint sees it. */
@@ -179,8 +181,8 @@ static int source_field_names(hid_t file, const char *path, const char *wanted,
  * Describes one field of an open file; *n gets its first dimension.  The
  * caller holds the HDF5 lock.
  */
-static int source_describe(hid_t file, const char *path, const char *name, sc__field *f,
-                           uint64_t *n, hid_t *dset_out, sc_error *err)
+static int source_describe(hid_t file, const char *path, const char *name, int no_axis,
+                           sc__field *f, uint64_t *n, hid_t *dset_out, sc_error *err)
 {
     hid_t d = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK];
@@ -195,6 +197,8 @@ static int source_describe(hid_t file, const char *path, const char *name, sc__f
     int nd = s < 0 ? -1 : H5Sget_simple_extent_ndims(s);
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
+    f->no_axis = no_axis;
+    int axis = !no_axis; /* the sample axis: 1 dimension or none */
     f->dtype = t < 0 ? SC__DT_INVALID : sc__h5_dtype(t);
     size_t width = t < 0 ? 0 : sc__h5_string_width(t);
     if (t < 0 || s < 0 || nd < 0) {
@@ -207,22 +211,25 @@ static int source_describe(hid_t file, const char *path, const char *name, sc__f
                         "reads integers, IEEE floats of 2, 4 and 8 bytes, bool (h5py's) "
                         "and fixed-length strings",
                         path, name, words);
-    } else if (nd < 1 || nd - 1 + (width > 0) > SC_MAX_DIMS) {
+    } else if (nd < axis || nd - axis + (width > 0) > SC_MAX_DIMS) {
         rc = sc__seterr(err, SC_EINVAL,
                         "source '%s': field '%s' has %d dimensions%s; a field needs "
-                        "1 to %d (samples first)",
-                        path, name, nd, width ? " and a string's width" : "", SC_MAX_DIMS + 1);
+                        "%d to %d (%s)",
+                        path, name, nd, width ? " and a string's width" : "", axis,
+                        SC_MAX_DIMS + axis,
+                        axis ? "samples first; SC_SAMPLE_AXIS=none reads a file as one sample"
+                             : "one sample, SC_SAMPLE_AXIS=none");
     } else {
         H5Sget_simple_extent_dims(s, dims, NULL);
         dims[nd] = width; /* a string's bytes: the sample's last dimension */
-        f->ndims = nd - 1 + (width > 0);
+        f->ndims = nd - axis + (width > 0);
         f->sample_bytes = sc__dtype_size(f->dtype);
-        for (int i = 1; i <= f->ndims; i++) {
-            f->dims[i - 1] = dims[i];
-            f->sample_bytes *= dims[i];
+        for (int i = 0; i < f->ndims; i++) {
+            f->dims[i] = dims[i + axis];
+            f->sample_bytes *= f->dims[i];
         }
-        *n = dims[0];
-        if (dims[0] == 0)
+        *n = axis ? dims[0] : 1;
+        if (*n == 0)
             rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is empty (0 samples)",
                             path, name);
         else if (f->sample_bytes == 0)
@@ -242,7 +249,7 @@ static int source_describe(hid_t file, const char *path, const char *name, sc__f
 
 static int source_same_field(const sc__field *a, const sc__field *b)
 {
-    return a->dtype == b->dtype && a->ndims == b->ndims &&
+    return a->dtype == b->dtype && a->ndims == b->ndims && a->no_axis == b->no_axis &&
            memcmp(a->dims, b->dims, sizeof a->dims) == 0;
 }
 
@@ -350,6 +357,11 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
     name_list names;
     if (cfg->shard_size == 0)
         return sc__seterr(err, SC_EINVAL, "source '%s': SC_SHARD_SIZE is 0", ds->path);
+    if (cfg->sample_axis == SC_SAMPLE_AXIS_NONE)
+        return sc__seterr(err, SC_EINVAL, "source '%s' is one HDF5 file (layout A), whose "
+                          "datasets count samples along their first dimension; "
+                          "SC_SAMPLE_AXIS=none is for a directory of one-sample files",
+                          ds->path);
     /*
      * A shared file is read through MPI-IO when several ranks share it, but
      * only where MPI may be called from any thread: the loader reads shards
@@ -368,7 +380,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
         return rc;
     for (int i = 0; i < names.n; i++) {
         uint64_t n = 0;
-        rc = source_describe(ds->file, ds->path, names.names[i], &ds->fields[i], &n,
+        rc = source_describe(ds->file, ds->path, names.names[i], 0, &ds->fields[i], &n,
                              &ds->dset[i], err);
         if (rc != SC_OK)
             return rc;
@@ -545,7 +557,7 @@ static void source_put_scan(bytes *m, const sc_dataset *ds, const sc__field *fie
     source_put_u64(m, ds->nfiles);
     for (uint64_t k = 0; k < ds->nfiles; k++) {
         source_put_str(m, ds->files[k]);
-        source_put_u64(m, ds->shard_sizes[k]);
+        source_put_u64(m, ds->file_sizes[k]);
     }
 }
 
@@ -573,15 +585,18 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
     const char *ask = alen < len - 8 && !blob[8 + alen] ? (const char *)blob + 8 : NULL;
     sc_dataset *s = ask ? calloc(1, sizeof *s) : NULL;
     int ok = s && sc__dataset_take_manifest(s, blob + 9 + alen, len - 9 - alen, NULL) == SC_OK &&
-             s->nshards == ds->nfiles;
+             s->nfiles == ds->nfiles;
     const char *no = ok ? NULL : "it is damaged";
     uint64_t total = 0;
     for (uint64_t k = 0; !no && k < ds->nfiles; k++) {
         no = strcmp(source_base(s->files[k]), source_base(ds->files[k])) ? "it names other files"
                                                                           : NULL;
-        total += s->shard_sizes[k];
+        total += s->file_sizes[k];
     }
     no = no ? no : total != s->nsamples ? "it is damaged" : NULL;
+    if (!no && s->fields[0].no_axis != (cfg->sample_axis == SC_SAMPLE_AXIS_NONE))
+        no = s->fields[0].no_axis ? "it was saved for SC_SAMPLE_AXIS=none"
+                                  : "it was saved for SC_SAMPLE_AXIS=first";
     if (!no && !source_same_ask(cfg->fields, ask, s->fields, s->nfields)) {
         snprintf(why, n, "it was saved for SC_FIELDS='%.100s'", ask);
         no = why;
@@ -590,15 +605,15 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
         memcpy(ds->fields, s->fields, sizeof ds->fields);
         ds->nfields = s->nfields;
         ds->nsamples = s->nsamples;
-        ds->shard_sizes = s->shard_sizes;
-        s->shard_sizes = NULL;
+        ds->file_sizes = s->file_sizes;
+        s->file_sizes = NULL;
         ds->from_manifest = 1;
     }
     for (uint64_t k = 0; s && k < s->nfiles; k++)
         free(s->files[k]);
     if (s) {
         free(s->files);
-        free(s->shard_sizes);
+        free(s->file_sizes);
     }
     free(s);
     return no;
@@ -668,8 +683,8 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
 {
     int rc;
     name_list names;
-    ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
-    if (!ds->shard_sizes)
+    ds->file_sizes = malloc(sizeof *ds->file_sizes * ds->nfiles);
+    if (!ds->file_sizes)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; k < ds->nfiles; k++) {
         const char *path = ds->files[k];
@@ -682,7 +697,8 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
         for (int i = 0; rc == SC_OK && i < names.n; i++) {
             sc__field fld;
             uint64_t n = 0;
-            rc = source_describe(f, path, names.names[i], &fld, &n, NULL, err);
+            rc = source_describe(f, path, names.names[i], cfg->sample_axis == SC_SAMPLE_AXIS_NONE,
+                                 &fld, &n, NULL, err);
             if (rc != SC_OK)
                 break;
             if (k == 0) {
@@ -696,21 +712,62 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
                 break;
             }
             if (i == 0)
-                ds->shard_sizes[k] = n;
-            else if (n != ds->shard_sizes[k])
+                ds->file_sizes[k] = n;
+            else if (n != ds->file_sizes[k])
                 rc = sc__seterr(err, SC_EINVAL,
                                 "source file '%s': field '%s' has %llu samples but "
                                 "'%s' has %llu",
                                 path, fld.name, (unsigned long long)n,
-                                names.names[0], (unsigned long long)ds->shard_sizes[k]);
+                                names.names[0], (unsigned long long)ds->file_sizes[k]);
         }
         if (rc == SC_OK && k == 0)
             rc = source_check_file(f, path, ds, cfg, err);
         H5Fclose(f);
         if (rc != SC_OK)
             return rc;
-        ds->nsamples += ds->shard_sizes[k];
+        ds->nsamples += ds->file_sizes[k];
     }
+    return SC_OK;
+}
+
+/*
+ * Layout B's shards: runs of consecutive files of at most `most` samples
+ * together (a file of more is a shard of its own, never cut), so that a
+ * directory of one sample per file makes shards like layout A's, each
+ * one cache entry and one unit of ownership.  The file after run [k, end).
+ */
+static uint64_t source_group_end(const sc_dataset *ds, uint64_t k, uint64_t most)
+{
+    uint64_t n = ds->file_sizes[k++];
+    while (k < ds->nfiles && n + ds->file_sizes[k] <= most)
+        n += ds->file_sizes[k++];
+    return k;
+}
+
+static uint64_t source_count_groups(const sc_dataset *ds, uint64_t most)
+{
+    uint64_t n = 0;
+    for (uint64_t k = 0; k < ds->nfiles; k = source_group_end(ds, k, most))
+        n++;
+    return n;
+}
+
+static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
+{
+    ds->nshards = source_count_groups(ds, most);
+    ds->shard_size = most;
+    ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
+    ds->file_first = malloc(sizeof *ds->file_first * (ds->nshards + 1));
+    if (!ds->shard_sizes || !ds->file_first)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    uint64_t k = 0;
+    for (uint64_t s = 0; s < ds->nshards; s++) {
+        uint64_t end = source_group_end(ds, k, most);
+        ds->file_first[s] = k;
+        for (ds->shard_sizes[s] = 0; k < end; k++)
+            ds->shard_sizes[s] += ds->file_sizes[k];
+    }
+    ds->file_first[ds->nshards] = ds->nfiles;
     return SC_OK;
 }
 
@@ -728,7 +785,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         return rc;
     if (ds->nfiles > UINT32_MAX)
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
-    ds->nshards = ds->nfiles;
+    if (cfg->shard_size == 0)
+        return sc__seterr(err, SC_EINVAL, "source '%s': SC_SHARD_SIZE is 0", ds->path);
     bytes files = {0};
     rc = source_put_files(ds, &files, err);
     if (rc == SC_OK && is_dir) {
@@ -740,6 +798,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         rc = source_open_files(ds, cfg, err);
     if (rc == SC_OK)
         source_put(fp, files.p, files.len);
+    if (rc == SC_OK && source_count_groups(ds, cfg->shard_size) < ds->nfiles)
+        source_put_u64(fp, cfg->shard_size); /* it groups files: a new size is a new dataset */
     free(files.p);
     return rc;
 }
@@ -785,11 +845,11 @@ static const unsigned char *source_take(source_cursor *c, uint64_t n)
 }
 
 /* The manifest's files, each with its sample count. */
-static int source_take_files(sc_dataset *ds, source_cursor *c, sc_error *err)
+static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, sc_error *err)
 {
     uint64_t cap = 0;
     int rc = SC_OK;
-    for (uint64_t k = 0; rc == SC_OK && k < ds->nshards; k++) {
+    for (uint64_t k = 0; rc == SC_OK && k < nfiles; k++) {
         const unsigned char *pl = source_take(c, 8);
         uint64_t plen = pl ? sc__get_u64(pl) : 0;
         const unsigned char *path = pl && plen < SC_PATH_MAX + 512 ? source_take(c, plen) : NULL;
@@ -799,7 +859,7 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, sc_error *err)
             return SC_EFORMAT;
         memcpy(name, path, plen);
         name[plen] = '\0';
-        ds->shard_sizes[k] = sc__get_u64(sz);
+        ds->file_sizes[k] = sc__get_u64(sz);
         rc = source_add_file(ds, &cap, name, err);
     }
     return rc;
@@ -810,6 +870,7 @@ static int source_field_sane(const sc__field *f)
 {
     uint64_t bytes = sc__dtype_size(f->dtype);
     if (f->dtype == SC__DT_INVALID || !bytes || f->ndims < 0 || f->ndims > SC_MAX_DIMS ||
+        (f->no_axis != 0 && f->no_axis != 1) ||
         !memchr(f->name, '\0', sizeof f->name))
         return 0;
     for (int d = 0; d < f->ndims; d++)
@@ -833,6 +894,7 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
     const unsigned char *f = h ? source_take(&c, sizeof ds->fields) : NULL;
     const unsigned char *nf = f ? source_take(&c, 8) : NULL;
     int rc = nf ? SC_OK : SC_EFORMAT;
+    uint64_t nfiles = 0;
     if (rc == SC_OK) {
         ds->fingerprint = sc__get_u64(h);
         ds->nsamples = sc__get_u64(h + 8);
@@ -842,14 +904,14 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
         memcpy(ds->fields, f, sizeof ds->fields);
         for (int i = 0; i < ds->nfields; i++)
             ds->nfields = source_field_sane(&ds->fields[i]) ? ds->nfields : 0;
-        ds->nshards = sc__get_u64(nf);
-        rc = ds->nfields && ds->nshards <= UINT32_MAX ? SC_OK : SC_EFORMAT;
+        nfiles = sc__get_u64(nf);
+        rc = ds->nfields && nfiles <= UINT32_MAX ? SC_OK : SC_EFORMAT;
         if (rc == SC_OK)
-            ds->shard_sizes = malloc(sizeof *ds->shard_sizes * (ds->nshards + 1));
-        rc = rc != SC_OK || ds->shard_sizes ? rc : SC_ENOMEM;
+            ds->file_sizes = malloc(sizeof *ds->file_sizes * (nfiles + 1));
+        rc = rc != SC_OK || ds->file_sizes ? rc : SC_ENOMEM;
     }
     if (rc == SC_OK)
-        rc = source_take_files(ds, &c, err);
+        rc = source_take_files(ds, &c, nfiles, err);
     if (rc == SC_EFORMAT)
         return sc__seterr(err, rc, "rank %d: the source manifest from rank 0 is malformed",
                           ds->rank);
@@ -974,12 +1036,15 @@ int sc__dataset_shared(const sc_dataset *ds)
 
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
+    int rc = ds->layout == 'B' ? source_group_files(ds, cfg->shard_size, err) : SC_OK;
+    if (rc != SC_OK)
+        return rc;
     if (!(ds->shard_first = malloc(sizeof *ds->shard_first * (ds->nshards + 1))))
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     ds->shard_first[0] = 0;
     for (uint64_t k = 0; k < ds->nshards; k++)
         ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
-    int rc = source_transform_fields(ds, cfg->transform, err);
+    rc = source_transform_fields(ds, cfg->transform, err);
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
         ds->sample_bytes += ds->fields[i].sample_bytes;
     return rc;
@@ -1001,6 +1066,8 @@ int sc_dataset_close(sc_dataset *ds)
     free(ds->files);
     free(ds->shard_sizes);
     free(ds->shard_first);
+    free(ds->file_sizes);
+    free(ds->file_first);
     free(ds);
     return SC_OK;
 }
@@ -1017,10 +1084,10 @@ static int source_read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_
     hid_t fs = H5Dget_space(d), ft = H5Dget_type(d);
     hid_t mt = ft >= 0 ? sc__h5_mem_type(ft, f->dtype) : H5I_INVALID_HID;
     int nd = f->ndims + 1 - (ft >= 0 && sc__h5_string_width(ft)); /* a string's width is no axis */
-    hid_t ms = H5Screate_simple(nd, cnt, NULL);
-    herr_t h = fs < 0 || ms < 0 || mt < 0
-                   ? -1
-                   : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    hid_t ms = f->no_axis ? H5Scopy(fs) : H5Screate_simple(nd, cnt, NULL); /* no axis: all of it */
+    herr_t h = fs < 0 || ms < 0 || mt < 0 ? -1
+               : f->no_axis ? H5Sselect_all(fs)
+                            : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
     if (h >= 0)
         h = H5Dread(d, mt, ms, fs, H5P_DEFAULT, buf);
     if (mt >= 0)
@@ -1095,11 +1162,12 @@ static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64
     return rc;
 }
 
-/* Layout B: one shard's file, each field checked against the dataset's, then read. */
-static int source_read_file(sc_dataset *ds, uint64_t shard, const sc__field *fields,
-                            int nfields, void *const *bufs, sc_error *err)
+/* Layout B: one file of a shard, each field checked against the dataset's, read at `row`. */
+static int source_read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
+                            const sc__field *fields, int nfields, void *const *bufs,
+                            sc_error *err)
 {
-    const char *path = ds->files[shard];
+    const char *path = ds->files[file];
     sc__h5_lock();
     hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
     sc__h5_unlock();
@@ -1109,16 +1177,17 @@ static int source_read_file(sc_dataset *ds, uint64_t shard, const sc__field *fie
         uint64_t n = 0;
         hid_t d = H5I_INVALID_HID;
         sc__h5_lock();
-        rc = source_describe(f, path, fields[i].name, &now, &n, &d, err);
+        rc = source_describe(f, path, fields[i].name, fields[i].no_axis, &now, &n, &d, err);
         sc__h5_unlock();
-        if (rc == SC_OK && (!source_same_field(&now, &fields[i]) ||
-                            n != ds->shard_sizes[shard]))
+        if (rc == SC_OK && (!source_same_field(&now, &fields[i]) || n != ds->file_sizes[file]))
             rc = sc__seterr(err, SC_EIO,
                             "source file '%s' (shard %llu) changed since the "
                             "dataset was opened: field '%s'",
                             path, (unsigned long long)shard, now.name);
         if (rc == SC_OK)
-            rc = source_read_field(d, &fields[i], 0, n, bufs[i], path, shard, err);
+            rc = source_read_field(d, &fields[i], 0, n,
+                                   (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
+                                   path, shard, err);
         sc__h5_lock();
         if (d >= 0)
             H5Dclose(d);
@@ -1128,6 +1197,19 @@ static int source_read_file(sc_dataset *ds, uint64_t shard, const sc__field *fie
     if (f >= 0)
         H5Fclose(f);
     sc__h5_unlock();
+    return rc;
+}
+
+/* Layout B: a shard's run of files, one after another into the same buffers. */
+static int source_read_files(sc_dataset *ds, uint64_t shard, const sc__field *fields,
+                             int nfields, void *const *bufs, sc_error *err)
+{
+    int rc = SC_OK;
+    uint64_t row = 0;
+    for (uint64_t k = ds->file_first[shard]; rc == SC_OK && k < ds->file_first[shard + 1]; k++) {
+        rc = source_read_file(ds, shard, k, row, fields, nfields, bufs, err);
+        row += ds->file_sizes[k];
+    }
     return rc;
 }
 
@@ -1141,7 +1223,7 @@ static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *f
             rc = source_read_field(ds->dset[i], &fields[i], ds->shard_first[shard],
                                    ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
     } else {
-        rc = source_read_file(ds, shard, fields, nfields, bufs, err);
+        rc = source_read_files(ds, shard, fields, nfields, bufs, err);
     }
     if (rc == SC_OK) {
         sc__h5_lock();
@@ -1197,10 +1279,10 @@ int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)
 {
     if (!ds || !out)
         return SC_EINVAL;
-    *out = (sc_dataset_info){ds->layout, ds->nsamples, ds->nshards,
-                             ds->layout == 'A' ? ds->shard_size : 0,
+    *out = (sc_dataset_info){ds->layout, ds->nsamples, ds->nshards, ds->shard_size,
                              ds->sample_bytes, ds->nfields, ds->fingerprint,
-                             (uint64_t)ds->from_manifest, {0}};
+                             (uint64_t)ds->from_manifest, ds->layout == 'B' ? ds->nfiles : 1,
+                             {0}};
     return SC_OK;
 }
 

@@ -25,13 +25,16 @@ typedef struct sc__field {
     int ndims; /* of one sample */
     uint64_t dims[SC_MAX_DIMS];
     uint64_t sample_bytes;
+    int no_axis; /* stored without a sample axis: a file is one sample (SC_SAMPLE_AXIS=none) */
 } sc__field;
 
 struct sc_dataset {
     char layout; /* 'A' or 'B' */
     char path[SC_PATH_MAX];
-    char **files; /* layout B: one per shard */
+    char **files; /* layout B: in order; a shard is a run of them */
     uint64_t nfiles;
+    uint64_t *file_sizes; /* layout B: [nfiles] samples in each */
+    uint64_t *file_first; /* layout B: [nshards + 1] each shard's first file */
     sc__field fields[SC_MAX_FIELDS];
     int nfields;
     uint64_t nsamples, nshards, shard_size, sample_bytes;

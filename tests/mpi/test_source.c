@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sc_h5test.h"
@@ -279,12 +280,14 @@ static void test_layout_b_dir_and_list(void **state)
     const char *srcs[2] = {sub, list};
     for (int v = 0; v < 2; v++) {
         sc_config c = config(srcs[v]);
+        c.shard_size = 5; /* no two files fit together: a shard each */
         sc_dataset *ds;
         SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
         sc_dataset_info in;
         sc_dataset_get_info(ds, &in);
         assert_int_equal(in.layout, 'B');
         assert_int_equal(in.nshards, 3);
+        assert_int_equal(in.nfiles, 3);
         assert_int_equal(in.nsamples, 35);
         const uint64_t *sizes;
         sc_dataset_shard_sizes(ds, &sizes);
@@ -297,6 +300,74 @@ static void test_layout_b_dir_and_list(void **state)
         sc_dataset_close(ds);
     }
     assert_int_equal(fps[0], fps[1]); /* the same files, however listed */
+}
+
+/*
+ * Layout B groups runs of small files into shards of at most SC_SHARD_SIZE
+ * samples (a bigger file alone, never cut): random file sizes and shard
+ * sizes, the shards counted here independently, and every sample of every
+ * shard read back carrying its own id's bytes.
+ */
+static void test_layout_b_groups_small_files(void **state)
+{
+    (void)state;
+    char sub[1200];
+    path_of(sub, "grouped");
+    unsigned seed = (unsigned)time(NULL);
+    MPI_Bcast(&seed, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
+    srand(seed);
+    uint64_t nfiles = 20 + (uint64_t)(rand() % 40), sizes[64], total = 0;
+    for (uint64_t k = 0; k < nfiles; k++) {
+        sizes[k] = rand() % 4 ? 1 + (uint64_t)(rand() % 6) : 1 + (uint64_t)(rand() % 40);
+        if (rank == 0) {
+            char f[1300];
+            if (k == 0)
+                mkdir(sub, 0777);
+            snprintf(f, sizeof f, "%s/s-%03llu.h5", sub, (unsigned long long)k);
+            assert_int_equal(sc_t_write_samples(f, total, sizes[k], 3), 0);
+        }
+        total += sizes[k];
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t fps[3];
+    for (int v = 0; v < 3; v++) {
+        uint64_t most = v == 0 ? 1 : v == 1 ? 2 + (uint64_t)(rand() % 30) : total;
+        uint64_t want = 0;
+        for (uint64_t k = 0, n = 0; k < nfiles; k++) { /* count the runs */
+            n = k && n + sizes[k] <= most ? n + sizes[k] : (want++, sizes[k]);
+        }
+        sc_config c = config(sub);
+        c.shard_size = most;
+        sc_dataset *ds;
+        sc_error err;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+        sc_dataset_info in;
+        sc_dataset_get_info(ds, &in);
+        if (in.nshards != want || in.nsamples != total || in.nfiles != nfiles)
+            fail_msg("seed %u, SC_SHARD_SIZE %llu: %llu shards of %llu samples, want %llu of "
+                     "%llu", seed, (unsigned long long)most, (unsigned long long)in.nshards,
+                     (unsigned long long)in.nsamples, (unsigned long long)want,
+                     (unsigned long long)total);
+        const uint64_t *ss, *first;
+        sc_dataset_shard_sizes(ds, &ss);
+        sc_dataset_shard_offsets(ds, &first);
+        int32_t x[3 * 64 * 40];
+        int64_t y[64 * 40];
+        void *bufs[2] = {x, y};
+        for (uint64_t s = rank; s < in.nshards; s += (uint64_t)size) {
+            SC_ASSERT_OK(sc_dataset_read_shard(ds, s, bufs, &err), &err);
+            for (uint64_t i = 0; i < ss[s]; i++) {
+                uint64_t id = first[s] + i;
+                if (y[i] != (int64_t)id || x[3 * i + 2] != sc_t_xval(id, 2))
+                    fail_msg("seed %u, SC_SHARD_SIZE %llu: shard %llu sample %llu is not id "
+                             "%llu's", seed, (unsigned long long)most, (unsigned long long)s,
+                             (unsigned long long)i, (unsigned long long)id);
+            }
+        }
+        fps[v] = in.fingerprint;
+        sc_dataset_close(ds);
+    }
+    assert_int_not_equal(fps[0], fps[2]); /* grouped otherwise: another dataset */
 }
 
 /* Layout B file `k` of dir: n samples of /x, the float 100 * v + i for sample i. */
@@ -319,6 +390,7 @@ static sc_dataset_info open_bf(const char *src, const char *fields, int save, fl
                                void (*between)(void))
 {
     sc_config c = config(src);
+    c.shard_size = 1; /* a shard per file */
     snprintf(c.fields, sizeof c.fields, "%s", fields);
     sc_dataset *ds;
     sc_error err;
@@ -678,6 +750,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_a),
         cmocka_unit_test(test_layout_b_dir_and_list),
+        cmocka_unit_test(test_layout_b_groups_small_files),
         cmocka_unit_test(test_layout_b_manifest),
         cmocka_unit_test(test_compressed_sources),
         cmocka_unit_test(test_bad_sources),

@@ -283,3 +283,44 @@ def test_the_types_users_store(shared_dir, cache_dir):
                     ids.extend(got[:batch.size - batch.padded])
             assert loader.verdict(epoch).ok
     assert all_ids(ids).max() <= 1
+
+
+@pytest.mark.parametrize("axis", ["none", "first"])
+def test_one_sample_files_grouped_into_shards(shared_dir, cache_dir, axis):
+    """A directory of one sample per file (CosmoFlow's way), its datasets
+    with no sample axis (SC_SAMPLE_AXIS=none: a scalar label too) or with
+    one of length 1: files grouped into shards of 8 samples, every sample's
+    bytes h5py's for its id, exactly once, from the source and the cache."""
+    n = 61
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, (n, 3, 4), dtype=np.uint8)
+    lab = rng.integers(0, 1000, n, dtype=np.int64)
+    d = os.path.join(shared_dir, f"one-{axis}")
+    if RANK == 0:
+        os.makedirs(d)
+        for i in range(n):
+            with h5py.File(os.path.join(d, f"s{i:04d}.h5"), "w") as f:
+                f["img"] = img[i] if axis == "none" else img[i:i + 1]
+                f["label"] = lab[i] if axis == "none" else lab[i:i + 1]
+    COMM.Barrier()
+    with open_loader(d, cache_dir, shard_size=8, sample_axis=axis, batch_size=4,
+                     remainder="pad") as loader:
+        assert [(f[0], f[2]) for f in loader.fields] == [("img", (3, 4)), ("label", ())]
+        for epoch in range(2):
+            ids = []
+            for batch in loader.epoch(epoch):
+                got = batch.ids.copy()
+                np.testing.assert_array_equal(batch["img"].numpy(), img[got])
+                np.testing.assert_array_equal(batch["label"].numpy(), lab[got])
+                ids.extend(got[:batch.size - batch.padded])
+            assert loader.verdict(epoch).ok
+            counts = all_ids(ids)
+            assert (counts[:n] == 1).all() and counts[n:].sum() == 0, epoch
+    if axis == "none":  # read as if samples came first, the scalar label is refused, saying why
+        with pytest.raises(shardcache.Error, match="'/label' has 0 dimensions.*SC_SAMPLE_AXIS=none"):
+            open_loader(d, cache_dir + "-first", shard_size=8)
+
+
+def test_sample_axis_none_is_for_a_directory(dataset, cache_dir):
+    with pytest.raises(shardcache.Error, match="one HDF5 file \\(layout A\\).*SC_SAMPLE_AXIS=none"):
+        open_loader(dataset, cache_dir, sample_axis="none")

@@ -136,6 +136,19 @@ static void settle_remainder(job *j)
     sc_plan_free(prev);
 }
 
+/* Layout B's shards as the library must make them: runs of files of at most shard_size samples. */
+static void group_files(job *j, const uint64_t *files, uint64_t n)
+{
+    j->sizes = malloc(sizeof *j->sizes * n);
+    j->nshards = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        if (k && j->sizes[j->nshards - 1] + files[k] <= j->shard_size)
+            j->sizes[j->nshards - 1] += files[k];
+        else
+            j->sizes[j->nshards++] = files[k];
+    }
+}
+
 static void make_job(job *j, sc__rng *r, int max_world, int force_world, const char *fault)
 {
     int faulty = *fault && strcmp(fault, "skew") && strcmp(fault, "resume");
@@ -153,9 +166,9 @@ static void make_job(job *j, sc__rng *r, int max_world, int force_world, const c
         for (uint64_t s = 0; s < j->nshards; s++)
             j->sizes[s] = s + 1 < j->nshards ? j->shard_size : NA - s * j->shard_size;
     } else {
-        j->nshards = b_files[j->dataset];
-        j->sizes = malloc(sizeof *j->sizes * j->nshards);
-        memcpy(j->sizes, b_sizes[j->dataset], sizeof *j->sizes * j->nshards);
+        /* A third of them a shard per file; the rest runs of files grouped up to it. */
+        j->shard_size = sc__rng_below(r, 3) == 0 ? 1 : 12 + sc__rng_below(r, 49);
+        group_files(j, b_sizes[j->dataset], b_files[j->dataset]);
     }
     j->seed = sc__rng_next(r);
     j->batch = 1 + sc__rng_below(r, 12);
@@ -187,10 +200,10 @@ static sc_config job_config(const job *j, const char *dir)
     if (j->dataset < 0) {
         /* Every other job reads the compressed copy: the same samples, the same checks. */
         snprintf(c.source, sizeof c.source, "%s/%s", dir, j->id % 2 ? "az.h5" : "a.h5");
-        c.shard_size = j->shard_size;
     } else {
         snprintf(c.source, sizeof c.source, "%s/b%d", dir, j->dataset);
     }
+    c.shard_size = j->shard_size;
     /* One cache root for the soak: jobs on the same shards start warm. */
     if (cache_root)
         snprintf(c.cache_dir, sizeof c.cache_dir, "%s", cache_root);
