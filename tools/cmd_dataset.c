@@ -25,7 +25,7 @@ static const char usage[] =
     "                     int64, float16, float32, float64 or bool\n"
     "                     (default uint8)\n"
     "  --labels L         classes (default 10)\n"
-    "  --layout A|B       A: one file; B: one file per shard (default A)\n"
+    "  --layout A|B       A: one file; B: a directory of files (default A)\n"
     "  --shard-size K     layout B: samples per file (default 1024)\n"
     "  --seed S           (default 0)\n"
     "  --noise W          noise half-width in pixel levels, 1..255 (default 64);\n"

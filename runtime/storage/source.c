@@ -5,12 +5,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chunks.h"
 #include "error.h"
@@ -75,8 +77,18 @@ static void source_put_field(bytes *b, const sc__field *f)
         source_put_u64(b, UINT64_MAX);
 }
 
-/* Path, size and modification time of one file, as the fingerprint sees it. */
-static int source_put_file(bytes *b, const char *path, sc_error *err)
+/* A file's size and modification time (ns), as a direct read checks them. */
+static void source_stamp(const struct stat *st, uint64_t *stamp)
+{
+    stamp[0] = (uint64_t)st->st_size;
+    stamp[1] = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+/*
+ * Path, size and modification time of one file, as the fingerprint sees
+ * it; its stamp into stamp[2] when asked.
+ */
+static int source_put_file(bytes *b, const char *path, uint64_t *stamp, sc_error *err)
 {
     struct stat st;
     char real[PATH_MAX];
@@ -86,6 +98,8 @@ static int source_put_file(bytes *b, const char *path, sc_error *err)
     source_put_u64(b, (uint64_t)st.st_size);
     source_put_u64(b, (uint64_t)st.st_mtim.tv_sec);
     source_put_u64(b, (uint64_t)st.st_mtim.tv_nsec);
+    if (stamp)
+        source_stamp(&st, stamp);
     return SC_OK;
 }
 
@@ -410,7 +424,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
     if ((rc = source_note_chunks(ds, cfg, err)) != SC_OK)
         return rc;
     source_put_u64(fp, ds->shard_size);
-    return source_put_file(fp, ds->path, err);
+    return source_put_file(fp, ds->path, NULL, err);
 }
 
 /* Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of paths. */
@@ -558,15 +572,19 @@ static void source_put_scan(bytes *m, const sc_dataset *ds, const sc__field *fie
     for (uint64_t k = 0; k < ds->nfiles; k++) {
         source_put_str(m, ds->files[k]);
         source_put_u64(m, ds->file_sizes[k]);
+        source_put(m, ds->file_stamp + 2 * k, 2 * sizeof *ds->file_stamp);
+        source_put(m, ds->file_off + (uint64_t)n * k, (size_t)n * sizeof *ds->file_off);
     }
 }
 
 /* Every file's real path, size and modification time, as the fingerprint takes them. */
-static int source_put_files(const sc_dataset *ds, bytes *b, sc_error *err)
+static int source_put_files(sc_dataset *ds, bytes *b, sc_error *err)
 {
-    int rc = SC_OK;
+    int rc = (ds->file_stamp = malloc(sizeof *ds->file_stamp * 2 * ds->nfiles + 1))
+                 ? SC_OK
+                 : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++)
-        rc = source_put_file(b, ds->files[k], err);
+        rc = source_put_file(b, ds->files[k], ds->file_stamp + 2 * k, err);
     return rc == SC_OK && b->oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path)
                                  : rc;
 }
@@ -607,6 +625,8 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
         ds->nsamples = s->nsamples;
         ds->file_sizes = s->file_sizes;
         s->file_sizes = NULL;
+        ds->file_off = s->file_off; /* where the fields lie: the files are as they were */
+        s->file_off = NULL;
         ds->from_manifest = 1;
     }
     for (uint64_t k = 0; s && k < s->nfiles; k++)
@@ -614,6 +634,8 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
     if (s) {
         free(s->files);
         free(s->file_sizes);
+        free(s->file_stamp);
+        free(s->file_off);
     }
     free(s);
     return no;
@@ -679,55 +701,85 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
 }
 
 /* Layout B without a manifest: every file opened, its fields described and checked. */
+/*
+ * Where a field's bytes lie in its file exactly as shardcache delivers
+ * them, for a read without HDF5 (source_read_direct): contiguous,
+ * allocated and whole, in the file itself (not external), in this
+ * machine's byte order; else UINT64_MAX.  The caller holds the HDF5 lock.
+ */
+static uint64_t source_raw_offset(hid_t d, const sc__field *f, uint64_t n)
+{
+    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d);
+    hid_t mt = t >= 0 ? sc__h5_mem_type(t, f->dtype) : H5I_INVALID_HID;
+    int ok = dcpl >= 0 && mt >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
+             H5Pget_external_count(dcpl) == 0 && H5Tequal(t, mt) > 0 &&
+             H5Dget_storage_size(d) == n * f->sample_bytes;
+    haddr_t at = ok ? H5Dget_offset(d) : HADDR_UNDEF;
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (t >= 0)
+        H5Tclose(t);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    return at == HADDR_UNDEF ? UINT64_MAX : (uint64_t)at;
+}
+
+/* Field i of file k in layout B's scan: described, checked against file 0's, its place kept. */
+static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const name_list *names,
+                             int no_axis, sc_error *err)
+{
+    const char *path = ds->files[k];
+    sc__field fld;
+    uint64_t n = 0;
+    hid_t d = H5I_INVALID_HID;
+    int rc = source_describe(f, path, names->names[i], no_axis, &fld, &n, &d, err);
+    if (rc == SC_OK && k == 0) {
+        ds->fields[i] = fld;
+        ds->nfields = i + 1;
+    } else if (rc == SC_OK && !source_same_field(&fld, &ds->fields[i])) {
+        rc = sc__seterr(err, SC_EINVAL, "source file '%s': field '%s' has another type or shape "
+                        "than in '%s'", path, fld.name, ds->files[0]);
+    }
+    if (rc == SC_OK && i == 0)
+        ds->file_sizes[k] = n;
+    else if (rc == SC_OK && n != ds->file_sizes[k])
+        rc = sc__seterr(err, SC_EINVAL, "source file '%s': field '%s' has %llu samples but '%s' "
+                        "has %llu", path, fld.name, (unsigned long long)n, names->names[0],
+                        (unsigned long long)ds->file_sizes[k]);
+    if (rc == SC_OK)
+        ds->file_off[k * (uint64_t)names->n + (uint64_t)i] = source_raw_offset(d, &fld, n);
+    if (d >= 0)
+        H5Dclose(d);
+    return rc;
+}
+
 static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    int rc;
+    int rc = SC_OK, no_axis = cfg->sample_axis == SC_SAMPLE_AXIS_NONE;
     name_list names;
     ds->file_sizes = malloc(sizeof *ds->file_sizes * ds->nfiles);
     if (!ds->file_sizes)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    for (uint64_t k = 0; k < ds->nfiles; k++) {
+    for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++) {
         const char *path = ds->files[k];
         hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
         if (f < 0)
             return err ? err->code : SC_EHDF5;
-        rc = k == 0 ? source_field_names(f, path, cfg->fields, &names, err) : SC_OK;
-        if (rc == SC_OK && k == 0)
+        if (k == 0 && (rc = source_field_names(f, path, cfg->fields, &names, err)) == SC_OK) {
             source_note_skipped(ds, cfg, &names);
-        for (int i = 0; rc == SC_OK && i < names.n; i++) {
-            sc__field fld;
-            uint64_t n = 0;
-            rc = source_describe(f, path, names.names[i], cfg->sample_axis == SC_SAMPLE_AXIS_NONE,
-                                 &fld, &n, NULL, err);
-            if (rc != SC_OK)
-                break;
-            if (k == 0) {
-                ds->fields[i] = fld;
-                ds->nfields = i + 1;
-            } else if (!source_same_field(&fld, &ds->fields[i])) {
-                rc = sc__seterr(err, SC_EINVAL,
-                                "source file '%s': field '%s' has another type or "
-                                "shape than in '%s'",
-                                path, fld.name, ds->files[0]);
-                break;
-            }
-            if (i == 0)
-                ds->file_sizes[k] = n;
-            else if (n != ds->file_sizes[k])
-                rc = sc__seterr(err, SC_EINVAL,
-                                "source file '%s': field '%s' has %llu samples but "
-                                "'%s' has %llu",
-                                path, fld.name, (unsigned long long)n,
-                                names.names[0], (unsigned long long)ds->file_sizes[k]);
+            ds->file_off = malloc(sizeof *ds->file_off * ds->nfiles * (uint64_t)names.n);
+            rc = ds->file_off ? SC_OK : sc__seterr(err, SC_ENOMEM, "source '%s': no memory",
+                                                    ds->path);
         }
+        for (int i = 0; rc == SC_OK && i < names.n; i++)
+            rc = source_scan_field(ds, f, k, i, &names, no_axis, err);
         if (rc == SC_OK && k == 0)
             rc = source_check_file(f, path, ds, cfg, err);
         H5Fclose(f);
-        if (rc != SC_OK)
-            return rc;
-        ds->nsamples += ds->file_sizes[k];
+        ds->nsamples += rc == SC_OK ? ds->file_sizes[k] : 0;
     }
-    return SC_OK;
+    return rc;
 }
 
 /*
@@ -844,22 +896,26 @@ static const unsigned char *source_take(source_cursor *c, uint64_t n)
     return c->p - n;
 }
 
-/* The manifest's files, each with its sample count. */
+/* The manifest's files, each with its sample count, stamp and fields' offsets. */
 static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, sc_error *err)
 {
-    uint64_t cap = 0;
+    uint64_t cap = 0, nf = (uint64_t)ds->nfields;
     int rc = SC_OK;
     for (uint64_t k = 0; rc == SC_OK && k < nfiles; k++) {
         const unsigned char *pl = source_take(c, 8);
         uint64_t plen = pl ? sc__get_u64(pl) : 0;
         const unsigned char *path = pl && plen < SC_PATH_MAX + 512 ? source_take(c, plen) : NULL;
         const unsigned char *sz = path ? source_take(c, 8) : NULL;
+        const unsigned char *st = sz ? source_take(c, 16) : NULL;
+        const unsigned char *off = st ? source_take(c, 8 * nf) : NULL;
         char name[SC_PATH_MAX + 512];
-        if (!sz)
+        if (!off)
             return SC_EFORMAT;
         memcpy(name, path, plen);
         name[plen] = '\0';
         ds->file_sizes[k] = sc__get_u64(sz);
+        memcpy(ds->file_stamp + 2 * k, st, 16); /* one build on every rank: its byte order */
+        memcpy(ds->file_off + nf * k, off, 8 * nf);
         rc = source_add_file(ds, &cap, name, err);
     }
     return rc;
@@ -906,9 +962,12 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
             ds->nfields = source_field_sane(&ds->fields[i]) ? ds->nfields : 0;
         nfiles = sc__get_u64(nf);
         rc = ds->nfields && nfiles <= UINT32_MAX ? SC_OK : SC_EFORMAT;
-        if (rc == SC_OK)
+        if (rc == SC_OK) {
             ds->file_sizes = malloc(sizeof *ds->file_sizes * (nfiles + 1));
-        rc = rc != SC_OK || ds->file_sizes ? rc : SC_ENOMEM;
+            ds->file_stamp = malloc(sizeof *ds->file_stamp * (2 * nfiles + 1));
+            ds->file_off = malloc(sizeof *ds->file_off * (nfiles * (uint64_t)ds->nfields + 1));
+        }
+        rc = rc != SC_OK || (ds->file_sizes && ds->file_stamp && ds->file_off) ? rc : SC_ENOMEM;
     }
     if (rc == SC_OK)
         rc = source_take_files(ds, &c, nfiles, err);
@@ -1068,6 +1127,8 @@ int sc_dataset_close(sc_dataset *ds)
     free(ds->shard_first);
     free(ds->file_sizes);
     free(ds->file_first);
+    free(ds->file_stamp);
+    free(ds->file_off);
     free(ds);
     return SC_OK;
 }
@@ -1162,16 +1223,75 @@ static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64
     return rc;
 }
 
+/* All of n bytes at off, or the reason in words. */
+static const char *source_pread_all(int fd, unsigned char *buf, uint64_t n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t got = pread(fd, buf, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got < 0 ? strerror(errno) : "the file ends early";
+        buf += got;
+        off += (uint64_t)got;
+        n -= (uint64_t)got;
+    }
+    return NULL;
+}
+
+/*
+ * Layout B: a file whose fields lie in it as delivered (file_off), read
+ * with pread outside HDF5 and its lock, once its size and modification
+ * time say it is the file this open saw: an HDF5 open costs more than
+ * reading a sample of tens of KiB, and one-sample files are read one each.
+ * SOURCE_VIA_HDF5 when a field is not so stored.
+ */
+#define SOURCE_VIA_HDF5 1
+static int source_read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
+                              const sc__field *fields, int nfields, void *const *bufs,
+                              sc_error *err)
+{
+    const uint64_t *off = ds->file_off + file * (uint64_t)nfields, n = ds->file_sizes[file];
+    for (int i = 0; i < nfields; i++)
+        if (off[i] == UINT64_MAX)
+            return SOURCE_VIA_HDF5;
+    const char *path = ds->files[file], *why = NULL, *field = NULL;
+    struct stat st;
+    uint64_t now[2] = {0, 0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else
+        source_stamp(&st, now);
+    if (!why && memcmp(now, ds->file_stamp + 2 * file, sizeof now) != 0)
+        why = "it changed since the dataset was opened";
+    for (int i = 0; !why && i < nfields; i++) {
+        field = fields[i].name;
+        why = source_pread_all(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
+                               n * fields[i].sample_bytes, off[i]);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (!why)
+        return SC_OK;
+    return sc__seterr(err, SC_EIO, "source file '%s' (shard %llu)%s%s%s: %s", path,
+                      (unsigned long long)shard, field ? ": field '" : "", field ? field : "",
+                      field ? "'" : "", why);
+}
+
 /* Layout B: one file of a shard, each field checked against the dataset's, read at `row`. */
 static int source_read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
                             const sc__field *fields, int nfields, void *const *bufs,
                             sc_error *err)
 {
     const char *path = ds->files[file];
+    int rc = source_read_direct(ds, shard, file, row, fields, nfields, bufs, err);
+    if (rc != SOURCE_VIA_HDF5)
+        return rc;
     sc__h5_lock();
     hid_t f = source_open_file(path, MPI_COMM_SELF, 0, err);
     sc__h5_unlock();
-    int rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
+    rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
     for (int i = 0; rc == SC_OK && i < nfields; i++) {
         sc__field now;
         uint64_t n = 0;

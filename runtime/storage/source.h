@@ -34,6 +34,9 @@ struct sc_dataset {
     char **files; /* layout B: in order; a shard is a run of them */
     uint64_t nfiles;
     uint64_t *file_sizes; /* layout B: [nfiles] samples in each */
+    uint64_t *file_stamp; /* layout B: [nfiles * 2] size and mtime (ns) at this open's stat */
+    uint64_t *file_off;   /* layout B: [nfiles * nfields] each field's bytes in its file
+                             as delivered, read without HDF5; UINT64_MAX: through HDF5 */
     uint64_t *file_first; /* layout B: [nshards + 1] each shard's first file */
     sc__field fields[SC_MAX_FIELDS];
     int nfields;

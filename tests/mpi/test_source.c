@@ -417,6 +417,57 @@ static sc_dataset_info open_b(const char *src, int save, float *x3)
     return open_bf(src, "", save, x3, NULL);
 }
 
+/*
+ * A layout-B file rewritten after the open is refused at its read, naming
+ * it, never served: read directly (contiguous: its size and mtime
+ * differ, though its samples count the same) and through HDF5 (compressed:
+ * its samples count otherwise).
+ */
+static void test_layout_b_file_changed_after_open(void **state)
+{
+    (void)state;
+    char plain[1200], packed[1200], f1[1300], z1[1300];
+    path_of(plain, "changed");
+    path_of(packed, "changed-z");
+    snprintf(f1, sizeof f1, "%s/part-1.h5", plain);
+    snprintf(z1, sizeof z1, "%s/z-1.h5", packed);
+    if (rank == 0) {
+        mkdir(plain, 0777);
+        mkdir(packed, 0777);
+        for (int k = 0; k < 3; k++) {
+            char z[1300];
+            write_part(plain, k, 10, k);
+            snprintf(z, sizeof z, "%s/z-%d.h5", packed, k);
+            assert_int_equal(sc_t_write_samples_z(z, 10 * (uint64_t)k, 10, 2, 4), 0);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const char *dirs[2] = {plain, packed}, *files[2] = {f1, z1};
+    for (int v = 0; v < 2; v++) {
+        sc_config c = config(dirs[v]);
+        c.shard_size = 1;
+        sc_dataset *ds;
+        sc_error err;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0 && v == 0) { /* the same count, other samples, written later */
+            write_part(plain, 1, 10, 9);
+            struct timespec later[2] = {{0, UTIME_OMIT}, {time(NULL) + 5, 0}};
+            assert_int_equal(utimensat(AT_FDCWD, f1, later, 0), 0);
+        }
+        if (rank == 0 && v == 1)
+            assert_int_equal(sc_t_write_samples_z(z1, 10, 11, 2, 4), 0);
+        MPI_Barrier(MPI_COMM_WORLD);
+        int64_t buf[64];
+        void *bufs[2] = {buf, buf + 32};
+        SC_ASSERT_RC(sc_dataset_read_shard(ds, 1, bufs, &err), SC_EIO, &err);
+        assert_non_null(strstr(err.msg, files[v]));
+        assert_non_null(strstr(err.msg, "changed since the dataset was opened"));
+        SC_ASSERT_OK(sc_dataset_read_shard(ds, 2, bufs, &err), &err); /* the others still read */
+        sc_dataset_close(ds);
+    }
+}
+
 static char rewrite_dir[1200];
 
 /* A file rewritten between an open and its save. */
@@ -752,6 +803,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layout_b_dir_and_list),
         cmocka_unit_test(test_layout_b_groups_small_files),
         cmocka_unit_test(test_layout_b_manifest),
+        cmocka_unit_test(test_layout_b_file_changed_after_open),
         cmocka_unit_test(test_compressed_sources),
         cmocka_unit_test(test_bad_sources),
         cmocka_unit_test(test_source_missing_on_one_rank),
