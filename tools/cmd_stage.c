@@ -255,13 +255,13 @@ static void cmd_stage_manifest(const stage_run *s)
         return;
     if (s->di.from_manifest)
         printf("manifest: %s/.shardcache-manifest is up to date (%" PRIu64 " files)\n",
-               s->cfg->source, s->di.nshards);
+               s->cfg->source, s->di.nfiles);
     else if (sc_dataset_save_manifest(s->ds, &e) == SC_OK)
         printf("manifest: saved %s/.shardcache-manifest (%" PRIu64 " files): the next jobs "
-               "open them without scanning them\n", s->cfg->source, s->di.nshards);
+               "open them without scanning them\n", s->cfg->source, s->di.nfiles);
     else
         fprintf(stderr, "shardcache stage: warning: %s: each job will scan the %" PRIu64
-                " files\n", e.msg, s->di.nshards);
+                " files\n", e.msg, s->di.nfiles);
 }
 
 /* Opens the source and the cache, plans the epochs and tells the cache the plan. */

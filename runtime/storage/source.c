@@ -261,6 +261,16 @@ static int source_describe(hid_t file, const char *path, const char *name, int n
     return rc;
 }
 
+/* A field's type and sample shape in words: "uint8 samples of 3 x 64 x 64", "a float16 scalar". */
+static void source_field_words(const sc__field *f, char *buf, size_t n)
+{
+    int used = snprintf(buf, n, f->ndims ? "%s samples of " : "%s scalars",
+                        sc__dtype_name(f->dtype));
+    for (int d = 0; d < f->ndims && used > 0 && (size_t)used < n; d++)
+        used += snprintf(buf + used, n - (size_t)used, "%s%llu", d ? " x " : "",
+                         (unsigned long long)f->dims[d]);
+}
+
 static int source_same_field(const sc__field *a, const sc__field *b)
 {
     return a->dtype == b->dtype && a->ndims == b->ndims && a->no_axis == b->no_axis &&
@@ -517,9 +527,10 @@ static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
 /*
  * The saved scan's format: its version (bump it when sc__field or sc__dtype
  * changes, or which types "every field" takes: 3 carries float16, bool and
- * strings) and this build's size of the field descriptions it holds.
+ * strings; 4, each file's stamp and fields' offsets) and this build's size
+ * of the field descriptions it holds.
  */
-#define SOURCE_MANIFEST_VERSION 3
+#define SOURCE_MANIFEST_VERSION 4
 #define SOURCE_MANIFEST_FORMAT \
     (((uint64_t)SOURCE_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
@@ -605,13 +616,9 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
     int ok = s && sc__dataset_take_manifest(s, blob + 9 + alen, len - 9 - alen, NULL) == SC_OK &&
              s->nfiles == ds->nfiles;
     const char *no = ok ? NULL : "it is damaged";
-    uint64_t total = 0;
-    for (uint64_t k = 0; !no && k < ds->nfiles; k++) {
+    for (uint64_t k = 0; !no && k < ds->nfiles; k++)
         no = strcmp(source_base(s->files[k]), source_base(ds->files[k])) ? "it names other files"
                                                                           : NULL;
-        total += s->file_sizes[k];
-    }
-    no = no ? no : total != s->nsamples ? "it is damaged" : NULL;
     if (!no && s->fields[0].no_axis != (cfg->sample_axis == SC_SAMPLE_AXIS_NONE))
         no = s->fields[0].no_axis ? "it was saved for SC_SAMPLE_AXIS=none"
                                   : "it was saved for SC_SAMPLE_AXIS=first";
@@ -738,8 +745,11 @@ static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const n
         ds->fields[i] = fld;
         ds->nfields = i + 1;
     } else if (rc == SC_OK && !source_same_field(&fld, &ds->fields[i])) {
-        rc = sc__seterr(err, SC_EINVAL, "source file '%s': field '%s' has another type or shape "
-                        "than in '%s'", path, fld.name, ds->files[0]);
+        char now[160], was[160];
+        source_field_words(&fld, now, sizeof now);
+        source_field_words(&ds->fields[i], was, sizeof was);
+        rc = sc__seterr(err, SC_EINVAL, "source file '%s': field '%s' holds %s, but in '%s' %s",
+                        path, fld.name, now, ds->files[0], was);
     }
     if (rc == SC_OK && i == 0)
         ds->file_sizes[k] = n;
@@ -777,7 +787,8 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
         if (rc == SC_OK && k == 0)
             rc = source_check_file(f, path, ds, cfg, err);
         H5Fclose(f);
-        ds->nsamples += rc == SC_OK ? ds->file_sizes[k] : 0;
+        if (rc == SC_OK && __builtin_add_overflow(ds->nsamples, ds->file_sizes[k], &ds->nsamples))
+            rc = sc__seterr(err, SC_EOVERFLOW, "source '%s': more than 2^64 samples", ds->path);
     }
     return rc;
 }
@@ -896,10 +907,28 @@ static const unsigned char *source_take(source_cursor *c, uint64_t n)
     return c->p - n;
 }
 
-/* The manifest's files, each with its sample count, stamp and fields' offsets. */
+/* Whether file k's fields, where its scan found them, lie inside it. */
+static int source_file_holds(const sc_dataset *ds, uint64_t k)
+{
+    const uint64_t *off = ds->file_off + k * (uint64_t)ds->nfields;
+    for (int i = 0; i < ds->nfields; i++) {
+        uint64_t bytes, end;
+        if (off[i] != UINT64_MAX &&
+            (__builtin_mul_overflow(ds->file_sizes[k], ds->fields[i].sample_bytes, &bytes) ||
+             __builtin_add_overflow(off[i], bytes, &end) || end > ds->file_stamp[2 * k]))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * The manifest's files, each with its sample count (at least 1; they sum to
+ * nsamples), stamp and fields' offsets (inside the file): a malformed one
+ * must not size a read.
+ */
 static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, sc_error *err)
 {
-    uint64_t cap = 0, nf = (uint64_t)ds->nfields;
+    uint64_t cap = 0, nf = (uint64_t)ds->nfields, total = 0;
     int rc = SC_OK;
     for (uint64_t k = 0; rc == SC_OK && k < nfiles; k++) {
         const unsigned char *pl = source_take(c, 8);
@@ -916,9 +945,12 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, 
         ds->file_sizes[k] = sc__get_u64(sz);
         memcpy(ds->file_stamp + 2 * k, st, 16); /* one build on every rank: its byte order */
         memcpy(ds->file_off + nf * k, off, 8 * nf);
+        if (!ds->file_sizes[k] || __builtin_add_overflow(total, ds->file_sizes[k], &total) ||
+            !source_file_holds(ds, k))
+            return SC_EFORMAT;
         rc = source_add_file(ds, &cap, name, err);
     }
-    return rc;
+    return rc == SC_OK && total != ds->nsamples ? SC_EFORMAT : rc;
 }
 
 /* Whether a field description that came from elsewhere holds together. */

@@ -4,6 +4,7 @@
  * list, a directory's saved manifest, the fingerprint's sensitivity, and every bad input named by file
  * and field.
  */
+#define _GNU_SOURCE /* memmem */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 
@@ -468,6 +470,63 @@ static void test_layout_b_file_changed_after_open(void **state)
     }
 }
 
+/* Rank 0: sets the sample counts the saved manifest of dir gives part-0 and part-1, its hash mended. */
+static void forge_counts(const char *dir_, uint64_t c0, uint64_t c1)
+{
+    char man[1300];
+    snprintf(man, sizeof man, "%s/.shardcache-manifest", dir_);
+    FILE *f = fopen(man, "r+b");
+    assert_non_null(f);
+    unsigned char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    assert_true(n > 40 && n < sizeof buf);
+    const uint64_t counts[2] = {c0, c1};
+    for (int k = 0; k < 2; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "part-%d.h5", k);
+        unsigned char *at = memmem(buf, n, name, strlen(name));
+        assert_non_null(at);
+        sc__put_u64(at + strlen(name), counts[k]);
+    }
+    sc__put_u64(buf + n - 8, sc__xxh64(buf, n - 8, 0));
+    rewind(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/*
+ * A saved manifest whose hash holds but whose sample counts do not (a
+ * forged or buggy one: counts that wrap around to the right total, a file
+ * of none) is refused as damaged and the files are scanned: its counts
+ * never size a read.
+ */
+static void test_layout_b_forged_manifest(void **state)
+{
+    (void)state;
+    char sub[1200];
+    path_of(sub, "forged");
+    if (rank == 0) {
+        mkdir(sub, 0777);
+        for (int k = 0; k < 3; k++)
+            write_part(sub, k, k == 1 ? 20 : 10, k);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    float v;
+    assert_int_equal(open_b(sub, 1, &v).from_manifest, 0);
+    assert_int_equal(open_b(sub, 0, &v).from_manifest, 1);
+    const uint64_t forged[2][2] = {{(1ull << 63) + 5, (1ull << 63) + 25}, {30, 0}};
+    for (int t = 0; t < 2; t++) {
+        if (rank == 0)
+            forge_counts(sub, forged[t][0], forged[t][1]);
+        MPI_Barrier(MPI_COMM_WORLD);
+        sc_dataset_info in = open_b(sub, 0, &v);
+        assert_int_equal(in.from_manifest, 0);
+        assert_int_equal(in.nsamples, 40);
+        assert_true(v == 103.0f); /* shard 1's sample 3, read right */
+        assert_int_equal(open_b(sub, 1, &v).from_manifest, 0); /* a good one, to forge again */
+    }
+}
+
 static char rewrite_dir[1200];
 
 /* A file rewritten between an open and its save. */
@@ -804,6 +863,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layout_b_groups_small_files),
         cmocka_unit_test(test_layout_b_manifest),
         cmocka_unit_test(test_layout_b_file_changed_after_open),
+        cmocka_unit_test(test_layout_b_forged_manifest),
         cmocka_unit_test(test_compressed_sources),
         cmocka_unit_test(test_bad_sources),
         cmocka_unit_test(test_source_missing_on_one_rank),
