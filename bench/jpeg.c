@@ -1,0 +1,102 @@
+/*
+ * bench/jpeg - the per-core limit of decoding JPEG samples, in one thread:
+ * N photo-like images (smooth colour fields with noise, S x S pixels,
+ * quality 90, encoded outside the clock) decoded
+ *
+ *   libjpeg-turbo   tjDecompress2 of the whole image to RGB: what one core
+ *                   does, the limit a decode stage is measured against
+ *   crop            sc__jpeg_decode_crop to a random resized crop of C x C
+ *                   and a flip (torchvision's defaults): the decode a
+ *                   training step wants, at libjpeg's reduced scales
+ *
+ *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R]
+ *
+ * and prints, best of R rounds (default 3), images/s and MB/s of JPEG in:
+ *
+ *   jpeg: S x S, N images (K KiB each): libjpeg-turbo I/s, crop C: I/s (ratio)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "bench_doc.h"
+#include "hash.h"
+#include "jpeg.h"
+
+static void die(const char *what, const sc_error *err)
+{
+    fprintf(stderr, "bench_jpeg: %s%s%s\n", what, err ? ": " : "", err ? err->msg : "");
+    exit(1);
+}
+
+/* A photo-like image: smooth fields of colour and some noise, planar. */
+static void photo(uint8_t *p, int s, sc__rng *r)
+{
+    int cx = (int)sc__rng_below(r, (uint64_t)s), cy = (int)sc__rng_below(r, (uint64_t)s);
+    for (int k = 0; k < 3; k++) {
+        int base = (int)sc__rng_below(r, 160);
+        for (int y = 0; y < s; y++)
+            for (int x = 0; x < s; x++) {
+                int d = (abs(x - cx) + abs(y - cy)) * (k + 1) / 4;
+                p[((size_t)k * s + y) * s + x] =
+                    (uint8_t)((base + d + (int)sc__rng_below(r, 24)) & 255);
+            }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int n = 256, s = 256, c = 224, rounds = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        int v = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--images")) n = v;
+        else if (!strcmp(argv[i], "--size")) s = v;
+        else if (!strcmp(argv[i], "--crop")) c = v;
+        else if (!strcmp(argv[i], "--rounds")) rounds = v;
+        else die("usage: bench_jpeg [--images N] [--size S] [--crop C] [--rounds R]", NULL);
+    }
+    if (n < 1 || s < 8 || c < 1 || rounds < 1)
+        die("--images, --size (>= 8), --crop and --rounds must be positive", NULL);
+    sc__jpeg *j;
+    sc_error err = SC_ERROR_INIT;
+    if (sc__jpeg_new(&j, &err) != SC_OK)
+        die("no JPEG decoder", &err);
+    unsigned char **img = calloc((size_t)n, sizeof *img);
+    size_t *len = calloc((size_t)n, sizeof *len), total = 0;
+    uint8_t *px = malloc((size_t)3 * s * s), *out = malloc((size_t)3 * c * c);
+    sc__rng r;
+    sc__rng_init(&r, 1);
+    for (int i = 0; i < n; i++) {
+        photo(px, s, &r);
+        if (sc__jpeg_encode(j, px, 3, (uint32_t)s, (uint32_t)s, 90, &img[i], &len[i], &err))
+            die("encode", &err);
+        total += len[i];
+    }
+    tjhandle tj = tjInitDecompress();
+    double best_full = 1e30, best_crop = 1e30;
+    sc__crop crop = sc__crop_default((uint32_t)c, (uint32_t)c);
+    for (int t = 0; t < rounds; t++) {
+        double t0 = bench_now();
+        for (int i = 0; i < n; i++)
+            if (tjDecompress2(tj, img[i], len[i], px, s, 0, s, TJPF_RGB, 0) != 0)
+                die(tjGetErrorStr2(tj), NULL);
+        double t1 = bench_now();
+        for (int i = 0; i < n; i++)
+            if (sc__jpeg_decode_crop(j, img[i], len[i], &crop, sc__rng_key(1, (uint64_t)t, 0,
+                                     (uint64_t)i), 3, out, &err) != SC_OK)
+                die("decode", &err);
+        double t2 = bench_now();
+        best_full = t1 - t0 < best_full ? t1 - t0 : best_full;
+        best_crop = t2 - t1 < best_crop ? t2 - t1 : best_crop;
+    }
+    printf("jpeg: %dx%d, %d images (%.1f KiB each): libjpeg-turbo %.0f images/s (%.1f MB/s "
+           "in), crop %d: %.0f images/s (%.2fx)\n", s, s, n, total / 1024.0 / n, n / best_full,
+           total / best_full / 1e6, c, n / best_crop, best_full / best_crop);
+    tjDestroy(tj);
+    for (int i = 0; i < n; i++)
+        free(img[i]);
+    free(img), free(len), free(px), free(out);
+    sc__jpeg_free(j);
+    return 0;
+}
