@@ -37,6 +37,9 @@ static const char usage[] =
     "  --compress C       gzip (deflate level 4 after the shuffle filter) or lzf\n"
     "                     (h5py's own filter: h5py reads it; written here, no\n"
     "                     plugin needed), in chunks of --chunk\n"
+    "  --encode jpeg      each image JPEG-encoded, a variable-length uint8 sample\n"
+    "                     (h5py's vlen_dtype(uint8)); needs --shape 3xHxW or 1xHxW\n"
+    "  --quality Q        JPEG quality, 1..100 (default 90)\n"
     "  --chunk N          rows per HDF5 chunk (default: 1024 when compressed,\n"
     "                     else contiguous)\n"
     "  --heldout          new samples of the same --seed's classes, none of\n"
@@ -60,7 +63,7 @@ static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
 
 /* getopt_long codes of make-dataset's flags, above every short option character. */
 enum { OUT = 256, SAMPLES, SHAPE, DTYPE, LABELS, LAYOUT, SHARD_SIZE, SEED, NOISE, SORTED,
-       HELDOUT, COMPRESS, CHUNK, SMOOTH };
+       HELDOUT, COMPRESS, CHUNK, SMOOTH, ENCODE, QUALITY };
 
 /* One flag into *p; 0, or 2 after saying what is wrong. */
 static int cmd_dataset_flag(int c, sc_synth_params *p)
@@ -91,6 +94,14 @@ static int cmd_dataset_flag(int c, sc_synth_params *p)
     case HELDOUT: p->heldout = 1; break;
     case SMOOTH: p->smooth = 1; break;
     case CHUNK: bad = cli_u64("--chunk", optarg, 1, UINT32_MAX, &p->chunk); break;
+    case ENCODE: {
+        static const char *const encodings[] = {"none", "jpeg"};
+        int m = 0;
+        bad = cli_choice("--encode", optarg, encodings, 2, &m);
+        p->jpeg = m ? (p->jpeg ? p->jpeg : 90) : 0;
+        break;
+    }
+    case QUALITY: bad = cli_u64("--quality", optarg, 1, 100, &p->jpeg); break;
     case COMPRESS: {
         static const char *const codecs[] = {"none", "gzip", "lzf"};
         int m = 0;
@@ -121,6 +132,8 @@ static int cmd_dataset_parse(int argc, char **argv, sc_synth_params *p)
         {"smooth", no_argument, 0, SMOOTH},
         {"compress", required_argument, 0, COMPRESS},
         {"chunk", required_argument, 0, CHUNK},
+        {"encode", required_argument, 0, ENCODE},
+        {"quality", required_argument, 0, QUALITY},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c, bad = 0;
@@ -176,15 +189,17 @@ int cmd_make_dataset(int argc, char **argv)
     if (rc == SC_OK && p.layout == 'B' && !saved)
         fprintf(stderr, "shardcache make-dataset: warning: no manifest saved (%s): each job "
                 "will open every file until `shardcache stage` saves one\n", merr.msg);
-    char noise[32] = ""; /* said when not the default */
+    char noise[32] = "", jpeg[32] = ""; /* said when not the default */
+    if (p.jpeg)
+        snprintf(jpeg, sizeof jpeg, "JPEG quality %" PRIu64 ", ", p.jpeg);
     if (p.noise)
         snprintf(noise, sizeof noise, "noise %" PRIu64 ", ", p.noise);
     if (rc == SC_OK)
-        printf("wrote %s: %" PRIu64 " %s%ssamples of %s, %" PRIu64 " labels%s, %s%slayout %c\n",
+        printf("wrote %s: %" PRIu64 " %s%ssamples of %s, %" PRIu64 " labels%s, %s%s%slayout %c\n",
                p.out, p.samples, p.heldout ? "held-out " : "", p.smooth ? "smooth " : "",
                p.dtype, p.labels, p.sorted ? " (class-sorted)" : "", noise,
                p.compress == SC_SYNTH_GZIP ? "gzip, " : p.compress == SC_SYNTH_LZF ? "lzf, " : "",
-               p.layout);
+               jpeg, p.layout);
     if (saved)
         printf("saved %s/.shardcache-manifest: jobs open its files without scanning them\n",
                p.out);

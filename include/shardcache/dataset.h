@@ -122,7 +122,10 @@ typedef struct sc_synth_params {
     uint64_t smooth;           /* 1: smooth prototypes in 8 flat bands (posterized), which
                                   with a little noise compress as photos' pixels do;
                                   0: random pixels, which do not compress */
-    uint64_t reserved[2];      /* room for later fields: the size stays */
+    uint64_t jpeg;             /* 0: /images as pixels; 1..100: each image JPEG-encoded at
+                                  this quality, a variable-length uint8 sample (h5py's
+                                  vlen_dtype(uint8)); needs uint8 images of 1 or 3 x H x W */
+    uint64_t reserved[1];      /* room for later fields: the size stays */
 } sc_synth_params;
 
 /* make-dataset --compress: gzip is deflate level 4 after the shuffle filter
@@ -132,7 +135,7 @@ typedef struct sc_synth_params {
 #define SC_SYNTH_LZF 2
 
 #define SC_SYNTH_PARAMS_INIT                                                 \
-    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0, 0, 0, 0, 0, 0, 0, {0}}
+    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
 
 SC_API int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress,
                            void *arg, sc_error *err);

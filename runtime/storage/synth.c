@@ -24,6 +24,7 @@
 #include "codec.h"
 #include "error.h"
 #include "h5.h"
+#include "jpeg.h"
 #include "hash.h"
 #include "shardcache/dataset.h"
 
@@ -35,6 +36,7 @@
 
 typedef struct gen {
     const sc_synth_params *p;
+    sc__jpeg *jpeg;       /* --encode jpeg: the encoder */
     sc__dtype dt;
     uint64_t elems;       /* elements per image */
     int noise;            /* half-width of the noise, in pixel levels */
@@ -200,6 +202,42 @@ static herr_t synth_put_chunk(const sc_synth_params *p, hid_t d, uint64_t row, c
     return h;
 }
 
+/*
+ * Rows [at, at + rows) with /images as JPEG: each image encoded, the rows
+ * written as variable-length uint8 sequences; /labels as ever.
+ */
+static herr_t synth_put_jpeg(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t sl, uint64_t at,
+                             uint64_t rows, const unsigned char *images, const int64_t *labels)
+{
+    const sc_synth_params *p = g->p;
+    hvl_t *v = calloc(rows, sizeof *v);
+    herr_t h = v ? 0 : -1;
+    for (uint64_t i = 0; h >= 0 && i < rows; i++) {
+        size_t n = 0;
+        unsigned char *jpg = NULL;
+        sc_error err = SC_ERROR_INIT;
+        h = sc__jpeg_encode(g->jpeg, images + i * g->elems, (int)p->dims[0], (uint32_t)p->dims[2],
+                            (uint32_t)p->dims[1], (int)p->jpeg, &jpg, &n, &err) == SC_OK ? 0 : -1;
+        v[i] = (hvl_t){n, jpg};
+    }
+    hsize_t start = at, cnt = rows;
+    hid_t mi = H5Screate_simple(1, &cnt, NULL), mt = H5Tvlen_create(H5T_NATIVE_UINT8);
+    if (h >= 0)
+        h = H5Sselect_hyperslab(si, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
+    if (h >= 0)
+        h = H5Dwrite(di, mt, mi, si, H5P_DEFAULT, v);
+    if (h >= 0)
+        h = H5Sselect_hyperslab(sl, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
+    if (h >= 0)
+        h = H5Dwrite(dl, H5T_NATIVE_INT64, mi, sl, H5P_DEFAULT, labels);
+    for (uint64_t i = 0; v && i < rows; i++)
+        free(v[i].p);
+    free(v);
+    H5Sclose(mi);
+    H5Tclose(mt);
+    return h;
+}
+
 /* Rows [at, at + rows) of both fields: a hyperslab each, or whole chunks when compressed. */
 static herr_t synth_put_rows(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t sl,
                              const hsize_t *dims, uint64_t at, uint64_t rows, uint64_t step,
@@ -207,6 +245,8 @@ static herr_t synth_put_rows(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t s
 {
     const sc_synth_params *p = g->p;
     size_t esize = sc__dtype_size(g->dt);
+    if (p->jpeg)
+        return synth_put_jpeg(g, di, dl, si, sl, at, rows, images, labels);
     if (p->compress)
         return synth_put_chunk(p, di, at, images, step * g->elems * esize, (unsigned)esize) < 0 ||
                        synth_put_chunk(p, dl, at, labels, step * sizeof *labels, 8) < 0
@@ -258,9 +298,9 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
     }
     sc__h5_lock();
     f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    si = H5Screate_simple(p->ndims + 1, dims, NULL);
+    si = p->jpeg ? H5Screate_simple(1, ldims, NULL) : H5Screate_simple(p->ndims + 1, dims, NULL);
     sl = H5Screate_simple(1, ldims, NULL);
-    hid_t ti = sc__h5_mem_type(H5I_INVALID_HID, g->dt);
+    hid_t ti = p->jpeg ? H5Tvlen_create(H5T_NATIVE_UINT8) : sc__h5_mem_type(H5I_INVALID_HID, g->dt);
     hid_t pi = synth_dcpl(p, ti, p->ndims + 1, dims, n);
     hid_t pl = synth_dcpl(p, H5T_NATIVE_INT64, 1, ldims, n);
     if (f >= 0 && si >= 0 && sl >= 0 && ti >= 0 && pi >= 0 && pl >= 0) {
@@ -316,13 +356,21 @@ static int synth_check_compress(const sc_synth_params *p, sc_error *err)
     if (p->compress > SC_SYNTH_LZF)
         return sc__seterr(err, SC_EINVAL, "make-dataset: compression %llu: choose none (0), "
                           "gzip (1) or lzf (2)", (unsigned long long)p->compress);
+    if (p->jpeg > 100)
+        return sc__seterr(err, SC_EINVAL, "make-dataset: JPEG quality %llu: 1 to 100",
+                          (unsigned long long)p->jpeg);
+    if (p->jpeg && (strcmp(p->dtype, "uint8") || p->ndims != 3 ||
+                    (p->dims[0] != 1 && p->dims[0] != 3) || p->compress || p->chunk))
+        return sc__seterr(err, SC_EINVAL, "make-dataset: --encode jpeg needs uint8 images of "
+                          "1 or 3 channels (--shape 3xHxW) and no --compress or --chunk (JPEG "
+                          "is the compression)");
     return SC_OK; /* chunks are encoded here (codec.c): no HDF5 filter is needed */
 }
 
 int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg,
                     sc_error *err)
 {
-    gen g = {p, SC__DT_INVALID, 1, 64, NULL};
+    gen g = {p, NULL, SC__DT_INVALID, 1, 64, NULL};
     int rc = SC_OK;
 
     if (!p || !p->out || !p->out[0] || !p->dtype)
@@ -330,7 +378,8 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
     if ((g.dt = sc__dtype_parse(p->dtype)) == SC__DT_INVALID)
         return sc__seterr(err, SC_EINVAL,
                           "make-dataset: unknown dtype '%s' (uint8, int8, uint16, "
-                          "int16, uint32, int32, uint64, int64, float32, float64)",
+                          "int16, uint32, int32, uint64, int64, float16, float32, float64, "
+                          "bool)",
                           p->dtype);
     if (p->samples == 0 || p->labels == 0 || p->labels > 65536)
         return sc__seterr(err, SC_EINVAL,
@@ -356,8 +405,12 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
     if ((rc = synth_check_compress(p, err)) != SC_OK)
         return rc;
 
-    if ((rc = synth_prototypes(&g, err)) != SC_OK)
+    if (p->jpeg && (rc = sc__jpeg_new(&g.jpeg, err)) != SC_OK)
         return rc;
+    if ((rc = synth_prototypes(&g, err)) != SC_OK) {
+        sc__jpeg_free(g.jpeg);
+        return rc;
+    }
 
     uint64_t done = 0;
     if (p->layout == 'A') {
@@ -376,5 +429,6 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
         }
     }
     free(g.proto);
+    sc__jpeg_free(g.jpeg);
     return rc;
 }
