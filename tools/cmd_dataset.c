@@ -189,7 +189,7 @@ int cmd_make_dataset(int argc, char **argv)
     if (rc == SC_OK && p.layout == 'B' && !saved)
         fprintf(stderr, "shardcache make-dataset: warning: no manifest saved (%s): each job "
                 "will open every file until `shardcache stage` saves one\n", merr.msg);
-    char noise[32] = "", jpeg[32] = ""; /* said when not the default */
+    char noise[32] = "", jpeg[48] = ""; /* said when not the default */
     if (p.jpeg)
         snprintf(jpeg, sizeof jpeg, "JPEG quality %" PRIu64 ", ", p.jpeg);
     if (p.noise)
