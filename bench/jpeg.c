@@ -9,12 +9,16 @@
  *                   and a flip (torchvision's defaults): the decode a
  *                   training step wants, at libjpeg's reduced scales
  *
- *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R]
+ *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F]
+ *
+ * --file F takes the first N images of F's /images instead, JPEG samples
+ * as make-dataset --encode jpeg (or h5py's vlen uint8) stores them.
  *
  * and prints, best of R rounds (default 3), images/s and MB/s of JPEG in:
  *
  *   jpeg: S x S, N images (K KiB each): libjpeg-turbo I/s, crop C: I/s (ratio)
  */
+#include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,16 +49,50 @@ static void photo(uint8_t *p, int s, sc__rng *r)
     }
 }
 
+/* The first *n JPEG samples of path's /images (fewer if it holds fewer); s gets the first's width. */
+static void from_file(const char *path, int *n, int *s, unsigned char **img, size_t *len)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, "/images", H5P_DEFAULT) : -1;
+    hid_t fs = d >= 0 ? H5Dget_space(d) : -1, mt = H5Tvlen_create(H5T_NATIVE_UINT8);
+    hsize_t all = 0;
+    if (fs < 0 || H5Sget_simple_extent_dims(fs, &all, NULL) != 1)
+        die("--file: no one-dimensional /images", NULL);
+    hsize_t start = 0, cnt = all < (hsize_t)*n ? all : (hsize_t)*n;
+    hvl_t *v = calloc(cnt, sizeof *v);
+    hid_t ms = H5Screate_simple(1, &cnt, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
+    if (H5Dread(d, mt, ms, fs, H5P_DEFAULT, v) < 0)
+        die("--file: /images is not variable-length uint8", NULL);
+    for (hsize_t i = 0; i < cnt; i++) {
+        img[i] = malloc(v[i].len);
+        memcpy(img[i], v[i].p, v[i].len);
+        len[i] = v[i].len;
+    }
+    H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
+    free(v);
+    tjhandle tj = tjInitDecompress();
+    int w = 0, h = 0, sub, cs;
+    tjDecompressHeader3(tj, img[0], len[0], &w, &h, &sub, &cs);
+    tjDestroy(tj);
+    *n = (int)cnt;
+    *s = w > h ? w : h; /* the decode buffer's side */
+    H5Sclose(ms), H5Sclose(fs), H5Tclose(mt), H5Dclose(d), H5Fclose(f);
+}
+
 int main(int argc, char **argv)
 {
     int n = 256, s = 256, c = 224, rounds = 3;
+    const char *file = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--images")) n = v;
         else if (!strcmp(argv[i], "--size")) s = v;
         else if (!strcmp(argv[i], "--crop")) c = v;
         else if (!strcmp(argv[i], "--rounds")) rounds = v;
-        else die("usage: bench_jpeg [--images N] [--size S] [--crop C] [--rounds R]", NULL);
+        else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
+        else die("usage: bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F]",
+                 NULL);
     }
     if (n < 1 || s < 8 || c < 1 || rounds < 1)
         die("--images, --size (>= 8), --crop and --rounds must be positive", NULL);
@@ -67,10 +105,17 @@ int main(int argc, char **argv)
     uint8_t *px = malloc((size_t)3 * s * s), *out = malloc((size_t)3 * c * c);
     sc__rng r;
     sc__rng_init(&r, 1);
+    if (file) {
+        from_file(file, &n, &s, img, len);
+        free(px);
+        px = malloc((size_t)3 * s * s);
+    }
     for (int i = 0; i < n; i++) {
-        photo(px, s, &r);
-        if (sc__jpeg_encode(j, px, 3, (uint32_t)s, (uint32_t)s, 90, &img[i], &len[i], &err))
-            die("encode", &err);
+        if (!file) {
+            photo(px, s, &r);
+            if (sc__jpeg_encode(j, px, 3, (uint32_t)s, (uint32_t)s, 90, &img[i], &len[i], &err))
+                die("encode", &err);
+        }
         total += len[i];
     }
     tjhandle tj = tjInitDecompress();
