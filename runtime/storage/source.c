@@ -607,15 +607,38 @@ static int source_put_files(sc_dataset *ds, bytes *b, sc_error *err)
  * not (in why[n] when it needs words of its own).  The blob: the SC_FIELDS
  * it was made for, then the scan as rank 0 sends it.
  */
+static void source_free_saved(sc_dataset *s)
+{
+    for (uint64_t k = 0; s && k < s->nfiles; k++)
+        free(s->files[k]);
+    if (s) {
+        free(s->files);
+        free(s->file_sizes);
+        free(s->file_stamp);
+        free(s->file_off);
+    }
+    free(s);
+}
+
+/* A saved blob's scan, and in *ask the SC_FIELDS it was made for; NULL when malformed. */
+static sc_dataset *source_parse_saved(const unsigned char *blob, size_t len, const char **ask)
+{
+    uint64_t alen = len >= 8 ? sc__get_u64(blob) : UINT64_MAX;
+    *ask = alen < len - 8 && !blob[8 + alen] ? (const char *)blob + 8 : NULL;
+    sc_dataset *s = *ask ? calloc(1, sizeof *s) : NULL;
+    if (s && sc__dataset_take_manifest(s, blob + 9 + alen, len - 9 - alen, NULL) != SC_OK) {
+        source_free_saved(s);
+        s = NULL;
+    }
+    return s;
+}
+
 static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
                                      const unsigned char *blob, size_t len, char *why, size_t n)
 {
-    uint64_t alen = len >= 8 ? sc__get_u64(blob) : UINT64_MAX;
-    const char *ask = alen < len - 8 && !blob[8 + alen] ? (const char *)blob + 8 : NULL;
-    sc_dataset *s = ask ? calloc(1, sizeof *s) : NULL;
-    int ok = s && sc__dataset_take_manifest(s, blob + 9 + alen, len - 9 - alen, NULL) == SC_OK &&
-             s->nfiles == ds->nfiles;
-    const char *no = ok ? NULL : "it is damaged";
+    const char *ask;
+    sc_dataset *s = source_parse_saved(blob, len, &ask);
+    const char *no = s && s->nfiles == ds->nfiles ? NULL : "it is damaged";
     for (uint64_t k = 0; !no && k < ds->nfiles; k++)
         no = strcmp(source_base(s->files[k]), source_base(ds->files[k])) ? "it names other files"
                                                                           : NULL;
@@ -636,16 +659,45 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
         s->file_off = NULL;
         ds->from_manifest = 1;
     }
-    for (uint64_t k = 0; s && k < s->nfiles; k++)
-        free(s->files[k]);
-    if (s) {
-        free(s->files);
-        free(s->file_sizes);
-        free(s->file_stamp);
-        free(s->file_off);
-    }
-    free(s);
+    source_free_saved(s);
     return no;
+}
+
+/*
+ * What changed since a manifest saved for other files was written, in
+ * why[n]: the first file added, gone or rewritten (by name; its size and
+ * mtime against the saved ones) and how many so differ; or NULL when the
+ * names and stamps agree (the directory itself moved: the key holds real
+ * paths).
+ */
+static const char *source_what_changed(const sc_dataset *ds, const unsigned char *blob,
+                                       size_t len, char *why, size_t n)
+{
+    const char *ask, *first = NULL, *how = NULL;
+    sc_dataset *s = source_parse_saved(blob, len, &ask);
+    uint64_t i = 0, j = 0, changed = 0;
+    while (s && (i < ds->nfiles || j < s->nfiles)) {
+        int c = i == ds->nfiles ? 1 : j == s->nfiles ? -1
+                : strcmp(source_base(ds->files[i]), source_base(s->files[j]));
+        const char *name = c > 0 ? s->files[j] : ds->files[i];
+        const char *now = c < 0 ? "is new" : c > 0 ? "is gone"
+                          : memcmp(ds->file_stamp + 2 * i, s->file_stamp + 2 * j, 16) ? "was rewritten"
+                                                                                        : NULL;
+        if (now && !changed++) {
+            first = name;
+            how = now;
+        }
+        i += c <= 0;
+        j += c >= 0;
+    }
+    if (changed) {
+        char more[64] = "";
+        if (changed > 1)
+            snprintf(more, sizeof more, "; %llu of the files changed", (unsigned long long)changed);
+        snprintf(why, n, "'%.300s' %s since it was saved%s", first, how, more);
+    }
+    source_free_saved(s);
+    return changed ? why : NULL;
 }
 
 /*
@@ -658,11 +710,14 @@ static int source_reuse_manifest(sc_dataset *ds, const sc_config *cfg, sc_error 
 {
     int rc = SC_OK;
     const char *why = NULL;
-    char words[160];
+    char words[512];
     size_t len = 0;
+    int stale = 0;
     unsigned char *blob = sc__manifest_load(ds->path, ds->manifest_key, SOURCE_MANIFEST_FORMAT,
-                                            &len, &why);
-    if (blob)
+                                            &len, &why, &stale);
+    if (blob && stale) /* whole and trusted, but saved for other files: which? */
+        why = source_what_changed(ds, blob, len, words, sizeof words) ? words : why;
+    else if (blob)
         why = source_take_saved(ds, cfg, blob, len, words, sizeof words);
     if (why && ds->rank == 0)
         sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,

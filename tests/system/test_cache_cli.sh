@@ -144,6 +144,18 @@ expect_ok "make-dataset layout B" "layout B" \
 expect_ok "stage: layout B's manifest is taken" \
     "manifest: $d/b/.shardcache-manifest is up to date \(3 files\)" \
     "$MPIEXEC" -n 1 "$sc" stage --source "$d/b" --cache-dir "$d/bcache"
+# A file rewritten or added since: the manifest is not taken, and the note
+# names the file (then stage saves a new one).
+"$sc" make-dataset --out "$d/b2" --samples 30 --shape 8 --layout B --shard-size 10 >/dev/null 2>&1
+touch -d '2001-01-01' "$d/b2/shard-000001.h5"
+expect_ok "a rewritten file is named" \
+    "not using its saved manifest \('[^']*/shard-000001.h5' was rewritten since it was saved\)" \
+    "$MPIEXEC" -n 1 "$sc" stage --source "$d/b2" --cache-dir "$d/b2cache" --shard-size 10 --batch 5
+cp "$d/b2/shard-000002.h5" "$d/b2/shard-000003.h5"
+touch -d '2001-01-01' "$d/b2/shard-000000.h5"
+expect_ok "an added file is named, and how many changed" \
+    "\('[^']*/shard-000000.h5' was rewritten since it was saved; 2 of the files changed\)" \
+    "$MPIEXEC" -n 1 "$sc" stage --source "$d/b2" --cache-dir "$d/b2cache" --shard-size 10 --batch 5
 expect_ok "plain progress lines off a terminal" "make-dataset: 100%" \
     "$sc" make-dataset --out "$d/c.h5" --samples 3000 --shape 4
 out=$(script -qec "$sc make-dataset --out $d/t.h5 --samples 3000 --shape 4" /dev/null 2>&1)
