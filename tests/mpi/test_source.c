@@ -383,6 +383,17 @@ static void write_part(const char *dir_, int k, uint64_t n, int v)
     assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n, x, 1), 0);
 }
 
+/* Rank 0 makes dir_ with parts 0-2 of 10, 20 and 10 samples; every rank waits. */
+static void write_three_parts(const char *dir_)
+{
+    if (rank == 0) {
+        mkdir(dir_, 0777);
+        for (int k = 0; k < 3; k++)
+            write_part(dir_, k, k == 1 ? 20 : 10, k);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /*
  * Opens the layout-B directory src (SC_FIELDS `fields`): its info and
  * shard 1's sample 3; rank 0 saves its manifest if asked, after running
@@ -505,12 +516,7 @@ static void test_layout_b_forged_manifest(void **state)
     (void)state;
     char sub[1200];
     path_of(sub, "forged");
-    if (rank == 0) {
-        mkdir(sub, 0777);
-        for (int k = 0; k < 3; k++)
-            write_part(sub, k, k == 1 ? 20 : 10, k);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
+    write_three_parts(sub);
     float v;
     assert_int_equal(open_b(sub, 1, &v).from_manifest, 0);
     assert_int_equal(open_b(sub, 0, &v).from_manifest, 1);
@@ -546,12 +552,7 @@ static void test_layout_b_manifest(void **state)
     char sub[1200], man[1300];
     path_of(sub, "m");
     snprintf(man, sizeof man, "%s/.shardcache-manifest", sub);
-    if (rank == 0) {
-        mkdir(sub, 0777);
-        for (int k = 0; k < 3; k++)
-            write_part(sub, k, k == 1 ? 20 : 10, k);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
+    write_three_parts(sub);
     float v;
     sc_dataset_info a = open_b(sub, 1, &v), b = open_b(sub, 0, &v);
     assert_int_equal(a.from_manifest, 0);
