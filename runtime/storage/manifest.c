@@ -17,12 +17,14 @@
  */
 #include "manifest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hash.h"
@@ -126,6 +128,29 @@ static int manifest_write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
+/*
+ * Removes what a save killed between mkstemp and rename left: this user's
+ * DIR/.shardcache-manifest.XXXXXX older than an hour (a younger one may
+ * be another save's, under way).  Never read; only its space is lost.
+ */
+static void manifest_sweep(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t pre = strlen(SC__MANIFEST_NAME);
+    time_t old = time(NULL) - 3600;
+    while (d && (e = readdir(d))) {
+        struct stat st;
+        if (!strncmp(e->d_name, SC__MANIFEST_NAME ".", pre + 1) &&
+            strlen(e->d_name) == pre + 7 && fstatat(dirfd(d), e->d_name, &st,
+                                                    AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_mtime < old)
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+}
+
 int sc__manifest_store(const char *dir, uint64_t key, uint64_t format, const void *blob,
                        size_t len, sc_error *err)
 {
@@ -165,6 +190,7 @@ int sc__manifest_store(const char *dir, uint64_t key, uint64_t format, const voi
             (void)fsync(dfd);
             close(dfd);
         }
+        manifest_sweep(dir);
         return SC_OK;
     }
     unlink(tmp);

@@ -151,11 +151,17 @@ touch -d '2001-01-01' "$d/b2/shard-000001.h5"
 expect_ok "a rewritten file is named" \
     "not using its saved manifest \('[^']*/shard-000001.h5' was rewritten since it was saved\)" \
     "$MPIEXEC" -n 1 "$sc" stage --source "$d/b2" --cache-dir "$d/b2cache" --shard-size 10 --batch 5
+# What a save killed before its rename left is swept by the next save after an hour.
+echo x >"$d/b2/.shardcache-manifest.AAAAAA"; echo y >"$d/b2/.shardcache-manifest.BBBBBB"
+touch -d '3 hours ago' "$d/b2/.shardcache-manifest.AAAAAA"
 cp "$d/b2/shard-000002.h5" "$d/b2/shard-000003.h5"
 touch -d '2001-01-01' "$d/b2/shard-000000.h5"
 expect_ok "an added file is named, and how many changed" \
     "\('[^']*/shard-000000.h5' was rewritten since it was saved; 2 of the files changed\)" \
     "$MPIEXEC" -n 1 "$sc" stage --source "$d/b2" --cache-dir "$d/b2cache" --shard-size 10 --batch 5
+[ ! -e "$d/b2/.shardcache-manifest.AAAAAA" ] && [ -e "$d/b2/.shardcache-manifest.BBBBBB" ] \
+    && pass "a save sweeps a crashed save's old temporary file, not a young one" \
+    || failed "manifest temporaries: $(ls -a "$d/b2")"
 expect_ok "plain progress lines off a terminal" "make-dataset: 100%" \
     "$sc" make-dataset --out "$d/c.h5" --samples 3000 --shape 4
 out=$(script -qec "$sc make-dataset --out $d/t.h5 --samples 3000 --shape 4" /dev/null 2>&1)
