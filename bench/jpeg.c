@@ -59,6 +59,8 @@ static void from_file(const char *path, int *n, int *s, unsigned char **img, siz
     if (fs < 0 || H5Sget_simple_extent_dims(fs, &all, NULL) != 1)
         die("--file: no one-dimensional /images", NULL);
     hsize_t start = 0, cnt = all < (hsize_t)*n ? all : (hsize_t)*n;
+    if (cnt == 0)
+        die("--file: /images is empty", NULL);
     hvl_t *v = calloc(cnt, sizeof *v);
     hid_t ms = H5Screate_simple(1, &cnt, NULL);
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
@@ -72,11 +74,16 @@ static void from_file(const char *path, int *n, int *s, unsigned char **img, siz
     H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
     free(v);
     tjhandle tj = tjInitDecompress();
-    int w = 0, h = 0, sub, cs;
-    tjDecompressHeader3(tj, img[0], len[0], &w, &h, &sub, &cs);
+    *s = 0; /* the decode buffer's side: every image's whole, at full size */
+    for (hsize_t i = 0; i < cnt; i++) {
+        int w = 0, h = 0, sub, cs;
+        if (tjDecompressHeader3(tj, img[i], len[i], &w, &h, &sub, &cs) != 0)
+            die("--file: an image libjpeg-turbo cannot read", NULL);
+        int side = w > h ? w : h;
+        *s = side > *s ? side : *s;
+    }
     tjDestroy(tj);
     *n = (int)cnt;
-    *s = w > h ? w : h; /* the decode buffer's side */
     H5Sclose(ms), H5Sclose(fs), H5Tclose(mt), H5Dclose(d), H5Fclose(f);
 }
 

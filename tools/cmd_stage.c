@@ -34,6 +34,8 @@ static const char usage[] =
     "  --exchange Q       sticky exchange fraction (SC_EXCHANGE)\n"
     "  --cache-dir DIR    cache directory (SC_CACHE_DIR)\n"
     "  --cache-bytes N    capacity per rank, K/M/G suffixes (SC_CACHE_BYTES)\n"
+    "  --fields LIST      the fields, by path, comma-separated (SC_FIELDS)\n"
+    "  --sample-axis A    first, or none: layout B files of one sample (SC_SAMPLE_AXIS)\n"
     "  --check            read every staged shard back from the cache and\n"
     "                     compare it with the source; ends 'cache check: ok'\n"
     "  -h, --help         this text\n";
@@ -46,7 +48,7 @@ typedef struct stage_opts {
 static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
 {
     enum { SOURCE = 256, RANKS, EPOCHS, FIRST, SHARD_SIZE, SEED, BATCH, MODE,
-           EXCHANGE, CACHE_DIR, CACHE_BYTES, CHECK };
+           EXCHANGE, CACHE_DIR, CACHE_BYTES, FIELDS, SAMPLE_AXIS, CHECK };
     static const struct option longopts[] = {
         {"source", required_argument, 0, SOURCE},
         {"ranks", required_argument, 0, RANKS},
@@ -59,6 +61,8 @@ static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
         {"exchange", required_argument, 0, EXCHANGE},
         {"cache-dir", required_argument, 0, CACHE_DIR},
         {"cache-bytes", required_argument, 0, CACHE_BYTES},
+        {"fields", required_argument, 0, FIELDS},
+        {"sample-axis", required_argument, 0, SAMPLE_AXIS},
         {"check", no_argument, 0, CHECK},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -67,7 +71,8 @@ static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
         [SOURCE - SOURCE] = "SC_SOURCE", [SHARD_SIZE - SOURCE] = "SC_SHARD_SIZE",
         [SEED - SOURCE] = "SC_SEED", [BATCH - SOURCE] = "SC_BATCH_SIZE",
         [MODE - SOURCE] = "SC_SHUFFLE", [EXCHANGE - SOURCE] = "SC_EXCHANGE",
-        [CACHE_DIR - SOURCE] = "SC_CACHE_DIR", [CACHE_BYTES - SOURCE] = "SC_CACHE_BYTES"};
+        [CACHE_DIR - SOURCE] = "SC_CACHE_DIR", [CACHE_BYTES - SOURCE] = "SC_CACHE_BYTES",
+        [FIELDS - SOURCE] = "SC_FIELDS", [SAMPLE_AXIS - SOURCE] = "SC_SAMPLE_AXIS"};
     int c, bad = 0;
     sc_error err = SC_ERROR_INIT;
 

@@ -91,6 +91,22 @@ static int jpeg_fail(tjhandle t, int code, const char *what, sc_error *err)
     return sc__seterr(err, code, "%s: %s", what, tjGetErrorStr2(t));
 }
 
+/*
+ * A failed decode, said, and the decompressor made anew: libjpeg-turbo 2.1
+ * keeps a half-parsed state after a failure that fails every later image
+ * on the same handle (one damaged sample must not fail the ones after it).
+ */
+static int jpeg_dec_fail(sc__jpeg *j, const char *what, sc_error *err)
+{
+    int rc = jpeg_fail(j->dec, SC_EFORMAT, what, err);
+    tjhandle fresh = tjInitDecompress();
+    if (fresh) {
+        tjDestroy(j->dec);
+        j->dec = fresh;
+    }
+    return rc;
+}
+
 int sc__jpeg_new(sc__jpeg **out, sc_error *err)
 {
     sc__jpeg *j = calloc(1, sizeof *j);
@@ -137,13 +153,15 @@ int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t 
                   int *channels, sc_error *err)
 {
     int iw = 0, ih = 0, sub = 0, space = 0;
-    if (!j || !src || n > ULONG_MAX ||
-        tjDecompressHeader3(j->dec, src, (unsigned long)n, &iw, &ih, &sub, &space) != 0)
-        return j ? jpeg_fail(j->dec, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read",
-                             err)
-                 : sc__seterr(err, SC_EINVAL, "sc__jpeg_info: no decoder");
-    if (iw <= 0 || ih <= 0) /* what libjpeg-turbo 2.1 says of some bytes that are no JPEG */
+    if (!j || !src || n > ULONG_MAX)
+        return sc__seterr(err, SC_EINVAL, "sc__jpeg_info: no decoder or no image");
+    if (tjDecompressHeader3(j->dec, src, (unsigned long)n, &iw, &ih, &sub, &space) != 0)
+        return jpeg_dec_fail(j, "not a JPEG image libjpeg-turbo can read", err);
+    if (iw <= 0 || ih <= 0)
         return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: no size");
+    if (space == TJCS_CMYK || space == TJCS_YCCK)
+        return sc__seterr(err, SC_EFORMAT, "a CMYK JPEG image: shardcache decodes RGB and "
+                          "grayscale JPEGs (convert it, e.g. PIL's convert(\"RGB\"))");
     if ((uint64_t)iw * (uint64_t)ih > JPEG_MAX_PIXELS)
         return sc__seterr(err, SC_EFORMAT, "a JPEG image of %dx%d pixels: shardcache decodes "
                           "images of 1 to %llu pixels", iw, ih,
@@ -210,9 +228,12 @@ static tjscalingfactor jpeg_scale(const jpeg_rect *r, const sc__crop *c)
 static void jpeg_axis(int32_t *at, uint16_t *wt, uint32_t n, double x0, double span, int len,
                       int flip)
 {
+    double lo = x0, hi = x0 + span - 1; /* within the crop, as cropping before resizing is */
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > len - 1 ? len - 1 : hi < lo ? lo : hi;
     for (uint32_t o = 0; o < n; o++) {
         double f = x0 + (o + 0.5) * span / n - 0.5;
-        f = f < 0 ? 0 : f > len - 1 ? len - 1 : f;
+        f = f < lo ? lo : f > hi ? hi : f;
         int32_t i = (int32_t)f;
         uint32_t to = flip ? n - 1 - o : o;
         at[to] = i < len - 1 ? i : len - 2 < 0 ? 0 : len - 2;
@@ -290,9 +311,11 @@ int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop 
 {
     uint32_t W, H;
     int has;
-    if (!crop || !out || (channels != 1 && channels != 3) || !crop->width || !crop->height)
+    if (!crop || !out || (channels != 1 && channels != 3) || !crop->width || !crop->height ||
+        !(crop->scale[0] > 0 && crop->scale[0] <= crop->scale[1] && crop->scale[1] <= 1) ||
+        !(crop->ratio[0] > 0 && crop->ratio[0] <= crop->ratio[1] && crop->ratio[1] < 1e6))
         return sc__seterr(err, SC_EINVAL, "a JPEG decode needs an output of 1 or 3 channels and "
-                          "a size");
+                          "a size, a scale range within (0, 1] and a positive ratio range");
     int rc = sc__jpeg_info(j, src, n, &W, &H, &has, err);
     if (rc != SC_OK)
         return rc;
@@ -304,7 +327,7 @@ int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop 
         return rc;
     if (tjDecompress2(j->dec, src, (unsigned long)n, j->img, sw, 0, sh,
                       channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_STOPONWARNING) != 0)
-        return jpeg_fail(j->dec, SC_EFORMAT, "a damaged JPEG image", err);
+        return jpeg_dec_fail(j, "a damaged JPEG image", err);
     double fx = (double)sw / W, fy = (double)sh / H;
     jpeg_axis(j->at, j->wt, crop->width, r.x * fx, r.w * fx, sw, r.flip);
     jpeg_axis(j->at + crop->width, j->wt + crop->width, crop->height, r.y * fy, r.h * fy, sh, 0);

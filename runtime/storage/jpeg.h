@@ -43,10 +43,13 @@ int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t 
  * Decodes the JPEG src[n] into out: `channels` (1 or 3) planes of
  * crop->height x crop->width uint8 (channels first, as the trainer's
  * images are), the crop rectangle and flip drawn from seed, resampled
- * bilinearly.  libjpeg-turbo decodes at the smallest of its scales that
- * still holds the crop at the output's resolution.  A corrupt, truncated
- * or oversized image is an error with the decoder's reason (libjpeg's
- * warnings are errors: no half-decoded sample is ever delivered).
+ * bilinearly (samples within the crop, as torchvision crops then resizes;
+ * no antialiasing when shrinking, which the reduced-scale decode keeps
+ * under 2x).  libjpeg-turbo decodes at the smallest of its scales that
+ * still holds the crop at the output's resolution.  A corrupt, truncated,
+ * oversized or CMYK image is an error with the reason (libjpeg's warnings
+ * are errors: no half-decoded sample is ever delivered), and the handle
+ * decodes the next image as if it were new.
  */
 int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop *crop,
                          uint64_t seed, int channels, uint8_t *out, sc_error *err);

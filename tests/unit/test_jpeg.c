@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef SC_HAVE_JPEG
+#include <turbojpeg.h>
+#endif
+
 #include "hash.h"
 #include "jpeg.h"
 #include "sc_test.h"
@@ -134,6 +138,15 @@ static void test_crops_follow_the_seed(void **state)
     assert_true(differ >= 30);
 }
 
+/* The good image decodes on the same handle: a damaged one before it left nothing behind. */
+static void good_still_decodes(void)
+{
+    uint8_t out[3 * 16 * 16];
+    sc__crop c = sc__crop_default(16, 16);
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc__jpeg_decode_crop(jp, enc, enc_n, &c, 3, 3, out, &err), &err);
+}
+
 static void expect_refused(const unsigned char *p, size_t n, const char *words)
 {
     uint8_t out[3 * 16 * 16];
@@ -142,6 +155,7 @@ static void expect_refused(const unsigned char *p, size_t n, const char *words)
     assert_int_equal(sc__jpeg_decode_crop(jp, p, n, &c, 3, 3, out, &err), SC_EFORMAT);
     if (!strstr(err.msg, words))
         fail_msg("'%s' does not say '%s'", err.msg, words);
+    good_still_decodes();
 }
 
 static void test_damage_is_refused(void **state)
@@ -172,8 +186,39 @@ static void test_damage_is_refused(void **state)
         int rc = sc__jpeg_decode_crop(jp, p, enc_n - sc__rng_below(&r, 3), &c, (uint64_t)t, 3,
                                       out, &err);
         assert_true(rc == SC_OK || (rc == SC_EFORMAT && err.msg[0]));
+        good_still_decodes();
     }
+    for (size_t cut = 100; cut < enc_n; cut += 37) /* cut anywhere, tables included */
+        if (sc__jpeg_decode_crop(jp, enc, cut, &c, 1, 3, out, &(sc_error){0}) == SC_EFORMAT)
+            good_still_decodes();
     free(p);
+}
+
+/* A CMYK JPEG (some ImageNet files are) is refused by name; bad crop settings are refused. */
+static void test_cmyk_and_bad_settings(void **state)
+{
+    (void)state;
+    need_jpeg();
+#ifdef SC_HAVE_JPEG
+    unsigned char cmyk[4 * 16 * 16], *buf = NULL;
+    unsigned long n = 0;
+    memset(cmyk, 90, sizeof cmyk);
+    tjhandle t = tjInitCompress();
+    assert_int_equal(tjCompress2(t, cmyk, 16, 0, 16, TJPF_CMYK, &buf, &n, TJSAMP_444, 90, 0), 0);
+    uint8_t out[3 * 16 * 16];
+    sc__crop c = sc__crop_default(16, 16);
+    sc_error err = SC_ERROR_INIT;
+    assert_int_equal(sc__jpeg_decode_crop(jp, buf, n, &c, 3, 3, out, &err), SC_EFORMAT);
+    assert_non_null(strstr(err.msg, "CMYK"));
+    tjFree(buf);
+    tjDestroy(t);
+    good_still_decodes();
+    sc__crop bad = c;
+    bad.scale[0] = 0.9, bad.scale[1] = 0.5;
+    assert_int_equal(sc__jpeg_decode_crop(jp, enc, enc_n, &bad, 3, 3, out, &err), SC_EINVAL);
+    bad = c, bad.ratio[0] = 0.0 / 0.0;
+    assert_int_equal(sc__jpeg_decode_crop(jp, enc, enc_n, &bad, 3, 3, out, &err), SC_EINVAL);
+#endif
 }
 
 int main(void)
@@ -183,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_flip_is_the_mirror),
         cmocka_unit_test(test_crops_follow_the_seed),
         cmocka_unit_test(test_damage_is_refused),
+        cmocka_unit_test(test_cmyk_and_bad_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
