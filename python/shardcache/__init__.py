@@ -259,7 +259,7 @@ class Loader:
                         for name, dtype, shape in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self._closed = False
+        self._closed = self._raised = False
         self._tensors = {}  # (field, ring slot address) -> the slot's tensor
         self._epoch = self._more = None  # the epoch begun, and whether batches are left
         self.info = None
@@ -280,8 +280,16 @@ class Loader:
         except KeyError:
             raise KeyError(f"no field '{name}' (fields: {', '.join(self._names)})") from None
 
+    def _do(self, fn, *args):
+        """A loader call; its error, once raised, is not raised again by close()."""
+        try:
+            return _call(fn, *args)
+        except Error:
+            self._raised = True
+            raise
+
     def _take(self):
-        t = _call(self._c.next)
+        t = self._do(self._c.next)
         return None if t is None else Batch(self, *t)
 
     def epoch(self, epoch):
@@ -295,7 +303,7 @@ class Loader:
                              f"loader.epoch({self._epoch}) goes on with them, "
                              "loader.finish_epoch() takes the rest")
         if epoch != self._epoch or not self._more:
-            self.info = _call(self._c.begin, epoch)
+            self.info = self._do(self._c.begin, epoch)
             self._epoch, self._more = epoch, True
         return self._batches()
 
@@ -323,18 +331,23 @@ class Loader:
 
     def verdict(self, epoch, wait=True):
         """The job's exactly-once verdict on `epoch` and this rank's figures."""
-        return Verdict(_call(self._c.report, epoch, wait))
+        return Verdict(self._do(self._c.report, epoch, wait))
 
     def state_dict(self):
         """This rank's position: save every rank's with the model."""
-        return {"rank": self.rank, "size": self.size, "record": _call(self._c.checkpoint)}
+        return {"rank": self.rank, "size": self.size, "record": self._do(self._c.checkpoint)}
 
     def close(self):
-        """Collective: every rank calls it (a with-block does)."""
+        """Collective: every rank calls it (a with-block does).  After an error
+        this loader already raised (and the caller caught), it closes quietly."""
         self._closed = True
         self._tensors.clear()
         _open.discard(id(self))
-        _call(self._c.close)
+        try:
+            _call(self._c.close)
+        except Error:
+            if not self._raised:
+                raise
 
     def __enter__(self):
         return self

@@ -324,3 +324,20 @@ def test_one_sample_files_grouped_into_shards(shared_dir, cache_dir, axis):
 def test_sample_axis_none_is_for_a_directory(dataset, cache_dir):
     with pytest.raises(shardcache.Error, match="one HDF5 file \\(layout A\\).*SC_SAMPLE_AXIS=none"):
         open_loader(dataset, cache_dir, sample_axis="none")
+
+
+@pytest.mark.skipif(SIZE != 1, reason="a read error on one rank of several ends the job")
+def test_close_after_a_caught_error(shared_dir, cache_dir):
+    """A file gone mid-epoch: the loader raises, naming it; the caller
+    catches it and closes the loader, which does not raise it again."""
+    d = os.path.join(shared_dir, "vanishing")
+    os.makedirs(d)
+    for k in range(4):
+        with h5py.File(os.path.join(d, f"p{k}.h5"), "w") as f:
+            f["x"] = np.full((10, 2), k, dtype=np.int32)
+    loader = open_loader(d, cache_dir, shard_size=10, batch_size=5)
+    os.remove(os.path.join(d, "p2.h5"))
+    with pytest.raises(shardcache.Error, match="p2.h5"):
+        for batch in loader.epoch(0):
+            pass
+    loader.close()  # quietly: the error was had
