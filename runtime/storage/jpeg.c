@@ -25,8 +25,9 @@ sc__crop sc__crop_default(uint32_t w, uint32_t h)
 static int jpeg_missing(sc_error *err)
 {
     return sc__seterr(err, SC_ENOTSUP, "this shardcache was built without libjpeg-turbo, so it "
-                      "cannot read JPEG samples: install Debian's libturbojpeg0-dev and build "
-                      "again (SC_WITH_JPEG=ON makes its absence an error)");
+                      "neither decodes nor encodes JPEG samples: install Debian's "
+                      "libturbojpeg0-dev and build again (SC_WITH_JPEG=ON makes its absence an "
+                      "error)");
 }
 
 int sc__jpeg_new(sc__jpeg **out, sc_error *err)
