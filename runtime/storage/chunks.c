@@ -42,15 +42,12 @@ void sc__chunks_missing(hid_t d, sc__chunking *c)
     hid_t dcpl = H5Dget_create_plist(d);
     int n = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
     c->missing = 0;
-    c->missing_optional = 0;
     for (int i = 0; i < n && !c->missing; i++) {
         unsigned flags, conf;
         size_t nv = 0;
         H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, 0, NULL, &conf);
-        if (id >= 0 && H5Zfilter_avail(id) <= 0) { /* it looks for a plugin: errors stay quiet */
+        if (id >= 0 && H5Zfilter_avail(id) <= 0) /* it looks for a plugin: errors stay quiet */
             c->missing = (unsigned)id;
-            c->missing_optional = (flags & H5Z_FLAG_OPTIONAL) != 0;
-        }
     }
     if (dcpl >= 0)
         H5Pclose(dcpl);

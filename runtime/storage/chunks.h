@@ -19,7 +19,6 @@ typedef struct sc__chunking {
     unsigned filter;    /* the first filter not decoded here, or 0 */
     const char *why;    /* a filtered field left to H5Dread: why, in words; else NULL */
     unsigned missing;   /* sc__chunks_missing: a filter this HDF5 cannot load, or 0 */
-    int missing_optional; /* ...declared optional: chunks it skipped still read */
 } sc__chunking;
 
 /*

@@ -73,12 +73,10 @@ int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w
 struct sc__jpeg {
     tjhandle dec, enc;
     unsigned char *img; /* the decoded image, interleaved, or the image to encode */
-    size_t img_cap;
     int32_t *at;        /* the resample's source columns then rows: [w + h] */
     uint16_t *wt;       /* and their weights */
-    size_t at_cap;
     uint16_t *mid;      /* one row, blended vertically: [decoded width * channels] */
-    size_t mid_cap;
+    size_t img_cap, at_cap, wt_cap, mid_cap; /* their bytes */
 };
 
 /* A crop rectangle of the full image, and whether it is mirrored. */
@@ -140,13 +138,25 @@ void sc__jpeg_free(sc__jpeg *j)
     free(j);
 }
 
+/*
+ * A scratch buffer of at least n bytes: `old` (of *cap bytes) when it is
+ * big enough, else a new one (the contents are never kept); NULL when out
+ * of memory.
+ */
+static void *jpeg_scratch(void *old, size_t *cap, size_t n)
+{
+    if (old && n <= *cap)
+        return old;
+    free(old);
+    void *p = malloc(n ? n : 1);
+    *cap = p ? n : 0;
+    return p;
+}
+
 /* j->img with room for n bytes. */
 static int jpeg_room(sc__jpeg *j, size_t n, sc_error *err)
 {
-    if (n <= j->img_cap)
-        return SC_OK;
-    free(j->img);
-    j->img_cap = (j->img = malloc(n)) ? n : 0;
+    j->img = jpeg_scratch(j->img, &j->img_cap, n);
     return j->img ? SC_OK : sc__seterr(err, SC_ENOMEM, "no memory for a %zu-byte image", n);
 }
 
@@ -291,18 +301,10 @@ static void jpeg_resample(const sc__jpeg *j, int sw, int ch, const sc__crop *c, 
 static int jpeg_tables(sc__jpeg *j, uint32_t w, uint32_t h, size_t row, sc_error *err)
 {
     size_t n = (size_t)w + h;
-    if (n > j->at_cap) {
-        free(j->at);
-        free(j->wt);
-        j->at = malloc(n * sizeof *j->at);
-        j->wt = malloc(n * sizeof *j->wt);
-        j->at_cap = j->at && j->wt ? n : 0;
-    }
-    if (row > j->mid_cap) {
-        free(j->mid);
-        j->mid_cap = (j->mid = malloc(row * sizeof *j->mid)) ? row : 0;
-    }
-    return j->at_cap >= n && j->mid_cap >= row
+    j->at = jpeg_scratch(j->at, &j->at_cap, n * sizeof *j->at);
+    j->wt = jpeg_scratch(j->wt, &j->wt_cap, n * sizeof *j->wt);
+    j->mid = jpeg_scratch(j->mid, &j->mid_cap, row * sizeof *j->mid);
+    return j->at && j->wt && j->mid
                ? SC_OK
                : sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", w, h);
 }

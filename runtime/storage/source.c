@@ -609,11 +609,8 @@ static int source_put_files(sc_dataset *ds, bytes *b, sc_error *err)
 }
 
 /*
- * A saved blob's fields and sample counts into ds when it names ds's files
- * (by name: the key holds their real paths, however the directory is
- * spelled) and was made for the fields this open asks for: NULL, or why
- * not (in why[n] when it needs words of its own).  The blob: the SC_FIELDS
- * it was made for, then the scan as rank 0 sends it.
+ * A scan parsed from a saved blob, freed: it holds no HDF5 ids, and
+ * sc_dataset_close would take the HDF5 lock that its callers hold.
  */
 static void source_free_saved(sc_dataset *s)
 {
@@ -641,6 +638,13 @@ static sc_dataset *source_parse_saved(const unsigned char *blob, size_t len, con
     return s;
 }
 
+/*
+ * A saved blob's fields and sample counts into ds when it names ds's files
+ * (by name: the key holds their real paths, however the directory is
+ * spelled) and was made for the fields this open asks for: NULL, or why
+ * not (in why[n] when it needs words of its own).  The blob: the SC_FIELDS
+ * it was made for, then the scan as rank 0 sends it.
+ */
 static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
                                      const unsigned char *blob, size_t len, char *why, size_t n)
 {
@@ -774,7 +778,6 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
     return rc;
 }
 
-/* Layout B without a manifest: every file opened, its fields described and checked. */
 /*
  * Where a field's bytes lie in its file exactly as shardcache delivers
  * them, for a read without HDF5 (source_read_direct): contiguous,
@@ -833,6 +836,7 @@ static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const n
     return rc;
 }
 
+/* Layout B without a manifest: every file opened, its fields described and checked. */
 static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
     int rc = SC_OK, no_axis = cfg->sample_axis == SC_SAMPLE_AXIS_NONE;
