@@ -11,6 +11,9 @@ static int opts_usage(void)
                     "             [--device auto|cpu|gpu|sim] [--transform MARGIN] [--source FILE]\n"
                     "             [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]\n"
                     "             [--images NAME] [--labels NAME] [--eval FILE]\n"
+                    "             [--decode jpeg|jpeg-once] [--crop N]\n"
+                    "--decode: the images are JPEG bytes, decoded every epoch (jpeg: a random\n"
+                    "resized crop and flip) or once (jpeg-once) to 3 x N x N (--crop, 224)\n"
                     "--device: where batches land; without it SC_DEVICE says, else auto\n"
                     "(the GPU when every rank sees one; sim: testing builds)\n");
     return 2;
@@ -18,7 +21,8 @@ static int opts_usage(void)
 
 int ex_opts_parse(int argc, char **argv, ex_opts *o)
 {
-    *o = (ex_opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", NULL, 0, NULL, NULL, NULL, 0};
+    *o = (ex_opts){3, 10, 0.002, 0.0, NULL, "/images", "/labels", NULL, 0, NULL, NULL, NULL, 0,
+                   NULL, NULL};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -46,6 +50,10 @@ int ex_opts_parse(int argc, char **argv, ex_opts *o)
             o->resume = v, end = (char *)"";
         else if (!strcmp(a, "--eval"))
             o->eval = v, end = (char *)"";
+        else if (!strcmp(a, "--decode") && (!strcmp(v, "jpeg") || !strcmp(v, "jpeg-once")))
+            o->decode = v, end = (char *)"";
+        else if (!strcmp(a, "--crop"))
+            o->decode_size = v, strtoull(v, &end, 10);
         else if (!strcmp(a, "--kill-after"))
             o->kill_after = strtoull(v, &end, 10);
         else if (!strcmp(a, "--device") &&

@@ -14,6 +14,7 @@ typedef struct ex_opts {
     const char *ckpt, *resume;
     const char *eval; /* --eval FILE: a held-out set, scored after every epoch */
     uint64_t kill_after;
+    const char *decode, *decode_size; /* --decode jpeg|jpeg-once, --crop N: SC_DECODE(_SIZE) */
 } ex_opts;
 
 /* 0, or 2 after printing the usage or the bad value to stderr. */

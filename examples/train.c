@@ -11,7 +11,7 @@
  *                      [--device auto|cpu|gpu|sim] [--transform MARGIN]
  *                      [--checkpoint DIR] [--resume DIR] [--kill-after STEPS]
  *                      [--source FILE] [--images /images] [--labels /labels]
- *                      [--eval FILE]
+ *                      [--eval FILE] [--decode jpeg|jpeg-once] [--crop N]
  *
  * --eval FILE (CPU model) scores the model on a held-out set after every
  * epoch (eval.c; `shardcache make-dataset --heldout` makes one): the mean
@@ -28,6 +28,12 @@
  * images are scaled to [0,1] and cropped by M pixels a side once, when a
  * shard is first read, and cached so; every delivery flips a sample
  * left-right with probability 1/2, reproducibly.
+ *
+ * --decode jpeg (a set whose /images are JPEG bytes: make-dataset --encode
+ * jpeg) has the producers decode every image at every delivery with a
+ * random resized crop and flip to 3 x N x N (--crop N, 224); --decode
+ * jpeg-once decodes the centre square once into the cache, flipped per
+ * delivery (SC_DECODE and SC_DECODE_SIZE say the same).
  *
  * Everything else comes from the SC_* environment (sc_config_init).  Per
  * epoch rank 0 prints loss, samples/s, consumer wait as a share of the
@@ -243,13 +249,17 @@ static int train_epoch(const ex_opts *o, job *j, uint64_t e)
     return 0;
 }
 
-static int field_index(const sc_dataset *ds, const char *name, const char *dtype,
-                       sc_field_info *out)
+/* The field named `name` (of the loader's batches, when ld is open; else ds's). */
+static int field_index(const sc_loader *ld, const sc_dataset *ds, const char *name,
+                       const char *dtype, sc_field_info *out)
 {
     sc_dataset_info di;
-    sc_dataset_get_info(ds, &di);
+    sc_dataset_get_info(ld ? sc_loader_dataset(ld) : ds, &di);
     for (int i = 0; i < di.nfields; i++) {
-        sc_dataset_field(ds, i, out);
+        if (ld)
+            sc_loader_field(ld, i, out);
+        else
+            sc_dataset_field(ds, i, out);
         const char *n = out->name[0] == '/' ? out->name + 1 : out->name;
         const char *want = name[0] == '/' ? name + 1 : name;
         if (!strcmp(n, want))
@@ -305,7 +315,7 @@ static int choose_transform(const ex_opts *o, job *j, sc_config *cfg, ex_crop *c
     sc_field_info fi;
     sc_error err = SC_ERROR_INIT;
     int ok = sc_dataset_open(MPI_COMM_WORLD, cfg, &ds, &err) == SC_OK &&
-             field_index(ds, o->images, "uint8", &fi) >= 0 && fi.ndims == 3;
+             field_index(NULL, ds, o->images, "uint8", &fi) >= 0 && fi.ndims == 3;
     if (ok) {
         *crop = (ex_crop){fi.dims[0], fi.dims[1], fi.dims[2], o->crop};
         ok = ex_crop_transform(crop, 1, tf) == SC_OK;
@@ -326,8 +336,8 @@ static int choose_transform(const ex_opts *o, job *j, sc_config *cfg, ex_crop *c
 static int open_model(const ex_opts *o, job *j)
 {
     sc_field_info fx, fy;
-    j->ix = field_index(sc_loader_dataset(j->ld), o->images, o->crop ? "float32" : "uint8", &fx);
-    j->iy = field_index(sc_loader_dataset(j->ld), o->labels, "int64", &fy);
+    j->ix = field_index(j->ld, NULL, o->images, o->crop ? "float32" : "uint8", &fx);
+    j->iy = field_index(j->ld, NULL, o->labels, "int64", &fy);
     if (j->ix < 0 || j->iy < 0 || o->classes > 256) {
         if (j->rank == 0)
             fprintf(stderr, "train: needs a uint8 field '%s' and an int64 field '%s' "
@@ -400,7 +410,9 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
     sc_error err = SC_ERROR_INIT;
     int rc = 0, any = 0;
     if (sc_config_init(&cfg, &err) != SC_OK ||
-        (o->source && sc_config_set(&cfg, "SC_SOURCE", o->source, &err) != SC_OK)) {
+        (o->source && sc_config_set(&cfg, "SC_SOURCE", o->source, &err) != SC_OK) ||
+        (o->decode && sc_config_set(&cfg, "SC_DECODE", o->decode, &err) != SC_OK) ||
+        (o->decode_size && sc_config_set(&cfg, "SC_DECODE_SIZE", o->decode_size, &err) != SC_OK)) {
         fprintf(stderr, "train[rank %d]: %s\n", j->rank, err.msg);
         rc = 2;
     }

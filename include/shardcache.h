@@ -182,7 +182,12 @@ typedef struct sc_batch {
     void *ready;               /* device batches: the cudaEvent_t to wait on before
                                 * reading data[]; NULL for host batches */
     uint64_t seq;              /* the loader's own sequence number: do not change */
-    uint64_t reserved[16];     /* room for later fields: the size stays */
+    /* appended (room taken from reserved[]) */
+    const uint64_t *const *offsets; /* per field: NULL, or for a variable-length field its
+                                * size + 1 offsets in bytes into data[f] (sample k is
+                                * [offsets[f][k], offsets[f][k+1])), in host memory even
+                                * for a device batch; bytes[f] is offsets[f][size] */
+    uint64_t reserved[15];     /* room for later fields: the size stays */
 } sc_batch;
 
 typedef struct sc_epoch_summary {
@@ -313,6 +318,12 @@ SC_API int sc_loader_device(const sc_loader *ld);
 
 /* The dataset the loader reads: its fields, with sc_dataset_field(). */
 SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
+/*
+ * Field i of the loader's batches as delivered: the dataset's field, or
+ * for one decoded every epoch (SC_DECODE=jpeg) its images, 3 x N x N
+ * uint8.  SC_EINVAL for a NULL loader or out, or i out of range.
+ */
+SC_API int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out);
 
 /* The message of the last failed call on this loader ("" if none). */
 SC_API const char *sc_last_error(const sc_loader *ld);

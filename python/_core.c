@@ -271,23 +271,23 @@ static void core_loader_dealloc(core_loader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* fields(): [(name, dtype, shape)] in batch order. */
+/* fields(): [(name, dtype, shape, vlen)] in batch order, as delivered. */
 static PyObject *core_fields(core_loader *self, PyObject *unused)
 {
     (void)unused;
     if (!core_open(self))
         return NULL;
-    const sc_dataset *ds = sc_loader_dataset(self->ld);
     sc_dataset_info di;
-    sc_dataset_get_info(ds, &di);
+    sc_dataset_get_info(sc_loader_dataset(self->ld), &di);
     PyObject *list = PyList_New(di.nfields);
     for (int i = 0; list && i < di.nfields; i++) {
         sc_field_info f;
-        sc_dataset_field(ds, i, &f);
+        sc_loader_field(self->ld, i, &f);
         PyObject *shape = PyTuple_New(f.ndims);
         for (int d = 0; shape && d < f.ndims; d++)
             PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(f.dims[d]));
-        PyObject *item = shape ? Py_BuildValue("(ssN)", f.name, f.dtype, shape) : NULL;
+        PyObject *item =
+            shape ? Py_BuildValue("(ssNi)", f.name, f.dtype, shape, (int)f.vlen) : NULL;
         if (!item) {
             Py_DECREF(list);
             return NULL;
@@ -318,7 +318,8 @@ static PyObject *core_begin(core_loader *self, PyObject *arg)
 
 /*
  * next() -> (seq, epoch, index, size, padded, device, ids_address,
- * [(address, bytes)]) or None after the epoch's last batch.
+ * [(address, bytes, offsets_address or 0)]) or None after the epoch's last
+ * batch.
  */
 static PyObject *core_next(core_loader *self, PyObject *unused)
 {
@@ -340,8 +341,9 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
     self->held[b.seq % self->depth] = b;
     PyObject *bufs = PyList_New(b.nfields);
     for (int f = 0; bufs && f < b.nfields; f++)
-        PyList_SET_ITEM(bufs, f, Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)b.data[f],
-                                               (unsigned long long)b.bytes[f]));
+        PyList_SET_ITEM(bufs, f, Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)b.data[f],
+                                               (unsigned long long)b.bytes[f],
+                                               (unsigned long long)(uintptr_t)b.offsets[f]));
     if (!bufs)
         return NULL;
     return Py_BuildValue("(KKKKKiKN)", (unsigned long long)b.seq, (unsigned long long)b.epoch,

@@ -214,8 +214,8 @@ int cmd_make_dataset(int argc, char **argv)
         printf("saved %s/.shardcache-manifest: jobs open its files without scanning them\n",
                p.out);
     if (rc == SC_OK && p.jpeg)
-        printf("note: shardcache's loader does not carry variable-length fields such as these "
-               "JPEGs yet; h5py and PIL read them (bench/jpeg.sh)\n");
+        printf("note: SC_DECODE=jpeg decodes these JPEGs in the loader's producers (a random "
+               "resized crop every epoch; jpeg-once: once, into the cache)\n");
     if (rc != SC_OK)
         cli_report("make-dataset", 0, 1, &err);
     MPI_Finalize();

@@ -69,6 +69,12 @@ static int cmd_quality_read(sc_config *cfg, const char *field, cmd_labels *l, sc
     sc_dataset_field(ds, 0, &fi);
     const uint64_t *first = NULL;
     sc_dataset_shard_offsets(ds, &first);
+    if (fi.vlen) {
+        snprintf(err->msg, sizeof err->msg, "labels field '%s' is variable-length: a label is "
+                 "one integer a sample", fi.name);
+        sc_dataset_close(ds);
+        return err->code = SC_EINVAL;
+    }
     unsigned char *buf = malloc(di.nsamples * fi.sample_bytes + 1);
     l->labels = malloc(sizeof *l->labels * (di.nsamples + 1));
     if (!buf || !l->labels)

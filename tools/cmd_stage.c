@@ -106,16 +106,13 @@ static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
 /* Per-field buffers big enough for the largest shard. */
 static void **cmd_stage_field_buffers(const sc_dataset *ds, const sc_dataset_info *di)
 {
-    const uint64_t *sizes;
-    uint64_t most = 0;
-    sc_dataset_shard_sizes(ds, &sizes);
-    for (uint64_t k = 0; k < di->nshards; k++)
-        most = sizes[k] > most ? sizes[k] : most;
     void **bufs = calloc((size_t)di->nfields, sizeof *bufs);
     for (int i = 0; bufs && i < di->nfields; i++) {
-        sc_field_info f;
-        sc_dataset_field(ds, i, &f);
-        if (!(bufs[i] = malloc(most * f.sample_bytes + 1)))
+        uint64_t most = 0, bytes = 0;
+        for (uint64_t k = 0; k < di->nshards; k++)
+            if (sc_dataset_shard_bytes(ds, k, i, &bytes) == SC_OK && bytes > most)
+                most = bytes;
+        if (!(bufs[i] = malloc(most + 1)))
             return NULL;
     }
     return bufs;
@@ -194,16 +191,17 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
 
 /* Reads shard k from the cache and from the source and compares them. */
 static int cmd_stage_check_shard(sc_cache *cache, sc_dataset *ds, int nfields,
-                                 uint64_t shard, void **a, void **b, uint64_t samples,
-                                 sc_error *err)
+                                 uint64_t shard, void **a, void **b, sc_error *err)
 {
     int rc = sc_cache_read(cache, shard, a, err);
     if (rc == SC_OK)
         rc = sc_dataset_read_shard(ds, shard, b, err);
     for (int i = 0; rc == SC_OK && i < nfields; i++) {
         sc_field_info f;
+        uint64_t bytes = 0;
         sc_dataset_field(ds, i, &f);
-        if (memcmp(a[i], b[i], samples * f.sample_bytes) != 0) {
+        sc_dataset_shard_bytes(ds, shard, i, &bytes);
+        if (memcmp(a[i], b[i], bytes) != 0) {
             snprintf(err->msg, sizeof err->msg,
                      "shard %" PRIu64 " field '%s': the cached bytes differ from the source",
                      shard, f.name);
@@ -291,13 +289,23 @@ static int cmd_stage_open(stage_run *s)
     return rc;
 }
 
+/* Shard k's bytes, every field (a variable-length field's vary by shard). */
+static uint64_t cmd_stage_bytes(const stage_run *s, uint64_t k)
+{
+    uint64_t total = 0, bytes = 0;
+    for (int i = 0; i < s->di.nfields; i++)
+        if (sc_dataset_shard_bytes(s->ds, k, i, &bytes) == SC_OK)
+            total += bytes;
+    return total;
+}
+
 /* Stages first uses [*next, until), or until the cache is full. */
 static int cmd_stage_slice(stage_run *s, uint64_t *next, uint64_t until)
 {
     int rc = SC_OK;
     uint64_t i = *next;
     for (; rc == SC_OK && i < until; i++) {
-        uint64_t k = s->t.first_use[i], bytes = s->sizes[k] * s->di.sample_bytes;
+        uint64_t k = s->t.first_use[i], bytes = cmd_stage_bytes(s, k);
         sc_cache_stats st;
         sc_cache_get_stats(s->cache, &st);
         /* A full cache: staging more would evict shards needed sooner. */
@@ -321,7 +329,7 @@ static int cmd_stage_fill(stage_run *s, int rc)
     enum { SLICES = 50 };
     uint64_t mine_total = 0, done_all = 0;
     for (uint64_t i = 0; rc == SC_OK && i < s->t.nfirst; i++)
-        mine_total += s->sizes[s->t.first_use[i]] * s->di.sample_bytes;
+        mine_total += cmd_stage_bytes(s, s->t.first_use[i]);
     int bad = rc != SC_OK, anybad = bad;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&mine_total, &s->total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
@@ -346,7 +354,7 @@ static int cmd_stage_check_all(stage_run *s, int rc)
 {
     for (uint64_t i = 0; rc == SC_OK && s->o->check && i < s->staged; i++, s->checked++)
         rc = cmd_stage_check_shard(s->cache, s->ds, s->di.nfields, s->t.first_use[i], s->bufs,
-                                   s->src, s->sizes[s->t.first_use[i]], &s->err);
+                                   s->src, &s->err);
     return rc;
 }
 

@@ -106,8 +106,11 @@ typedef struct sc_config {
     uint64_t peer_bytes;          /* SC_PEER_BYTES: transfers received at once (at least one) */
     /* appended for one-sample files (room taken from reserved[]) */
     sc_sample_axis sample_axis;   /* SC_SAMPLE_AXIS: first | none */
+    /* appended for encoded samples (room taken from reserved[]) */
+    char decode[256];             /* SC_DECODE: [FIELD=]jpeg|jpeg-once, comma-separated */
+    uint64_t decode_size;         /* SC_DECODE_SIZE: the decoded images' side, in pixels */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[61];
+    uint64_t reserved[28];
 } sc_config;
 
 /*

@@ -36,8 +36,11 @@ typedef struct sc_field_info {
     char dtype[16];            /* "uint8", "int64", "float32", ... */
     int ndims;                 /* dimensions of one sample */
     uint64_t dims[SC_MAX_DIMS];
-    uint64_t sample_bytes;
-    uint64_t reserved[4];     /* room for later fields: the size stays */
+    uint64_t sample_bytes;     /* variable-length: the largest sample's */
+    /* appended (room taken from reserved[]) */
+    uint64_t vlen;             /* 1: variable-length sequences of dtype (ndims 0); a batch
+                                  carries their values and offsets (sc_batch.offsets) */
+    uint64_t reserved[3];      /* room for later fields: the size stays */
 } sc_field_info;
 
 typedef struct sc_dataset_info {
@@ -73,8 +76,15 @@ SC_API int sc_dataset_shard_sizes(const sc_dataset *ds, const uint64_t **sizes);
 /* First global sample id of each shard, [nshards + 1]. */
 SC_API int sc_dataset_shard_offsets(const sc_dataset *ds, const uint64_t **first);
 /*
+ * Bytes of field i of one shard: shard_sizes[shard] * sample_bytes, or
+ * for a variable-length field its offsets (shard_sizes[shard] + 1
+ * uint64, bytes from the values' start) and then its values.
+ */
+SC_API int sc_dataset_shard_bytes(const sc_dataset *ds, uint64_t shard, int i,
+                                  uint64_t *bytes);
+/*
  * Reads one whole shard straight from the source: bufs[i] receives field
- * i, shard_sizes[shard] * sample_bytes(i) bytes.
+ * i, sc_dataset_shard_bytes of it.
  */
 SC_API int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard,
                                  void *const *bufs, sc_error *err);

@@ -105,13 +105,38 @@ class Batch:
         self._check()
         return self._bufs[self._loader._index(name)][0]
 
+    def offsets(self, name):
+        """A variable-length field's size + 1 offsets (uint64, bytes into its
+        values, host memory: sample k is values[offsets[k]:offsets[k+1]])."""
+        self._check()
+        i = self._loader._index(name)
+        if not self._bufs[i][2]:
+            raise ValueError(f"field '{name}' has a fixed shape: it has no offsets")
+        return _np.asarray(_View(self, self._bufs[i][2], (self.size + 1,), "<u8", -1,
+                                 readonly=True))
+
+    def _values(self, i, device):
+        """A variable-length field's values, one flat array of its dtype."""
+        dtype = _np.dtype(self._loader._fields[i][1])
+        return _View(self, self._bufs[i][0], (self._bufs[i][1] // dtype.itemsize,), dtype.str,
+                     device)
+
+    def _split(self, name, values):
+        """A variable-length field's samples: views of its values, one each."""
+        size = _np.dtype(self._loader._fields[self._loader._index(name)][1]).itemsize
+        off = self.offsets(name) // size
+        return [values[off[k]:off[k + 1]] for k in range(self.size)]
+
     def numpy(self, name):
-        """The field as a numpy array (host batches), zero-copy."""
+        """The field as a numpy array (host batches), zero-copy; a
+        variable-length field as a list of arrays, one a sample."""
         self._check()
         if self.device >= 0:
             raise ValueError("a device batch: use batch[name] for a CUDA tensor")
         i = self._loader._index(name)
         _, dtype, shape = self._loader._fields[i]
+        if self._bufs[i][2]:
+            return self._split(name, _np.asarray(self._values(i, -1)))
         return _np.asarray(_View(self, self._bufs[i][0], (self.size,) + shape,
                                  _np.dtype(dtype).str, -1))
 
@@ -123,6 +148,13 @@ class Batch:
             return self.numpy(name)
         self._check()
         i = self._loader._index(name)
+        if self._bufs[i][2]:  # variable-length: a tensor a sample
+            if self.device < 0:
+                return self._split(name, _torch.from_numpy(_np.asarray(self._values(i, -1))))
+            stream = _torch.cuda.current_stream(self.device)
+            _call(self._loader._c.wait_on, self._seq, stream.cuda_stream)
+            return self._split(name, _torch.as_tensor(self._values(i, self.device),
+                                                      device=f"cuda:{self.device}"))
         if self.device < 0:
             # A ring slot's buffers never move: its tensors are made once
             # (bench/python.py: 52 -> 31 us of CPU per batch) and handed out
@@ -256,7 +288,7 @@ class Loader:
         if abort_on_error:
             _open.add(id(self))
         self._fields = [(name.lstrip("/"), dtype, tuple(shape))
-                        for name, dtype, shape in _call(self._c.fields)]
+                        for name, dtype, shape, _ in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._closed = self._raised = False

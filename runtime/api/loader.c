@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "decode.h"
 #include "device.h"
 #include "error.h"
 #include "fault.h"
@@ -813,10 +814,12 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .dev = ld->dev,
         .device = ld->device,
         .trace = ld->trace,
-        .tf = cfg->transform,
+        .tf = sc__decode_transform(ld->ds, cfg),
         .idle = loader_idle,
         .idle_arg = ld,
     };
+    for (int f = 0; f < ld->ds->nfields; f++)
+        so.crop[f] = sc__decode_crop(ld->ds, f);
     return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
 }
 
@@ -1236,6 +1239,16 @@ int sc_loader_device(const sc_loader *ld)
 const sc_dataset *sc_loader_dataset(const sc_loader *ld)
 {
     return ld ? ld->ds : NULL;
+}
+
+int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out)
+{
+    if (!ld || !out || i < 0 || i >= ld->ds->nfields)
+        return SC_EINVAL;
+    sc__field f;
+    sc__decode_field(ld->ds, i, &f);
+    sc__field_info(&f, out);
+    return SC_OK;
 }
 
 /* ---- checkpoint and resume ------------------------------------------------------ */

@@ -78,6 +78,12 @@ static const setting settings[] = {
     {"SC_SAMPLE_AXIS", T_ENUM, F(sample_axis), "first", {"first", "none"},
      "first: a dataset's first dimension counts samples; none: layout B files hold one "
      "sample each, their datasets without a sample axis"},
+    {"SC_DECODE", T_STR, F(decode), "", {0},
+     "variable-length uint8 fields of JPEG bytes delivered as 3 x N x N images: jpeg decodes "
+     "every epoch (random resized crop and flip), jpeg-once into the cache (centre square, "
+     "flipped at random each delivery); FIELD=jpeg,... per field; empty: delivered as bytes"},
+    {"SC_DECODE_SIZE", T_U64, F(decode_size), "224", {0},
+     "SC_DECODE's output side N, in pixels"},
     {"SC_PEERS", T_ENUM, F(peers), "on", {"on", "off"},
      "on: a shard moving to another node comes from its old owner's cache over MPI; "
      "off: from the source (every rank must say the same)"},

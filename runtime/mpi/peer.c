@@ -217,7 +217,7 @@ static void peer_take(sc__peer *p, ask *a, int n)
         unsigned char *at = a->buf + HDR_WORDS * sizeof(uint64_t);
         for (int f = 0; f < p->ds->nfields; f++) {
             bufs[f] = at;
-            at += p->ds->shard_sizes[a->shard] * p->ds->fields[f].sample_bytes;
+            at += sc__field_bytes(p->ds, f, a->shard);
         }
         if (sc__cache_fill(p->cache, a->shard, bufs, h[2], &tc, &e) != SC_OK) {
             sc__log(p->o.log_level, SC__LOG_WARN, p->rank,
@@ -298,7 +298,7 @@ static int peer_answer(sc__peer *p, give *g, int have, sc_error *err)
     len[0] = (int)sizeof g->hdr;
     SC_MPI_CHECK(err, MPI_Get_address(g->hdr, &at[0]));
     for (int f = 0; have && f < p->ds->nfields; f++, nb++) {
-        len[nb] = (int)(p->ds->shard_sizes[g->shard] * p->ds->fields[f].sample_bytes);
+        len[nb] = (int)sc__field_bytes(p->ds, f, g->shard);
         SC_MPI_CHECK(err, MPI_Get_address(g->m.field[f], &at[nb]));
     }
     SC_MPI_CHECK(err, MPI_Type_create_hindexed(nb, len, at, MPI_BYTE, &g->type));

@@ -28,11 +28,13 @@
 #include "cache.h"
 #include "error.h"
 #include "hash.h"
+#include "jpeg.h"
 #include "mem.h"
 #include "plan.h"
 #include "source.h"
 
 #define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
+#define SC__PURPOSE_DECODE 0x6465636f6465ULL    /* "decode" */
 #define FIELD_ALIGN 256
 
 enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
@@ -72,6 +74,7 @@ typedef struct rslot {
     uint64_t *ids;
     unsigned char *host;
     unsigned char *dev;
+    const uint64_t *offs[SC_MAX_FIELDS]; /* a variable-length field's offsets in host; else NULL */
     void *event;    /* after the slot's copy to the device */
     void *consumed; /* after its consumer's last read (recorded at release) */
 } rslot;
@@ -81,9 +84,11 @@ struct sc__stream {
     sc_cache *cache;
     sc__stream_opts o;
     int nfields;
-    uint64_t fsb[SC_MAX_FIELDS];  /* a sample's bytes, per field */
-    uint64_t sfo[SC_MAX_FIELDS];  /* field offset within a sample's bytes */
+    uint64_t fsb[SC_MAX_FIELDS];  /* a delivered sample's bytes (variable-length: the most) */
     uint64_t foff[SC_MAX_FIELDS]; /* field offset within a ring slot */
+    uint64_t fval[SC_MAX_FIELDS]; /* its values' (after a variable-length field's offsets) */
+    int vlen[SC_MAX_FIELDS];      /* 1: delivered as offsets and values */
+    sc__crop crop[SC_MAX_FIELDS]; /* width 0: not decoded; else the decode's output */
     uint64_t slot_bytes;
 
     pthread_mutex_t mu;
@@ -296,7 +301,7 @@ static void stream_pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
 
 static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
 {
-    return (e->start[i + 1] - e->start[i]) * s->ds->sample_bytes;
+    return sc__shard_bytes(s->ds, e->shards[i]);
 }
 
 static void stream_advance_prefix(ep *e)
@@ -371,7 +376,7 @@ static void stream_fail(sc__stream *s, const sc_error *err)
 static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error *err)
 {
     ep *e = t->e;
-    uint64_t i = t->i, ns = e->start[i + 1] - e->start[i];
+    uint64_t i = t->i;
     const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
     sc__mapping *m = &e->map[i];
     sc__tctx tc = {tr, e->epoch};
@@ -390,8 +395,9 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
                           s->o.rank, (unsigned long long)e->epoch, e->shards[i]);
     void *bufs[SC_MAX_FIELDS];
-    for (int f = 0; f < s->nfields; f++)
-        bufs[f] = buf + ns * s->sfo[f];
+    uint64_t at = 0;
+    for (int f = 0; f < s->nfields; at += sc__field_bytes(s->ds, f, e->shards[i]), f++)
+        bufs[f] = buf + at;
     if (rc == SC_OK)
         rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
     if (rc != SC_OK) {
@@ -402,7 +408,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     e->buf[i] = buf;
     e->cap[i] = t->cap;
     for (int f = 0; f < s->nfields; f++)
-        fp[f] = buf + ns * s->sfo[f];
+        fp[f] = bufs[f];
     return SC_OK;
 }
 
@@ -419,7 +425,7 @@ static int stream_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *s
     for (uint64_t k = 0; k < s->o.batch_size; k++) {
         void *fields[SC_MAX_FIELDS];
         for (int f = 0; f < s->nfields; f++)
-            fields[f] = slot->host + s->foff[f] + k * s->fsb[f];
+            fields[f] = slot->host + s->fval[f] + (s->vlen[f] ? slot->offs[f][k] : k * s->fsb[f]);
         uint64_t id = e->sched.ids[b * s->o.batch_size + k];
         uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
         char msg[256] = "";
@@ -434,22 +440,77 @@ static int stream_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *s
     return SC_OK;
 }
 
-static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                        sc_error *err)
+/*
+ * A variable-length field's sample, JPEG-decoded into out with a random
+ * resized crop and flip drawn from (seed, epoch, sample, field) alone: the
+ * same bytes for any producer count, and on resume.  `jp` is the calling
+ * producer's decoder, made at its first image.  A corrupt image stops the
+ * job, naming the sample (no policy skips it: an epoch short of a sample
+ * is not the epoch the plan proved).
+ */
+static int stream_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
+                         const unsigned char *src, uint64_t len, unsigned char *out,
+                         sc__jpeg **jp, sc_error *err)
 {
-    uint64_t B = s->o.batch_size, q0 = b * B;
+    uint64_t id = e->sched.ids[q];
+    uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_DECODE + (unsigned)f, id);
+    int rc = *jp ? SC_OK : sc__jpeg_new(jp, err);
+    if (rc == SC_OK)
+        rc = sc__jpeg_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out, err);
+    if (rc != SC_OK)
+        sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
+                   "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
+                   e->shards[e->src_shard[q]], s->ds->fields[f].name, (unsigned long long)len);
+    return rc;
+}
+
+/*
+ * Position q of the epoch into sample k of a batch, field by field: copied,
+ * or decoded; a variable-length field's values after the batch's earlier
+ * samples' (end[f]: its bytes so far), its offset recorded.
+ */
+static int stream_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
+                             rslot *slot, uint64_t *end, sc__jpeg **jp, sc_error *err)
+{
+    uint64_t off = e->src_off[q], i = e->src_shard[q];
+    const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
+    uint64_t n = s->ds->shard_sizes[e->shards[i]];
+    for (int f = 0; f < s->nfields; f++) {
+        unsigned char *to = slot->host + s->fval[f];
+        if (!s->ds->fields[f].vlen) {
+            memcpy(to + k * s->fsb[f], fp[f] + off * s->fsb[f], s->fsb[f]);
+            continue;
+        }
+        uint64_t at = sc__vlen_off(fp[f], off), len = sc__vlen_off(fp[f], off + 1) - at;
+        const unsigned char *from = sc__vlen_values(fp[f], n) + at;
+        if (s->crop[f].width) {
+            int rc = stream_decode(s, e, q, f, from, len, to + k * s->fsb[f], jp, err);
+            if (rc != SC_OK)
+                return rc;
+            continue;
+        }
+        memcpy(to + end[f], from, len);
+        ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
+        end[f] += len;
+    }
+    return SC_OK;
+}
+
+static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                        sc__jpeg **jp, sc_error *err)
+{
+    uint64_t B = s->o.batch_size, q0 = b * B, vend[SC_MAX_FIELDS] = {0};
     uint64_t t0 = sc__trace_now(tr);
     int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
     if (rc != SC_OK)
         return rc;
     sc__trace_slow(tr, SC__ST_ASSEMBLY);
-    for (uint64_t k = 0; k < B; k++) {
-        uint64_t q = q0 + k, off = e->src_off[q];
-        const unsigned char **fp = e->fp + e->src_shard[q] * (uint64_t)s->nfields;
-        for (int f = 0; f < s->nfields; f++)
-            memcpy(slot->host + s->foff[f] + k * s->fsb[f], fp[f] + off * s->fsb[f],
-                   s->fsb[f]);
-    }
+    for (uint64_t k = 0; k < B; k++)
+        if ((rc = stream_put_sample(s, e, q0 + k, k, slot, vend, jp, err)) != SC_OK)
+            return rc;
+    for (int f = 0; f < s->nfields; f++)
+        if (s->vlen[f])
+            ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
     memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
     if ((rc = stream_augment(s, e, b, slot, err)) != SC_OK)
         return rc;
@@ -464,9 +525,8 @@ static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring
     t0 = t1;
     if (s->o.device >= 0) {
         /* The fields lie one after another in the slot: one DMA for them all. */
-        uint64_t last = (uint64_t)s->nfields - 1;
-        rc = sc__dev_copy(s->o.dev, slot->dev, slot->host, s->foff[last] + B * s->fsb[last],
-                          slot->consumed, slot->event, err);
+        rc = sc__dev_copy(s->o.dev, slot->dev, slot->host, s->slot_bytes, slot->consumed,
+                          slot->event, err);
         /* With CUDA this is the copy's issue; the copy itself overlaps. */
         sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
                        B * s->ds->sample_bytes);
@@ -521,6 +581,7 @@ static void *stream_producer(void *arg)
     snprintf(name, sizeof name, "producer %d", ++s->named);
     pthread_mutex_unlock(&s->mu);
     sc__tring *tr = sc__trace_ring(s->o.trace, name);
+    sc__jpeg *jp = NULL; /* this producer's decoder, made at its first image */
     pthread_mutex_lock(&s->mu);
     if (rc != SC_OK)
         stream_fail(s, &err);
@@ -543,7 +604,7 @@ static void *stream_producer(void *arg)
         else if (t.kind == T_LOAD)
             rc = stream_load(s, &t, tr, &hit, &err);
         else
-            rc = stream_build(s, t.e, t.i, t.slot, tr, &err);
+            rc = stream_build(s, t.e, t.i, t.slot, tr, &jp, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
             stream_pool_put(s, t.buf, t.cap);
@@ -553,6 +614,7 @@ static void *stream_producer(void *arg)
             stream_finish(s, &t, hit);
     }
     pthread_mutex_unlock(&s->mu);
+    sc__jpeg_free(jp);
     return NULL;
 }
 
@@ -578,13 +640,16 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->ready, NULL);
-    uint64_t at = 0, in_sample = 0;
+    /* A slot: each field's batch, aligned; a variable-length one's offsets first. */
+    uint64_t at = 0, B = o->batch_size;
     for (int f = 0; f < s->nfields; f++) {
-        s->fsb[f] = ds->fields[f].sample_bytes;
-        s->sfo[f] = in_sample;
-        in_sample += s->fsb[f];
+        s->crop[f] = o->crop[f];
+        s->vlen[f] = ds->fields[f].vlen && !s->crop[f].width;
+        s->fsb[f] = s->crop[f].width ? 3ull * s->crop[f].width * s->crop[f].height
+                                     : ds->fields[f].sample_bytes;
         s->foff[f] = at;
-        at += (o->batch_size * s->fsb[f] + FIELD_ALIGN - 1) / FIELD_ALIGN * FIELD_ALIGN;
+        s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);
+        at = (s->fval[f] + B * s->fsb[f] + FIELD_ALIGN - 1) / FIELD_ALIGN * FIELD_ALIGN;
     }
     s->slot_bytes = at;
 
@@ -597,6 +662,8 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
         rslot *r = &s->ring[i];
         rc = sc__dev_host_alloc(o->dev, s->slot_bytes, (void **)&r->host, err);
         r->ids = malloc(sizeof *r->ids * o->batch_size);
+        for (int f = 0; rc == SC_OK && f < s->nfields; f++)
+            r->offs[f] = s->vlen[f] ? (const uint64_t *)(r->host + s->foff[f]) : NULL;
         if (rc == SC_OK && !r->ids)
             rc = sc__seterr(err, SC_ENOMEM, "no memory for a batch's ids");
         if (rc == SC_OK && o->device >= 0)
@@ -757,9 +824,10 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
     b->ids = slot->ids;
     b->nfields = s->nfields;
     for (int f = 0; f < s->nfields; f++) {
-        b->data[f] = (s->o.device >= 0 ? slot->dev : slot->host) + s->foff[f];
-        b->bytes[f] = s->o.batch_size * s->fsb[f];
+        b->data[f] = (s->o.device >= 0 ? slot->dev : slot->host) + s->fval[f];
+        b->bytes[f] = s->vlen[f] ? slot->offs[f][s->o.batch_size] : s->o.batch_size * s->fsb[f];
     }
+    b->offsets = slot->offs;
     b->device = s->o.device;
     b->ready = slot->event;
     b->seq = slot->seq;

@@ -17,6 +17,7 @@
 #define SC_STREAM_H
 
 #include "device.h"
+#include "jpeg.h"
 #include "schedule.h"
 #include "shardcache.h"
 #include "trace.h"
@@ -37,6 +38,9 @@ typedef struct sc__stream_opts {
     const sc_transform *tf; /* its augment runs on every sample built; NULL: none */
     void (*idle)(void *);   /* called on the consumer's thread every ms it waits; NULL: none */
     void *idle_arg;
+    /* Per field, width 0: delivered as cached; else a variable-length uint8 field's
+       JPEGs decoded every delivery into 3 x height x width uint8 (stream_decode). */
+    sc__crop crop[SC_MAX_FIELDS];
 } sc__stream_opts;
 
 /* What one epoch did on this rank, for sc_epoch_report. */

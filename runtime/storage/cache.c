@@ -577,7 +577,7 @@ static uint64_t cache_checksum(const sc_dataset *ds, uint64_t shard, void *const
     sc__xxh64_state s;
     sc__xxh64_init(&s, CHECKSUM_SEED);
     for (int i = 0; i < ds->nfields; i++)
-        sc__xxh64_update(&s, bufs[i], ds->shard_sizes[shard] * ds->fields[i].sample_bytes);
+        sc__xxh64_update(&s, bufs[i], sc__field_bytes(ds, i, shard));
     return sc__xxh64_final(&s);
 }
 
@@ -624,7 +624,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     bad = f < 0;
     for (int i = 0; !bad && i < ds->nfields; i++) {
         char name[16];
-        hsize_t n = ds->shard_sizes[shard] * ds->fields[i].sample_bytes;
+        hsize_t n = sc__field_bytes(ds, i, shard);
         snprintf(name, sizeof name, "f%d", i);
         hid_t sp = H5Screate_simple(1, &n, NULL);
         hid_t d = H5Dcreate2(f, name, H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -723,7 +723,7 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
     else if (h.fingerprint != ds->fingerprint || h.nfields != (uint64_t)ds->nfields)
         why = "it belongs to another dataset";
     for (int i = 0; !why && i < ds->nfields; i++) {
-        uint64_t want = ds->shard_sizes[shard] * ds->fields[i].sample_bytes;
+        uint64_t want = sc__field_bytes(ds, i, shard);
         if (h.bytes[i] != want)
             why = "a field has the wrong size";
         else if (h.off[i] < SC__ENTRY_BYTES || h.off[i] + want > (uint64_t)st.st_size)

@@ -61,8 +61,13 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
     hsize_t cdims[H5S_MAX_RANK];
     size_t width = t >= 0 ? sc__h5_string_width(t) : 0; /* the shuffle's element, no axis */
     int rank = f->ndims + 1 - (width > 0);
-    /* A file of one sample (no sample axis) has no rows to map chunks to: HDF5 reads it. */
-    int n = dcpl >= 0 && t >= 0 && !f->no_axis && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+    /*
+     * A file of one sample (no sample axis) has no rows to map chunks to, and
+     * a variable-length field's chunks hold where its values lie (in the
+     * heap, never compressed): HDF5 reads both.
+     */
+    int n = dcpl >= 0 && t >= 0 && !f->no_axis && !f->vlen &&
+                    H5Pget_layout(dcpl) == H5D_CHUNKED &&
                     H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) == rank
                 ? H5Pget_nfilters(dcpl)
                 : 0;

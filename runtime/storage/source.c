@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "chunks.h"
+#include "decode.h"
 #include "error.h"
 #include "h5.h"
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
 #include "mem.h"
+#include "vlen.h"
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int64_t");
 
@@ -73,8 +75,10 @@ static void source_put_field(bytes *b, const sc__field *f)
     source_put_u64(b, (uint64_t)f->ndims);
     for (int d = 0; d < f->ndims; d++)
         source_put_u64(b, f->dims[d]);
-    if (f->no_axis) /* (a flag added later: fingerprints without it stay as they were) */
+    if (f->no_axis) /* (flags added later: fingerprints without them stay as they were) */
         source_put_u64(b, UINT64_MAX);
+    if (f->vlen)
+        source_put_u64(b, UINT64_MAX - 1);
 }
 
 /* A file's size and modification time (ns), as a direct read checks them. */
@@ -112,12 +116,25 @@ typedef struct name_list {
     int nskipped;
 } name_list;
 
+/* A variable-length sequence type's element dtype: numbers only (h5py's vlen_dtype). */
+static sc__dtype source_vlen_dtype(hid_t t)
+{
+    hid_t base = H5Tget_super(t);
+    sc__dtype dt = base >= 0 && !sc__h5_string_width(base) && H5Tis_variable_str(t) <= 0
+                       ? sc__h5_dtype(base)
+                       : SC__DT_INVALID;
+    if (base >= 0)
+        H5Tclose(base);
+    return dt;
+}
+
 /* A dataset of a type shardcache cannot carry: named, with its type, in l->skipped. */
 static int source_skips(hid_t group, const char *name, name_list *l)
 {
     hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
     hid_t t = d < 0 ? H5I_INVALID_HID : H5Dget_type(d);
-    int skip = t >= 0 && sc__h5_dtype(t) == SC__DT_INVALID;
+    int skip = t >= 0 && sc__h5_dtype(t) == SC__DT_INVALID &&
+               (H5Tget_class(t) != H5T_VLEN || source_vlen_dtype(t) == SC__DT_INVALID);
     if (skip) {
         char words[128];
         size_t used = strlen(l->skipped);
@@ -214,6 +231,8 @@ static int source_describe(hid_t file, const char *path, const char *name, int n
     f->no_axis = no_axis;
     int axis = !no_axis; /* the sample axis: 1 dimension or none */
     f->dtype = t < 0 ? SC__DT_INVALID : sc__h5_dtype(t);
+    if (t >= 0 && f->dtype == SC__DT_INVALID && H5Tget_class(t) == H5T_VLEN)
+        f->dtype = source_vlen_dtype(t), f->vlen = 1;
     size_t width = t < 0 ? 0 : sc__h5_string_width(t);
     if (t < 0 || s < 0 || nd < 0) {
         rc = sc__h5_err(err, SC_EHDF5, "source '%s': cannot read field '%s'", path, name);
@@ -222,12 +241,14 @@ static int source_describe(hid_t file, const char *path, const char *name, int n
         sc__h5_type_words(t, words, sizeof words);
         rc = sc__seterr(err, SC_EINVAL,
                         "source '%s': field '%s' has an unsupported type, %s; shardcache "
-                        "reads integers, IEEE floats of 2, 4 and 8 bytes, bool (h5py's) "
-                        "and fixed-length strings%s",
-                        path, name, words, H5Tget_class(t) == H5T_VLEN
-                            ? " (variable-length fields, such as JPEG bytes, not yet: leave "
-                              "it out of SC_FIELDS)"
-                            : "");
+                        "reads integers, IEEE floats of 2, 4 and 8 bytes, bool (h5py's), "
+                        "fixed-length strings and variable-length sequences of numbers",
+                        path, name, words);
+    } else if (f->vlen && nd != axis) {
+        rc = sc__seterr(err, SC_EINVAL,
+                        "source '%s': field '%s' holds variable-length sequences in %d "
+                        "dimensions; such a field needs %s", path, name, nd,
+                        axis ? "exactly one, the sample axis" : "none (one sample a file)");
     } else if (nd < axis || nd - axis + (width > 0) > SC_MAX_DIMS) {
         rc = sc__seterr(err, SC_EINVAL,
                         "source '%s': field '%s' has %d dimensions%s; a field needs "
@@ -246,10 +267,11 @@ static int source_describe(hid_t file, const char *path, const char *name, int n
             f->sample_bytes *= f->dims[i];
         }
         *n = axis ? dims[0] : 1;
+        f->sample_bytes *= !f->vlen; /* the largest sample's, once the lengths are known */
         if (*n == 0)
             rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is empty (0 samples)",
                             path, name);
-        else if (f->sample_bytes == 0)
+        else if (f->sample_bytes == 0 && !f->vlen)
             rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' has a zero-sized "
                             "sample shape", path, name);
     }
@@ -267,7 +289,9 @@ static int source_describe(hid_t file, const char *path, const char *name, int n
 /* A field's type and sample shape in words: "uint8 samples of 3 x 64 x 64", "a float16 scalar". */
 static void source_field_words(const sc__field *f, char *buf, size_t n)
 {
-    int used = snprintf(buf, n, f->ndims ? "%s samples of " : "%s scalars",
+    int used = snprintf(buf, n, f->vlen    ? "variable-length %s sequences"
+                                : f->ndims ? "%s samples of "
+                                           : "%s scalars",
                         sc__dtype_name(f->dtype));
     for (int d = 0; d < f->ndims && used > 0 && (size_t)used < n; d++)
         used += snprintf(buf + used, n - (size_t)used, "%s%llu", d ? " x " : "",
@@ -277,6 +301,7 @@ static void source_field_words(const sc__field *f, char *buf, size_t n)
 static int source_same_field(const sc__field *a, const sc__field *b)
 {
     return a->dtype == b->dtype && a->ndims == b->ndims && a->no_axis == b->no_axis &&
+           a->vlen == b->vlen &&
            memcmp(a->dims, b->dims, sizeof a->dims) == 0;
 }
 
@@ -382,6 +407,27 @@ static int source_note_chunks(const sc_dataset *ds, const sc_config *cfg, sc_err
     return SC_OK;
 }
 
+/*
+ * Variable-length field i's n samples from sample `at` on (a file's, in
+ * layout B): their lengths into its offsets, grown to hold them, and the
+ * largest into `into`, the dataset's description of it.  The lock is held.
+ */
+static int source_learn_lengths(sc_dataset *ds, hid_t d, const char *path, int i, uint64_t at,
+                                uint64_t n, sc__field *into, sc_error *err)
+{
+    uint64_t *off = realloc(ds->vlen_off[i], sizeof *off * (at + n + 1));
+    if (!off)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    ds->vlen_off[i] = off;
+    off[0] = at ? off[0] : 0;
+    int rc = sc__vlen_lengths(d, path, into, n, off + at + 1, err);
+    for (uint64_t k = at; rc == SC_OK && k < at + n; k++) {
+        into->sample_bytes = off[k + 1] > into->sample_bytes ? off[k + 1] : into->sample_bytes;
+        off[k + 1] += off[k];
+    }
+    return rc;
+}
+
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                                 sc_error *err)
 {
@@ -414,6 +460,8 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
         uint64_t n = 0;
         rc = source_describe(ds->file, ds->path, names.names[i], 0, &ds->fields[i], &n,
                              &ds->dset[i], err);
+        if (rc == SC_OK && ds->fields[i].vlen)
+            rc = source_learn_lengths(ds, ds->dset[i], ds->path, i, 0, n, &ds->fields[i], err);
         if (rc != SC_OK)
             return rc;
         ds->nfields = i + 1;
@@ -538,7 +586,7 @@ static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
  * strings; 4, each file's stamp and fields' offsets) and this build's size
  * of the field descriptions it holds.
  */
-#define SOURCE_MANIFEST_VERSION 4
+#define SOURCE_MANIFEST_VERSION 5
 #define SOURCE_MANIFEST_FORMAT \
     (((uint64_t)SOURCE_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
@@ -594,6 +642,9 @@ static void source_put_scan(bytes *m, const sc_dataset *ds, const sc__field *fie
         source_put(m, ds->file_stamp + 2 * k, 2 * sizeof *ds->file_stamp);
         source_put(m, ds->file_off + (uint64_t)n * k, (size_t)n * sizeof *ds->file_off);
     }
+    for (int i = 0; i < n; i++)
+        if (fields[i].vlen)
+            source_put(m, ds->vlen_off[i], sizeof *ds->vlen_off[i] * (ds->nsamples + 1));
 }
 
 /* Every file's real path, size and modification time, as the fingerprint takes them. */
@@ -621,6 +672,8 @@ static void source_free_saved(sc_dataset *s)
         free(s->file_sizes);
         free(s->file_stamp);
         free(s->file_off);
+        for (int i = 0; i < SC_MAX_FIELDS; i++)
+            free(s->vlen_off[i]);
     }
     free(s);
 }
@@ -673,6 +726,8 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
         s->file_sizes = NULL;
         ds->file_off = s->file_off; /* where the fields lie: the files are as they were */
         s->file_off = NULL;
+        memcpy(ds->vlen_off, s->vlen_off, sizeof ds->vlen_off);
+        memset(s->vlen_off, 0, sizeof s->vlen_off);
         ds->from_manifest = 1;
     }
     source_free_saved(s);
@@ -786,6 +841,8 @@ int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
  */
 static uint64_t source_raw_offset(hid_t d, const sc__field *f, uint64_t n)
 {
+    if (f->vlen)
+        return UINT64_MAX; /* its values lie in the heap, one object each */
     hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d);
     hid_t mt = t >= 0 ? sc__h5_mem_type(t, f->dtype) : H5I_INVALID_HID;
     int ok = dcpl >= 0 && mt >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
@@ -829,6 +886,8 @@ static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const n
                         (unsigned long long)ds->file_sizes[k],
                         no_axis ? "" : " (when each file is one sample whose datasets have no "
                                        "sample axis: SC_SAMPLE_AXIS=none)");
+    if (rc == SC_OK && fld.vlen)
+        rc = source_learn_lengths(ds, d, path, i, ds->nsamples, n, &ds->fields[i], err);
     if (rc == SC_OK)
         ds->file_off[k * (uint64_t)names->n + (uint64_t)i] = source_raw_offset(d, &fld, n);
     if (d >= 0)
@@ -987,7 +1046,8 @@ static int source_file_holds(const sc_dataset *ds, uint64_t k)
     for (int i = 0; i < ds->nfields; i++) {
         uint64_t bytes, end;
         if (off[i] != UINT64_MAX &&
-            (__builtin_mul_overflow(ds->file_sizes[k], ds->fields[i].sample_bytes, &bytes) ||
+            (ds->fields[i].vlen ||
+             __builtin_mul_overflow(ds->file_sizes[k], ds->fields[i].sample_bytes, &bytes) ||
              __builtin_add_overflow(off[i], bytes, &end) || end > ds->file_stamp[2 * k]))
             return 0;
     }
@@ -1026,6 +1086,30 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, 
     return rc == SC_OK && total != ds->nsamples ? SC_EFORMAT : rc;
 }
 
+/*
+ * A variable-length field's offsets from the manifest: from 0, never
+ * falling, each sample a whole number of elements, the largest the
+ * field's sample_bytes.
+ */
+static int source_take_lengths(sc_dataset *ds, source_cursor *c, int i)
+{
+    const sc__field *f = &ds->fields[i];
+    uint64_t n = ds->nsamples, most = 0, esize = sc__dtype_size(f->dtype);
+    const unsigned char *p = n < UINT64_MAX / 8 ? source_take(c, 8 * (n + 1)) : NULL;
+    uint64_t *off = p ? malloc(8 * (n + 1)) : NULL;
+    if (!off)
+        return p ? SC_ENOMEM : SC_EFORMAT;
+    memcpy(off, p, 8 * (n + 1)); /* one build on every rank: its byte order */
+    int ok = off[0] == 0;
+    for (uint64_t k = 0; ok && k < n; k++) {
+        uint64_t len = off[k + 1] - off[k];
+        ok = off[k + 1] >= off[k] && len % esize == 0;
+        most = len > most ? len : most;
+    }
+    ds->vlen_off[i] = off;
+    return ok && most == f->sample_bytes ? SC_OK : SC_EFORMAT;
+}
+
 /* Whether a field description that came from elsewhere holds together. */
 static int source_field_sane(const sc__field *f)
 {
@@ -1034,6 +1118,8 @@ static int source_field_sane(const sc__field *f)
         (f->no_axis != 0 && f->no_axis != 1) ||
         !memchr(f->name, '\0', sizeof f->name))
         return 0;
+    if (f->vlen)
+        return f->vlen == 1 && f->ndims == 0 && f->sample_bytes % bytes == 0;
     for (int d = 0; d < f->ndims; d++)
         if (!f->dims[d] || __builtin_mul_overflow(bytes, f->dims[d], &bytes))
             return 0;
@@ -1076,6 +1162,8 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
     }
     if (rc == SC_OK)
         rc = source_take_files(ds, &c, nfiles, err);
+    for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
+        rc = ds->fields[i].vlen ? source_take_lengths(ds, &c, i) : SC_OK;
     if (rc == SC_EFORMAT)
         return sc__seterr(err, rc, "rank %d: the source manifest from rank 0 is malformed",
                           ds->rank);
@@ -1208,7 +1296,10 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     ds->shard_first[0] = 0;
     for (uint64_t k = 0; k < ds->nshards; k++)
         ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
-    rc = source_transform_fields(ds, cfg->transform, err);
+    const sc_transform *tf = NULL;
+    rc = sc__decode_setup(ds, cfg, &tf, err);
+    if (rc == SC_OK)
+        rc = source_transform_fields(ds, tf, err);
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
         ds->sample_bytes += ds->fields[i].sample_bytes;
     return rc;
@@ -1234,6 +1325,8 @@ int sc_dataset_close(sc_dataset *ds)
     free(ds->file_first);
     free(ds->file_stamp);
     free(ds->file_off);
+    for (int i = 0; i < SC_MAX_FIELDS; i++)
+        free(ds->vlen_off[i]);
     free(ds);
     return SC_OK;
 }
@@ -1328,6 +1421,22 @@ static int source_read_field(hid_t d, const sc__field *f, uint64_t first, uint64
     return rc;
 }
 
+/*
+ * Field i's rows [first, first + count) of dataset d, as rows [row, row +
+ * count) of a shard's buffer for it: at row's bytes, or into a
+ * variable-length field's blob.  Called without the lock.
+ */
+static int source_read_part(const sc_dataset *ds, hid_t d, const sc__field *f, int i,
+                            uint64_t first, uint64_t count, uint64_t row, uint64_t shard,
+                            void *buf, const char *path, sc_error *err)
+{
+    if (f->vlen)
+        return sc__vlen_read(d, f, first, count, ds->vlen_off[i] + ds->shard_first[shard],
+                             ds->shard_sizes[shard], row, buf, path, shard, err);
+    return source_read_field(d, f, first, count, (unsigned char *)buf + row * f->sample_bytes,
+                             path, shard, err);
+}
+
 /* All of n bytes at off, or the reason in words. */
 static const char *source_pread_all(int fd, unsigned char *buf, uint64_t n, uint64_t off)
 {
@@ -1410,9 +1519,7 @@ static int source_read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint6
                             "dataset was opened: field '%s'",
                             path, (unsigned long long)shard, now.name);
         if (rc == SC_OK)
-            rc = source_read_field(d, &fields[i], 0, n,
-                                   (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
-                                   path, shard, err);
+            rc = source_read_part(ds, d, &fields[i], i, 0, n, row, shard, bufs[i], path, err);
         sc__h5_lock();
         if (d >= 0)
             H5Dclose(d);
@@ -1445,8 +1552,8 @@ static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *f
     int rc = SC_OK;
     if (ds->layout == 'A') {
         for (int i = 0; rc == SC_OK && i < nfields; i++)
-            rc = source_read_field(ds->dset[i], &fields[i], ds->shard_first[shard],
-                                   ds->shard_sizes[shard], bufs[i], ds->path, shard, err);
+            rc = source_read_part(ds, ds->dset[i], &fields[i], i, ds->shard_first[shard],
+                                  ds->shard_sizes[shard], 0, shard, bufs[i], ds->path, err);
     } else {
         rc = source_read_files(ds, shard, fields, nfields, bufs, err);
     }
@@ -1463,14 +1570,14 @@ static int source_read_transformed(sc_dataset *ds, uint64_t shard, void *const *
     const sc_transform *tf = ds->tf;
     uint64_t n = ds->shard_sizes[shard], total = 0;
     for (int i = 0; i < ds->nsrc; i++)
-        total += n * ds->src[i].sample_bytes;
+        total += sc__part_bytes(ds, &ds->src[i], i, shard);
     unsigned char *scratch = sc__big_alloc(total + 1);
     if (!scratch)
         return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
                           ds->path, (unsigned long long)shard);
     void *in[SC_MAX_FIELDS];
     uint64_t at = 0; /* a shard's field can pass 2 GiB */
-    for (int i = 0; i < ds->nsrc; at += n * ds->src[i].sample_bytes, i++)
+    for (int i = 0; i < ds->nsrc; at += sc__part_bytes(ds, &ds->src[i], i, shard), i++)
         in[i] = scratch + at;
     int rc = source_read_source(ds, shard, ds->src, ds->nsrc, in, err);
     char msg[256] = "";
@@ -1511,17 +1618,30 @@ int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)
     return SC_OK;
 }
 
-int sc_dataset_field(const sc_dataset *ds, int i, sc_field_info *out)
+void sc__field_info(const sc__field *f, sc_field_info *out)
 {
-    if (!ds || !out || i < 0 || i >= ds->nfields)
-        return SC_EINVAL;
-    const sc__field *f = &ds->fields[i];
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", f->name);
     snprintf(out->dtype, sizeof out->dtype, "%s", sc__dtype_name(f->dtype));
     out->ndims = f->ndims;
     memcpy(out->dims, f->dims, sizeof out->dims);
     out->sample_bytes = f->sample_bytes;
+    out->vlen = (uint64_t)f->vlen;
+}
+
+int sc_dataset_field(const sc_dataset *ds, int i, sc_field_info *out)
+{
+    if (!ds || !out || i < 0 || i >= ds->nfields)
+        return SC_EINVAL;
+    sc__field_info(&ds->fields[i], out);
+    return SC_OK;
+}
+
+int sc_dataset_shard_bytes(const sc_dataset *ds, uint64_t shard, int i, uint64_t *bytes)
+{
+    if (!ds || !bytes || shard >= ds->nshards || i < 0 || i >= ds->nfields)
+        return SC_EINVAL;
+    *bytes = sc__field_bytes(ds, i, shard);
     return SC_OK;
 }
 

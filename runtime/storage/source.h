@@ -13,6 +13,7 @@
 #define SC_SOURCE_H
 
 #include <mpi.h>
+#include <string.h>
 
 #include "dtype.h"
 #include "shardcache.h"
@@ -26,6 +27,8 @@ typedef struct sc__field {
     uint64_t dims[SC_MAX_DIMS];
     uint64_t sample_bytes;
     int no_axis; /* stored without a sample axis: a file is one sample (SC_SAMPLE_AXIS=none) */
+    int vlen;    /* a variable-length sequence of dtype a sample (ndims 0; sample_bytes:
+                    the largest sample's bytes); a shard's is a blob (vlen.h) */
 } sc__field;
 
 struct sc_dataset {
@@ -45,6 +48,12 @@ struct sc_dataset {
     uint64_t *shard_first; /* [nshards + 1] */
     uint64_t fingerprint;
     /*
+     * A variable-length source field i's offsets: [nsamples + 1], sample
+     * k's bytes at [k, k + 1) of the dataset's values (learned at open:
+     * vlen.h); NULL for every other field.  Indexed as the source's fields.
+     */
+    uint64_t *vlen_off[SC_MAX_FIELDS];
+    /*
      * With a shard transform, fields[] are its outputs (what is cached and
      * delivered) and src[] the source's own fields, read and then handed
      * to it.  Without, src[] is unused.
@@ -52,6 +61,12 @@ struct sc_dataset {
     const sc_transform *tf;
     sc__field src[SC_MAX_FIELDS];
     int nsrc;
+    /* SC_DECODE (decode.h): per source field, SC__DECODE_*; the output's side;
+       and for decode-once fields the transform that decodes them, with its version. */
+    unsigned char decode[SC_MAX_FIELDS];
+    uint32_t decode_size;
+    sc_transform decode_tf;
+    char decode_version[64];
     int64_t file; /* layout A's hid_t (HDF5 stays inside storage/) */
     int64_t dset[SC_MAX_FIELDS];
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
@@ -82,10 +97,53 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
 int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err);
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
+/*
+ * Bytes of field i of one shard, f being fields[i] or src[i]: its samples,
+ * or a variable-length field's blob (n + 1 offsets, then the values).
+ */
+static inline uint64_t sc__part_bytes(const sc_dataset *ds, const sc__field *f, int i,
+                                      uint64_t shard)
+{
+    uint64_t n = ds->shard_sizes[shard];
+    if (!f->vlen)
+        return n * f->sample_bytes;
+    const uint64_t *off = ds->vlen_off[i] + ds->shard_first[shard];
+    return 8 * (n + 1) + off[n] - off[0];
+}
+
+/* A field as the public API describes it. */
+void sc__field_info(const sc__field *f, sc_field_info *out);
+
+/*
+ * A shard's variable-length field is one blob: n + 1 offsets (uint64, in
+ * this machine's byte order, bytes from the start of the values), then the
+ * n samples' values one after another, as Arrow's list arrays.  Offset k:
+ */
+static inline uint64_t sc__vlen_off(const unsigned char *blob, uint64_t k)
+{
+    uint64_t v;
+    memcpy(&v, blob + 8 * k, sizeof v); /* a blob after another field may be unaligned */
+    return v;
+}
+
+static inline const unsigned char *sc__vlen_values(const unsigned char *blob, uint64_t n)
+{
+    return blob + 8 * (n + 1);
+}
+
+/* Bytes of delivered field i of one shard. */
+static inline uint64_t sc__field_bytes(const sc_dataset *ds, int i, uint64_t shard)
+{
+    return sc__part_bytes(ds, &ds->fields[i], i, shard);
+}
+
 /* Bytes of one shard, all fields. */
 static inline uint64_t sc__shard_bytes(const sc_dataset *ds, uint64_t shard)
 {
-    return ds->shard_sizes[shard] * ds->sample_bytes;
+    uint64_t bytes = 0;
+    for (int i = 0; i < ds->nfields; i++)
+        bytes += sc__field_bytes(ds, i, shard);
+    return bytes;
 }
 
 #endif /* SC_SOURCE_H */

@@ -71,9 +71,13 @@ expect_fail "--quality alone is refused" "--quality is JPEG's: give --encode jpe
     "$sc" make-dataset --out "$d/x.h5" --quality 50
 expect_fail "--encode jpeg needs 1 or 3 channels" "needs uint8 images of 1 or 3 channels" \
     "$sc" make-dataset --out "$d/x.h5" --encode jpeg --shape 4x8x8
-expect_fail "a JPEG field is refused by name, in words" \
-    "field '/images' has an unsupported type, a variable-length sequence of uint8" \
-    env SC_FIELDS=/images "$sc" stage --source "$d/j3.h5" --cache-dir "$d/jcache" --batch 8
+expect_ok "a JPEG field is staged and checked, layout A" "cache check: ok" \
+    env SC_FIELDS=/images "$sc" stage --source "$d/j3.h5" --cache-dir "$d/jcache" --batch 8 --check
+expect_ok "a JPEG field is staged and checked, layout B" "cache check: ok" \
+    "$sc" stage --source "$d/jb" --cache-dir "$d/jcache-b" --batch 8 --check
+expect_ok "decoded once into the cache, and checked" "cache check: ok" \
+    env SC_DECODE=jpeg-once SC_DECODE_SIZE=8 "$sc" stage --source "$d/j3.h5" \
+    --cache-dir "$d/jcache-once" --batch 8 --check
 # --compress writes chunked, filtered fields that h5py and HDF5's tools read;
 # stage warns when the shards split the compressed chunks, naming a size.
 expect_ok "make-dataset --compress gzip" "gzip, layout A" \

@@ -1,0 +1,224 @@
+/*
+ * decode.c - SC_DECODE: which fields are decoded and when; decode-once's transform.
+ */
+#include "decode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+#define DECODE_NAME "shardcache-decode-once"
+
+/* One item of the list: its field (empty: every other one) and its decoder, or NULL. */
+static const char *decode_item(const char *item, size_t len, char *field, size_t n, int *mode)
+{
+    const char *eq = memchr(item, '=', len);
+    size_t flen = eq ? (size_t)(eq - item) : 0;
+    const char *dec = eq ? eq + 1 : item;
+    size_t dlen = len - (size_t)(dec - item);
+    snprintf(field, n, "%.*s", (int)flen, item);
+    *mode = dlen == 4 && !memcmp(dec, "jpeg", 4)        ? SC__DECODE_EPOCH
+            : dlen == 9 && !memcmp(dec, "jpeg-once", 9) ? SC__DECODE_ONCE
+                                                        : SC__DECODE_NONE;
+    return *mode == SC__DECODE_NONE ? dec : NULL;
+}
+
+/* Source field i's name matches `field` ("/x" and "x" alike). */
+static int decode_names(const sc__field *f, const char *field)
+{
+    return !strcmp(f->name + (f->name[0] == '/'), field + (field[0] == '/'));
+}
+
+static int decode_takes(const sc__field *f)
+{
+    return f->vlen && f->dtype == SC__DT_U8;
+}
+
+/* One item applied to the source fields: named, or every variable-length uint8 one left. */
+static int decode_apply(sc_dataset *ds, const char *field, int mode, sc_error *err)
+{
+    int hit = 0;
+    for (int i = 0; i < ds->nfields; i++) {
+        const sc__field *f = &ds->fields[i];
+        if (field[0] ? !decode_names(f, field) : !decode_takes(f) || ds->decode[i])
+            continue;
+        if (!decode_takes(f))
+            return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE names field '%s', which "
+                              "holds %s %s samples; a decoder takes variable-length uint8 "
+                              "fields (encoded bytes, h5py's vlen_dtype(uint8))", ds->path,
+                              f->name, f->vlen ? "variable-length" : "fixed-shape",
+                              sc__dtype_name(f->dtype));
+        ds->decode[i] = (unsigned char)mode;
+        hit = 1;
+    }
+    if (!hit)
+        return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE%s%s%s: %s", ds->path,
+                          field[0] ? " names field '" : "", field, field[0] ? "'" : "",
+                          field[0] ? "the source has no such field (SC_FIELDS chooses them)"
+                                   : "no variable-length uint8 field is left to decode");
+    return SC_OK;
+}
+
+static int decode_parse(sc_dataset *ds, const char *spec, sc_error *err)
+{
+    const char *p = spec;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char field[256];
+        int mode;
+        const char *bad = decode_item(p, len, field, sizeof field, &mode);
+        if (bad)
+            return sc__seterr(err, SC_EINVAL, "SC_DECODE='%s': unknown decoder '%.*s' (jpeg: "
+                              "every epoch; jpeg-once: once, into the cache)", spec,
+                              (int)(len - (size_t)(bad - p)), bad);
+        int rc = decode_apply(ds, field, mode, err);
+        if (rc != SC_OK)
+            return rc;
+        p += len + (p[len] == ',');
+    }
+    return SC_OK;
+}
+
+/* The centre square, resized: what a decode-once field caches. */
+static sc__crop decode_centre(uint32_t side)
+{
+    return (sc__crop){side, side, {1.0, 1.0}, {1.0, 1.0}, 0};
+}
+
+/* Decode-once's shard transform: decoded fields into images, every other one as it is. */
+static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
+                        const void *const *in, void *const *out, char *msg, size_t msglen)
+{
+    const sc_dataset *ds = arg;
+    sc__crop crop = decode_centre(ds->decode_size);
+    uint64_t side = 3ull * crop.width * crop.height;
+    sc_error e = SC_ERROR_INIT;
+    sc__jpeg *j = NULL;
+    int rc = sc__jpeg_new(&j, &e);
+    for (int i = 0; rc == SC_OK && i < ds->nsrc; i++) {
+        const unsigned char *blob = in[i];
+        if (ds->decode[i] != SC__DECODE_ONCE) {
+            memcpy(out[i], blob, sc__part_bytes(ds, &ds->src[i], i, shard));
+            continue;
+        }
+        for (uint64_t k = 0; rc == SC_OK && k < n; k++) {
+            uint64_t at = sc__vlen_off(blob, k), len = sc__vlen_off(blob, k + 1) - at;
+            rc = sc__jpeg_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0, 3,
+                                      (unsigned char *)out[i] + k * side, &e);
+            if (rc != SC_OK)
+                snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s",
+                         (unsigned long long)(first + k), ds->src[i].name,
+                         (unsigned long long)len, e.msg);
+        }
+    }
+    if (rc != SC_OK && !msg[0])
+        snprintf(msg, msglen, "%s", e.msg);
+    sc__jpeg_free(j);
+    return rc != SC_OK;
+}
+
+/* Mirrors one CHW uint8 image left to right. */
+static void decode_mirror(unsigned char *img, uint32_t side)
+{
+    for (uint64_t row = 0; row < 3ull * side; row++)
+        for (uint32_t x = 0, y = side - 1; x < y; x++, y--) {
+            unsigned char *p = img + row * side, t = p[x];
+            p[x] = p[y];
+            p[y] = t;
+        }
+}
+
+/* Decode-once's augmentation: each decoded image flipped on one bit of its seed. */
+static int decode_flip(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed,
+                       void *const *fields, char *msg, size_t msglen)
+{
+    const sc_dataset *ds = arg;
+    (void)epoch, (void)sample, (void)msg, (void)msglen;
+    for (int i = 0; i < ds->nsrc; i++)
+        if (ds->decode[i] == SC__DECODE_ONCE && (seed >> 63))
+            decode_mirror(fields[i], ds->decode_size);
+    return 0;
+}
+
+/* Field f as its decoded images: 3 x side x side uint8. */
+static void decode_image(const sc_dataset *ds, const sc__field *f, sc__field *out)
+{
+    uint64_t side = ds->decode_size;
+    *out = (sc__field){.dtype = SC__DT_U8, .ndims = 3, .dims = {3, side, side},
+                       .sample_bytes = 3 * side * side};
+    snprintf(out->name, sizeof out->name, "%s", f->name);
+}
+
+/* The transform for decode-once fields: every source field out, those decoded. */
+static int decode_once(sc_dataset *ds, sc_error *err)
+{
+    sc_transform *t = &ds->decode_tf;
+    snprintf(ds->decode_version, sizeof ds->decode_version, "1 jpeg centre %u",
+             ds->decode_size);
+    *t = (sc_transform){.name = DECODE_NAME, .version = ds->decode_version, .nout = ds->nfields,
+                        .shard = decode_shard, .augment = decode_flip, .arg = ds};
+    for (int i = 0; i < ds->nfields; i++) {
+        const sc__field *f = &ds->fields[i];
+        sc_field_info *o = &t->out[i];
+        if (f->vlen && ds->decode[i] != SC__DECODE_ONCE)
+            return sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is variable-length, and "
+                              "beside a field decoded once it must be decoded once too "
+                              "(SC_DECODE=jpeg-once), or left out of SC_FIELDS", ds->path,
+                              f->name);
+        sc__field out = *f;
+        if (ds->decode[i] == SC__DECODE_ONCE)
+            decode_image(ds, f, &out);
+        snprintf(o->name, sizeof o->name, "%s", out.name);
+        snprintf(o->dtype, sizeof o->dtype, "%s", sc__dtype_name(out.dtype));
+        o->ndims = out.ndims;
+        memcpy(o->dims, out.dims, sizeof o->dims);
+    }
+    return SC_OK;
+}
+
+int sc__decode_setup(sc_dataset *ds, const sc_config *cfg, const sc_transform **tf,
+                     sc_error *err)
+{
+    *tf = cfg->transform;
+    if (!cfg->decode[0])
+        return SC_OK;
+    if (cfg->decode_size < 1 || cfg->decode_size > 8192)
+        return sc__seterr(err, SC_EINVAL, "SC_DECODE_SIZE=%llu: the decoded images' side must "
+                          "be 1 to 8192 pixels", (unsigned long long)cfg->decode_size);
+    ds->decode_size = (uint32_t)cfg->decode_size;
+    int rc = decode_parse(ds, cfg->decode, err), once = 0, mode = 0;
+    for (int i = 0; i < ds->nfields; i++)
+        once |= ds->decode[i] == SC__DECODE_ONCE, mode |= ds->decode[i];
+    if (rc == SC_OK && mode && cfg->transform)
+        rc = sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE and transform '%s' together: "
+                        "decode in the transform instead (its input is the field's offsets "
+                        "and values, source.h)", ds->path, cfg->transform->name);
+    sc__jpeg *j = NULL;
+    if (rc == SC_OK && (rc = sc__jpeg_new(&j, err)) != SC_OK) /* a build without JPEG says so */
+        sc__errctx(err, rc, "source '%s': SC_DECODE='%s'", ds->path, cfg->decode);
+    sc__jpeg_free(j);
+    if (rc == SC_OK && once)
+        rc = decode_once(ds, err);
+    *tf = sc__decode_transform(ds, cfg);
+    return rc;
+}
+
+const sc_transform *sc__decode_transform(const sc_dataset *ds, const sc_config *cfg)
+{
+    return ds->decode_tf.shard ? &ds->decode_tf : cfg->transform;
+}
+
+sc__crop sc__decode_crop(const sc_dataset *ds, int i)
+{
+    int epoch = (!ds->tf || !ds->tf->shard) && ds->decode[i] == SC__DECODE_EPOCH;
+    return epoch ? sc__crop_default(ds->decode_size, ds->decode_size) : (sc__crop){0};
+}
+
+void sc__decode_field(const sc_dataset *ds, int i, sc__field *out)
+{
+    *out = ds->fields[i];
+    if (sc__decode_crop(ds, i).width)
+        decode_image(ds, &ds->fields[i], out);
+}

@@ -1,0 +1,185 @@
+/*
+ * vlen.c - variable-length fields: their lengths at open, their shards' blobs.
+ */
+#include "vlen.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "h5.h"
+
+/* Samples read through HDF5 at a time: their hvl_t array stays small. */
+#define VLEN_BLOCK 4096
+
+/* The memory type that reads d's sequences as dt's, in this machine's order. */
+static hid_t vlen_mem_type(hid_t d, sc__dtype dt)
+{
+    hid_t ft = H5Dget_type(d), base = ft >= 0 ? H5Tget_super(ft) : H5I_INVALID_HID;
+    hid_t bm = base >= 0 ? sc__h5_mem_type(base, dt) : H5I_INVALID_HID;
+    hid_t mt = bm >= 0 ? H5Tvlen_create(bm) : H5I_INVALID_HID;
+    if (bm >= 0)
+        H5Tclose(bm);
+    if (base >= 0)
+        H5Tclose(base);
+    if (ft >= 0)
+        H5Tclose(ft);
+    return mt;
+}
+
+/* Rows [first, first + count) as hvl_t (all of it without an axis); the lock is held. */
+static herr_t vlen_read_rows(hid_t d, hid_t mt, const sc__field *f, uint64_t first, uint64_t count,
+                             hvl_t *v)
+{
+    hsize_t start = first, cnt = count;
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = f->no_axis ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &cnt, NULL);
+    herr_t h = fs < 0 || ms < 0 ? -1
+               : f->no_axis     ? H5Sselect_all(fs)
+                                : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
+    if (h >= 0)
+        h = H5Dread(d, mt, ms, fs, H5P_DEFAULT, v);
+    if (h < 0)
+        memset(v, 0, sizeof *v * count); /* nothing to reclaim */
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return h;
+}
+
+/* Frees what vlen_read_rows gave v[count]; the lock is held. */
+static void vlen_reclaim(hid_t mt, uint64_t count, hvl_t *v)
+{
+    hsize_t cnt = count;
+    hid_t ms = H5Screate_simple(1, &cnt, NULL);
+    if (ms >= 0) {
+        H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
+        H5Sclose(ms);
+    }
+}
+
+/*
+ * Contiguous storage holds one header per sample: a little-endian 4-byte
+ * element count, then the global heap id of its values (an address of the
+ * file's own width and a 4-byte index).  Reading those headers learns
+ * every length for 16 bytes a sample instead of the samples themselves.
+ * 1: done; 0: not stored so (the caller reads the values); -1: *why.
+ */
+static int vlen_header_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n,
+                               uint64_t *len, const char **why)
+{
+    hid_t dcpl = H5Dget_create_plist(d), fid = H5Iget_file_id(d);
+    hid_t fcpl = fid >= 0 ? H5Fget_create_plist(fid) : H5I_INVALID_HID;
+    size_t addr = 0, size = 0;
+    int ok = dcpl >= 0 && fcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
+             H5Pget_external_count(dcpl) == 0 && H5Pget_sizes(fcpl, &addr, &size) >= 0;
+    uint64_t each = 8 + addr;
+    haddr_t at = ok && H5Dget_storage_size(d) == n * each ? H5Dget_offset(d) : HADDR_UNDEF;
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    if (fid >= 0)
+        H5Fclose(fid);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    if (at == HADDR_UNDEF)
+        return 0;
+    unsigned char *raw = malloc(n * each);
+    int fd = raw ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t got = fd >= 0 ? pread(fd, raw, n * each, (off_t)at) : -1;
+    *why = !raw                       ? "no memory"
+           : got < 0                  ? strerror(errno)
+           : (uint64_t)got < n * each ? "the file ends early"
+                                      : NULL;
+    size_t esize = sc__dtype_size(f->dtype);
+    for (uint64_t k = 0; !*why && k < n; k++) {
+        const unsigned char *p = raw + k * each;
+        len[k] =
+            ((uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24) *
+            esize;
+    }
+    if (fd >= 0)
+        close(fd);
+    free(raw);
+    return *why ? -1 : 1;
+}
+
+int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, uint64_t *len,
+                     sc_error *err)
+{
+    const char *why = NULL;
+    int done = vlen_header_lengths(d, path, f, n, len, &why);
+    if (done < 0)
+        return sc__seterr(err, SC_EIO, "source '%s': field '%s': reading its lengths: %s", path,
+                          f->name, why);
+    if (done)
+        return SC_OK;
+    hid_t mt = vlen_mem_type(d, f->dtype);
+    hvl_t *v = malloc(sizeof *v * (n < VLEN_BLOCK ? n : VLEN_BLOCK));
+    herr_t h = mt >= 0 && v ? 0 : -1;
+    size_t esize = sc__dtype_size(f->dtype);
+    for (uint64_t first = 0; h >= 0 && first < n; first += VLEN_BLOCK) {
+        uint64_t count = n - first < VLEN_BLOCK ? n - first : VLEN_BLOCK;
+        if ((h = vlen_read_rows(d, mt, f, first, count, v)) >= 0)
+            for (uint64_t k = 0; k < count; k++)
+                len[first + k] = (uint64_t)v[k].len * esize;
+        vlen_reclaim(mt, count, v);
+    }
+    free(v);
+    if (mt >= 0)
+        H5Tclose(mt);
+    return h < 0 ? sc__h5_err(err, SC_EHDF5, "source '%s': field '%s': cannot read its "
+                              "variable-length samples", path, f->name)
+                 : SC_OK;
+}
+
+/* The blob's offset k, from the dataset's offsets as seen at open. */
+static void vlen_put_off(unsigned char *blob, uint64_t k, uint64_t v)
+{
+    memcpy(blob + 8 * k, &v, sizeof v);
+}
+
+int sc__vlen_read(hid_t d, const sc__field *f, uint64_t first, uint64_t count, const uint64_t *off,
+                  uint64_t n, uint64_t row, void *blob, const char *path, uint64_t shard,
+                  sc_error *err)
+{
+    unsigned char *b = blob, *values = b + 8 * (n + 1);
+    size_t esize = sc__dtype_size(f->dtype);
+    hvl_t *v = malloc(sizeof *v * (count ? count : 1));
+    if (!v)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory", path,
+                          (unsigned long long)shard);
+    sc__h5_lock();
+    hid_t mt = vlen_mem_type(d, f->dtype);
+    herr_t h = mt >= 0 ? vlen_read_rows(d, mt, f, first, count, v) : -1;
+    int rc = h < 0 ? sc__h5_err(err, SC_EHDF5,
+                                "source '%s': reading shard %llu of field '%s' "
+                                "failed",
+                                path, (unsigned long long)shard, f->name)
+                   : SC_OK;
+    for (uint64_t k = 0; rc == SC_OK && k < count; k++) {
+        uint64_t at = off[row + k] - off[0], bytes = (uint64_t)v[k].len * esize;
+        if (bytes != off[row + k + 1] - off[row + k])
+            rc = sc__seterr(err, SC_EIO,
+                            "source '%s' changed since the dataset was opened: "
+                            "field '%s', sample %llu of shard %llu holds %llu bytes, not %llu",
+                            path, f->name, (unsigned long long)(row + k), (unsigned long long)shard,
+                            (unsigned long long)bytes,
+                            (unsigned long long)(off[row + k + 1] - off[row + k]));
+        else if (bytes)
+            memcpy(values + at, v[k].p, bytes);
+        vlen_put_off(b, row + k, at);
+    }
+    if (h >= 0)
+        vlen_reclaim(mt, count, v);
+    if (mt >= 0)
+        H5Tclose(mt);
+    sc__h5_unlock();
+    free(v);
+    if (rc == SC_OK)
+        vlen_put_off(b, row + count, off[row + count] - off[0]);
+    return rc;
+}

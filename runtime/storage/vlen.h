@@ -1,0 +1,41 @@
+/*
+ * vlen.h - variable-length fields (h5py's vlen_dtype: encoded images,
+ * token sequences), the way Arrow carries list arrays.
+ *
+ * A shard's variable-length field is one blob (source.h: sc__vlen_off).
+ * The cache stores that blob as it stores any field's bytes, checksummed
+ * with them; peers send it whole.  Every sample's length is learned at
+ * open (sc__vlen_lengths), so that every shard's bytes are known before it is read, as they are for
+ * fixed-shape fields: cache admission, the stream's memory bound and peer
+ * transfers size their buffers from them.
+ */
+#ifndef SC_VLEN_H
+#define SC_VLEN_H
+
+#include <hdf5.h>
+
+#include "error.h"
+#include "source.h"
+
+/*
+ * Each sample's bytes of variable-length field d (described in f: n
+ * samples, or one without a sample axis) into len[n].  Contiguous storage is read without touching the values
+ * (one pread of the stored sequence headers: a 4-byte count and a heap
+ * address each); any other is read whole through HDF5, block by block.
+ * The caller holds the HDF5 lock.
+ */
+int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, uint64_t *len,
+                     sc_error *err);
+
+/*
+ * Rows [first, first + count) of variable-length field d, into the blob of
+ * a shard of n samples as its rows [row, row + count): `off` is the
+ * dataset's offsets from the shard's first sample (off[0] is that
+ * sample's), as learned at open; a sample whose length differs from them
+ * is an error (the file changed).  Called without the HDF5 lock.
+ */
+int sc__vlen_read(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
+                  const uint64_t *off, uint64_t n, uint64_t row, void *blob, const char *path,
+                  uint64_t shard, sc_error *err);
+
+#endif /* SC_VLEN_H */

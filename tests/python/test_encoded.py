@@ -1,0 +1,195 @@
+"""Variable-length fields and SC_DECODE under mpiexec -n 1, 2 and 4.
+
+Variable-length fields (h5py's vlen_dtype) arrive as offsets and values:
+every sample's bytes h5py's for its id, lengths from 0 to 300,000, both
+layouts, contiguous and chunked storage, from the source and then from the
+cache, exactly once.  JPEG fields decoded every epoch (SC_DECODE=jpeg) get
+the same bytes for any producer count and differ between epochs; decoded
+once (jpeg-once) they are cached as images and flipped at random; a corrupt
+image stops the loader naming the sample.
+"""
+import io
+import os
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+import shardcache
+from conftest import COMM
+
+RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
+
+
+def counts_of(ids, n):
+    counts = np.zeros(n, dtype=np.int64)
+    np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
+    COMM.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    return counts
+
+
+def ragged(n, seed, dtype):
+    """n samples of random lengths: some empty, one very long."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 2000, n)
+    lengths[rng.choice(n, n // 10, replace=False)] = 0
+    lengths[n // 2] = 300_000
+    info = np.iinfo(dtype)
+    return [rng.integers(info.min, info.max, k, dtype=dtype, endpoint=True) for k in lengths]
+
+
+def write_vlen(f, name, samples, dtype, **kw):
+    d = f.create_dataset(name, (len(samples),), dtype=h5py.vlen_dtype(dtype), **kw)
+    for i, s in enumerate(samples):
+        d[i] = s
+
+
+@pytest.mark.parametrize("layout", ["A", "B"])
+def test_variable_length_fields(shared_dir, cache_dir, layout):
+    n = 300
+    raw = ragged(n, 5, np.uint8)
+    tokens = ragged(n, 6, np.int16)
+    labels = np.arange(n, dtype=np.int64) * 7
+    path = os.path.join(shared_dir, f"vlen-{layout}" + (".h5" if layout == "A" else ""))
+    if RANK == 0:
+        # B: files of 1 to 40 samples; A: one file, one field chunked (read whole at open).
+        cuts = [0] + sorted(np.random.default_rng(2).choice(np.arange(1, n), 12, replace=False)) + [n]
+        if layout == "B":
+            os.makedirs(path)
+        for k, (lo, hi) in enumerate(zip(cuts, cuts[1:]) if layout == "B" else [(0, n)]):
+            name = os.path.join(path, f"part-{k:03d}.h5") if layout == "B" else path
+            with h5py.File(name, "w") as f:
+                write_vlen(f, "raw", raw[lo:hi], np.uint8)
+                write_vlen(f, "tokens", tokens[lo:hi], np.int16, chunks=(min(16, hi - lo),))
+                f["labels"] = labels[lo:hi]
+    COMM.Barrier()
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=8, shard_size=40,
+                           shuffle="global", seed=3, remainder="pad", log=0) as loader:
+        assert [(f[0], f[1]) for f in loader.fields] == [
+            ("labels", "int64"), ("raw", "uint8"), ("tokens", "int16")]
+        for epoch in range(2):  # from the source, then from the cache
+            ids = []
+            for batch in loader.epoch(epoch):
+                got = batch.ids.copy()
+                np.testing.assert_array_equal(batch["labels"].numpy(), labels[got])
+                for name, want in (("raw", raw), ("tokens", tokens)):
+                    off = batch.offsets(name)
+                    assert off[0] == 0 and len(off) == batch.size + 1
+                    samples = batch[name]
+                    assert len(samples) == batch.size
+                    for k, i in enumerate(got):
+                        np.testing.assert_array_equal(samples[k].numpy(), want[i], err_msg=name)
+                ids.extend(got[:batch.size - batch.padded])
+            v = loader.verdict(epoch)
+            assert v.ok, str(v)
+            assert (counts_of(ids, n) == 1).all()
+
+
+def jpeg_bytes(colour, size=48, split=False):
+    """A JPEG of one colour, or of two halves (the right one the colour's complement)."""
+    from PIL import Image
+
+    img = np.empty((size, size, 3), np.uint8)
+    img[:] = colour
+    if split:
+        img[:, size // 2:] = 255 - np.asarray(colour, np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(img).save(out, format="JPEG", quality=95)
+    return np.frombuffer(out.getvalue(), np.uint8)
+
+
+@pytest.fixture(scope="module")
+def jpegs(shared_dir):
+    """200 JPEGs, each one colour (sample i's), halves split for decode-once's flip."""
+    n = 200
+    rng = np.random.default_rng(9)
+    colours = rng.integers(40, 216, (n, 3)).astype(np.uint8)
+    path = os.path.join(shared_dir, "jpegs.h5")
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            write_vlen(f, "jpeg", [jpeg_bytes(c, split=True) for c in colours], np.uint8)
+            f["labels"] = np.arange(n, dtype=np.int64)
+    COMM.Barrier()
+    return path, colours
+
+
+def decoded(path, cache_dir, producers, epochs, **kw):
+    """{(epoch, id): image} of every sample this rank was delivered."""
+    out = {}
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=10, shard_size=25,
+                           shuffle="global", seed=5, decode="jpeg", decode_size=16,
+                           producers=producers, log=0, **kw) as loader:
+        assert loader.fields[0] == ("jpeg", "uint8", (3, 16, 16))
+        for epoch in range(epochs):
+            for batch in loader.epoch(epoch):
+                x = batch["jpeg"]
+                assert x.shape == (10, 3, 16, 16) and x.dtype == torch.uint8
+                np.testing.assert_array_equal(batch["labels"].numpy(), batch.ids)
+                for k, i in enumerate(batch.ids):
+                    out[(epoch, int(i))] = x[k].numpy().copy()
+            assert loader.verdict(epoch).ok
+    return out
+
+
+def test_jpeg_decoded_every_epoch(jpegs, cache_dir):
+    path, colours = jpegs
+    one = decoded(path, cache_dir + "-1", 1, 2)
+    three = decoded(path, cache_dir + "-3", 3, 2)
+    assert one.keys() == three.keys() and len(one) == 2 * 200 // SIZE
+    for key, img in one.items():
+        np.testing.assert_array_equal(img, three[key])  # any producer count: the same bytes
+        # Each pixel is the sample's colour or its complement (the two halves), crop and
+        # flip wherever they fell: the image is this sample's.
+        c = colours[key[1]].astype(int)[:, None, None]
+        near = np.minimum(abs(img.astype(int) - c), abs(img.astype(int) - (255 - c)))
+        assert np.median(near) <= 6, key
+    # A new crop every epoch: of the samples this rank got in both epochs, most differ.
+    both = [i for e, i in one if e == 0 and (1, i) in one]
+    differ = COMM.allreduce(sum(not np.array_equal(one[(0, i)], one[(1, i)]) for i in both))
+    assert differ > 0.8 * COMM.allreduce(len(both)) > 0
+
+
+def test_jpeg_decoded_once_and_flipped(jpegs, cache_dir):
+    path, colours = jpegs
+    flips = []
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=10, shard_size=25,
+                           shuffle="global", seed=5, decode="jpeg-once", decode_size=16,
+                           log=0) as loader:
+        assert loader.fields[0] == ("jpeg", "uint8", (3, 16, 16))
+        for epoch in range(2):
+            for batch in loader.epoch(epoch):
+                x = batch["jpeg"].numpy().astype(int)
+                for k, i in enumerate(batch.ids):
+                    c = colours[i].astype(int)
+                    left, right = x[k, :, :, :6].mean(axis=(1, 2)), x[k, :, :, -6:].mean(axis=(1, 2))
+                    flipped = np.abs(left - (255 - c)).max() < 8 and np.abs(right - c).max() < 8
+                    assert flipped or (np.abs(left - c).max() < 8 and np.abs(right - (255 - c)).max() < 8)
+                    flips.append(flipped)
+            assert loader.verdict(epoch).ok
+    share = COMM.allreduce(sum(flips)) / COMM.allreduce(len(flips))
+    assert 0.35 < share < 0.65, share
+
+
+def test_decode_refuses_a_fixed_field(jpegs, cache_dir):
+    path, _ = jpegs
+    with pytest.raises(shardcache.Error, match="SC_DECODE names field '/labels'.*fixed-shape int64"):
+        shardcache.Loader(source=path, cache_dir=cache_dir, decode="labels=jpeg", log=0)
+    with pytest.raises(shardcache.Error, match="unknown decoder 'png'"):
+        shardcache.Loader(source=path, cache_dir=cache_dir, decode="png", log=0)
+
+
+@pytest.mark.skipif(SIZE != 1, reason="a decode error on one rank of several ends the job")
+def test_a_corrupt_jpeg_is_named(shared_dir, cache_dir):
+    path = os.path.join(shared_dir, "corrupt.h5")
+    images = [jpeg_bytes((100, 150, 200)) for _ in range(30)]
+    images[17] = images[17][:40]  # truncated
+    with h5py.File(path, "w") as f:
+        write_vlen(f, "jpeg", images, np.uint8)
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=5, shard_size=10,
+                           decode="jpeg", decode_size=8, log=0) as loader:
+        with pytest.raises(shardcache.Error, match="sample 17 \\(shard 1\\): field '/jpeg' "
+                                                   "\\(40 bytes\\)"):
+            for _ in loader.epoch(0):
+                pass
