@@ -5,7 +5,8 @@
 # Packages every build needs (the lists are used by the scripts that source this).
 # shellcheck disable=SC2034
 SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
-libhdf5-openmpi-dev hdf5-tools libcmocka-dev libdeflate-dev libturbojpeg0-dev"
+libhdf5-openmpi-dev hdf5-tools libcmocka-dev libdeflate-dev libturbojpeg0-dev \
+libjpeg62-turbo-dev"
 # The Python package and its example: the extension builds with python3-dev
 # and mpi4py's C API; numpy, torch and h5py run the example, pytest its tests,
 # PIL decodes make-dataset's JPEG samples in the tests.

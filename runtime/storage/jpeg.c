@@ -2,10 +2,14 @@
  * jpeg.c - JPEG samples through libjpeg-turbo (see jpeg.h).
  *
  * A random resized crop needs only part of the image at the output's
- * resolution, and libjpeg-turbo can decode at 1/8..1 of the full size in
- * eighths, for a fraction of the cost (its IDCT then skips coefficients):
+ * resolution.  libjpeg-turbo can decode at 1/8..1 of the full size in
+ * eighths, for a fraction of the cost (its IDCT then skips coefficients),
+ * and, through its libjpeg API, only some columns (jpeg_crop_scanline,
+ * to whole iMCUs) and rows (jpeg_skip_scanlines, which skips the IDCT and
+ * colour conversion of rows above the crop; rows below are never read):
  * the decode runs at the smallest scale whose crop still has at least the
- * output's pixels, and a bilinear resample takes the crop from there.
+ * output's pixels, over the crop's rectangle, and a bilinear resample
+ * takes the crop from there.  TurboJPEG's API reads headers and encodes.
  */
 #include "jpeg.h"
 
@@ -65,17 +69,30 @@ int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w
 #else /* SC_HAVE_JPEG */
 
 #include <math.h>
+#include <setjmp.h>
+#include <stdio.h> /* before jpeglib.h, which uses FILE */
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 /* Images above this many pixels are refused: a forged header must not size our buffers. */
 #define JPEG_MAX_PIXELS ((uint64_t)1 << 28)
 
+/* libjpeg's errors, and its warnings (a corrupt image: no half-decoded sample), jump here. */
+typedef struct jpeg_trap {
+    struct jpeg_error_mgr mgr;
+    jmp_buf at;
+} jpeg_trap;
+
 struct sc__jpeg {
     tjhandle dec, enc;
+    struct jpeg_decompress_struct cinfo; /* the region decode's (libjpeg API) */
+    jpeg_trap trap;
+    int has_cinfo;
+    char why[JMSG_LENGTH_MAX];
     unsigned char *img; /* the decoded image, interleaved, or the image to encode */
     int32_t *at;        /* the resample's source columns then rows: [w + h] */
     uint16_t *wt;       /* and their weights */
-    uint16_t *mid;      /* one row, blended vertically: [decoded width * channels] */
+    uint16_t *mid;      /* two source rows resampled across: [2 * channels * output width] */
     size_t img_cap, at_cap, wt_cap, mid_cap; /* their bytes */
 };
 
@@ -106,6 +123,17 @@ static int jpeg_dec_fail(sc__jpeg *j, const char *what, sc_error *err)
     return rc;
 }
 
+static void jpeg_on_error(j_common_ptr c)
+{
+    longjmp(((jpeg_trap *)c->err)->at, 1);
+}
+
+static void jpeg_on_message(j_common_ptr c, int level)
+{
+    if (level < 0) /* a warning: corrupt data libjpeg would decode around */
+        longjmp(((jpeg_trap *)c->err)->at, 1);
+}
+
 int sc__jpeg_new(sc__jpeg **out, sc_error *err)
 {
     sc__jpeg *j = calloc(1, sizeof *j);
@@ -114,7 +142,14 @@ int sc__jpeg_new(sc__jpeg **out, sc_error *err)
         return sc__seterr(err, SC_ENOMEM, "no memory for a JPEG decoder");
     j->dec = tjInitDecompress();
     j->enc = tjInitCompress();
-    if (!j->dec || !j->enc) {
+    j->cinfo.err = jpeg_std_error(&j->trap.mgr);
+    j->trap.mgr.error_exit = jpeg_on_error;
+    j->trap.mgr.emit_message = jpeg_on_message;
+    if (!setjmp(j->trap.at)) { /* only out of memory fails it */
+        jpeg_create_decompress(&j->cinfo);
+        j->has_cinfo = 1;
+    }
+    if (!j->dec || !j->enc || !j->has_cinfo) {
         int rc = sc__seterr(err, SC_ENOMEM, "libjpeg-turbo: %s", tjGetErrorStr2(NULL));
         sc__jpeg_free(j);
         return rc;
@@ -131,6 +166,8 @@ void sc__jpeg_free(sc__jpeg *j)
         tjDestroy(j->dec);
     if (j->enc)
         tjDestroy(j->enc);
+    if (j->has_cinfo)
+        jpeg_destroy_decompress(&j->cinfo);
     free(j->img);
     free(j->at);
     free(j->wt);
@@ -253,60 +290,148 @@ static void jpeg_axis(int32_t *at, uint16_t *wt, uint32_t n, double x0, double s
 }
 
 /*
- * Bilinear resample of the decoded sw-pixel-wide image (ch channels,
- * interleaved) into planar out, in 8-bit fixed point and in two passes per
- * output row: the two source rows blended over the crop's columns, then
- * each output pixel from two of those.
+ * Source row `r` of the decoded image (sw pixels of ch channels,
+ * interleaved) resampled across: for each output column x, the two source
+ * pixels it blends, weighted in 1/256ths, into h[k * width + x] (planar).
  */
 static inline __attribute__((always_inline)) void
-jpeg_resample_ch(const sc__jpeg *j, int sw, const int ch, const sc__crop *c, uint8_t *out)
+jpeg_across(const sc__jpeg *j, const unsigned char *restrict row, int sw, const int ch,
+            uint32_t width, uint16_t *restrict h)
 {
-    const int32_t *xa = j->at, *ya = j->at + c->width;
-    const uint16_t *xw = j->wt, *yw = j->wt + c->width;
-    int32_t lo = xa[0], hi = xa[0];
-    for (uint32_t x = 1; x < c->width; x++) {
-        lo = xa[x] < lo ? xa[x] : lo;
-        hi = xa[x] > hi ? xa[x] : hi;
+    const int32_t *xa = j->at;
+    const uint16_t *xw = j->wt;
+    for (uint32_t x = 0; x < width; x++) {
+        const unsigned char *p = row + (size_t)xa[x] * ch;
+        unsigned w1 = xw[x], w0 = 256 - w1;
+        int step = xa[x] + 1 < sw ? ch : 0;
+        for (int k = 0; k < ch; k++)
+            h[(size_t)k * width + x] = (uint16_t)(p[k] * w0 + p[k + step] * w1);
     }
-    hi = hi + 1 < sw ? hi + 1 : sw - 1;
-    uint16_t *mid = j->mid;
-    size_t plane = (size_t)c->height * c->width, row = (size_t)sw * ch;
+}
+
+/*
+ * Bilinear resample of the decoded sw-pixel-wide image (ch channels,
+ * interleaved) into planar out, in 8-bit fixed point: each source row the
+ * crop needs resampled across once (two kept: consecutive output rows
+ * share them), then each output row blended from two of those, a loop the
+ * compiler vectorizes.  The same sums as blending down first.
+ */
+static inline __attribute__((always_inline)) void
+jpeg_resample_ch(const sc__jpeg *j, int sw, int stride, const int ch, const sc__crop *c,
+                 uint8_t *out)
+{
+    const uint32_t width = c->width;
+    const int32_t *ya = j->at + width;
+    const uint16_t *yw = j->wt + width;
+    size_t plane = (size_t)c->height * c->width, row = (size_t)stride * ch;
+    size_t n = (size_t)ch * c->width;
+    uint16_t *h[2] = {j->mid, j->mid + n};
+    int32_t held[2] = {-1, -1}; /* the source rows h[] hold */
     for (uint32_t y = 0; y < c->height; y++) {
-        const unsigned char *r0 = j->img + (size_t)ya[y] * row;
-        const unsigned char *r1 = yw[y] ? r0 + row : r0;
+        int32_t r0 = ya[y], r1 = yw[y] ? r0 + 1 : r0;
+        if (held[0] != r0 && held[1] == r0) { /* moved down a row: keep the lower one */
+            uint16_t *t = h[0];
+            h[0] = h[1], h[1] = t, held[0] = r0, held[1] = -1;
+        }
+        if (held[0] != r0)
+            jpeg_across(j, j->img + (size_t)r0 * row, sw, ch, c->width, h[0]), held[0] = r0;
+        if (held[1] != r1 && r1 != r0)
+            jpeg_across(j, j->img + (size_t)r1 * row, sw, ch, c->width, h[1]), held[1] = r1;
+        const uint16_t *lo = h[0], *hi = r1 != r0 ? h[1] : h[0];
         unsigned b = yw[y], a = 256 - b;
-        for (size_t i = (size_t)lo * ch; i < (size_t)(hi + 1) * ch; i++)
-            mid[i] = (uint16_t)(r0[i] * a + r1[i] * b);
-        for (uint32_t x = 0; x < c->width; x++) {
-            const uint16_t *p = mid + (size_t)xa[x] * ch;
-            unsigned w1 = xw[x], w0 = 256 - w1;
-            int step = xa[x] + 1 < sw ? ch : 0;
-            for (int k = 0; k < ch; k++)
-                out[k * plane + (size_t)y * c->width + x] =
-                    (uint8_t)((p[k] * w0 + p[k + step] * w1 + 32768) >> 16);
+        for (int k = 0; k < ch; k++) {
+            /* restrict, and the width in a local: a uint8_t store may alias anything
+               (c->width too), which stops the vectorizer */
+            uint8_t *restrict o = out + k * plane + (size_t)y * width;
+            const uint16_t *restrict p0 = lo + (size_t)k * width;
+            const uint16_t *restrict p1 = hi + (size_t)k * width;
+            for (uint32_t x = 0; x < width; x++)
+                o[x] = (uint8_t)((p0[x] * a + p1[x] * b + 32768) >> 16);
         }
     }
 }
 
 /* The channel count a constant, so that the compiler unrolls the inner loop. */
-static void jpeg_resample(const sc__jpeg *j, int sw, int ch, const sc__crop *c, uint8_t *out)
+static void jpeg_resample(const sc__jpeg *j, int sw, int stride, int ch, const sc__crop *c,
+                          uint8_t *out)
 {
     if (ch == 3)
-        jpeg_resample_ch(j, sw, 3, c, out);
+        jpeg_resample_ch(j, sw, stride, 3, c, out);
     else
-        jpeg_resample_ch(j, sw, 1, c, out);
+        jpeg_resample_ch(j, sw, stride, 1, c, out);
 }
 
-/* Room for the resample's tables of an output of w x h from a decoded row of `row` values. */
-static int jpeg_tables(sc__jpeg *j, uint32_t w, uint32_t h, size_t row, sc_error *err)
+/* Room for the resample's tables and two resampled rows of an output of w x h, ch channels. */
+static int jpeg_tables(sc__jpeg *j, uint32_t w, uint32_t h, int ch, sc_error *err)
 {
     size_t n = (size_t)w + h;
     j->at = jpeg_scratch(j->at, &j->at_cap, n * sizeof *j->at);
     j->wt = jpeg_scratch(j->wt, &j->wt_cap, n * sizeof *j->wt);
-    j->mid = jpeg_scratch(j->mid, &j->mid_cap, row * sizeof *j->mid);
+    j->mid = jpeg_scratch(j->mid, &j->mid_cap, 2 * (size_t)ch * w * sizeof *j->mid);
     return j->at && j->wt && j->mid
                ? SC_OK
                : sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", w, h);
+}
+
+/*
+ * Rows [y0, y1) of image src at scale s, and the columns from *x0 for *w
+ * (libjpeg widens them to whole iMCUs), into j->img, `ch` values a pixel:
+ * NULL, or libjpeg's reason (in j->why).  Either way the decompressor is
+ * left ready for the next image.
+ */
+static const char *jpeg_region(sc__jpeg *j, const void *src, size_t n, tjscalingfactor s,
+                               int ch, JDIMENSION y0, JDIMENSION y1, JDIMENSION *x0,
+                               JDIMENSION *w)
+{
+    struct jpeg_decompress_struct *c = &j->cinfo;
+    if (setjmp(j->trap.at)) {
+        c->err->format_message((j_common_ptr)c, j->why);
+        jpeg_abort_decompress(c);
+        return j->why;
+    }
+    jpeg_mem_src(c, src, (unsigned long)n);
+    jpeg_read_header(c, TRUE);
+    c->out_color_space = ch == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    c->scale_num = (unsigned)s.num;
+    c->scale_denom = (unsigned)s.denom;
+    jpeg_start_decompress(c);
+    jpeg_crop_scanline(c, x0, w);
+    size_t row = (size_t)*w * (size_t)ch;
+    if (!(j->img = jpeg_scratch(j->img, &j->img_cap, row * (y1 - y0)))) {
+        jpeg_abort_decompress(c);
+        return "no memory for the image";
+    }
+    if (y0 > 0)
+        jpeg_skip_scanlines(c, y0);
+    while (c->output_scanline < y1) {
+        JSAMPROW r = j->img + (size_t)(c->output_scanline - y0) * row;
+        jpeg_read_scanlines(c, &r, 1);
+    }
+    jpeg_abort_decompress(c); /* the rows below the crop are never decoded */
+    return NULL;
+}
+
+/*
+ * Whether src ends with an image's end marker (0xFF 0xD9) in its last KiB:
+ * the region decode never reads the rows below the crop, so a truncated
+ * image would decode whenever its crop missed the lost rows; this refuses
+ * it at every epoch instead.  (Damage inside the data below a crop is
+ * found only when a crop reaches it.)
+ */
+static int jpeg_has_end(const unsigned char *src, size_t n)
+{
+    for (size_t i = n, stop = n > 1024 ? n - 1024 : 0; i >= stop + 2; i--)
+        if (src[i - 2] == 0xFF && src[i - 1] == 0xD9)
+            return 1;
+    return 0;
+}
+
+/* Whether a crop's settings hold together. */
+static int jpeg_crop_ok(const sc__crop *crop, int channels)
+{
+    return crop && (channels == 1 || channels == 3) && crop->width && crop->height &&
+           crop->scale[0] > 0 && crop->scale[0] <= crop->scale[1] && crop->scale[1] <= 1 &&
+           crop->ratio[0] > 0 && crop->ratio[0] <= crop->ratio[1] && crop->ratio[1] < 1e6;
 }
 
 int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop *crop,
@@ -314,27 +439,41 @@ int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop 
 {
     uint32_t W, H;
     int has;
-    if (!crop || !out || (channels != 1 && channels != 3) || !crop->width || !crop->height ||
-        !(crop->scale[0] > 0 && crop->scale[0] <= crop->scale[1] && crop->scale[1] <= 1) ||
-        !(crop->ratio[0] > 0 && crop->ratio[0] <= crop->ratio[1] && crop->ratio[1] < 1e6))
+    if (!out || !jpeg_crop_ok(crop, channels))
         return sc__seterr(err, SC_EINVAL, "a JPEG decode needs an output of 1 or 3 channels and "
                           "a size, a scale range within (0, 1] and a positive ratio range");
     int rc = sc__jpeg_info(j, src, n, &W, &H, &has, err);
     if (rc != SC_OK)
         return rc;
+    if (!jpeg_has_end(src, n))
+        return sc__seterr(err, SC_EFORMAT, "a damaged JPEG image: no end-of-image marker in "
+                          "its last KiB (truncated?)");
     jpeg_rect r = jpeg_draw(crop, W, H, seed);
     tjscalingfactor s = jpeg_scale(&r, crop);
     int sw = TJSCALED((int)W, s), sh = TJSCALED((int)H, s);
-    if ((rc = jpeg_room(j, (size_t)sw * sh * channels, err)) != SC_OK ||
-        (rc = jpeg_tables(j, crop->width, crop->height, (size_t)sw * channels, err)) != SC_OK)
-        return rc;
-    if (tjDecompress2(j->dec, src, (unsigned long)n, j->img, sw, 0, sh,
-                      channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_STOPONWARNING) != 0)
-        return jpeg_dec_fail(j, "a damaged JPEG image", err);
     double fx = (double)sw / W, fy = (double)sh / H;
-    jpeg_axis(j->at, j->wt, crop->width, r.x * fx, r.w * fx, sw, r.flip);
-    jpeg_axis(j->at + crop->width, j->wt + crop->width, crop->height, r.y * fy, r.h * fy, sh, 0);
-    jpeg_resample(j, sw, channels, crop, out);
+    /*
+     * The scaled crop's pixels, and the one past each edge that bilinear may
+     * blend: rows [y0, y1), columns [x0, xe).  libjpeg-turbo 2.1's fancy
+     * upsampling leaves the edge columns of a cropped row undefined where
+     * the row starts or ends inside the image, so 16 more columns (an iMCU
+     * at most) each side are decoded and never read.
+     */
+    JDIMENSION y0 = (JDIMENSION)floor(r.y * fy), need = (JDIMENSION)floor(r.x * fx);
+    JDIMENSION x0 = need > 16 ? need - 16 : 0;
+    double ye = ceil((r.y + r.h) * fy) + 1, xe = ceil((r.x + r.w) * fx) + 1;
+    JDIMENSION y1 = ye < sh ? (JDIMENSION)ye : (JDIMENSION)sh;
+    JDIMENSION end = xe < sw ? (JDIMENSION)xe : (JDIMENSION)sw;
+    JDIMENSION w = (end + 16 < (JDIMENSION)sw ? end + 16 : (JDIMENSION)sw) - x0;
+    const char *why = jpeg_region(j, src, n, s, channels, y0, y1, &x0, &w);
+    if (why)
+        return sc__seterr(err, SC_EFORMAT, "a damaged JPEG image: %s", why);
+    if ((rc = jpeg_tables(j, crop->width, crop->height, channels, err)) != SC_OK)
+        return rc;
+    jpeg_axis(j->at, j->wt, crop->width, r.x * fx - x0, r.w * fx, (int)(end - x0), r.flip);
+    jpeg_axis(j->at + crop->width, j->wt + crop->width, crop->height, r.y * fy - y0, r.h * fy,
+              (int)(y1 - y0), 0);
+    jpeg_resample(j, (int)(end - x0), (int)w, channels, crop, out);
     return SC_OK;
 }
 
