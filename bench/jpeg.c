@@ -9,16 +9,23 @@
  *                   and a flip (torchvision's defaults): the decode a
  *                   training step wants, at libjpeg's reduced scales
  *
- *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F]
+ *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F] [--threads T]
  *
  * --file F takes the first N images of F's /images instead, JPEG samples
  * as make-dataset --encode jpeg (or h5py's vlen uint8) stores them.
+ * --threads T then also runs T threads at once, each decoding all N whole
+ * images with libjpeg-turbo (one handle each): the machine's own limit
+ * with T cores busy (shared caches, memory and clocks), beside T times one
+ * thread's rate:
+ *
+ *   jpeg: T threads: libjpeg-turbo I/s (x of T x one thread's)
  *
  * and prints, best of R rounds (default 3), images/s and MB/s of JPEG in:
  *
  *   jpeg: S x S, N images (K KiB each): libjpeg-turbo I/s, crop C: I/s (ratio)
  */
 #include <hdf5.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +94,49 @@ static void from_file(const char *path, int *n, int *s, unsigned char **img, siz
     H5Sclose(ms), H5Sclose(fs), H5Tclose(mt), H5Dclose(d), H5Fclose(f);
 }
 
+/* --threads: one thread's share, the whole set decoded once with its own handle. */
+typedef struct worker {
+    unsigned char **img;
+    size_t *len;
+    int n, s;
+} worker;
+
+static void *decode_all(void *arg)
+{
+    const worker *w = arg;
+    tjhandle tj = tjInitDecompress();
+    uint8_t *px = malloc((size_t)3 * w->s * w->s);
+    for (int i = 0; tj && px && i < w->n; i++)
+        if (tjDecompress2(tj, w->img[i], w->len[i], px, w->s, 0, w->s, TJPF_RGB, 0) != 0)
+            die(tjGetErrorStr2(tj), NULL);
+    free(px);
+    if (tj)
+        tjDestroy(tj);
+    return NULL;
+}
+
+/* T threads decoding the set at once, best of `rounds`: images/s over all of them. */
+static double decode_parallel(int t, unsigned char **img, size_t *len, int n, int s, int rounds)
+{
+    pthread_t *th = calloc((size_t)t, sizeof *th);
+    worker w = {img, len, n, s};
+    double best = 1e30;
+    for (int r = 0; th && r < rounds; r++) {
+        double t0 = bench_now();
+        for (int i = 0; i < t; i++)
+            if (pthread_create(&th[i], NULL, decode_all, &w) != 0)
+                die("pthread_create", NULL);
+        for (int i = 0; i < t; i++)
+            pthread_join(th[i], NULL);
+        best = bench_now() - t0 < best ? bench_now() - t0 : best;
+    }
+    free(th);
+    return (double)t * n / best;
+}
+
 int main(int argc, char **argv)
 {
-    int n = 256, s = 256, c = 224, rounds = 3;
+    int n = 256, s = 256, c = 224, rounds = 3, threads = 0;
     const char *file = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
@@ -98,8 +145,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--crop")) c = v;
         else if (!strcmp(argv[i], "--rounds")) rounds = v;
         else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
-        else die("usage: bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F]",
-                 NULL);
+        else if (!strcmp(argv[i], "--threads")) threads = v;
+        else die("usage: bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F] "
+                 "[--threads T]", NULL);
     }
     if (n < 1 || s < 8 || c < 1 || rounds < 1)
         die("--images, --size (>= 8), --crop and --rounds must be positive", NULL);
@@ -145,6 +193,11 @@ int main(int argc, char **argv)
     printf("jpeg: %dx%d, %d images (%.1f KiB each): libjpeg-turbo %.0f images/s (%.1f MB/s "
            "in), crop %d: %.0f images/s (%.2fx)\n", s, s, n, total / 1024.0 / n, n / best_full,
            total / best_full / 1e6, c, n / best_crop, best_full / best_crop);
+    if (threads > 0) {
+        double all = decode_parallel(threads, img, len, n, s, rounds);
+        printf("jpeg: %d threads: libjpeg-turbo %.0f images/s (%.2f of %d x one thread's)\n",
+               threads, all, all / (threads * n / best_full), threads);
+    }
     tjDestroy(tj);
     for (int i = 0; i < n; i++)
         free(img[i]);

@@ -818,8 +818,18 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .idle = loader_idle,
         .idle_arg = ld,
     };
+    int decodes = 0;
     for (int f = 0; f < ld->ds->nfields; f++)
-        so.crop[f] = sc__decode_crop(ld->ds, f);
+        so.crop[f] = sc__decode_crop(ld->ds, f), decodes |= so.crop[f].width > 0;
+    /* A producer builds one batch at a time into a free slot: fewer slots than
+       producers leave producers idle, which a decode-bound loader shows. */
+    if (decodes && ld->rank == 0 && so.depth < (uint64_t)so.producers)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "SC_DECODE decodes in the producers as they build batches, and "
+                "SC_PREFETCH_BATCHES=%llu lets only %llu of the %d producers build at once: "
+                "SC_PREFETCH_BATCHES=%d keeps them all busy",
+                (unsigned long long)so.depth, (unsigned long long)so.depth, so.producers,
+                2 * so.producers);
     return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
 }
 
