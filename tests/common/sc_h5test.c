@@ -143,6 +143,46 @@ int sc_t_write_samples_z(const char *path, uint64_t first, uint64_t n, int width
     return rc;
 }
 
+uint64_t sc_t_zlen(uint64_t id)
+{
+    return id * 7919 % 9;
+}
+
+int sc_t_write_vlen(const char *path, uint64_t first, uint64_t n)
+{
+    hvl_t *v = calloc(n + 1, sizeof *v);
+    int32_t *all = malloc(sizeof *all * 8 * (n + 1));
+    int rc = v && all ? 0 : -1;
+    for (uint64_t i = 0; !rc && i < n; i++) {
+        v[i].len = sc_t_zlen(first + i);
+        v[i].p = all + 8 * i;
+        for (uint64_t j = 0; j < v[i].len; j++)
+            all[8 * i + j] = sc_t_xval(first + i, 1000 + (int)j);
+    }
+    hid_t t = H5Tvlen_create(H5T_NATIVE_INT32);
+    if (!rc)
+        rc = sc_t_write(path, "/z", t, 1, &n, v, 0);
+    H5Tclose(t);
+    free(v);
+    free(all);
+    return rc;
+}
+
+/* Sample k of a batch's variable-length z (field 2): its id's elements. */
+static int sc_t_z_ok(const sc_batch *b, uint64_t k)
+{
+    const uint64_t *off = b->offsets[2];
+    const unsigned char *values = b->data[2];
+    uint64_t n = sc_t_zlen(b->ids[k]);
+    int good = off[k + 1] - off[k] == n * sizeof(int32_t);
+    for (uint64_t j = 0; good && j < n; j++) {
+        int32_t e;
+        memcpy(&e, values + off[k] + j * sizeof e, sizeof e);
+        good = e == sc_t_xval(b->ids[k], 1000 + (int)j);
+    }
+    return good;
+}
+
 int sc_t_samples_ok(const sc_batch *b, int width, uint64_t nsamples, char *why, size_t whylen)
 {
     const int32_t *x = b->data[0];
@@ -151,6 +191,8 @@ int sc_t_samples_ok(const sc_batch *b, int width, uint64_t nsamples, char *why, 
         int good = b->ids[k] < nsamples && y[k] == (int64_t)b->ids[k];
         for (int j = 0; good && j < width; j++)
             good = x[k * (uint64_t)width + (uint64_t)j] == sc_t_xval(b->ids[k], j);
+        if (good && b->nfields > 2)
+            good = b->offsets[2] && sc_t_z_ok(b, k);
         if (!good) {
             snprintf(why, whylen, "epoch %llu batch %llu: sample %llu has another's bytes",
                      (unsigned long long)b->epoch, (unsigned long long)b->index,

@@ -25,8 +25,16 @@ int sc_t_write_samples(const char *path, uint64_t first, uint64_t n, int width);
 int sc_t_write_samples_z(const char *path, uint64_t first, uint64_t n, int width, uint64_t rows);
 
 /*
+ * Adds /z to such a file: a variable-length int32 field whose sample
+ * holds sc_t_zlen(id) elements (0 to 8), element j sc_t_xval(id, 1000 + j).
+ */
+uint64_t sc_t_zlen(uint64_t id);
+int sc_t_write_vlen(const char *path, uint64_t first, uint64_t n);
+
+/*
  * 1 if every sample of a delivered batch (data[0] the x, data[1] the y of
- * sc_t_write_samples) carries its own id's bytes and lies below nsamples;
+ * sc_t_write_samples, and data[2] the z of sc_t_write_vlen when the batch
+ * has a third field) carries its own id's bytes and lies below nsamples;
  * else 0, naming the first that does not in why.
  */
 struct sc_batch;

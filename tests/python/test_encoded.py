@@ -6,7 +6,8 @@ layouts, contiguous and chunked storage, from the source and then from the
 cache, exactly once.  JPEG fields decoded every epoch (SC_DECODE=jpeg) get
 the same bytes for any producer count and differ between epochs; decoded
 once (jpeg-once) they are cached as images and flipped at random; a corrupt
-image stops the loader naming the sample.
+image stops the loader naming the sample; a job stopped mid-epoch and
+resumed decodes every image as the uninterrupted job did.
 """
 import io
 import os
@@ -115,20 +116,32 @@ def jpegs(shared_dir):
     return path, colours
 
 
-def decoded(path, cache_dir, producers, epochs, **kw):
+def decode_loader(path, cache_dir, producers=2, **kw):
+    return shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=10, shard_size=25,
+                             shuffle="global", seed=5, decode="jpeg", decode_size=16,
+                             producers=producers, log=0, **kw)
+
+
+def take(loader, epoch, out, stop_after=None):
+    """This rank's images of `epoch` into out[(epoch, id)], up to stop_after batches."""
+    for k, batch in enumerate(loader.epoch(epoch)):
+        x = batch["jpeg"]
+        assert x.shape == (10, 3, 16, 16) and x.dtype == torch.uint8
+        np.testing.assert_array_equal(batch["labels"].numpy(), batch.ids)
+        for j, i in enumerate(batch.ids):
+            out[(epoch, int(i))] = x[j].numpy().copy()
+        if stop_after is not None and k + 1 == stop_after:
+            return loader.state_dict()
+    return loader.state_dict()
+
+
+def decoded(path, cache_dir, producers, epochs):
     """{(epoch, id): image} of every sample this rank was delivered."""
     out = {}
-    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=10, shard_size=25,
-                           shuffle="global", seed=5, decode="jpeg", decode_size=16,
-                           producers=producers, log=0, **kw) as loader:
+    with decode_loader(path, cache_dir, producers) as loader:
         assert loader.fields[0] == ("jpeg", "uint8", (3, 16, 16))
         for epoch in range(epochs):
-            for batch in loader.epoch(epoch):
-                x = batch["jpeg"]
-                assert x.shape == (10, 3, 16, 16) and x.dtype == torch.uint8
-                np.testing.assert_array_equal(batch["labels"].numpy(), batch.ids)
-                for k, i in enumerate(batch.ids):
-                    out[(epoch, int(i))] = x[k].numpy().copy()
+            take(loader, epoch, out)
             assert loader.verdict(epoch).ok
     return out
 
@@ -149,6 +162,26 @@ def test_jpeg_decoded_every_epoch(jpegs, cache_dir):
     both = [i for e, i in one if e == 0 and (1, i) in one]
     differ = COMM.allreduce(sum(not np.array_equal(one[(0, i)], one[(1, i)]) for i in both))
     assert differ > 0.8 * COMM.allreduce(len(both)) > 0
+
+
+def test_jpeg_decode_resumes_to_the_same_bytes(jpegs, cache_dir):
+    """Stopped after 3 batches of epoch 1 and resumed (with another producer
+    count): every image is the one an uninterrupted job decoded."""
+    path, _ = jpegs
+    whole = decoded(path, cache_dir + "-whole", 2, 2)
+    got = {}
+    loader = decode_loader(path, cache_dir + "-cut", producers=1)
+    take(loader, 0, got)
+    state = take(loader, 1, got, stop_after=3)
+    loader.close()
+    with decode_loader(path, cache_dir + "-cut", producers=3,
+                       resume=COMM.allgather(state)) as loader:
+        assert loader.resumed_epoch == 1
+        take(loader, 1, got)
+        assert loader.verdict(1).ok
+    assert got.keys() == whole.keys()
+    for key, img in whole.items():
+        np.testing.assert_array_equal(got[key], img, err_msg=str(key))
 
 
 def test_jpeg_decoded_once_and_flipped(jpegs, cache_dir):

@@ -38,7 +38,9 @@
 /* The datasets every job picks from: one layout-A file cut into shards of
  * a random size, the same samples compressed (shuffle + deflate, chunks of
  * 37 rows, which no shard size aligns with), and layout-B directories of
- * files of random sizes, one of them compressed. */
+ * files of random sizes, one of them compressed.  The uncompressed ones
+ * also hold a variable-length field (/z: 0 to 8 int32 a sample), checked
+ * like the others from each sample's id. */
 enum { NA = 1500, W = 2, NB = 2 };
 static const uint64_t b_files[NB] = {90, 40}, b_max[NB] = {40, 30};
 
@@ -64,7 +66,8 @@ static uint64_t *b_sizes[NB]; /* every rank knows them: drawn from one seed */
 
 static void write_samples(const char *path, uint64_t first, uint64_t n, uint64_t chunk)
 {
-    if (sc_t_write_samples_z(path, first, n, W, chunk)) {
+    if (sc_t_write_samples_z(path, first, n, W, chunk) ||
+        (!chunk && sc_t_write_vlen(path, first, n))) {
         fprintf(stderr, "soak_job: cannot write %s\n", path);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
