@@ -13,7 +13,7 @@ static int opts_usage(void)
                     "             [--images NAME] [--labels NAME] [--eval FILE]\n"
                     "             [--decode jpeg|jpeg-once] [--crop N]\n"
                     "--decode: the images are JPEG bytes, decoded every epoch (jpeg: a random\n"
-                    "resized crop and flip) or once (jpeg-once) to 3 x N x N (--crop, 224)\n"
+                    "resized crop and flip) or once (jpeg-once) to 3 x N x N (--crop N, 56)\n"
                     "--device: where batches land; without it SC_DEVICE says, else auto\n"
                     "(the GPU when every rank sees one; sim: testing builds)\n");
     return 2;
@@ -68,5 +68,12 @@ int ex_opts_parse(int argc, char **argv, ex_opts *o)
             return 2;
         }
     }
+    if (o->decode_size && !o->decode) {
+        fprintf(stderr, "train: --crop is the size --decode decodes to: add --decode jpeg\n");
+        return 2;
+    }
+    /* A linear model over 3 x 224 x 224 inputs diverges at the default rate: 56 trains. */
+    if (o->decode && !o->decode_size && !getenv("SC_DECODE_SIZE"))
+        o->decode_size = "56";
     return 0;
 }

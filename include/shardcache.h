@@ -58,16 +58,19 @@ extern "C" {
  *
  * `shard` runs on a producer thread when a shard is first read from the
  * source and maps the source's fields (in[i]: nsamples * their sample
- * bytes, in sc_dataset_field order of the source) to the declared output
- * fields (out[i]: nsamples * the declared sample bytes).  The cache keeps
+ * bytes, in sc_dataset_field order of the source, each 8-aligned; a
+ * variable-length field's is nsamples + 1 uint64 offsets, in bytes from
+ * its values, then the values) to the declared output fields (out[i]:
+ * nsamples * the declared sample bytes; outputs have fixed shapes).  The cache keeps
  * the output, so later epochs (and jobs) skip the transform; `name` and
  * `version` are part of the cache key, so changing either invalidates the
  * entries.  NULL keeps the source's fields (and `out` is ignored).
  *
  * `augment` runs on a producer thread on every delivery of every sample,
  * in the batch's buffers (fields[i] points at this sample's bytes of field
- * i), with `seed` a function of (SC_SEED, epoch, sample) only: runs are
- * reproducible whatever the thread count.  NULL: none.
+ * i; for a variable-length field, at its values, whose length is not
+ * passed), with `seed` a function of (SC_SEED, epoch, sample) only: runs
+ * are reproducible whatever the thread count.  NULL: none.
  *
  * Either returns 0, or non-zero with a reason in msg: the loader stops with
  * SC_ETRANSFORM naming the shard (transform) or the sample (augment), and
@@ -176,7 +179,8 @@ typedef struct sc_batch {
     uint64_t padded;           /* the last `padded` samples repeat (SC_REMAINDER=pad) */
     const uint64_t *ids;       /* global sample ids, [size] */
     int nfields;
-    void *data[SC_MAX_FIELDS]; /* per field, contiguous: size * sample_bytes */
+    void *data[SC_MAX_FIELDS]; /* per field, contiguous: size * the delivered sample bytes
+                                * (sc_loader_field); variable-length: see offsets */
     uint64_t bytes[SC_MAX_FIELDS];
     int device;                /* -1: host memory; else the CUDA device of data[] */
     void *ready;               /* device batches: the cudaEvent_t to wait on before

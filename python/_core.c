@@ -501,8 +501,8 @@ static PyObject *core_features(PyObject *mod, PyObject *unused)
     (void)unused;
     sc_features f;
     sc_features_get(&f);
-    return Py_BuildValue("{sisisisi}", "cuda", f.cuda, "nccl", f.nccl, "cuda_devices",
-                         f.cuda_devices, "testing", f.testing);
+    return Py_BuildValue("{sisisisisi}", "cuda", f.cuda, "nccl", f.nccl, "cuda_devices",
+                         f.cuda_devices, "testing", f.testing, "jpeg", f.jpeg);
 }
 
 static PyMethodDef core_methods[] = {

@@ -42,6 +42,7 @@ static int shardcache_version(void)
            f.cuda_devices, f.nccl ? "yes" : "no");
     if (f.nccl)
         printf(" (%d)", f.nccl_version);
+    printf("\njpeg (libjpeg-turbo, SC_DECODE): %s", f.jpeg ? "yes" : "no");
     printf("\nfault hooks: %s\n", f.testing ? "compiled in" : "no");
     return 0;
 }

@@ -94,7 +94,9 @@ typedef struct sc_features {
     int cuda_devices;  /* devices visible now; 0 with no GPU or no CUDA */
     int nccl_version;  /* ncclGetVersion(), 0 without NCCL */
     int testing;       /* 1 when fault-injection hooks are compiled in */
-    int reserved[8];   /* room for later fields: the size stays */
+    /* appended (room taken from reserved[]) */
+    int jpeg;          /* 1 when built with libjpeg-turbo: SC_DECODE=jpeg works */
+    int reserved[7];   /* room for later fields: the size stays */
 } sc_features;
 
 /*

@@ -287,8 +287,9 @@ class Loader:
         self._c = _call(_core.Loader, comm, env, records, transform, transform_arg)
         if abort_on_error:
             _open.add(id(self))
-        self._fields = [(name.lstrip("/"), dtype, tuple(shape))
-                        for name, dtype, shape, _ in _call(self._c.fields)]
+        # A variable-length field's shape is (None,): one dimension, its length a sample's.
+        self._fields = [(name.lstrip("/"), dtype, (None,) if vlen else tuple(shape))
+                        for name, dtype, shape, vlen in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._closed = self._raised = False

@@ -489,11 +489,38 @@ static int stream_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint6
                 return rc;
             continue;
         }
+        if (len > s->fsb[f]) /* the dataset's largest: no shard in memory can exceed it */
+            return sc__seterr(err, SC_EFORMAT, "rank %d: epoch %llu: sample %llu: field '%s' "
+                              "holds %llu bytes, more than its largest at open (%llu)",
+                              s->o.rank, (unsigned long long)e->epoch,
+                              (unsigned long long)e->sched.ids[q], s->ds->fields[f].name,
+                              (unsigned long long)len, (unsigned long long)s->fsb[f]);
         memcpy(to + end[f], from, len);
         ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
         end[f] += len;
     }
     return SC_OK;
+}
+
+/*
+ * A built slot to the device.  The fields lie one after another in the
+ * slot: one DMA for them all; but a variable-length field's room is B of
+ * its largest sample, so with one each field's used bytes go on their own.
+ */
+static int stream_copy(const sc__stream *s, rslot *slot, const uint64_t *vend, sc_error *err)
+{
+    int some = 0, rc = SC_OK;
+    for (int f = 0; f < s->nfields; f++)
+        some |= s->vlen[f];
+    if (!some)
+        return sc__dev_copy(s->o.dev, slot->dev, slot->host, s->slot_bytes, slot->consumed,
+                            slot->event, err);
+    for (int f = 0; rc == SC_OK && f < s->nfields; f++) {
+        uint64_t used = s->vlen[f] ? vend[f] : s->o.batch_size * s->fsb[f];
+        rc = sc__dev_copy(s->o.dev, slot->dev + s->foff[f], slot->host + s->foff[f],
+                          s->fval[f] - s->foff[f] + used, slot->consumed, slot->event, err);
+    }
+    return rc;
 }
 
 static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
@@ -524,9 +551,7 @@ static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring
                    B * s->ds->sample_bytes);
     t0 = t1;
     if (s->o.device >= 0) {
-        /* The fields lie one after another in the slot: one DMA for them all. */
-        rc = sc__dev_copy(s->o.dev, slot->dev, slot->host, s->slot_bytes, slot->consumed,
-                          slot->event, err);
+        rc = stream_copy(s, slot, vend, err);
         /* With CUDA this is the copy's issue; the copy itself overlaps. */
         sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
                        B * s->ds->sample_bytes);
@@ -620,6 +645,33 @@ static void *stream_producer(void *arg)
 
 /* ---- the caller's side -------------------------------------------------------- */
 
+/*
+ * A ring slot: each field's batch, aligned; a variable-length one's B + 1
+ * offsets, then room for B of its largest sample.
+ */
+static int stream_layout(sc__stream *s, uint64_t B, sc_error *err)
+{
+    uint64_t at = 0;
+    for (int f = 0; f < s->nfields; f++) {
+        s->crop[f] = s->o.crop[f];
+        s->vlen[f] = s->ds->fields[f].vlen && !s->crop[f].width;
+        s->fsb[f] = s->crop[f].width ? sc__crop_bytes(&s->crop[f])
+                                     : s->ds->fields[f].sample_bytes;
+        s->foff[f] = at;
+        s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);
+        uint64_t bytes;
+        if (__builtin_mul_overflow(B, s->fsb[f], &bytes) ||
+            __builtin_add_overflow(s->fval[f], bytes + FIELD_ALIGN, &at))
+            return sc__seterr(err, SC_EOVERFLOW, "rank %d: batches of %llu samples of field "
+                              "'%s' (%llu bytes at most a sample) do not fit in memory",
+                              s->o.rank, (unsigned long long)B, s->ds->fields[f].name,
+                              (unsigned long long)s->fsb[f]);
+        at = (at - 1) / FIELD_ALIGN * FIELD_ALIGN;
+    }
+    s->slot_bytes = at;
+    return SC_OK;
+}
+
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
                     sc__stream **out, sc_error *err)
 {
@@ -640,20 +692,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->ready, NULL);
-    /* A slot: each field's batch, aligned; a variable-length one's offsets first. */
-    uint64_t at = 0, B = o->batch_size;
-    for (int f = 0; f < s->nfields; f++) {
-        s->crop[f] = o->crop[f];
-        s->vlen[f] = ds->fields[f].vlen && !s->crop[f].width;
-        s->fsb[f] = s->crop[f].width ? 3ull * s->crop[f].width * s->crop[f].height
-                                     : ds->fields[f].sample_bytes;
-        s->foff[f] = at;
-        s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);
-        at = (s->fval[f] + B * s->fsb[f] + FIELD_ALIGN - 1) / FIELD_ALIGN * FIELD_ALIGN;
-    }
-    s->slot_bytes = at;
-
-    int rc = SC_OK;
+    int rc = stream_layout(s, o->batch_size, err);
     s->ring = calloc(o->depth, sizeof *s->ring);
     s->threads = calloc((size_t)o->producers, sizeof *s->threads);
     if (!s->ring || !s->threads)

@@ -746,6 +746,8 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
         close(fd);
     cache_span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
+    if (!why && sc__vlen_disagrees(ds, shard, (const void *const *)bufs) >= 0)
+        why = "its variable-length samples are not the source's (rewritten in place?)";
     if (!why && h.job == c->job)
         verified = 1; /* written in this job: see header */
     struct seen me = {0};
@@ -993,6 +995,9 @@ int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                  ? SC_OK
                  : sc__seterr(err, SC_ECHECKSUM, "shard %llu: its checksum does not match "
                               "its bytes", (unsigned long long)shard);
+    if (rc == SC_OK && sc__vlen_disagrees(c->ds, shard, (const void *const *)bufs) >= 0)
+        rc = sc__seterr(err, SC_ECHECKSUM, "shard %llu: its variable-length samples are not "
+                        "this dataset's", (unsigned long long)shard);
     cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
     sc_error werr = SC_ERROR_INIT;
     int wrc = rc;

@@ -44,6 +44,9 @@ static int decode_apply(sc_dataset *ds, const char *field, int mode, sc_error *e
         const sc__field *f = &ds->fields[i];
         if (field[0] ? !decode_names(f, field) : !decode_takes(f) || ds->decode[i])
             continue;
+        if (ds->decode[i])
+            return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE names field '%s' twice",
+                              ds->path, f->name);
         if (!decode_takes(f))
             return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE names field '%s', which "
                               "holds %s %s samples; a decoder takes variable-length uint8 "
@@ -53,32 +56,38 @@ static int decode_apply(sc_dataset *ds, const char *field, int mode, sc_error *e
         ds->decode[i] = (unsigned char)mode;
         hit = 1;
     }
+    for (int i = 0; !hit && !field[0] && i < ds->nfields; i++)
+        hit = ds->decode[i] != 0; /* a bare one with every field named: nothing left */
     if (!hit)
         return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE%s%s%s: %s", ds->path,
                           field[0] ? " names field '" : "", field, field[0] ? "'" : "",
                           field[0] ? "the source has no such field (SC_FIELDS chooses them)"
-                                   : "no variable-length uint8 field is left to decode");
+                                   : "the source has no variable-length uint8 field");
     return SC_OK;
 }
 
+/* The list's named items first, then its bare ones (for every field not named). */
 static int decode_parse(sc_dataset *ds, const char *spec, sc_error *err)
 {
-    const char *p = spec;
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        char field[256];
-        int mode;
-        const char *bad = decode_item(p, len, field, sizeof field, &mode);
-        if (bad)
-            return sc__seterr(err, SC_EINVAL, "SC_DECODE='%s': unknown decoder '%.*s' (jpeg: "
-                              "every epoch; jpeg-once: once, into the cache)", spec,
-                              (int)(len - (size_t)(bad - p)), bad);
-        int rc = decode_apply(ds, field, mode, err);
-        if (rc != SC_OK)
-            return rc;
-        p += len + (p[len] == ',');
-    }
-    return SC_OK;
+    int rc = SC_OK;
+    for (int bare = 0; bare < 2; bare++)
+        for (const char *p = spec; rc == SC_OK && *p;) {
+            size_t len = strcspn(p, ",");
+            char field[256];
+            int mode;
+            const char *bad = decode_item(p, len, field, sizeof field, &mode);
+            if (!bad && !field[0] && p[0] == '=')
+                rc = sc__seterr(err, SC_EINVAL, "SC_DECODE='%s': '%.*s' names no field", spec,
+                                (int)len, p);
+            else if (bad)
+                rc = sc__seterr(err, SC_EINVAL, "SC_DECODE='%s': unknown decoder '%.*s' (jpeg: "
+                                "every epoch; jpeg-once: once, into the cache)", spec,
+                                (int)(len - (size_t)(bad - p)), bad);
+            else if ((field[0] == 0) == bare)
+                rc = decode_apply(ds, field, mode, err);
+            p += len + (p[len] == ',');
+        }
+    return rc;
 }
 
 /* The centre square, resized: what a decode-once field caches. */
@@ -87,13 +96,14 @@ static sc__crop decode_centre(uint32_t side)
     return (sc__crop){side, side, {1.0, 1.0}, {1.0, 1.0}, 0};
 }
 
-/* Decode-once's shard transform: decoded fields into images, every other one as it is. */
+/* Decode-once's shard transform: decoded fields into images, every other one as it is
+   (a variable-length one as its blob: the cache keeps its offsets and values). */
 static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
                         const void *const *in, void *const *out, char *msg, size_t msglen)
 {
     const sc_dataset *ds = arg;
     sc__crop crop = decode_centre(ds->decode_size);
-    uint64_t side = 3ull * crop.width * crop.height;
+    uint64_t image = sc__crop_bytes(&crop);
     sc_error e = SC_ERROR_INIT;
     sc__jpeg *j = NULL;
     int rc = sc__jpeg_new(&j, &e);
@@ -106,7 +116,7 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
         for (uint64_t k = 0; rc == SC_OK && k < n; k++) {
             uint64_t at = sc__vlen_off(blob, k), len = sc__vlen_off(blob, k + 1) - at;
             rc = sc__jpeg_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0, 3,
-                                      (unsigned char *)out[i] + k * side, &e);
+                                      (unsigned char *)out[i] + k * image, &e);
             if (rc != SC_OK)
                 snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s",
                          (unsigned long long)(first + k), ds->src[i].name,
@@ -145,14 +155,14 @@ static int decode_flip(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed
 /* Field f as its decoded images: 3 x side x side uint8. */
 static void decode_image(const sc_dataset *ds, const sc__field *f, sc__field *out)
 {
-    uint64_t side = ds->decode_size;
-    *out = (sc__field){.dtype = SC__DT_U8, .ndims = 3, .dims = {3, side, side},
-                       .sample_bytes = 3 * side * side};
+    sc__crop c = decode_centre(ds->decode_size);
+    *out = (sc__field){.dtype = SC__DT_U8, .ndims = 3, .dims = {3, c.height, c.width},
+                       .sample_bytes = sc__crop_bytes(&c)};
     snprintf(out->name, sizeof out->name, "%s", f->name);
 }
 
 /* The transform for decode-once fields: every source field out, those decoded. */
-static int decode_once(sc_dataset *ds, sc_error *err)
+static void decode_once(sc_dataset *ds)
 {
     sc_transform *t = &ds->decode_tf;
     snprintf(ds->decode_version, sizeof ds->decode_version, "1 jpeg centre %u",
@@ -162,20 +172,15 @@ static int decode_once(sc_dataset *ds, sc_error *err)
     for (int i = 0; i < ds->nfields; i++) {
         const sc__field *f = &ds->fields[i];
         sc_field_info *o = &t->out[i];
-        if (f->vlen && ds->decode[i] != SC__DECODE_ONCE)
-            return sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is variable-length, and "
-                              "beside a field decoded once it must be decoded once too "
-                              "(SC_DECODE=jpeg-once), or left out of SC_FIELDS", ds->path,
-                              f->name);
         sc__field out = *f;
         if (ds->decode[i] == SC__DECODE_ONCE)
             decode_image(ds, f, &out);
+        o->vlen = (uint64_t)out.vlen; /* one not decoded passes through, as its blob */
         snprintf(o->name, sizeof o->name, "%s", out.name);
         snprintf(o->dtype, sizeof o->dtype, "%s", sc__dtype_name(out.dtype));
         o->ndims = out.ndims;
         memcpy(o->dims, out.dims, sizeof o->dims);
     }
-    return SC_OK;
 }
 
 int sc__decode_setup(sc_dataset *ds, const sc_config *cfg, const sc_transform **tf,
@@ -200,7 +205,7 @@ int sc__decode_setup(sc_dataset *ds, const sc_config *cfg, const sc_transform **
         sc__errctx(err, rc, "source '%s': SC_DECODE='%s'", ds->path, cfg->decode);
     sc__jpeg_free(j);
     if (rc == SC_OK && once)
-        rc = decode_once(ds, err);
+        decode_once(ds);
     *tf = sc__decode_transform(ds, cfg);
     return rc;
 }
@@ -212,7 +217,9 @@ const sc_transform *sc__decode_transform(const sc_dataset *ds, const sc_config *
 
 sc__crop sc__decode_crop(const sc_dataset *ds, int i)
 {
-    int epoch = (!ds->tf || !ds->tf->shard) && ds->decode[i] == SC__DECODE_EPOCH;
+    /* fields[] are the source's: no transform, or decode-once's (which keeps their order) */
+    int own = !ds->tf || !ds->tf->shard || ds->tf == &ds->decode_tf;
+    int epoch = own && ds->decode[i] == SC__DECODE_EPOCH;
     return epoch ? sc__crop_default(ds->decode_size, ds->decode_size) : (sc__crop){0};
 }
 

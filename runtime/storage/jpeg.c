@@ -72,6 +72,7 @@ int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which uses FILE */
 #include <jpeglib.h>
+#include <jerror.h> /* after jpeglib.h */
 #include <turbojpeg.h>
 
 /* Images above this many pixels are refused: a forged header must not size our buffers. */
@@ -84,7 +85,7 @@ typedef struct jpeg_trap {
 } jpeg_trap;
 
 struct sc__jpeg {
-    tjhandle dec, enc;
+    tjhandle enc;
     struct jpeg_decompress_struct cinfo; /* the region decode's (libjpeg API) */
     jpeg_trap trap;
     int has_cinfo;
@@ -107,30 +108,19 @@ static int jpeg_fail(tjhandle t, int code, const char *what, sc_error *err)
     return sc__seterr(err, code, "%s: %s", what, tjGetErrorStr2(t));
 }
 
-/*
- * A failed decode, said, and the decompressor made anew: libjpeg-turbo 2.1
- * keeps a half-parsed state after a failure that fails every later image
- * on the same handle (one damaged sample must not fail the ones after it).
- */
-static int jpeg_dec_fail(sc__jpeg *j, const char *what, sc_error *err)
-{
-    int rc = jpeg_fail(j->dec, SC_EFORMAT, what, err);
-    tjhandle fresh = tjInitDecompress();
-    if (fresh) {
-        tjDestroy(j->dec);
-        j->dec = fresh;
-    }
-    return rc;
-}
-
 static void jpeg_on_error(j_common_ptr c)
 {
     longjmp(((jpeg_trap *)c->err)->at, 1);
 }
 
+/*
+ * A warning is corrupt data libjpeg would decode around: an error here,
+ * but for stray bytes before a marker (after the last scan, in some
+ * ImageNet files), which leave every pixel as encoded.
+ */
 static void jpeg_on_message(j_common_ptr c, int level)
 {
-    if (level < 0) /* a warning: corrupt data libjpeg would decode around */
+    if (level < 0 && c->err->msg_code != JWRN_EXTRANEOUS_DATA)
         longjmp(((jpeg_trap *)c->err)->at, 1);
 }
 
@@ -140,7 +130,6 @@ int sc__jpeg_new(sc__jpeg **out, sc_error *err)
     *out = NULL;
     if (!j)
         return sc__seterr(err, SC_ENOMEM, "no memory for a JPEG decoder");
-    j->dec = tjInitDecompress();
     j->enc = tjInitCompress();
     j->cinfo.err = jpeg_std_error(&j->trap.mgr);
     j->trap.mgr.error_exit = jpeg_on_error;
@@ -149,7 +138,7 @@ int sc__jpeg_new(sc__jpeg **out, sc_error *err)
         jpeg_create_decompress(&j->cinfo);
         j->has_cinfo = 1;
     }
-    if (!j->dec || !j->enc || !j->has_cinfo) {
+    if (!j->enc || !j->has_cinfo) {
         int rc = sc__seterr(err, SC_ENOMEM, "libjpeg-turbo: %s", tjGetErrorStr2(NULL));
         sc__jpeg_free(j);
         return rc;
@@ -162,8 +151,6 @@ void sc__jpeg_free(sc__jpeg *j)
 {
     if (!j)
         return;
-    if (j->dec)
-        tjDestroy(j->dec);
     if (j->enc)
         tjDestroy(j->enc);
     if (j->has_cinfo)
@@ -197,26 +184,47 @@ static int jpeg_room(sc__jpeg *j, size_t n, sc_error *err)
     return j->img ? SC_OK : sc__seterr(err, SC_ENOMEM, "no memory for a %zu-byte image", n);
 }
 
+/*
+ * The image's header through libjpeg (as the decode reads it): its size
+ * and colour space into *w, *h and *space; NULL, or libjpeg's reason.
+ */
+static const char *jpeg_header(sc__jpeg *j, const void *src, size_t n, uint32_t *w,
+                               uint32_t *h, J_COLOR_SPACE *space)
+{
+    struct jpeg_decompress_struct *c = &j->cinfo;
+    if (setjmp(j->trap.at)) {
+        c->err->format_message((j_common_ptr)c, j->why);
+        jpeg_abort_decompress(c);
+        return j->why;
+    }
+    jpeg_mem_src(c, src, (unsigned long)n);
+    jpeg_read_header(c, TRUE);
+    *w = c->image_width;
+    *h = c->image_height;
+    *space = c->jpeg_color_space;
+    jpeg_abort_decompress(c);
+    return NULL;
+}
+
 int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t *h,
                   int *channels, sc_error *err)
 {
-    int iw = 0, ih = 0, sub = 0, space = 0;
+    J_COLOR_SPACE space = JCS_UNKNOWN;
     if (!j || !src || n > ULONG_MAX)
         return sc__seterr(err, SC_EINVAL, "sc__jpeg_info: no decoder or no image");
-    if (tjDecompressHeader3(j->dec, src, (unsigned long)n, &iw, &ih, &sub, &space) != 0)
-        return jpeg_dec_fail(j, "not a JPEG image libjpeg-turbo can read", err);
-    if (iw <= 0 || ih <= 0)
+    const char *why = jpeg_header(j, src, n, w, h, &space);
+    if (why)
+        return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: %s", why);
+    if (*w == 0 || *h == 0)
         return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: no size");
-    if (space == TJCS_CMYK || space == TJCS_YCCK)
+    if (space == JCS_CMYK || space == JCS_YCCK)
         return sc__seterr(err, SC_EFORMAT, "a CMYK JPEG image: shardcache decodes RGB and "
                           "grayscale JPEGs (convert it, e.g. PIL's convert(\"RGB\"))");
-    if ((uint64_t)iw * (uint64_t)ih > JPEG_MAX_PIXELS)
-        return sc__seterr(err, SC_EFORMAT, "a JPEG image of %dx%d pixels: shardcache decodes "
-                          "images of 1 to %llu pixels", iw, ih,
+    if ((uint64_t)*w * *h > JPEG_MAX_PIXELS)
+        return sc__seterr(err, SC_EFORMAT, "a JPEG image of %ux%u pixels: shardcache decodes "
+                          "images of 1 to %llu pixels", *w, *h,
                           (unsigned long long)JPEG_MAX_PIXELS);
-    *w = (uint32_t)iw;
-    *h = (uint32_t)ih;
-    *channels = space == TJCS_GRAY ? 1 : 3;
+    *channels = space == JCS_GRAYSCALE ? 1 : 3;
     return SC_OK;
 }
 

@@ -32,6 +32,12 @@ typedef struct sc__crop {
 /* The defaults above, for an output of w x h pixels. */
 sc__crop sc__crop_default(uint32_t w, uint32_t h);
 
+/* Bytes of one image decoded to the crop's size, as the loader delivers it: 3 planes. */
+static inline uint64_t sc__crop_bytes(const sc__crop *c)
+{
+    return 3ull * c->width * c->height;
+}
+
 int sc__jpeg_new(sc__jpeg **out, sc_error *err);
 void sc__jpeg_free(sc__jpeg *j);
 

@@ -1089,7 +1089,9 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, 
 /*
  * A variable-length field's offsets from the manifest: from 0, never
  * falling, each sample a whole number of elements, the largest the
- * field's sample_bytes.
+ * field's sample_bytes, and each file's samples no more bytes than the
+ * file (its size is its stamp's, which the files' own stat confirmed):
+ * they size every buffer the field passes through.
  */
 static int source_take_lengths(sc_dataset *ds, source_cursor *c, int i)
 {
@@ -1106,6 +1108,8 @@ static int source_take_lengths(sc_dataset *ds, source_cursor *c, int i)
         ok = off[k + 1] >= off[k] && len % esize == 0;
         most = len > most ? len : most;
     }
+    for (uint64_t k = 0, s = 0; ok && k < ds->nfiles; s += ds->file_sizes[k++])
+        ok = off[s + ds->file_sizes[k]] - off[s] <= ds->file_stamp[2 * k];
     ds->vlen_off[i] = off;
     return ok && most == f->sample_bytes ? SC_OK : SC_EFORMAT;
 }
@@ -1214,7 +1218,10 @@ static int source_transform_fields(sc_dataset *ds, const sc_transform *tf, sc_er
             f->dims[d] = o->dims[d];
             f->sample_bytes *= o->dims[d];
         }
-        if (!f->sample_bytes) {
+        /* Decode-once passes a variable-length field it does not decode through as is. */
+        if (o->vlen && tf == &ds->decode_tf && ds->src[i].vlen)
+            *f = ds->src[i];
+        if (!f->sample_bytes && !f->vlen) {
             free(fp.p);
             return sc__seterr(err, SC_EINVAL, "transform '%s': output field '%s' is empty",
                               tf->name, o->name);
@@ -1300,8 +1307,10 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     rc = sc__decode_setup(ds, cfg, &tf, err);
     if (rc == SC_OK)
         rc = source_transform_fields(ds, tf, err);
+    /* A variable-length field counts its mean sample and offset: what a shard holds. */
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
-        ds->sample_bytes += ds->fields[i].sample_bytes;
+        ds->sample_bytes += ds->fields[i].vlen ? 8 + ds->vlen_off[i][ds->nsamples] / ds->nsamples
+                                               : ds->fields[i].sample_bytes;
     return rc;
 }
 
@@ -1378,7 +1387,7 @@ static void source_throttle(const sc_dataset *ds, uint64_t shard, const sc__fiel
         return;
     uint64_t bytes = 0;
     for (int i = 0; i < nfields; i++)
-        bytes += ds->shard_sizes[shard] * fields[i].sample_bytes;
+        bytes += sc__part_bytes(ds, &fields[i], i, shard);
     double s = (double)bytes / ds->slow_bps;
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -1432,7 +1441,8 @@ static int source_read_part(const sc_dataset *ds, hid_t d, const sc__field *f, i
 {
     if (f->vlen)
         return sc__vlen_read(d, f, first, count, ds->vlen_off[i] + ds->shard_first[shard],
-                             ds->shard_sizes[shard], row, buf, path, shard, err);
+                             ds->shard_sizes[shard], row, buf, path, shard,
+                             ds->shard_first[shard], err);
     return source_read_field(d, f, first, count, (unsigned char *)buf + row * f->sample_bytes,
                              path, shard, err);
 }
@@ -1568,17 +1578,18 @@ static int source_read_source(sc_dataset *ds, uint64_t shard, const sc__field *f
 static int source_read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
 {
     const sc_transform *tf = ds->tf;
-    uint64_t n = ds->shard_sizes[shard], total = 0;
+    uint64_t n = ds->shard_sizes[shard], at[SC_MAX_FIELDS + 1] = {0};
+    /* Each input 8-aligned: a transform may read a blob's uint64 offsets, or
+       int64 samples after a variable-length field's odd count of bytes. */
     for (int i = 0; i < ds->nsrc; i++)
-        total += sc__part_bytes(ds, &ds->src[i], i, shard);
-    unsigned char *scratch = sc__big_alloc(total + 1);
+        at[i + 1] = (at[i] + sc__part_bytes(ds, &ds->src[i], i, shard) + 7) / 8 * 8;
+    unsigned char *scratch = sc__big_alloc(at[ds->nsrc] + 1);
     if (!scratch)
         return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
                           ds->path, (unsigned long long)shard);
     void *in[SC_MAX_FIELDS];
-    uint64_t at = 0; /* a shard's field can pass 2 GiB */
-    for (int i = 0; i < ds->nsrc; at += sc__part_bytes(ds, &ds->src[i], i, shard), i++)
-        in[i] = scratch + at;
+    for (int i = 0; i < ds->nsrc; i++)
+        in[i] = scratch + at[i];
     int rc = source_read_source(ds, shard, ds->src, ds->nsrc, in, err);
     char msg[256] = "";
     if (rc == SC_OK && tf->shard(tf->arg, shard, ds->shard_first[shard], n,
@@ -1635,6 +1646,18 @@ int sc_dataset_field(const sc_dataset *ds, int i, sc_field_info *out)
         return SC_EINVAL;
     sc__field_info(&ds->fields[i], out);
     return SC_OK;
+}
+
+int sc__vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *const *bufs)
+{
+    uint64_t n = ds->shard_sizes[shard], first = ds->shard_first[shard];
+    for (int i = 0; i < ds->nfields; i++) {
+        const uint64_t *off = ds->vlen_off[i] + first;
+        for (uint64_t k = 0; ds->fields[i].vlen && k <= n; k++)
+            if (sc__vlen_off(bufs[i], k) != off[k] - off[0])
+                return i;
+    }
+    return -1;
 }
 
 int sc_dataset_shard_bytes(const sc_dataset *ds, uint64_t shard, int i, uint64_t *bytes)

@@ -131,6 +131,14 @@ static inline const unsigned char *sc__vlen_values(const unsigned char *blob, ui
     return blob + 8 * (n + 1);
 }
 
+/*
+ * The first delivered field of a shard's bytes (bufs[i], as read back from
+ * a cache entry or a peer) whose variable-length offsets are not the ones
+ * learned at open, or -1: an entry made before the source was rewritten
+ * in place (same size and mtime) must not steer copies by its own offsets.
+ */
+int sc__vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *const *bufs);
+
 /* Bytes of delivered field i of one shard. */
 static inline uint64_t sc__field_bytes(const sc_dataset *ds, int i, uint64_t shard)
 {

@@ -144,7 +144,7 @@ static void vlen_put_off(unsigned char *blob, uint64_t k, uint64_t v)
 
 int sc__vlen_read(hid_t d, const sc__field *f, uint64_t first, uint64_t count, const uint64_t *off,
                   uint64_t n, uint64_t row, void *blob, const char *path, uint64_t shard,
-                  sc_error *err)
+                  uint64_t id0, sc_error *err)
 {
     unsigned char *b = blob, *values = b + 8 * (n + 1);
     size_t esize = sc__dtype_size(f->dtype);
@@ -165,8 +165,9 @@ int sc__vlen_read(hid_t d, const sc__field *f, uint64_t first, uint64_t count, c
         if (bytes != off[row + k + 1] - off[row + k])
             rc = sc__seterr(err, SC_EIO,
                             "source '%s' changed since the dataset was opened: "
-                            "field '%s', sample %llu of shard %llu holds %llu bytes, not %llu",
-                            path, f->name, (unsigned long long)(row + k), (unsigned long long)shard,
+                            "field '%s', sample %llu (shard %llu) holds %llu bytes, not %llu",
+                            path, f->name, (unsigned long long)(id0 + row + k),
+                            (unsigned long long)shard,
                             (unsigned long long)bytes,
                             (unsigned long long)(off[row + k + 1] - off[row + k]));
         else if (bytes)

@@ -31,11 +31,12 @@ int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, 
  * Rows [first, first + count) of variable-length field d, into the blob of
  * a shard of n samples as its rows [row, row + count): `off` is the
  * dataset's offsets from the shard's first sample (off[0] is that
- * sample's), as learned at open; a sample whose length differs from them
- * is an error (the file changed).  Called without the HDF5 lock.
+ * sample's, whose global id is id0), as learned at open; a sample whose
+ * length differs from them is an error naming it (the file changed).
+ * Called without the HDF5 lock.
  */
 int sc__vlen_read(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
                   const uint64_t *off, uint64_t n, uint64_t row, void *blob, const char *path,
-                  uint64_t shard, sc_error *err);
+                  uint64_t shard, uint64_t id0, sc_error *err);
 
 #endif /* SC_VLEN_H */

@@ -88,6 +88,41 @@ def test_variable_length_fields(shared_dir, cache_dir, layout):
             assert (counts_of(ids, n) == 1).all()
 
 
+def test_a_file_rewritten_in_place_is_not_read_by_its_cached_offsets(shared_dir, cache_dir):
+    """The same file size and mtime, other lengths: the cache entry made
+    from the old file is repaired, never used to place the new samples."""
+    path = os.path.join(shared_dir, "inplace.h5")
+    old = [np.full(20000, 1, np.uint8), np.full(8, 2, np.uint8)] * 4
+    new = [np.full(10000, 3, np.uint8), np.full(10008, 4, np.uint8)] * 4
+    def write(samples):  # padded to one size: HDF5 ignores bytes past its end
+        with h5py.File(path, "w") as f:
+            write_vlen(f, "v", samples, np.uint8)
+        os.truncate(path, 1 << 18)
+    if RANK == 0:
+        write(old)
+    COMM.Barrier()
+
+    def read_all():
+        got = {}
+        with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=1, shard_size=2,
+                               shuffle="global", seed=1, log=0) as loader:
+            for batch in loader.epoch(0):
+                got[int(batch.ids[0])] = batch["v"][0].numpy().copy()
+            assert loader.verdict(0).ok
+        return got
+    for i, v in read_all().items():
+        np.testing.assert_array_equal(v, old[i])
+    COMM.Barrier()
+    if RANK == 0:
+        st = os.stat(path)
+        write(new)
+        assert os.stat(path).st_size == st.st_size  # the premise: only the stamp keys the cache
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    COMM.Barrier()
+    for i, v in read_all().items():
+        np.testing.assert_array_equal(v, new[i])
+
+
 def jpeg_bytes(colour, size=48, split=False):
     """A JPEG of one colour, or of two halves (the right one the colour's complement)."""
     from PIL import Image
@@ -205,7 +240,36 @@ def test_jpeg_decoded_once_and_flipped(jpegs, cache_dir):
     assert 0.35 < share < 0.65, share
 
 
+def test_decode_once_beside_tokens_and_an_epoch_decode(shared_dir, cache_dir):
+    """Captions beside images: a variable-length int32 field passes through
+    decode-once's transform as it is; a second JPEG field decodes every epoch."""
+    n = 60
+    rng = np.random.default_rng(12)
+    colours = rng.integers(40, 216, (n, 3)).astype(np.uint8)
+    tokens = ragged(n, 13, np.int32)
+    path = os.path.join(shared_dir, "captions.h5")
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            write_vlen(f, "a", [jpeg_bytes(c) for c in colours], np.uint8)
+            write_vlen(f, "b", [jpeg_bytes(255 - c) for c in colours], np.uint8)
+            write_vlen(f, "tokens", tokens, np.int32)
+    COMM.Barrier()
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=4, shard_size=10,
+                           decode="a=jpeg-once,b=jpeg", decode_size=8, log=0) as loader:
+        assert [f[2] for f in loader.fields] == [(3, 8, 8), (3, 8, 8), (None,)]
+        for epoch in range(2):
+            for batch in loader.epoch(epoch):
+                a, b, t = batch["a"].numpy(), batch["b"].numpy(), batch["tokens"]
+                for k, i in enumerate(batch.ids):
+                    np.testing.assert_array_equal(t[k].numpy(), tokens[i])
+                    c = colours[i].astype(int)[:, None, None]
+                    assert np.abs(a[k].astype(int) - c).max() <= 6
+                    assert np.abs(b[k].astype(int) - (255 - c)).max() <= 6
+            assert loader.verdict(epoch).ok
+
+
 def test_decode_refuses_a_fixed_field(jpegs, cache_dir):
+    assert shardcache.features()["jpeg"] == 1  # scripts/test builds with libjpeg-turbo
     path, _ = jpegs
     with pytest.raises(shardcache.Error, match="SC_DECODE names field '/labels'.*fixed-shape int64"):
         shardcache.Loader(source=path, cache_dir=cache_dir, decode="labels=jpeg", log=0)

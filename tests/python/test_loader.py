@@ -326,6 +326,24 @@ def test_sample_axis_none_is_for_a_directory(dataset, cache_dir):
         open_loader(dataset, cache_dir, sample_axis="none")
 
 
+@pytest.mark.skipif(SIZE < 2, reason="needs 2 ranks or more")
+def test_a_rank_closing_early_ends_the_others_wait(dataset, cache_dir):
+    """Rank 0 closes in epoch 0 (as after an error it caught); the others go
+    on and then wait for epoch 1's verdict, which rank 0 never joins: the
+    wait fails, naming rank 0, instead of hanging."""
+    loader = open_loader(dataset, cache_dir, abort_on_error=False)
+    if RANK == 0:
+        next(iter(loader.epoch(0)))
+        loader.close()
+        return
+    with pytest.raises(shardcache.Error, match="rank 0 closed its loader"):
+        for epoch in range(3):
+            for _ in loader.epoch(epoch):
+                pass
+            loader.verdict(epoch)
+    loader.close()
+
+
 @pytest.mark.skipif(SIZE != 1, reason="a read error on one rank of several ends the job")
 def test_close_after_a_caught_error(shared_dir, cache_dir):
     """A file gone mid-epoch: the loader raises, naming it; the caller

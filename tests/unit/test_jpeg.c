@@ -194,6 +194,39 @@ static void test_damage_is_refused(void **state)
     free(p);
 }
 
+/*
+ * A truncated image is refused whatever the crop (the decode reads only the
+ * crop's rows, so this is the end marker's check); stray bytes before a
+ * marker, as some ImageNet files have, decode to the image's own bytes.
+ */
+static void test_truncated_always_and_stray_bytes_never(void **state)
+{
+    (void)state;
+    need_jpeg();
+    uint8_t a[3 * 16 * 16], b[3 * 16 * 16];
+    sc__crop c = sc__crop_default(16, 16);
+    sc_error err = SC_ERROR_INIT;
+    for (uint64_t seed = 0; seed < 40; seed++) {
+        assert_int_equal(sc__jpeg_decode_crop(jp, enc, enc_n - 200, &c, seed, 3, a, &err),
+                         SC_EFORMAT);
+        assert_non_null(strstr(err.msg, "end-of-image"));
+    }
+    size_t at = 2; /* the first quantization table's marker */
+    while (at + 1 < enc_n && !(enc[at] == 0xFF && enc[at + 1] == 0xDB))
+        at++;
+    assert_true(at + 1 < enc_n);
+    unsigned char *p = malloc(enc_n + 3);
+    memcpy(p, enc, at);
+    memcpy(p + at, "\x12\x34\x56", 3);
+    memcpy(p + at + 3, enc + at, enc_n - at);
+    for (uint64_t seed = 0; seed < 10; seed++) {
+        SC_ASSERT_OK(sc__jpeg_decode_crop(jp, p, enc_n + 3, &c, seed, 3, a, &err), &err);
+        SC_ASSERT_OK(sc__jpeg_decode_crop(jp, enc, enc_n, &c, seed, 3, b, &err), &err);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    free(p);
+}
+
 /* A CMYK JPEG (some ImageNet files are) is refused by name; bad crop settings are refused. */
 static void test_cmyk_and_bad_settings(void **state)
 {
@@ -228,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_flip_is_the_mirror),
         cmocka_unit_test(test_crops_follow_the_seed),
         cmocka_unit_test(test_damage_is_refused),
+        cmocka_unit_test(test_truncated_always_and_stray_bytes_never),
         cmocka_unit_test(test_cmyk_and_bad_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
