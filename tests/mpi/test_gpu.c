@@ -5,7 +5,8 @@
  *
  * A fresh process (no device chosen) gets device node-local rank; every
  * batch of two epochs is on the device, and its bytes, copied back, are
- * its ids' samples; the verdicts are exactly-once; auto picks the GPU; a
+ * its ids' samples (a variable-length field's too: its values on the
+ * device, its offsets in host memory); the verdicts are exactly-once; auto picks the GPU; a
  * device the caller made current is kept; more ranks than GPUs on a node
  * are refused on every rank, naming both counts.
  */
@@ -54,13 +55,17 @@ static void check_device_batch(sc_loader *ld, const sc_batch *b)
     assert_non_null(b->ready);
     assert_int_equal(sc_batch_wait(ld, b), SC_OK);
 #ifdef HAVE_CUDA_HEADERS
-    static int32_t x[B * W];
+    static int32_t x[B * W], z[B * 8];
     static int64_t y[B];
+    assert_int_equal(b->nfields, 3);
+    assert_true(b->bytes[2] == b->offsets[2][B] && b->bytes[2] <= sizeof z);
     assert_int_equal(cudaMemcpy(x, b->data[0], sizeof x, cudaMemcpyDeviceToHost), cudaSuccess);
     assert_int_equal(cudaMemcpy(y, b->data[1], sizeof y, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_int_equal(cudaMemcpy(z, b->data[2], b->bytes[2], cudaMemcpyDeviceToHost), cudaSuccess);
     sc_batch host = *b;
     host.data[0] = x;
     host.data[1] = y;
+    host.data[2] = z;
     char why[256];
     if (!sc_t_samples_ok(&host, W, NSAMPLES, why, sizeof why))
         fail_msg("%s", why);
@@ -132,7 +137,8 @@ int main(int argc, char **argv)
     sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "gpu");
     snprintf(src, sizeof src, "%s/src.h5", dir);
     if (rank == 0)
-        assert_int_equal(sc_t_write_samples(src, 0, NSAMPLES, W), 0);
+        assert_int_equal(sc_t_write_samples(src, 0, NSAMPLES, W) ||
+                             sc_t_write_vlen(src, 0, NSAMPLES), 0);
     MPI_Barrier(MPI_COMM_WORLD);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_uses_the_local_rank),
