@@ -184,50 +184,6 @@ static int jpeg_room(sc__jpeg *j, size_t n, sc_error *err)
     return j->img ? SC_OK : sc__seterr(err, SC_ENOMEM, "no memory for a %zu-byte image", n);
 }
 
-/*
- * The image's header through libjpeg (as the decode reads it): its size
- * and colour space into *w, *h and *space; NULL, or libjpeg's reason.
- */
-static const char *jpeg_header(sc__jpeg *j, const void *src, size_t n, uint32_t *w,
-                               uint32_t *h, J_COLOR_SPACE *space)
-{
-    struct jpeg_decompress_struct *c = &j->cinfo;
-    if (setjmp(j->trap.at)) {
-        c->err->format_message((j_common_ptr)c, j->why);
-        jpeg_abort_decompress(c);
-        return j->why;
-    }
-    jpeg_mem_src(c, src, (unsigned long)n);
-    jpeg_read_header(c, TRUE);
-    *w = c->image_width;
-    *h = c->image_height;
-    *space = c->jpeg_color_space;
-    jpeg_abort_decompress(c);
-    return NULL;
-}
-
-int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t *h,
-                  int *channels, sc_error *err)
-{
-    J_COLOR_SPACE space = JCS_UNKNOWN;
-    if (!j || !src || n > ULONG_MAX)
-        return sc__seterr(err, SC_EINVAL, "sc__jpeg_info: no decoder or no image");
-    const char *why = jpeg_header(j, src, n, w, h, &space);
-    if (why)
-        return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: %s", why);
-    if (*w == 0 || *h == 0)
-        return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: no size");
-    if (space == JCS_CMYK || space == JCS_YCCK)
-        return sc__seterr(err, SC_EFORMAT, "a CMYK JPEG image: shardcache decodes RGB and "
-                          "grayscale JPEGs (convert it, e.g. PIL's convert(\"RGB\"))");
-    if ((uint64_t)*w * *h > JPEG_MAX_PIXELS)
-        return sc__seterr(err, SC_EFORMAT, "a JPEG image of %ux%u pixels: shardcache decodes "
-                          "images of 1 to %llu pixels", *w, *h,
-                          (unsigned long long)JPEG_MAX_PIXELS);
-    *channels = space == JCS_GRAYSCALE ? 1 : 3;
-    return SC_OK;
-}
-
 static double jpeg_uniform(sc__rng *r, double lo, double hi)
 {
     return lo + (hi - lo) * (double)(sc__rng_next(r) >> 11) * 0x1.0p-53;
@@ -381,15 +337,69 @@ static int jpeg_tables(sc__jpeg *j, uint32_t w, uint32_t h, int ch, sc_error *er
                : sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", w, h);
 }
 
+/* One image read through libjpeg: its header, then (with a crop) the crop's rectangle. */
+typedef struct jpeg_job {
+    const sc__crop *crop; /* NULL: the header alone */
+    uint64_t seed;
+    int ch;                /* the output's channels */
+    uint32_t W, H;         /* the header's */
+    J_COLOR_SPACE space;
+    int decoding;          /* past the header: a failure is a damaged image */
+    int rc;                /* SC_OK, or a refusal of the header (in err) */
+    jpeg_rect r;           /* the crop, drawn from the seed */
+    tjscalingfactor s;     /* the scale it is decoded at: sw x sh */
+    int sw, sh;
+    JDIMENSION y0, y1, x0, w, end; /* rows [y0, y1) and columns [x0, x0 + w) decoded;
+                                      the resample reads columns before `end` */
+} jpeg_job;
+
+/* A header shardcache decodes: a size, not CMYK, not too many pixels. */
+static int jpeg_check(const jpeg_job *job, sc_error *err)
+{
+    if (job->W == 0 || job->H == 0)
+        return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: no size");
+    if (job->space == JCS_CMYK || job->space == JCS_YCCK)
+        return sc__seterr(err, SC_EFORMAT, "a CMYK JPEG image: shardcache decodes RGB and "
+                          "grayscale JPEGs (convert it, e.g. PIL's convert(\"RGB\"))");
+    if ((uint64_t)job->W * job->H > JPEG_MAX_PIXELS)
+        return sc__seterr(err, SC_EFORMAT, "a JPEG image of %ux%u pixels: shardcache decodes "
+                          "images of 1 to %llu pixels", job->W, job->H,
+                          (unsigned long long)JPEG_MAX_PIXELS);
+    return SC_OK;
+}
+
 /*
- * Rows [y0, y1) of image src at scale s, and the columns from *x0 for *w
- * (libjpeg widens them to whole iMCUs), into j->img, `ch` values a pixel:
- * NULL, or libjpeg's reason (in j->why).  Either way the decompressor is
- * left ready for the next image.
+ * The crop, its scale, and what to decode: the scaled crop's pixels and the
+ * one past each edge that bilinear may blend, rows [y0, y1) and columns
+ * [x0, end).  libjpeg-turbo 2.1's fancy upsampling leaves the edge columns
+ * of a cropped row undefined where the row starts or ends inside the
+ * image, so 16 more columns (an iMCU at most) each side are decoded and
+ * never read.
  */
-static const char *jpeg_region(sc__jpeg *j, const void *src, size_t n, tjscalingfactor s,
-                               int ch, JDIMENSION y0, JDIMENSION y1, JDIMENSION *x0,
-                               JDIMENSION *w)
+static void jpeg_plan(jpeg_job *job)
+{
+    job->r = jpeg_draw(job->crop, job->W, job->H, job->seed);
+    job->s = jpeg_scale(&job->r, job->crop);
+    job->sw = TJSCALED((int)job->W, job->s);
+    job->sh = TJSCALED((int)job->H, job->s);
+    double fx = (double)job->sw / job->W, fy = (double)job->sh / job->H;
+    JDIMENSION need = (JDIMENSION)floor(job->r.x * fx), sw = (JDIMENSION)job->sw;
+    double ye = ceil((job->r.y + job->r.h) * fy) + 1, xe = ceil((job->r.x + job->r.w) * fx) + 1;
+    job->y0 = (JDIMENSION)floor(job->r.y * fy);
+    job->y1 = ye < job->sh ? (JDIMENSION)ye : (JDIMENSION)job->sh;
+    job->end = xe < sw ? (JDIMENSION)xe : sw;
+    job->x0 = need > 16 ? need - 16 : 0;
+    job->w = (job->end + 16 < sw ? job->end + 16 : sw) - job->x0;
+}
+
+/*
+ * Reads src's header into job and, with a crop that the header passes,
+ * decodes the crop's rows and columns (libjpeg widens x0 and w to whole
+ * iMCUs) into j->img, job->ch values a pixel.  NULL, or libjpeg's reason
+ * (in j->why); either way the decompressor is left ready for the next image.
+ */
+static const char *jpeg_run(sc__jpeg *j, const void *src, size_t n, jpeg_job *job,
+                            sc_error *err)
 {
     struct jpeg_decompress_struct *c = &j->cinfo;
     if (setjmp(j->trap.at)) {
@@ -399,24 +409,48 @@ static const char *jpeg_region(sc__jpeg *j, const void *src, size_t n, tjscaling
     }
     jpeg_mem_src(c, src, (unsigned long)n);
     jpeg_read_header(c, TRUE);
-    c->out_color_space = ch == 3 ? JCS_RGB : JCS_GRAYSCALE;
-    c->scale_num = (unsigned)s.num;
-    c->scale_denom = (unsigned)s.denom;
+    job->W = c->image_width;
+    job->H = c->image_height;
+    job->space = c->jpeg_color_space;
+    job->decoding = 1;
+    if ((job->rc = jpeg_check(job, err)) != SC_OK || !job->crop) {
+        jpeg_abort_decompress(c);
+        return NULL;
+    }
+    jpeg_plan(job);
+    c->out_color_space = job->ch == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    c->scale_num = (unsigned)job->s.num;
+    c->scale_denom = (unsigned)job->s.denom;
     jpeg_start_decompress(c);
-    jpeg_crop_scanline(c, x0, w);
-    size_t row = (size_t)*w * (size_t)ch;
-    if (!(j->img = jpeg_scratch(j->img, &j->img_cap, row * (y1 - y0)))) {
+    jpeg_crop_scanline(c, &job->x0, &job->w);
+    size_t row = (size_t)job->w * (size_t)job->ch;
+    if (!(j->img = jpeg_scratch(j->img, &j->img_cap, row * (job->y1 - job->y0)))) {
         jpeg_abort_decompress(c);
         return "no memory for the image";
     }
-    if (y0 > 0)
-        jpeg_skip_scanlines(c, y0);
-    while (c->output_scanline < y1) {
-        JSAMPROW r = j->img + (size_t)(c->output_scanline - y0) * row;
+    if (job->y0 > 0)
+        jpeg_skip_scanlines(c, job->y0);
+    while (c->output_scanline < job->y1) {
+        JSAMPROW r = j->img + (size_t)(c->output_scanline - job->y0) * row;
         jpeg_read_scanlines(c, &r, 1);
     }
     jpeg_abort_decompress(c); /* the rows below the crop are never decoded */
     return NULL;
+}
+
+int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t *h,
+                  int *channels, sc_error *err)
+{
+    if (!j || !src || n > ULONG_MAX)
+        return sc__seterr(err, SC_EINVAL, "sc__jpeg_info: no decoder or no image");
+    jpeg_job job = {0};
+    const char *why = jpeg_run(j, src, n, &job, err);
+    if (why)
+        return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: %s", why);
+    *w = job.W;
+    *h = job.H;
+    *channels = job.space == JCS_GRAYSCALE ? 1 : 3;
+    return job.rc;
 }
 
 /*
@@ -445,43 +479,29 @@ static int jpeg_crop_ok(const sc__crop *crop, int channels)
 int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop *crop,
                          uint64_t seed, int channels, uint8_t *out, sc_error *err)
 {
-    uint32_t W, H;
-    int has;
     if (!out || !jpeg_crop_ok(crop, channels))
         return sc__seterr(err, SC_EINVAL, "a JPEG decode needs an output of 1 or 3 channels and "
                           "a size, a scale range within (0, 1] and a positive ratio range");
-    int rc = sc__jpeg_info(j, src, n, &W, &H, &has, err);
-    if (rc != SC_OK)
-        return rc;
-    if (!jpeg_has_end(src, n))
+    if (!j || !src || n > ULONG_MAX)
+        return sc__seterr(err, SC_EINVAL, "sc__jpeg_decode_crop: no decoder or no image");
+    const unsigned char *b = src; /* a JPEG (it starts so) whose end is missing */
+    if (n >= 2 && b[0] == 0xFF && b[1] == 0xD8 && !jpeg_has_end(b, n))
         return sc__seterr(err, SC_EFORMAT, "a damaged JPEG image: no end-of-image marker in "
                           "its last KiB (truncated?)");
-    jpeg_rect r = jpeg_draw(crop, W, H, seed);
-    tjscalingfactor s = jpeg_scale(&r, crop);
-    int sw = TJSCALED((int)W, s), sh = TJSCALED((int)H, s);
-    double fx = (double)sw / W, fy = (double)sh / H;
-    /*
-     * The scaled crop's pixels, and the one past each edge that bilinear may
-     * blend: rows [y0, y1), columns [x0, xe).  libjpeg-turbo 2.1's fancy
-     * upsampling leaves the edge columns of a cropped row undefined where
-     * the row starts or ends inside the image, so 16 more columns (an iMCU
-     * at most) each side are decoded and never read.
-     */
-    JDIMENSION y0 = (JDIMENSION)floor(r.y * fy), need = (JDIMENSION)floor(r.x * fx);
-    JDIMENSION x0 = need > 16 ? need - 16 : 0;
-    double ye = ceil((r.y + r.h) * fy) + 1, xe = ceil((r.x + r.w) * fx) + 1;
-    JDIMENSION y1 = ye < sh ? (JDIMENSION)ye : (JDIMENSION)sh;
-    JDIMENSION end = xe < sw ? (JDIMENSION)xe : (JDIMENSION)sw;
-    JDIMENSION w = (end + 16 < (JDIMENSION)sw ? end + 16 : (JDIMENSION)sw) - x0;
-    const char *why = jpeg_region(j, src, n, s, channels, y0, y1, &x0, &w);
+    jpeg_job job = {.crop = crop, .seed = seed, .ch = channels};
+    const char *why = jpeg_run(j, src, n, &job, err);
     if (why)
-        return sc__seterr(err, SC_EFORMAT, "a damaged JPEG image: %s", why);
-    if ((rc = jpeg_tables(j, crop->width, crop->height, channels, err)) != SC_OK)
+        return sc__seterr(err, SC_EFORMAT, "%s: %s", job.decoding ? "a damaged JPEG image"
+                          : "not a JPEG image libjpeg-turbo can read", why);
+    int rc = job.rc != SC_OK ? job.rc : jpeg_tables(j, crop->width, crop->height, channels, err);
+    if (rc != SC_OK)
         return rc;
-    jpeg_axis(j->at, j->wt, crop->width, r.x * fx - x0, r.w * fx, (int)(end - x0), r.flip);
-    jpeg_axis(j->at + crop->width, j->wt + crop->width, crop->height, r.y * fy - y0, r.h * fy,
-              (int)(y1 - y0), 0);
-    jpeg_resample(j, (int)(end - x0), (int)w, channels, crop, out);
+    double fx = (double)job.sw / job.W, fy = (double)job.sh / job.H;
+    jpeg_axis(j->at, j->wt, crop->width, job.r.x * fx - job.x0, job.r.w * fx,
+              (int)(job.end - job.x0), job.r.flip);
+    jpeg_axis(j->at + crop->width, j->wt + crop->width, crop->height, job.r.y * fy - job.y0,
+              job.r.h * fy, (int)(job.y1 - job.y0), 0);
+    jpeg_resample(j, (int)(job.end - job.x0), (int)job.w, channels, crop, out);
     return SC_OK;
 }
 
