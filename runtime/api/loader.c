@@ -1197,12 +1197,14 @@ static int loader_wait_verdict(sc_loader *ld, uint64_t epoch)
     const sc_epoch_summary *rep = loader_report_of(ld, epoch);
     for (;;) {
         int rc = loader_poll_verdicts(ld, 0, 0);
-        /* A rank that closed its loader never joins the verdict: rank 0 says so
-           in the next plan's broadcast, whose failure ends this wait. */
-        rec *next = rc == SC_OK && !ld->failed ? loader_find_rec(ld, ld->cur + 1) : NULL;
+        if (rc != SC_OK || !rep || rep->exactly_once.verified || ld->failed)
+            return rc;
+        /* A rank 0 that closed its loader never joins the verdict: it says so in
+           the next plan's broadcast, whose failure ends this wait. */
+        rec *next = loader_find_rec(ld, ld->cur + 1);
         if (next && (rc = loader_progress(ld)) == SC_OK && next->status != SC_OK)
             return loader_fail(ld, &next->err);
-        if (rc != SC_OK || !rep || rep->exactly_once.verified || ld->failed)
+        if (rc != SC_OK)
             return rc;
         sc_error err = SC_ERROR_INIT;
         if ((rc = sc__peer_pump(ld->peer, &err)) != SC_OK)

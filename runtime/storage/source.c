@@ -1309,8 +1309,8 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
         rc = source_transform_fields(ds, tf, err);
     /* A variable-length field counts its mean sample and offset: what a shard holds. */
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
-        ds->sample_bytes += ds->fields[i].vlen ? 8 + ds->vlen_off[i][ds->nsamples] / ds->nsamples
-                                               : ds->fields[i].sample_bytes;
+        ds->sample_bytes += !ds->fields[i].vlen ? ds->fields[i].sample_bytes
+                            : 8 + ds->vlen_off[i][ds->nsamples] / (ds->nsamples ? ds->nsamples : 1);
     return rc;
 }
 
@@ -1652,8 +1652,10 @@ int sc__vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *const *
 {
     uint64_t n = ds->shard_sizes[shard], first = ds->shard_first[shard];
     for (int i = 0; i < ds->nfields; i++) {
+        if (!ds->fields[i].vlen)
+            continue; /* (its vlen_off is NULL: no arithmetic on it) */
         const uint64_t *off = ds->vlen_off[i] + first;
-        for (uint64_t k = 0; ds->fields[i].vlen && k <= n; k++)
+        for (uint64_t k = 0; k <= n; k++)
             if (sc__vlen_off(bufs[i], k) != off[k] - off[0])
                 return i;
     }
