@@ -214,3 +214,15 @@ void sc__h5_type_words(hid_t type, char *buf, size_t n)
     if (super >= 0)
         H5Tclose(super);
 }
+
+uint64_t sc__h5_raw_offset(hid_t d, uint64_t bytes)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    int ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
+             H5Pget_external_count(dcpl) == 0 && H5Dget_storage_size(d) == bytes;
+    haddr_t at = ok ? H5Dget_offset(d) : HADDR_UNDEF;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    return at == HADDR_UNDEF ? UINT64_MAX : (uint64_t)at;
+}

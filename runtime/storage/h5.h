@@ -15,6 +15,7 @@
 #define SC_H5_H
 
 #include <hdf5.h>
+#include <stdint.h>
 
 #include "dtype.h"
 #include "error.h"
@@ -50,5 +51,13 @@ size_t sc__h5_string_width(hid_t type);
  * writes dt when file_type is negative.  The caller closes it.
  */
 hid_t sc__h5_mem_type(hid_t file_type, sc__dtype dt);
+
+/*
+ * Where dataset d's data lies in its file when HDF5 keeps it there as is:
+ * contiguous, allocated, in the file itself (not external) and `bytes`
+ * long; else UINT64_MAX.  For reads outside HDF5 and its lock (pread).
+ * The caller holds the lock.
+ */
+uint64_t sc__h5_raw_offset(hid_t d, uint64_t bytes);
 
 #endif /* SC_H5_H */

@@ -843,20 +843,15 @@ static uint64_t source_raw_offset(hid_t d, const sc__field *f, uint64_t n)
 {
     if (f->vlen)
         return UINT64_MAX; /* its values lie in the heap, one object each */
-    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d);
+    hid_t t = H5Dget_type(d);
     hid_t mt = t >= 0 ? sc__h5_mem_type(t, f->dtype) : H5I_INVALID_HID;
-    int ok = dcpl >= 0 && mt >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
-             H5Pget_external_count(dcpl) == 0 && H5Tequal(t, mt) > 0 &&
-             H5Dget_storage_size(d) == n * f->sample_bytes;
-    haddr_t at = ok ? H5Dget_offset(d) : HADDR_UNDEF;
+    int as_delivered = mt >= 0 && H5Tequal(t, mt) > 0;
     if (mt >= 0)
         H5Tclose(mt);
     if (t >= 0)
         H5Tclose(t);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
     H5Eclear2(H5E_DEFAULT);
-    return at == HADDR_UNDEF ? UINT64_MAX : (uint64_t)at;
+    return as_delivered ? sc__h5_raw_offset(d, n * f->sample_bytes) : UINT64_MAX;
 }
 
 /* Field i of file k in layout B's scan: described, checked against file 0's, its place kept. */
@@ -1447,9 +1442,10 @@ static int source_read_part(const sc_dataset *ds, hid_t d, const sc__field *f, i
                              path, shard, err);
 }
 
-/* All of n bytes at off, or the reason in words. */
-static const char *source_pread_all(int fd, unsigned char *buf, uint64_t n, uint64_t off)
+/* All of n bytes at off (see source.h). */
+const char *sc__pread_all(int fd, void *to, uint64_t n, uint64_t off)
 {
+    unsigned char *buf = to;
     while (n > 0) {
         ssize_t got = pread(fd, buf, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
         if (got < 0 && errno == EINTR)
@@ -1491,7 +1487,7 @@ static int source_read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uin
         why = "it changed since the dataset was opened";
     for (int i = 0; !why && i < nfields; i++) {
         field = fields[i].name;
-        why = source_pread_all(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
+        why = sc__pread_all(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
                                n * fields[i].sample_bytes, off[i]);
     }
     if (fd >= 0)

@@ -71,29 +71,21 @@ static void vlen_reclaim(hid_t mt, uint64_t count, hvl_t *v)
 static int vlen_header_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n,
                                uint64_t *len, const char **why)
 {
-    hid_t dcpl = H5Dget_create_plist(d), fid = H5Iget_file_id(d);
+    hid_t fid = H5Iget_file_id(d);
     hid_t fcpl = fid >= 0 ? H5Fget_create_plist(fid) : H5I_INVALID_HID;
-    size_t addr = 0, size = 0;
-    int ok = dcpl >= 0 && fcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
-             H5Pget_external_count(dcpl) == 0 && H5Pget_sizes(fcpl, &addr, &size) >= 0;
-    uint64_t each = 8 + addr;
-    haddr_t at = ok && H5Dget_storage_size(d) == n * each ? H5Dget_offset(d) : HADDR_UNDEF;
+    size_t addr = 0, size = 0; /* the file's address width: a header's middle */
+    int ok = fcpl >= 0 && H5Pget_sizes(fcpl, &addr, &size) >= 0;
     if (fcpl >= 0)
         H5Pclose(fcpl);
     if (fid >= 0)
         H5Fclose(fid);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
+    uint64_t each = 8 + addr, at = ok ? sc__h5_raw_offset(d, n * each) : UINT64_MAX;
     H5Eclear2(H5E_DEFAULT);
-    if (at == HADDR_UNDEF)
+    if (at == UINT64_MAX)
         return 0;
     unsigned char *raw = malloc(n * each);
     int fd = raw ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    ssize_t got = fd >= 0 ? pread(fd, raw, n * each, (off_t)at) : -1;
-    *why = !raw                       ? "no memory"
-           : got < 0                  ? strerror(errno)
-           : (uint64_t)got < n * each ? "the file ends early"
-                                      : NULL;
+    *why = !raw ? "no memory" : fd < 0 ? strerror(errno) : sc__pread_all(fd, raw, n * each, at);
     size_t esize = sc__dtype_size(f->dtype);
     for (uint64_t k = 0; !*why && k < n; k++) {
         const unsigned char *p = raw + k * each;
