@@ -233,9 +233,9 @@ SC_API int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info);
  * The next batch of the current epoch, SC_END_OF_EPOCH after its last one,
  * or an error (a source read, a checksum, an ownership check) that stops
  * the loader: every later call returns it too.  At most SC_PREFETCH_BATCHES
- * batches may be held at once, and a batch must be released before the one
- * SC_PREFETCH_BATCHES after it is asked for (buffers are reused in order);
- * either mistake is an SC_EINVAL that does not stop the loader.  After an
+ * batches may be held at once (a held batch keeps its buffers, in any order;
+ * the others keep cycling, fewer slots ahead); asking for one more is an
+ * SC_EINVAL that does not stop the loader.  After an
  * SC_EMPI, end the job (MPI_Abort): other ranks may be in a collective.
  */
 SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);

@@ -310,6 +310,22 @@ static void stream_advance_prefix(ep *e)
         e->loaded_prefix++;
 }
 
+/*
+ * A slot in `state` (with SL_FREE: any; else the one of batch `seq`), or
+ * NULL.  Slots are not reused in ring order: a batch whose buffers the
+ * caller still holds (the Python package holds one while a tensor made
+ * from it lives) keeps its slot, and the others go on cycling.
+ */
+static rslot *stream_slot_with(const sc__stream *s, int state, uint64_t seq)
+{
+    for (uint64_t i = 0; i < s->o.depth; i++) {
+        rslot *r = &s->ring[i];
+        if (r->state == state && (state == SL_FREE || r->seq == seq))
+            return r;
+    }
+    return NULL;
+}
+
 static int stream_pick(sc__stream *s, task *t)
 {
     ep *build = NULL, *load = NULL;
@@ -333,14 +349,15 @@ static int stream_pick(sc__stream *s, task *t)
     }
     if (build) {
         uint64_t b = build->next_build;
-        rslot *slot = &s->ring[(build->seq0 + b) % s->o.depth];
-        /* Its shards are in, its slot is not: the ring is full (traced as such). */
-        t->ring_full = build->loaded_prefix > build->need[b] && slot->state != SL_FREE;
+        rslot *slot = stream_slot_with(s, SL_FREE, 0);
+        /* Its shards are in, no slot is free: the ring is full (traced as such). */
+        t->ring_full = build->loaded_prefix > build->need[b] && !slot;
         t->e = build;
         t->i = b;
-        if (build->loaded_prefix > build->need[b] && slot->state == SL_FREE) {
+        if (build->loaded_prefix > build->need[b] && slot) {
             build->next_build++;
             slot->state = SL_BUILDING;
+            slot->seq = build->seq0 + b; /* batches are picked in seq order */
             *t = (task){T_BUILD, build, b, slot, NULL, 0, 0};
             return 1;
         }
@@ -543,7 +560,6 @@ static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring
         return rc;
     slot->epoch = e->epoch;
     slot->index = b;
-    slot->seq = e->seq0 + b;
     uint64_t end = q0 + B;
     slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
     uint64_t t1 = sc__trace_now(tr);
@@ -819,32 +835,17 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
     int rc = SC_OK;
     *waited = 0.0;
     pthread_mutex_lock(&s->mu);
-    rslot *slot = &s->ring[s->take % s->o.depth];
-    if (s->failed) {
-        rc = SC_EINVAL; /* replaced below by the producers' own error */
-    } else if (s->held >= s->o.depth) {
+    if (!s->failed && s->held >= s->o.depth) {
         pthread_mutex_unlock(&s->mu);
         return sc__seterr(err, SC_EINVAL,
                           "rank %d: all %llu batch buffers (SC_PREFETCH_BATCHES) are held; "
                           "release a batch before asking for the next",
                           s->o.rank, (unsigned long long)s->o.depth);
-    } else if (slot->state == SL_HELD) {
-        /*
-         * Ring slots are reused in order: the next batch is built into the
-         * buffer of the batch handed out `depth` batches ago, which the
-         * caller still holds.  Waiting would wait forever.
-         */
-        rc = sc__seterr(err, SC_EINVAL,
-                        "rank %d: epoch %llu batch %llu is still held, and the next batch "
-                        "needs its buffer: release batches within %llu of each other "
-                        "(SC_PREFETCH_BATCHES)",
-                        s->o.rank, (unsigned long long)slot->epoch,
-                        (unsigned long long)slot->index, (unsigned long long)s->o.depth);
-        pthread_mutex_unlock(&s->mu);
-        return rc;
-    } else if (!(slot->state == SL_READY && slot->seq == s->take)) {
+    }
+    rslot *slot = stream_slot_with(s, SL_READY, s->take);
+    if (!slot && !s->failed) {
         double t0 = stream_now();
-        while (!s->failed && !(slot->state == SL_READY && slot->seq == s->take))
+        while (!s->failed && !(slot = stream_slot_with(s, SL_READY, s->take)))
             stream_wait_ready(s);
         *waited = stream_now() - t0;
     }
@@ -898,8 +899,8 @@ int sc__stream_status(sc__stream *s)
 int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error *err)
 {
     pthread_mutex_lock(&s->mu);
-    rslot *slot = &s->ring[b->seq % s->o.depth];
-    if (slot->state != SL_HELD || slot->seq != b->seq) {
+    rslot *slot = stream_slot_with(s, SL_HELD, b->seq);
+    if (!slot) {
         pthread_mutex_unlock(&s->mu);
         return sc__seterr(err, SC_EINVAL,
                           "rank %d: batch %llu of epoch %llu released twice, or not handed "
