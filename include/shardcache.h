@@ -126,7 +126,10 @@ typedef struct sc_exactly_once {
     uint64_t duplicated;   /* extra deliveries (sketch: a lower bound) */
     uint64_t skipped;      /* samples never delivered (sketch: a lower bound) */
     char detail[256];      /* what went wrong, with sample ids in full mode */
-    uint64_t reserved[8];     /* room for later fields: the size stays */
+    /* appended (room taken from reserved[]) */
+    uint64_t caller_skipped; /* never handed out: the caller ended the epoch early
+                                (sc_epoch_skip_rest); such an epoch is not ok */
+    uint64_t reserved[7];     /* room for later fields: the size stays */
 } sc_exactly_once;
 
 /* ------------------------------------------------------------------------ */
@@ -239,6 +242,15 @@ SC_API int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info);
  * SC_EMPI, end the job (MPI_Abort): other ranks may be in a collective.
  */
 SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
+
+/*
+ * Ends the current epoch early on this rank (after the training loop broke
+ * out of it): its batches not yet taken are never handed out, and their
+ * samples (*skipped, optional) count in the verdict as skipped by the
+ * caller (sc_exactly_once.caller_skipped), not as delivered: such an epoch
+ * is not exactly-once.  SC_OK once the epoch has ended.
+ */
+SC_API int sc_epoch_skip_rest(sc_loader *ld, uint64_t *skipped);
 
 /*
  * Gives a batch's buffers back.  Host batches are reused at once.  A device

@@ -60,7 +60,7 @@ typedef struct {
     sc_loader *ld;
     PyObject *comm;   /* the mpi4py communicator: kept alive while open */
     uint64_t depth;   /* ring slots: at most this many batches held */
-    sc_batch *held;   /* [depth]: batches handed out, by seq % depth */
+    sc_batch *held;   /* [depth]: batches handed out (nfields 0: an empty entry) */
     uint64_t resumed; /* the epoch sc_loader_resume said to begin, or UINT64_MAX */
     int busy;         /* a call is in flight with the GIL released */
 } core_loader;
@@ -338,7 +338,13 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
         Py_RETURN_NONE;
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
-    self->held[b.seq % self->depth] = b;
+    /* At most depth batches are out at once, so an entry is free; they go
+     * back in any order (the package releases a batch when its last tensor
+     * is gone). */
+    uint64_t k = 0;
+    while (k + 1 < self->depth && self->held[k].nfields)
+        k++;
+    self->held[k] = b;
     PyObject *bufs = PyList_New(b.nfields);
     for (int f = 0; bufs && f < b.nfields; f++)
         PyList_SET_ITEM(bufs, f, Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)b.data[f],
@@ -358,8 +364,11 @@ static sc_batch *core_held(core_loader *self, PyObject *args, void **stream)
     unsigned long long seq, s = 0;
     if (!PyArg_ParseTuple(args, "K|K", &seq, &s) || !core_open(self))
         return NULL;
-    sc_batch *b = &self->held[seq % self->depth];
-    if (b->seq != seq || !b->nfields) {
+    sc_batch *b = NULL;
+    for (uint64_t k = 0; !b && k < self->depth; k++)
+        if (self->held[k].nfields && self->held[k].seq == seq)
+            b = &self->held[k];
+    if (!b) {
         PyErr_Format(PyExc_ValueError, "batch %llu is not held (released already?)", seq);
         return NULL;
     }
@@ -412,7 +421,7 @@ static PyObject *core_summary(const sc_epoch_summary *r)
 {
     const sc_exactly_once *v = &r->exactly_once;
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsdsdsdsisisKsKsKsKsKss}", "epoch", (unsigned long long)r->epoch,
+        "{sKsKsKsKsKsKsKsdsdsdsisisKsKsKsKsKsssK}", "epoch", (unsigned long long)r->epoch,
         "batches", (unsigned long long)r->batches, "samples", (unsigned long long)r->samples,
         "cache_hits", (unsigned long long)r->cache_hits, "cache_misses",
         (unsigned long long)r->cache_misses, "bytes_from_source",
@@ -422,7 +431,8 @@ static PyObject *core_summary(const sc_epoch_summary *r)
         "verified", v->verified, "ok", v->ok, "delivered", (unsigned long long)v->delivered,
         "dropped", (unsigned long long)v->dropped, "padded", (unsigned long long)v->padded,
         "duplicated", (unsigned long long)v->duplicated, "skipped",
-        (unsigned long long)v->skipped, "detail", v->detail);
+        (unsigned long long)v->skipped, "detail", v->detail, "caller_skipped",
+        (unsigned long long)v->caller_skipped);
 }
 
 /* report(epoch, wait) -> dict: this rank's figures and the job's verdict. */
@@ -439,6 +449,20 @@ static PyObject *core_report(core_loader *self, PyObject *args)
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
     return core_summary(&r);
+}
+
+/* skip_rest() -> samples: ends the epoch early (sc_epoch_skip_rest). */
+static PyObject *core_skip_rest(core_loader *self, PyObject *unused)
+{
+    (void)unused;
+    if (!core_open(self))
+        return NULL;
+    uint64_t n = 0;
+    int rc;
+    CORE_UNLOCKED(self, rc = sc_epoch_skip_rest(self->ld, &n));
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    return PyLong_FromUnsignedLongLong(n);
 }
 
 /* checkpoint() -> bytes: this rank's position (sc_loader_checkpoint). */
@@ -473,11 +497,26 @@ static PyMethodDef core_loader_methods[] = {
     {"wait", (PyCFunction)core_wait, METH_VARARGS, "wait(seq): the host waits"},
     {"report", (PyCFunction)core_report, METH_VARARGS, "report(epoch, wait) -> dict"},
     {"checkpoint", (PyCFunction)core_checkpoint, METH_NOARGS, "this rank's record"},
+    {"skip_rest", (PyCFunction)core_skip_rest, METH_NOARGS, "end the epoch early"},
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *core_depth(core_loader *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->depth);
+}
+
+static PyObject *core_device(core_loader *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(self->ld ? sc_loader_device(self->ld) : -1);
+}
+
 static PyGetSetDef core_loader_getset[] = {
     {"resumed_epoch", (getter)core_resumed, NULL, "the epoch to begin after resume", NULL},
+    {"depth", (getter)core_depth, NULL, "ring slots (SC_PREFETCH_BATCHES)", NULL},
+    {"device", (getter)core_device, NULL, "the loader's device, -1 for host", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

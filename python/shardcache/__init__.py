@@ -8,21 +8,25 @@
             ...
         print(loader.verdict(epoch))             # the job's exactly-once verdict
     state = loader.state_dict()                  # saved with the model
-    loader.close()                               # collective
+    loader.close()                               # collective (done at exit too)
 
 Every keyword is a setting: name=value is SC_NAME=value (docs/api.md lists
 them); the SC_* environment applies first, keywords override it.  The C
 library does all the work; this module only turns its buffers into arrays.
 
-A batch's tensors are views of the loader's ring: they stay valid until
-the next batch is taken (when the batch is released), unless batch.keep()
-is called, then until batch.release().  At most SC_PREFETCH_BATCHES
-batches can be held; holding more is a shardcache.Error, never a hang.
+A batch's tensors are views of the loader's ring, and a ring slot goes back
+to the producers only when the batch and every tensor or array made from it
+are gone: a tensor kept (in a list of labels, say) is never overwritten.
+When kept batches hold all but one slot, batches arrive as copies instead
+(one warning says so), never a hang (docs/python.md, "Buffers").
 """
 import atexit
+import collections.abc
 import os
 import socket
 import sys
+import threading
+import warnings
 
 from mpi4py import MPI
 
@@ -38,6 +42,9 @@ try:
     import torch as _torch
 except ImportError:
     _torch = None
+
+# What torch 1.13 has no tensor type for, and the wider type batch[name] gives instead.
+_WIDER = {"uint16": "int32", "uint32": "int64", "uint64": "int64"}
 
 
 class Error(RuntimeError):
@@ -61,14 +68,29 @@ def features():
     return _core.features()
 
 
+class _Slot:
+    """A ring slot's claim: alive while its batch or any array or tensor made
+    from it is.  When the last goes, the slot is queued for release; the
+    loader gives it back at its next call (never from here: this may run on
+    any thread, inside any call)."""
+
+    __slots__ = ("_loader", "_seq")
+
+    def __init__(self, loader, seq):
+        self._loader, self._seq = loader, seq
+
+    def __del__(self):
+        self._loader._gone.append(self._seq)  # list.append is atomic
+
+
 class _View:
     """An array's owner: the address and layout of one field of a batch, and
-    the batch itself, kept alive by every array made from it."""
+    the claim on its memory, kept alive by every array made from it."""
 
-    __slots__ = ("__array_interface__", "__cuda_array_interface__", "_batch")
+    __slots__ = ("__array_interface__", "__cuda_array_interface__", "_owner")
 
-    def __init__(self, batch, addr, shape, typestr, device, readonly=False):
-        self._batch = batch
+    def __init__(self, owner, addr, shape, typestr, device, readonly=False):
+        self._owner = owner
         iface = {"shape": shape, "typestr": typestr, "data": (addr, readonly), "version": 3}
         if device >= 0:
             iface["version"] = 2
@@ -77,33 +99,61 @@ class _View:
             self.__array_interface__ = iface
 
 
-class Batch:
-    """One batch: batch["name"] is a field as a torch tensor (numpy array
-    without torch), batch.ids the sample ids, batch.epoch/index/size/padded
-    as in sc_batch.  Valid until released (docs/python.md)."""
+def _copy_out(ids, size, bufs):
+    """A host batch's bytes in fresh memory: (ids, bufs, owner), the same
+    layout as the ring's, so that every view below works on either."""
+    def fresh(addr, nbytes):
+        a = _np.asarray(_View(None, addr, (nbytes,), "|u1", -1)).copy()
+        keep.append(a)
+        return a.ctypes.data
+    keep = []
+    ids = fresh(ids, 8 * size)
+    bufs = [(fresh(a, n), n, fresh(o, 8 * (size + 1)) if o else 0) for a, n, o in bufs]
+    return ids, bufs, keep
 
-    def __init__(self, loader, seq, epoch, index, size, padded, device, ids, bufs):
+
+class Batch(collections.abc.Mapping):
+    """One batch, a mapping of field name to tensor: batch["images"] (a torch
+    tensor; numpy without torch), "images" in batch, batch.keys(), .items();
+    batch.ids the sample ids (int64), batch.epoch/index/size/padded as in
+    sc_batch.  Valid while you hold it (docs/python.md)."""
+
+    def __init__(self, loader, seq, epoch, index, size, padded, device, ids, bufs, owner):
         self._loader, self._seq = loader, seq
         self.epoch, self.index, self.size, self.padded, self.device = (
             epoch, index, size, padded, device)
-        self._ids, self._bufs = ids, bufs
-        self._kept = self._released = False
+        self._ids, self._bufs, self._owner = ids, bufs, owner
+        self.copied = not isinstance(owner, _Slot)  # fresh memory, not the ring
 
     def _check(self):
-        if self._loader._closed:
+        if self._loader._closed and not self.copied:
             raise ValueError(f"epoch {self.epoch} batch {self.index}: the loader is closed "
                              "and its buffers are freed")
-        if self._released:
+        if self._owner is None:
             raise ValueError(f"epoch {self.epoch} batch {self.index} was released: its "
-                             "buffers belong to a later batch (keep() it to hold it)")
+                             "buffers go to a later batch once no tensor made from it is left")
 
-    def keys(self):
-        return [f[0] for f in self._loader._fields]
+    def __iter__(self):
+        return iter(self._loader._names)
+
+    def __len__(self):
+        return len(self._loader._fields)
+
+    def __contains__(self, name):
+        return isinstance(name, str) and name.lstrip("/") in self._loader._names
+
+    def __repr__(self):
+        return (f"<shardcache.Batch epoch {self.epoch} batch {self.index}: {self.size} samples"
+                f"{f', {self.padded} padding' if self.padded else ''}; "
+                f"fields {', '.join(self.keys())}>")
 
     def address(self, name):
         """The field's buffer address (a tensor made from it has this data_ptr)."""
         self._check()
         return self._bufs[self._loader._index(name)][0]
+
+    def _array(self, addr, shape, typestr, device=-1, readonly=False):
+        return _View(self._owner, addr, shape, typestr, device, readonly)
 
     def offsets(self, name):
         """A variable-length field's size + 1 offsets (uint64, bytes into its
@@ -112,14 +162,14 @@ class Batch:
         i = self._loader._index(name)
         if not self._bufs[i][2]:
             raise ValueError(f"field '{name}' has a fixed shape: it has no offsets")
-        return _np.asarray(_View(self, self._bufs[i][2], (self.size + 1,), "<u8", -1,
-                                 readonly=True))
+        return _np.asarray(self._array(self._bufs[i][2], (self.size + 1,), "<u8",
+                                       readonly=True))
 
     def _values(self, i, device):
         """A variable-length field's values, one flat array of its dtype."""
         dtype = _np.dtype(self._loader._fields[i][1])
-        return _View(self, self._bufs[i][0], (self._bufs[i][1] // dtype.itemsize,), dtype.str,
-                     device)
+        return self._array(self._bufs[i][0], (self._bufs[i][1] // dtype.itemsize,), dtype.str,
+                           device)
 
     def _split(self, name, values):
         """A variable-length field's samples: views of its values, one each."""
@@ -128,8 +178,8 @@ class Batch:
         return [values[off[k]:off[k + 1]] for k in range(self.size)]
 
     def numpy(self, name):
-        """The field as a numpy array (host batches), zero-copy; a
-        variable-length field as a list of arrays, one a sample."""
+        """The field as a numpy array (host batches), zero-copy, in its own
+        dtype (uint16 too); a variable-length field as a list of arrays."""
         self._check()
         if self.device >= 0:
             raise ValueError("a device batch: use batch[name] for a CUDA tensor")
@@ -137,8 +187,20 @@ class Batch:
         _, dtype, shape = self._loader._fields[i]
         if self._bufs[i][2]:
             return self._split(name, _np.asarray(self._values(i, -1)))
-        return _np.asarray(_View(self, self._bufs[i][0], (self.size,) + shape,
-                                 _np.dtype(dtype).str, -1))
+        return _np.asarray(self._array(self._bufs[i][0], (self.size,) + shape,
+                                       _np.dtype(dtype).str))
+
+    def _host_tensor(self, name, a):
+        """A host array as a torch tensor: zero-copy, but for the unsigned
+        types torch 1.13 lacks, widened (a copy; noted once at open)."""
+        wider = _WIDER.get(a.dtype.name)
+        if wider is None:
+            return _torch.from_numpy(a)
+        if a.dtype.name == "uint64" and a.size and int(a.max()) >> 63:
+            raise OverflowError(f"field '{name}': epoch {self.epoch} batch {self.index} holds "
+                                "a uint64 above int64's range, which torch cannot hold: "
+                                "use batch.numpy(name)")
+        return _torch.from_numpy(a.astype(wider))
 
     def __getitem__(self, name):
         if not isinstance(name, str):
@@ -148,57 +210,39 @@ class Batch:
             return self.numpy(name)
         self._check()
         i = self._loader._index(name)
-        if self._bufs[i][2]:  # variable-length: a tensor a sample
-            if self.device < 0:
-                return self._split(name, _torch.from_numpy(_np.asarray(self._values(i, -1))))
-            stream = _torch.cuda.current_stream(self.device)
-            _call(self._loader._c.wait_on, self._seq, stream.cuda_stream)
-            return self._split(name, _torch.as_tensor(self._values(i, self.device),
-                                                      device=f"cuda:{self.device}"))
         if self.device < 0:
-            # A ring slot's buffers never move: its tensors are made once
-            # (bench/python.py: 52 -> 31 us of CPU per batch) and handed out
-            # as fresh aliases, so that a caller's in-place reshape of one
-            # cannot reach the next batch's.
-            key = (i, self._bufs[i][0])
-            t = self._loader._tensors.get(key)
-            if t is None:
-                a = self.numpy(name)
-                if a.dtype.kind == "u" and a.dtype.itemsize > 1:
-                    raise TypeError(f"field '{name}' is {a.dtype}, which torch 1.13 has no "
-                                    "tensor type for: use batch.numpy(name)")
-                t = self._loader._tensors[key] = _torch.from_numpy(a)
-            return t.detach()
-        _, dtype, shape = self._loader._fields[i]
+            a = self.numpy(name)
+            if isinstance(a, list):
+                return [self._host_tensor(name, v) for v in a]
+            return self._host_tensor(name, a)
         # The tensor's stream waits for the copy on the GPU; no host wait.
         stream = _torch.cuda.current_stream(self.device)
         _call(self._loader._c.wait_on, self._seq, stream.cuda_stream)
-        view = _View(self, self._bufs[i][0], (self.size,) + shape, _np.dtype(dtype).str,
-                     self.device)
+        if self._bufs[i][2]:  # variable-length: a tensor a sample
+            return self._split(name, _torch.as_tensor(self._values(i, self.device),
+                                                      device=f"cuda:{self.device}"))
+        _, dtype, shape = self._loader._fields[i]
+        view = self._array(self._bufs[i][0], (self.size,) + shape, _np.dtype(dtype).str,
+                           self.device)
         return _torch.as_tensor(view, device=f"cuda:{self.device}")
 
     @property
     def ids(self):
-        """The global sample ids, a uint64 numpy array (zero-copy)."""
+        """The global sample ids, int64 (ids are below 2^63): a torch tensor,
+        a numpy array without torch; zero-copy."""
         self._check()
-        return _np.asarray(_View(self, self._ids, (self.size,), "<u8", -1, readonly=True))
+        a = _np.asarray(self._array(self._ids, (self.size,), "<i8"))
+        return _torch.from_numpy(a) if _torch is not None else a
 
     def keep(self):
-        """Hold this batch past the next one; release() it yourself."""
-        self._kept = True
+        """Holding a batch (or a tensor from it) already keeps it: kept for
+        code written for earlier versions."""
         return self
 
     def release(self):
-        """Gives the buffers back (on the current CUDA stream for device batches)."""
-        if self._released:
-            return
-        self._released = True
-        if self._loader._closed:
-            return  # close() took every buffer back
-        stream = 0
-        if self.device >= 0 and _torch is not None:
-            stream = _torch.cuda.current_stream(self.device).cuda_stream
-        _call(self._loader._c.release, self._seq, stream)
+        """Gives up this batch: it can no longer be read, and its slot goes
+        back once no tensor made from it is left (at once if none is)."""
+        self._owner = None
 
 
 class Verdict(dict):
@@ -220,40 +264,101 @@ class Verdict(dict):
         return f"epoch {self['epoch']}: exactly-once FAILED: {self['detail']}"
 
 
-_hook_installed = False
-_open = set()  # ids of the loaders not closed yet
+class _Exit:
+    """What the process does at exit with loaders open (docs/python.md,
+    "Ending a script"): the exit code sys.exit was given, for MPI_Abort."""
+
+    hooked = False
+    multi = False  # a loader of more than one rank was opened: exceptions end the job
+    code = None
+    loaders = {}  # id -> loader, the open ones whose abort_on_error is set
 
 
-def _exit_with_loader_open():
-    """At exit, a loader still open means this rank stopped early (sys.exit,
-    or an error caught and not re-raised): the others would wait for it in
-    a collective, so end the job."""
-    if _open:
-        sys.stderr.write(f"shardcache: rank {MPI.COMM_WORLD.Get_rank()}: exiting with a "
-                         "loader open (no close()): ending the job (MPI_Abort)\n")
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)
+def _exit_code(code):
+    """The status Python itself exits with for sys.exit(code)."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
 
 
-def _abort_on_uncaught():
+def _abort(code, why):
+    sys.stderr.write(f"shardcache: rank {MPI.COMM_WORLD.Get_rank()}: {why}: ending the job "
+                     f"(MPI_Abort, exit code {code})\n")
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(code)
+
+
+exit_timeout = 60.0  # seconds a close at exit may wait for the other ranks
+
+
+def _close_at_exit():
+    """At exit, loaders still open are closed when this rank is between
+    epochs (collective: every rank that ends its script normally does the
+    same, and the job ends with code 0); a rank leaving mid-epoch would
+    leave the others waiting, so it ends the job with its own exit code."""
+    for ld in list(_Exit.loaders.values()):
+        code = _exit_code(_Exit.code)
+        if ld._more and ld.size > 1:
+            _abort(code or 1, f"exiting in the middle of epoch {ld._epoch} (no close())")
+        timer = threading.Timer(exit_timeout, _abort, (code or 1, "the close at exit waited "
+                                                        f"{exit_timeout:g} s for other ranks"))
+        timer.daemon = True
+        timer.start()
+        try:
+            ld.close()
+        except Error as e:
+            sys.stderr.write(f"shardcache: rank {ld.rank}: close at exit: {e}\n")
+        finally:
+            timer.cancel()
+
+
+def _hook_exits():
     """An uncaught exception on one rank must end the job, not leave the
     others waiting in a collective (mpi4py's own `python -m mpi4py` does the
-    same): print it, then MPI_Abort."""
-    global _hook_installed
-    if _hook_installed:
+    same): print it, then MPI_Abort; sys.exit's code is kept for it."""
+    if _Exit.hooked:
         return
-    _hook_installed = True
-    atexit.register(_exit_with_loader_open)  # runs before mpi4py finalizes MPI
-    previous = sys.excepthook
+    _Exit.hooked = True
+    atexit.register(_close_at_exit)  # runs before mpi4py finalizes MPI
+    previous_hook, previous_exit = sys.excepthook, sys.exit
 
     def hook(kind, value, tb):
-        previous(kind, value, tb)
-        sys.stderr.write(f"shardcache: rank {MPI.COMM_WORLD.Get_rank()}: uncaught "
-                         f"{kind.__name__}: ending the job (MPI_Abort)\n")
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)
+        previous_hook(kind, value, tb)
+        if _Exit.multi:
+            _abort(1, f"uncaught {kind.__name__}")
 
-    sys.excepthook = hook
+    def exit(code=None):
+        _Exit.code = code
+        previous_exit(code)
+
+    sys.excepthook, sys.exit = hook, exit
+
+
+class _Epoch:
+    """The batches of one epoch on this rank: an iterator with len() (the
+    batches still to come).  Once exhausted it cannot be iterated again."""
+
+    def __init__(self, loader, epoch):
+        self._loader, self.epoch, self._done = loader, epoch, False
+
+    def __iter__(self):
+        if self._done:
+            raise ValueError(f"epoch {self.epoch}'s batches were all taken: begin the next "
+                             f"with loader.epoch({self.epoch + 1}) (or loader.set_epoch)")
+        return self
+
+    def __len__(self):
+        return self._loader._left if self._loader._epoch == self.epoch else 0
+
+    def __next__(self):
+        if self._done or self._loader._epoch != self.epoch:
+            self._done = True
+            raise StopIteration
+        batch = self._loader._take()
+        if batch is None:
+            self._done = True
+            raise StopIteration
+        return batch
 
 
 class Loader:
@@ -263,10 +368,11 @@ class Loader:
 
     resume: every rank's state_dict() of the checkpointed job (a list, in
     any order; on another number of ranks too); then begin at
-    loader.resumed_epoch.  abort_on_error: an uncaught exception on any rank
-    ends the job with MPI_Abort instead of a hang.  transform: a C transform
-    by name, "LIBRARY.so:FUNCTION" (an sc_transform_factory), given the
-    text transform_arg.
+    loader.resumed_epoch.  abort_on_error: on more than one rank, an
+    uncaught exception on any rank, or a rank leaving mid-epoch, ends the
+    job with MPI_Abort instead of a hang.  transform: a C transform by name,
+    "LIBRARY.so:FUNCTION" (an sc_transform_factory), given the text
+    transform_arg.
     """
 
     def __init__(self, comm=None, resume=None, abort_on_error=True, transform=None,
@@ -282,20 +388,33 @@ class Loader:
         records = None
         if resume is not None:
             records = [s["record"] if isinstance(s, dict) else bytes(s) for s in resume]
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self._closed, self._raised = False, False
+        self._gone = []  # seqs of the slots whose last claim is gone, to release
+        self._live = 0   # slots handed out and not released
         if abort_on_error:
-            _abort_on_uncaught()
+            _hook_exits()
         self._c = _call(_core.Loader, comm, env, records, transform, transform_arg)
         if abort_on_error:
-            _open.add(id(self))
+            _Exit.loaders[id(self)] = self
+            _Exit.multi = _Exit.multi or self.size > 1
+        self._depth = self._c.depth
         # A variable-length field's shape is (None,): one dimension, its length a sample's.
         self._fields = [(name.lstrip("/"), dtype, (None,) if vlen else tuple(shape))
                         for name, dtype, shape, vlen in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
-        self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self._closed = self._raised = False
-        self._tensors = {}  # (field, ring slot address) -> the slot's tensor
         self._epoch = self._more = None  # the epoch begun, and whether batches are left
+        self._next_epoch, self._left = None, 0
+        self._warned_copy = False
         self.info = None
+        self._note_types()
+
+    def _note_types(self):
+        wide = [f"'{n}' ({t} -> {_WIDER[t]})" for n, t, _ in self._fields if t in _WIDER]
+        if wide and _torch is not None and self.rank == 0:
+            warnings.warn(f"shardcache: torch 1.13 has no tensor type for field(s) "
+                          f"{', '.join(wide)}: batch[name] is a widened copy, batch.numpy(name) "
+                          "the zero-copy view", stacklevel=3)
 
     @property
     def fields(self):
@@ -321,46 +440,107 @@ class Loader:
             self._raised = True
             raise
 
+    def _reap(self):
+        """Gives back the slots no batch or tensor holds any more."""
+        while self._gone:
+            seq = self._gone.pop()
+            self._live -= 1
+            stream = 0
+            if self._c_device >= 0 and _torch is not None:
+                stream = _torch.cuda.current_stream(self._c_device).cuda_stream
+            self._do(self._c.release, seq, stream)
+
+    @property
+    def _c_device(self):
+        return self._c.device
+
+    def _must_copy(self):
+        """Whether the next batch must come as a copy: taking it into the
+        ring would leave no free slot while batches are kept (beyond the one
+        a loop variable holds until the next batch replaces it)."""
+        free = self._depth - self._live
+        return self._depth == 1 or (free <= 1 and self._live >= 2)
+
     def _take(self):
+        self._reap()
+        copy = self._must_copy()
         t = self._do(self._c.next)
-        return None if t is None else Batch(self, *t)
+        if t is None:
+            self._more, self._left = False, 0
+            return None
+        self._left -= 1
+        seq, epoch, index, size, padded, device, ids, bufs = t
+        if copy and device < 0:
+            ids, bufs, owner = _copy_out(ids, size, bufs)
+            self._do(self._c.release, seq, 0)
+            self._warn_copy()
+        else:
+            self._live += 1
+            owner = _Slot(self, seq)
+        return Batch(self, seq, epoch, index, size, padded, device, ids, bufs, owner)
+
+    def _warn_copy(self):
+        if not self._warned_copy and self._depth > 1:
+            self._warned_copy = True
+            warnings.warn(f"shardcache: rank {self.rank}: {self._live} of the "
+                          f"{self._depth} ring slots (SC_PREFETCH_BATCHES) are held by batches "
+                          "or tensors still referenced (kept in a list?): batches now arrive "
+                          "as copies until they are dropped (.clone() what you keep, or raise "
+                          "SC_PREFETCH_BATCHES)", stacklevel=4)
 
     def epoch(self, epoch):
-        """The batches of `epoch` on this rank; each is released when the next
-        is taken (unless kept), the last when the epoch ends.  Asking again
-        for the epoch in progress (after a break or an error) goes on where
-        it stopped; another epoch can begin only once this one's batches
-        are all taken (finish_epoch() takes the rest)."""
+        """The batches of `epoch` on this rank, an iterator with len() (the
+        same count on every rank; after a resume, the ones left).  Asking
+        again for the epoch in progress (after a break or an error) goes on
+        where it stopped; another epoch can begin only once this one's
+        batches are all taken (finish_epoch() skips the rest)."""
         if epoch != self._epoch and self._more:
             raise ValueError(f"epoch {self._epoch} still has batches (a break?): "
                              f"loader.epoch({self._epoch}) goes on with them, "
-                             "loader.finish_epoch() takes the rest")
+                             "loader.finish_epoch() skips the rest")
         if epoch != self._epoch or not self._more:
+            self._reap()
             self.info = self._do(self._c.begin, epoch)
-            self._epoch, self._more = epoch, True
-        return self._batches()
+            self._epoch, self._more, self._left = epoch, True, self.info["batches"]
+        self._next_epoch = epoch + 1
+        return _Epoch(self, epoch)
 
-    def _batches(self):
-        held = None
-        try:
-            while True:
-                if held is not None and not held._kept:
-                    held.release()
-                held = self._take()
-                if held is None:
-                    self._more = False
-                    return
-                yield held
-        finally:
-            if held is not None and not held._kept:
-                held.release()
+    def set_epoch(self, epoch):
+        """The epoch `for batch in loader` iterates next (DistributedSampler's
+        habit; without it each iteration begins the epoch after the last)."""
+        if self._more and epoch != self._epoch:
+            raise ValueError(f"epoch {self._epoch} still has batches: finish it first "
+                             "(loader.finish_epoch() skips the rest)")
+        self._next_epoch = epoch
+
+    def _current(self):
+        if self._more:
+            return self._epoch
+        if self._next_epoch is None:
+            resumed = self.resumed_epoch
+            return resumed if resumed is not None else 0
+        return self._next_epoch
+
+    def __iter__(self):
+        return iter(self.epoch(self._current()))
+
+    def __len__(self):
+        """Batches this rank gets in the epoch `for batch in loader` runs
+        next (it begins that epoch: the plan is needed to know)."""
+        e = self._current()
+        if not (self._more and self._epoch == e):
+            self.epoch(e)
+            self._next_epoch = e
+        return self._left
 
     def finish_epoch(self):
-        """Takes and releases the rest of the epoch in progress (they count
-        as delivered), so that the next can begin: after a break."""
+        """Ends the epoch in progress after a break: the batches not taken are
+        not handed out, and the verdict counts their samples as skipped by
+        the caller (not as delivered)."""
         if self._more:
-            for _ in self._batches():
-                pass
+            self._reap()
+            self._do(self._c.skip_rest)
+            self._more, self._left = False, 0
 
     def verdict(self, epoch, wait=True):
         """The job's exactly-once verdict on `epoch` and this rank's figures."""
@@ -371,11 +551,13 @@ class Loader:
         return {"rank": self.rank, "size": self.size, "record": self._do(self._c.checkpoint)}
 
     def close(self):
-        """Collective: every rank calls it (a with-block does).  After an error
-        this loader already raised (and the caller caught), it closes quietly."""
+        """Collective: every rank calls it (a with-block does, and so does
+        the end of the script).  After an error this loader already raised
+        (and the caller caught), it closes quietly."""
+        if self._closed:
+            return
         self._closed = True
-        self._tensors.clear()
-        _open.discard(id(self))
+        _Exit.loaders.pop(id(self), None)
         try:
             _call(self._c.close)
         except Error:

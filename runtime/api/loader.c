@@ -1078,10 +1078,13 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     return ld->nb == 0 ? loader_end_epoch(ld) : SC_OK;
 }
 
-int sc_next_batch(sc_loader *ld, sc_batch *batch)
+/*
+ * The next batch, or SC_END_OF_EPOCH; `skip`: the caller ends the epoch
+ * early, so its samples are recorded as skipped by the caller, not
+ * delivered, and the batch is not counted as the consumer's.
+ */
+static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
 {
-    if (!ld || !batch)
-        return SC_EINVAL;
     if (ld->failed)
         return loader_stopped(ld);
     if (ld->phase == LD_NO_EPOCH)
@@ -1132,9 +1135,11 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
         loader_release_next(ld);
     if (rc == SC_OK)
         rc = sc__ledger_check(ld->ledger, ld->cur, batch->ids, batch->size, &err);
-    if (rc == SC_OK)
+    if (rc == SC_OK && skip)
+        rc = sc__ledger_skip(ld->ledger, ld->cur, batch->ids, real, &err);
+    else if (rc == SC_OK)
         rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids, real, 0, &err);
-    if (rc == SC_OK && batch->padded)
+    if (rc == SC_OK && batch->padded && !skip)
         rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids + real, batch->padded, 1,
                                 &err);
     if (rc != SC_OK) {
@@ -1143,14 +1148,38 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     }
     sc_epoch_summary *rep = loader_report_of(ld, ld->cur);
     rep->wait_s += waited;
-    rep->batches++;
-    rep->samples += batch->size;
+    rep->batches += !skip;
+    rep->samples += skip ? 0 : batch->size;
     if (++ld->delivered == ld->nb && (rc = loader_end_epoch(ld)) != SC_OK)
         return rc;
     if ((rc = loader_poll_verdicts(ld, 0, 0)) != SC_OK)
         return rc;
     ld->t_ret = sc__trace_now(ld->tr);
     return SC_OK;
+}
+
+int sc_next_batch(sc_loader *ld, sc_batch *batch)
+{
+    if (!ld || !batch)
+        return SC_EINVAL;
+    return loader_take(ld, batch, 0);
+}
+
+int sc_epoch_skip_rest(sc_loader *ld, uint64_t *skipped)
+{
+    if (!ld)
+        return SC_EINVAL;
+    uint64_t n = 0;
+    sc_batch b;
+    int rc;
+    while ((rc = loader_take(ld, &b, 1)) == SC_OK) {
+        n += b.size - b.padded;
+        if ((rc = sc_batch_release(ld, &b)) != SC_OK)
+            break;
+    }
+    if (skipped)
+        *skipped = n;
+    return rc == SC_END_OF_EPOCH ? SC_OK : rc;
 }
 
 int sc_batch_release_on(sc_loader *ld, sc_batch *batch, void *stream)

@@ -53,7 +53,11 @@ static int64_t ownership_epoch_delta(uint32_t word, uint64_t epoch)
     return d <= TAG_SPAN / 2 ? (int64_t)d : (int64_t)d - (int64_t)TAG_SPAN;
 }
 
-enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, WORDS };
+enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, CALLER, WORDS };
+
+/* What a recorded sample is: delivered, a padding repeat, dropped by policy,
+ * or skipped by the caller (its epoch ended early, never handed out). */
+enum { REC_GOT, REC_PADDED, REC_DROPPED, REC_CALLER };
 
 typedef struct slot {
     int used, posted, done;
@@ -471,9 +475,9 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
     return SC_OK;
 }
 
-/* Accounts delivered (or dropped, or padding) ids; `audit`: into the trail too. */
+/* Accounts ids of one REC_ kind; `audit`: into the trail too (not caller skips). */
 static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
-                            int padded, int dropped, int audit, sc_error *err)
+                            int kind, int audit, sc_error *err)
 {
     slot *s = ownership_find(l, epoch);
     if (!s || s->posted)
@@ -481,7 +485,7 @@ static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, 
                           "rank %d: samples recorded for epoch %llu, which is %s",
                           l->rank, (unsigned long long)epoch,
                           s ? "already ended" : "not begun");
-    if (padded) {
+    if (kind == REC_PADDED) {
         s->sums[PADDED] += n;
     } else {
         uint64_t key = ownership_epoch_key(epoch);
@@ -490,12 +494,13 @@ static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, 
             if (s->counts && ids[i] < l->nsamples)
                 s->counts[ids[i]]++;
         }
-        if (dropped)
-            s->sums[DROPPED] += n;
+        s->sums[DROPPED] += kind == REC_DROPPED ? n : 0;
+        s->sums[CALLER] += kind == REC_CALLER ? n : 0;
     }
-    if (audit && l->audit) {
+    if (audit && l->audit && kind != REC_CALLER) {
         /* Records: epoch, then the id, flagged for padding repeats and policy drops. */
-        uint64_t flag = padded ? SC_AUDIT_PADDED : dropped ? SC_AUDIT_DROPPED : 0;
+        uint64_t flag = kind == REC_PADDED ? SC_AUDIT_PADDED
+                        : kind == REC_DROPPED ? SC_AUDIT_DROPPED : 0;
         for (uint64_t i = 0; i < n; i++) {
             uint64_t rec[2] = {epoch, ids[i] | flag};
             fwrite(rec, sizeof rec, 1, l->audit);
@@ -512,25 +517,31 @@ int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s", l->rank,
                           (unsigned long long)epoch, s ? "already ended" : "not begun");
     ownership_expect(s, epoch, ids, n);
-    return ownership_record(l, epoch, ids, n, 0, dropped, audit, err);
+    return ownership_record(l, epoch, ids, n, dropped ? REC_DROPPED : REC_GOT, audit, err);
 }
 
 int sc__ledger_padded_before(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
 {
     /* Padding is only counted (no ids), and the earlier run's trail has it. */
-    return ownership_record(l, epoch, NULL, n, 1, 0, 0, err);
+    return ownership_record(l, epoch, NULL, n, REC_PADDED, 0, err);
 }
 
 int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int padded, sc_error *err)
 {
-    return ownership_record(l, epoch, ids, n, padded, 0, 1, err);
+    return ownership_record(l, epoch, ids, n, padded ? REC_PADDED : REC_GOT, 1, err);
 }
 
 int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err)
 {
-    return ownership_record(l, epoch, ids, n, 0, 1, 1, err);
+    return ownership_record(l, epoch, ids, n, REC_DROPPED, 1, err);
+}
+
+int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                    sc_error *err)
+{
+    return ownership_record(l, epoch, ids, n, REC_CALLER, 0, err);
 }
 
 int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
@@ -590,7 +601,7 @@ int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
-static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
+static void ownership_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
     const uint64_t *t = s->total;
     memset(v, 0, sizeof *v);
@@ -600,7 +611,8 @@ static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_onc
     v->samples = l->nsamples;
     v->dropped = t[DROPPED];
     v->padded = t[PADDED];
-    v->delivered = t[GOT_N] - t[DROPPED];
+    v->delivered = t[GOT_N] - t[DROPPED] - t[CALLER];
+    v->caller_skipped = t[CALLER];
     int same = t[GOT_N] == t[EXP_N] && t[GOT_H] == t[EXP_H] && t[GOT_H2] == t[EXP_H2];
     v->ok = same && t[EXP_N] == l->nsamples;
     if (t[FAILED]) {
@@ -651,6 +663,22 @@ static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_onc
                  "%llu accounted for, %llu expected%s; SC_VERIFY=full names the samples",
                  (unsigned long long)t[GOT_N], (unsigned long long)t[EXP_N],
                  t[GOT_N] == t[EXP_N] ? " (as many duplicated as skipped)" : "");
+    }
+}
+
+/*
+ * The verdict; samples the caller skipped (an epoch ended early) make it
+ * not exactly-once, named as such when nothing else is wrong.
+ */
+static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
+{
+    ownership_verdict_of(l, s, v);
+    if (v->caller_skipped && v->ok) {
+        v->ok = 0;
+        snprintf(v->detail, sizeof v->detail,
+                 "%llu samples of epoch %llu skipped by the caller (the epoch was ended "
+                 "before its last batches were taken); the rest delivered once",
+                 (unsigned long long)v->caller_skipped, (unsigned long long)v->epoch);
     }
 }
 

@@ -93,6 +93,9 @@ int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
                        int padded, sc_error *err);
 int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err);
+/* Records samples the caller skipped (never handed out): accounted for, not delivered. */
+int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+                    sc_error *err);
 
 /*
  * After an error in `epoch` (begun or not), still posts this rank's part of

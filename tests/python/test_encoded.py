@@ -73,7 +73,7 @@ def test_variable_length_fields(shared_dir, cache_dir, layout):
         for epoch in range(2):  # from the source, then from the cache
             ids = []
             for batch in loader.epoch(epoch):
-                got = batch.ids.copy()
+                got = batch.ids.numpy().copy()
                 np.testing.assert_array_equal(batch["labels"].numpy(), labels[got])
                 for name, want in (("raw", raw), ("tokens", tokens)):
                     off = batch.offsets(name)

@@ -1,0 +1,150 @@
+"""A PyTorch user's habits, under mpiexec -n 1, 2 and 4 (tests/python).
+
+What a user brings from DataLoader and DistributedSampler, each of which
+went silently wrong or failed before: tensors kept across the epoch (the
+ring slot was reused under them), len() of an epoch and of the loader,
+set_epoch then `for batch in loader`, iterating an epoch twice, a batch
+used as a dict, int64 ids, unsigned fields torch 1.13 has no type for,
+finish_epoch() after a break (the batches never taken were counted as
+delivered), and the loader through torch's own DataLoader.
+"""
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import shardcache
+from conftest import COMM
+from test_loader import all_ids, open_loader, source
+
+RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
+
+
+def test_tensors_kept_across_the_epoch_are_never_overwritten(dataset, cache_dir):
+    images, labels = source(dataset)
+    with open_loader(dataset, cache_dir, prefetch_batches=4, remainder="pad") as loader:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            kept = []
+            for batch in loader.epoch(0):
+                kept.append((batch.ids, batch["labels"], batch["images"], batch.copied))
+        # Once kept tensors held all but one slot, batches came as copies, said once.
+        assert len(kept) > 4 and any(k[3] for k in kept) and not kept[0][3]
+        copies = [w for w in seen if "arrive as copies" in str(w.message)]
+        assert len(copies) == 1 and "SC_PREFETCH_BATCHES" in str(copies[0].message)
+        for ids, y, x, _ in kept:
+            np.testing.assert_array_equal(y.numpy(), labels[ids.numpy()])
+            np.testing.assert_array_equal(x.numpy(), images[ids.numpy()])
+        got = []
+        for (i, _, _, _), pad in zip(kept, [0] * (len(kept) - 1) + [batch.padded]):
+            got.extend(i.numpy()[:len(i) - pad].tolist())
+        assert loader.verdict(0).ok
+        counts = all_ids(got)
+        assert counts.min() == 1 and counts.max() == 1
+        del kept, batch
+        # Dropped: the slots are back, and batches are zero-copy again.
+        for batch in loader.epoch(1):
+            assert not batch.copied
+
+
+def test_len_set_epoch_and_iterating_twice(dataset, cache_dir):
+    with open_loader(dataset, cache_dir) as loader:
+        n = len(loader)  # begins epoch 0 to know
+        it = loader.epoch(0)
+        assert len(it) == n == loader.info["batches"]
+        seen = 0
+        for batch in it:
+            seen += 1
+            assert len(it) == n - seen
+        assert seen == n
+        with pytest.raises(ValueError, match="were all taken"):
+            for batch in it:
+                pass
+        loader.set_epoch(1)
+        assert sum(1 for _ in loader) == n
+        assert loader.verdict(1).ok
+        # Without set_epoch, each iteration of the loader is the next epoch.
+        assert sum(1 for _ in loader) == n
+        assert loader.verdict(2).ok
+
+
+def test_a_batch_is_a_mapping_with_int64_ids(dataset, cache_dir):
+    with open_loader(dataset, cache_dir) as loader:
+        for batch in loader.epoch(0):
+            assert "images" in batch and "pixels" not in batch and 3 not in batch
+            assert list(batch.keys()) == ["images", "labels"] and len(batch) == 2
+            assert [k for k, v in batch.items()] == ["images", "labels"]
+            assert dict(batch)["labels"].shape == (16,)
+            assert batch.ids.dtype == torch.int64 and torch.as_tensor(batch.ids).shape == (16,)
+            assert batch.get("pixels") is None
+            break
+        loader.finish_epoch()
+
+
+def test_finish_epoch_counts_what_was_never_taken_as_skipped(dataset, cache_dir):
+    with open_loader(dataset, cache_dir, remainder="pad") as loader:
+        taken = 0
+        for batch in loader.epoch(0):
+            taken += batch.size - batch.padded
+            if batch.index == 1:
+                break
+        del batch
+        loader.finish_epoch()
+        v = loader.verdict(0)
+        total = COMM.allreduce(taken)
+        assert not v.ok and v.caller_skipped == 1000 - total
+        assert v.delivered == total
+        assert "skipped by the caller" in v.detail
+        # The next epoch is whole again.
+        for batch in loader.epoch(1):
+            pass
+        assert loader.verdict(1).ok
+
+
+def test_unsigned_fields_are_widened_for_torch(shared_dir, cache_dir):
+    path = shared_dir + "/unsigned.h5"
+    if RANK == 0:
+        rng = np.random.default_rng(3)
+        with h5py.File(path, "w") as f:
+            f["depth"] = rng.integers(0, 65536, (200, 4), dtype=np.uint16)
+            f["count"] = rng.integers(0, 2**32, 200, dtype=np.uint32)
+    COMM.Barrier()
+    with h5py.File(path, "r") as f:
+        depth, count = f["depth"][...], f["count"][...]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        loader = open_loader(path, cache_dir, batch_size=8, shard_size=10)
+    assert RANK != 0 or any("uint16 -> int32" in str(w.message) for w in seen)
+    with loader:
+        for batch in loader.epoch(0):
+            d, c = batch["depth"], batch["count"]
+            assert d.dtype == torch.int32 and c.dtype == torch.int64
+            ids = batch.ids.numpy()
+            np.testing.assert_array_equal(d.numpy(), depth[ids])
+            np.testing.assert_array_equal(c.numpy(), count[ids])
+            assert batch.numpy("depth").dtype == np.uint16
+
+
+def test_through_torch_dataloader(dataset, cache_dir):
+    from shardcache.torch import IterableDataset
+    images, labels = source(dataset)
+    with open_loader(dataset, cache_dir) as loader:
+        ds = IterableDataset(loader)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None)
+        n = len(dl)
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            got = []
+            for k, batch in enumerate(dl):
+                assert set(batch) == {"images", "labels", "ids"}
+                np.testing.assert_array_equal(batch["labels"].numpy(),
+                                              labels[batch["ids"].numpy()])
+                got.extend(batch["ids"].tolist())
+            assert k + 1 == n
+            assert loader.verdict(epoch).ok
+        state = ds.state_dict()
+        assert state["rank"] == RANK
+        with pytest.raises(ValueError, match="num_workers=0"):
+            next(iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)))
