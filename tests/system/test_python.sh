@@ -41,8 +41,9 @@ expect_ok "launched by shardcache-run, exactly-once" "^epoch 0: loss .*, exactly
     env SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" -n 2 -- \
     "$py" "$train" --source "$data" --epochs 1
 
-# One rank stops while the others go on: the job ends with a message, never
-# hangs (an uncaught exception, or sys.exit with the loader open).
+# One rank stops while the others go on: the job ends with a message and
+# the rank's own exit code, never hangs (an uncaught exception, or sys.exit
+# mid-epoch with the loader open).
 cat >"$SC_T_TMP/stop.py" <<'PY'
 import sys, shardcache
 loader = shardcache.Loader(source=sys.argv[1], batch_size=16)
@@ -52,10 +53,35 @@ for k, batch in enumerate(loader.epoch(0)):
 loader.close()
 PY
 for how in raise exit; do
-    want=$([ $how = raise ] && echo "rank 1: uncaught RuntimeError" || echo "rank 1: exiting with a loader open")
+    want=$([ $how = raise ] && echo "rank 1: uncaught RuntimeError" \
+           || echo "rank 1: exiting in the middle of epoch 0 .*exit code 3")
     expect_fail "rank 1 stops ($how): the job ends, saying so" "$want" \
         timeout 60 "$MPIEXEC" -n 3 --oversubscribe "$py" "$SC_T_TMP/stop.py" "$data" $how
 done
+timeout 60 "$MPIEXEC" -n 3 --oversubscribe "$py" "$SC_T_TMP/stop.py" "$data" exit >/dev/null 2>&1
+rc=$?
+[ "$rc" -eq 3 ] && pass "sys.exit(3) mid-epoch ends the job with 3" || failed "exit code $rc, not 3"
+
+# A script that ends between epochs without close(): closed at exit, code 0
+# (it was ended with MPI_Abort and code 1).
+cat >"$SC_T_TMP/noclose.py" <<'PY'
+import sys, shardcache
+loader = shardcache.Loader(source=sys.argv[1], batch_size=16)
+for batch in loader.epoch(0):
+    pass
+print(f"rank {loader.rank}: {loader.verdict(0)}")
+PY
+expect_ok "no close() between epochs: closed at exit, code 0" "rank 1: epoch 0: exactly-once ok" \
+    timeout 60 "$MPIEXEC" -n 2 --oversubscribe "$py" "$SC_T_TMP/noclose.py" "$data"
+
+# One process (python3 -i, a notebook): an exception is the user's, never the end.
+out=$(printf '%s\n' "import shardcache" \
+      "loader = shardcache.Loader(source='$data', batch_size=16)" \
+      "next(iter(loader.epoch(0)))['nope']" "print('still here')" \
+      | timeout 60 "$py" -i 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q "still here" <<<"$out" && grep -q "KeyError" <<<"$out" \
+    && pass "one process: an exception leaves the interpreter running" \
+    || { failed "python3 -i (rc=$rc)"; tail -5 <<<"$out"; }
 
 expect_fail "a missing source is named" "nope\.h5" \
     "$MPIEXEC" -n 2 --oversubscribe "$py" "$train" --source "$SC_T_TMP/nope.h5" --epochs 1
