@@ -120,11 +120,13 @@ def consume(loader, epoch, stop_after=None):
 
 def test_resume_mid_epoch_on_the_same_ranks(dataset, cache_dir):
     loader = open_loader(dataset, cache_dir, remainder="pad")
+    n = len(loader)
     first, state = consume(loader, 0, stop_after=2)
     loader.close()  # mid-epoch: allowed, collective
     states = COMM.allgather(state)
     with open_loader(dataset, cache_dir, remainder="pad", resume=states) as loader:
         assert loader.resumed_epoch == 0
+        assert len(loader) == len(loader.epoch(0)) == n - 2  # the batches left
         rest, _ = consume(loader, 0)
         assert loader.verdict(0).ok
     counts = all_ids(first + rest)
