@@ -226,6 +226,20 @@ SC_API int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **o
 SC_API int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out);
 
 /*
+ * Whether the program that started this process started more processes
+ * than MPI_COMM_WORLD holds: torchrun (WORLD_SIZE with RANK), srun without
+ * PMIx (SLURM_STEP_NUM_TASKS with SLURM_PROCID), or the mpirun of another
+ * MPI (OMPI_COMM_WORLD_SIZE, PMI_SIZE) saying N while MPI sees fewer.  Each
+ * such process would open a loader of its own and read the whole dataset.
+ * SC_EINVAL naming both sizes, the variables and the fix; SC_OK when they
+ * agree, when none is set, or with cfg->launcher_check off (NULL cfg: on).
+ * Local: it reads this process's environment.  MPI must be initialized.
+ * sc_loader_open calls it on every rank (and fails on every rank if one
+ * fails); a program that sets up torch.distributed first may call it then.
+ */
+SC_API int sc_launcher_check(const sc_config *cfg, sc_error *err);
+
+/*
  * Starts `epoch` on this rank: epochs are begun in order, the first one
  * begun may be any.  Waits only for the plan's broadcast, which rank 0
  * posts one epoch ahead.  `info` may be NULL.

@@ -544,8 +544,29 @@ static PyObject *core_features(PyObject *mod, PyObject *unused)
                          f.cuda_devices, "testing", f.testing, "jpeg", f.jpeg);
 }
 
+/*
+ * launcher_check(settings): sc_launcher_check with the SC_* environment and
+ * the settings dict (str -> str) over it; None, or shardcache.Error.
+ */
+static PyObject *core_launcher_check(PyObject *mod, PyObject *settings)
+{
+    (void)mod;
+    if (settings != Py_None && !PyDict_Check(settings))
+        return PyErr_Format(PyExc_TypeError, "launcher_check: a dict of settings or None");
+    sc_config cfg;
+    if (core_config(&cfg, settings == Py_None ? NULL : settings) < 0)
+        return NULL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_launcher_check(&cfg, &err);
+    if (rc != SC_OK)
+        return core_raise(rc, err.msg);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef core_methods[] = {
     {"features", core_features, METH_NOARGS, "what this build of the library has"},
+    {"launcher_check", core_launcher_check, METH_O,
+     "refuses a launcher that started more processes than MPI_COMM_WORLD holds"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -567,7 +588,8 @@ PyMODINIT_FUNC PyInit__core(void)
     Py_INCREF(&core_loader_type);
     if (!core_error || PyModule_AddObject(m, "Loader", (PyObject *)&core_loader_type) < 0 ||
         PyModule_AddObject(m, "Error", core_error) < 0 ||
-        PyModule_AddIntConstant(m, "CHECKPOINT_BYTES", SC_CHECKPOINT_BYTES) < 0) {
+        PyModule_AddIntConstant(m, "CHECKPOINT_BYTES", SC_CHECKPOINT_BYTES) < 0 ||
+        PyModule_AddIntConstant(m, "EINVAL", SC_EINVAL) < 0) {
         Py_DECREF(m);
         return NULL;
     }

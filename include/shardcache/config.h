@@ -51,6 +51,11 @@ typedef enum sc_device_mode {
     SC_DEVICE_SIM = 3   /* testing builds only: a simulated GPU (docs/testing.md) */
 } sc_device_mode;
 
+typedef enum sc_launcher_check_mode {
+    SC_LAUNCHER_CHECK_ON = 0, /* refuse a launcher that started more processes than MPI sees */
+    SC_LAUNCHER_CHECK_OFF = 1 /* skip that check (sc_launcher_check says when it is wrong) */
+} sc_launcher_check_mode;
+
 typedef enum sc_verify_mode {
     SC_VERIFY_SKETCH = 0, /* one 9-word reduction per epoch */
     SC_VERIFY_FULL = 1    /* a per-sample count vector: names every offender */
@@ -109,8 +114,10 @@ typedef struct sc_config {
     /* appended for encoded samples (room taken from reserved[]) */
     char decode[256];             /* SC_DECODE: [FIELD=]jpeg|jpeg-once, comma-separated */
     uint64_t decode_size;         /* SC_DECODE_SIZE: the decoded images' side, in pixels */
+    /* appended for launchers (room taken from reserved[]) */
+    sc_launcher_check_mode launcher_check; /* SC_LAUNCHER_CHECK: on | off */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[28];
+    uint64_t reserved[27];
 } sc_config;
 
 /*

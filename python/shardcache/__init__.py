@@ -22,15 +22,13 @@ When kept batches hold all but one slot, batches arrive as copies instead
 """
 import atexit
 import collections.abc
-import os
-import socket
 import sys
 import threading
 import warnings
 
 from mpi4py import MPI
 
-from . import _core
+from . import _core, _launch
 
 __all__ = ["Loader", "Batch", "Error", "Verdict", "features", "init_torch_distributed"]
 
@@ -394,6 +392,7 @@ class Loader:
         self._live = 0   # slots handed out and not released
         if abort_on_error:
             _hook_exits()
+        _call(_launch.check_torch_group, comm)  # collective: torch's world is the loader's
         self._c = _call(_core.Loader, comm, env, records, transform, transform_arg)
         if abort_on_error:
             _Exit.loaders[id(self)] = self
@@ -575,39 +574,11 @@ class Loader:
         return False
 
 
-def _address():
-    """This host's address another node can reach: not the 127.0.1.1 that a
-    default Debian install maps its own name to."""
-    try:
-        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-            if not info[4][0].startswith("127."):
-                return info[4][0]
-    except OSError:
-        pass
-    try:  # the source address of a route out (a UDP connect sends nothing)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            return s.getsockname()[0]
-    except OSError:
-        return socket.gethostname()
-
-
 def init_torch_distributed(backend="gloo", comm=None, port=None):
-    """torch.distributed.init_process_group from the MPI rank and size.
-    MASTER_ADDR and MASTER_PORT are used when set; else rank 0's address
-    and a port free on it go to every rank through MPI (a port found free
-    may, rarely, be taken before torch binds it: then set MASTER_PORT)."""
-    import torch.distributed as dist
-
-    comm = MPI.COMM_WORLD if comm is None else comm
-    addr = None
-    if comm.Get_rank() == 0:
-        host = os.environ.get("MASTER_ADDR") or _address()
-        port = port or os.environ.get("MASTER_PORT")
-        if not port:
-            with socket.socket() as s:
-                s.bind(("", 0))
-                port = s.getsockname()[1]
-        addr = (host, str(port))
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = comm.bcast(addr, root=0)
-    dist.init_process_group(backend, rank=comm.Get_rank(), world_size=comm.Get_size())
+    """torch.distributed.init_process_group over the MPI ranks (collective):
+    refused on every rank when a launcher started more processes than MPI
+    holds; on one node torch's store is a file only this user can open
+    (nothing listens), across nodes a TCPStore on rank 0 on a port the OS
+    picks, sent through MPI.  MASTER_ADDR and MASTER_PORT (or port) set on
+    rank 0 choose the TCPStore's address and port (docs/python.md)."""
+    _call(_launch.init_torch_distributed, backend, comm, port)

@@ -841,6 +841,8 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
     *out = NULL;
     sc_loader *ld = NULL;
     int rc = loader_new(comm, cfg, &ld, err);
+    if (rc == SC_OK) /* before any work, on every rank: a rank refused alone would hang the rest */
+        rc = loader_agree(ld, sc_launcher_check(cfg, err), err);
     if (rc == SC_OK)
         rc = loader_open_data(ld, cfg, err);
     if (rc == SC_OK)

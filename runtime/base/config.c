@@ -103,6 +103,10 @@ static const setting settings[] = {
      "trace path prefix: each rank writes PREFIX.rankR.json; empty: off"},
     {"SC_TRACE_EVENTS", T_U64, F(trace_events), "65536", {0},
      "trace ring size per thread, in events; a full ring drops (and counts)"},
+    {"SC_LAUNCHER_CHECK", T_ENUM, F(launcher_check), "on", {"on", "off"},
+     "on: a loader is refused where torchrun, srun without PMIx or another MPI's launcher "
+     "started more processes than MPI_COMM_WORLD holds (each would read the whole dataset); "
+     "off: no check"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
