@@ -109,8 +109,11 @@ typedef struct sc_config {
     /* appended for encoded samples (room taken from reserved[]) */
     char decode[256];             /* SC_DECODE: [FIELD=]jpeg|jpeg-once, comma-separated */
     uint64_t decode_size;         /* SC_DECODE_SIZE: the decoded images' side, in pixels */
+    /* appended for built-in augmentations (room taken from reserved[]) */
+    char augment[160];            /* SC_AUGMENT: [FIELD=]STAGE;STAGE;... (docs/api.md) */
+    int augment_layout;           /* SC_AUGMENT_LAYOUT: 0 chw | 1 hwc, the stored images' */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[28];
+    uint64_t reserved[7];
 } sc_config;
 
 /*
