@@ -190,7 +190,7 @@ typedef struct build {
 
 static int aug_bad(build *b, const char *fmt, const char *what, const char *why)
 {
-    char detail[256];
+    char detail[512];
     snprintf(detail, sizeof detail, fmt, what, why);
     return sc__seterr(b->err, SC_EINVAL, "SC_AUGMENT='%s': stage %d: %s", b->spec, b->index,
                       detail);
