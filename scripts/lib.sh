@@ -9,10 +9,11 @@ libhdf5-openmpi-dev hdf5-tools libcmocka-dev libdeflate-dev libturbojpeg0-dev \
 libjpeg62-turbo-dev"
 # The Python package and its example: the extension builds with python3-dev
 # and mpi4py's C API; numpy, torch and h5py run the example, pytest its tests,
-# PIL decodes make-dataset's JPEG samples in the tests.
+# PIL decodes make-dataset's JPEG samples in the tests, torchvision is what
+# SC_AUGMENT's stages are checked against (tests/python/test_augment.py).
 # shellcheck disable=SC2034
 SC_PYTHON_PACKAGES="python3-dev python3-mpi4py python3-numpy python3-torch python3-h5py \
-python3-pytest python3-pil"
+python3-pytest python3-pil python3-torchvision"
 # Packages the full test suite adds: clang and libFuzzer for the fuzz test,
 # valgrind for the unit tests, Chromium and Python to render a trace plot
 # and check that it is not blank, shellcheck for the scripts, and Slurm

@@ -116,8 +116,11 @@ typedef struct sc_config {
     uint64_t decode_size;         /* SC_DECODE_SIZE: the decoded images' side, in pixels */
     /* appended for launchers (room taken from reserved[]) */
     sc_launcher_check_mode launcher_check; /* SC_LAUNCHER_CHECK: on | off */
+    /* appended for built-in augmentations (room taken from reserved[]) */
+    char augment[160];            /* SC_AUGMENT: [FIELD=]STAGE;STAGE;... (docs/api.md) */
+    int augment_layout;           /* SC_AUGMENT_LAYOUT: 0 chw | 1 hwc, the stored images' */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[27];
+    uint64_t reserved[7];
 } sc_config;
 
 /*

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "augment.h"
 #include "decode.h"
 #include "device.h"
 #include "error.h"
@@ -1295,6 +1296,7 @@ int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out)
         return SC_EINVAL;
     sc__field f;
     sc__decode_field(ld->ds, i, &f);
+    sc__augment_field(ld->ds, i, &f);
     sc__field_info(&f, out);
     return SC_OK;
 }

@@ -84,6 +84,12 @@ static const setting settings[] = {
      "flipped at random each delivery); FIELD=jpeg,... per field; empty: delivered as bytes"},
     {"SC_DECODE_SIZE", T_U64, F(decode_size), "224", {0},
      "SC_DECODE's output side N, in pixels"},
+    {"SC_AUGMENT", T_STR, F(augment), "", {0},
+     "built-in augmentations of a fixed-shape uint8 image field in the producers, "
+     "torchvision's: [FIELD=]random_crop(32,padding=4);random_horizontal_flip;"
+     "normalize(mean=M,...,std=S,...[,dtype=float16]);to_nchw; empty: none (docs/api.md)"},
+    {"SC_AUGMENT_LAYOUT", T_ENUM, F(augment_layout), "chw", {"chw", "hwc"},
+     "SC_AUGMENT's input: images stored channels first (C x H x W) or last (H x W x C)"},
     {"SC_PEERS", T_ENUM, F(peers), "on", {"on", "off"},
      "on: a shard moving to another node comes from its old owner's cache over MPI; "
      "off: from the source (every rank must say the same)"},

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "augment.h"
 #include "cache.h"
 #include "error.h"
 #include "hash.h"
@@ -35,6 +36,7 @@
 
 #define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
 #define SC__PURPOSE_DECODE 0x6465636f6465ULL    /* "decode" */
+#define SC__PURPOSE_STAGES 0x737461676573ULL    /* "stages": SC_AUGMENT's draws */
 #define FIELD_ALIGN 256
 
 enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
@@ -482,6 +484,22 @@ static int stream_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
 }
 
 /*
+ * A fixed-shape field's sample into a batch: copied, or through SC_AUGMENT's
+ * stages with draws keyed as stream_decode's are, by (seed, epoch, field,
+ * sample) alone.
+ */
+static void stream_copy_sample(const sc__stream *s, const ep *e, uint64_t q, int f,
+                               const unsigned char *from, unsigned char *to)
+{
+    const sc__aug *a = sc__augment_of(s->ds, f);
+    if (a)
+        sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
+                                             SC__PURPOSE_STAGES + (unsigned)f, e->sched.ids[q]));
+    else
+        memcpy(to, from, s->fsb[f]);
+}
+
+/*
  * Position q of the epoch into sample k of a batch, field by field: copied,
  * or decoded; a variable-length field's values after the batch's earlier
  * samples' (end[f]: its bytes so far), its offset recorded.
@@ -495,7 +513,8 @@ static int stream_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint6
     for (int f = 0; f < s->nfields; f++) {
         unsigned char *to = slot->host + s->fval[f];
         if (!s->ds->fields[f].vlen) {
-            memcpy(to + k * s->fsb[f], fp[f] + off * s->fsb[f], s->fsb[f]);
+            stream_copy_sample(s, e, q, f, fp[f] + off * s->ds->fields[f].sample_bytes,
+                               to + k * s->fsb[f]);
             continue;
         }
         uint64_t at = sc__vlen_off(fp[f], off), len = sc__vlen_off(fp[f], off + 1) - at;
@@ -671,8 +690,9 @@ static int stream_layout(sc__stream *s, uint64_t B, sc_error *err)
     for (int f = 0; f < s->nfields; f++) {
         s->crop[f] = s->o.crop[f];
         s->vlen[f] = s->ds->fields[f].vlen && !s->crop[f].width;
-        s->fsb[f] = s->crop[f].width ? sc__crop_bytes(&s->crop[f])
-                                     : s->ds->fields[f].sample_bytes;
+        sc__field as = s->ds->fields[f];
+        sc__augment_field(s->ds, f, &as); /* SC_AUGMENT's delivered size */
+        s->fsb[f] = s->crop[f].width ? sc__crop_bytes(&s->crop[f]) : as.sample_bytes;
         s->foff[f] = at;
         s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);
         uint64_t bytes;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "chunks.h"
+#include "augment.h"
 #include "decode.h"
 #include "error.h"
 #include "h5.h"
@@ -1302,6 +1303,8 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     rc = sc__decode_setup(ds, cfg, &tf, err);
     if (rc == SC_OK)
         rc = source_transform_fields(ds, tf, err);
+    if (rc == SC_OK)
+        rc = sc__augment_setup(ds, cfg, err);
     /* A variable-length field counts its mean sample and offset: what a shard holds. */
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
         ds->sample_bytes += !ds->fields[i].vlen ? ds->fields[i].sample_bytes
@@ -1331,6 +1334,7 @@ int sc_dataset_close(sc_dataset *ds)
     free(ds->file_off);
     for (int i = 0; i < SC_MAX_FIELDS; i++)
         free(ds->vlen_off[i]);
+    sc__aug_free(ds->aug);
     free(ds);
     return SC_OK;
 }

@@ -67,6 +67,9 @@ struct sc_dataset {
     uint32_t decode_size;
     sc_transform decode_tf;
     char decode_version[64];
+    /* SC_AUGMENT (augment.h): the stages delivered field aug_field goes through; NULL: none. */
+    struct sc__aug *aug;
+    int aug_field;
     int64_t file; /* layout A's hid_t (HDF5 stays inside storage/) */
     int64_t dset[SC_MAX_FIELDS];
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
