@@ -310,7 +310,10 @@ uint64_t sc__cachedir_make_room(const char *root, uint64_t keep, uint64_t want, 
                                 int log_level)
 {
     uint64_t size, avail, freed = 0;
-    if (!want || sc__cachedir_space(root, &size, &avail) != 0)
+    struct stat st;
+    /* Only under a root of this user's (the cache's open refuses any other, after this). */
+    if (!want || lstat(root, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+        sc__cachedir_space(root, &size, &avail) != 0)
         return 0;
     uint64_t reserve = size / 100 * SC_CACHE_RESERVE_PCT;
     uint64_t room = avail > reserve ? avail - reserve : 0;
