@@ -33,7 +33,7 @@ static const char usage[] =
     "  --mode MODE        global or sticky (SC_SHUFFLE)\n"
     "  --exchange Q       sticky exchange fraction (SC_EXCHANGE)\n"
     "  --cache-dir DIR    cache directory (SC_CACHE_DIR)\n"
-    "  --cache-bytes N    capacity per rank, K/M/G suffixes (SC_CACHE_BYTES)\n"
+    "  --cache-bytes N    capacity per rank, K/M/G suffixes, auto or unbounded (SC_CACHE_BYTES)\n"
     "  --fields LIST      the fields, by path, comma-separated (SC_FIELDS)\n"
     "  --sample-axis A    first, or none: layout B files of one sample (SC_SAMPLE_AXIS)\n"
     "  --check            read every staged shard back from the cache and\n"
@@ -172,7 +172,9 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
             t->seq[t->nseq++] = mine[i];
             if (seen[mine[i]]++)
                 continue;
-            if (e > o->first && cfg->peers == SC_PEERS_ON && !cfg->cache_bytes)
+            /* auto: the free space's bound, which on a node's disk is rarely reached */
+            if (e > o->first && cfg->peers == SC_PEERS_ON &&
+                (!cfg->cache_bytes || cfg->cache_bytes == SC_CACHE_AUTO))
                 t->moved++;
             else
                 t->first_use[t->nfirst++] = mine[i];
@@ -309,7 +311,7 @@ static int cmd_stage_slice(stage_run *s, uint64_t *next, uint64_t until)
         sc_cache_stats st;
         sc_cache_get_stats(s->cache, &st);
         /* A full cache: staging more would evict shards needed sooner. */
-        if (s->cfg->cache_bytes && st.bytes_cached + bytes > s->cfg->cache_bytes)
+        if (st.capacity && st.bytes_cached + bytes > st.capacity)
             break;
         rc = sc_cache_read(s->cache, k, s->bufs, &s->err);
         s->staged++;

@@ -32,7 +32,8 @@ typedef struct sc_cache_stats {
     uint64_t neighbor_hits;     /* of hits: read from another local rank's cache */
     uint64_t bytes_checked;     /* read from the cache and checked against its checksum */
     uint64_t bytes_from_peers;  /* cached from another node's rank over MPI, not the source */
-    uint64_t reserved[7];     /* room for later fields: the size stays */
+    uint64_t capacity;          /* this rank's bound (payload bytes); 0: unbounded */
+    uint64_t reserved[6];     /* room for later fields: the size stays */
 } sc_cache_stats;
 
 /*
@@ -61,14 +62,49 @@ SC_API int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out);
 /*
  * Where caches live for cfg: cfg->cache_dir, else the default root
  * (${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/shardcache-<uid>).  Each cache directory
- * under it holds a file `source`: the source's path, then its size and
- * modification time when the cache was opened (`shardcache cache gc`
- * reclaims directories whose source changed).  SC_EINVAL if it does not
- * fit in n bytes.
+ * under it holds a file `source`: the source's path, then its size,
+ * modification time (s), inode and change time (ns) when the cache was
+ * opened (`shardcache cache gc` reclaims directories whose source
+ * changed).  SC_EINVAL if it does not fit in n bytes.
  */
 SC_API int sc_cache_root(const sc_config *cfg, char *buf, size_t n);
 SC_API const char *sc_cache_dir(const sc_cache *c);
 SC_API int sc_cache_close(sc_cache *c);
+
+/*
+ * One cache directory under a root, as `shardcache cache list` shows it:
+ * `shardcache-<fingerprint>-l<local rank>`, or `...-p<pid>`, the private
+ * directory of a process that found the shared one in use.
+ */
+typedef struct sc_cache_dir_info {
+    char path[SC_PATH_MAX + 64]; /* root/name */
+    char source[SC_PATH_MAX];    /* its `source` note's path; "" if none */
+    uint64_t fingerprint;
+    int local_rank;
+    long pid;                    /* a private directory's process, else 0 */
+    uint64_t entries, bytes;     /* its entries and their files' bytes */
+    int64_t last_use;            /* its files' latest mtime (an open rewrites `source`) */
+    int in_use;                  /* a live process holds its lock */
+    int mine;                    /* this user's (another's is never removed) */
+    int source_changed;          /* its source's stamp moved, or the source is gone */
+    int owner_gone;              /* a private directory whose process is gone */
+    uint64_t reserved[8];
+} sc_cache_dir_info;
+
+/*
+ * Calls each(d, arg) for every cache directory under root (in directory
+ * order) until it returns non-zero.  SC_EIO, naming root, if it cannot be
+ * read (a root never made holds no caches).
+ */
+SC_API int sc_cache_list(const char *root, int (*each)(const sc_cache_dir_info *d, void *arg),
+                         void *arg, sc_error *err);
+
+/*
+ * Removes the cache directory at `path` (one sc_cache_list named: this
+ * user's, named as a cache directory is) while holding its lock, so no job
+ * is using it: *removed is 1, or 0 when a live process holds it.
+ */
+SC_API int sc_cache_remove(const char *path, int *removed, sc_error *err);
 
 #ifdef __cplusplus
 }

@@ -73,6 +73,14 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
  * and at least SC_WINDOW_AUTO_MIN (the fixed default before auto).
  */
 #define SC_WINDOW_AUTO UINT64_MAX
+/*
+ * SC_CACHE_BYTES=auto, the default: each rank's cache may hold what it
+ * holds plus its share of the cache filesystem's free space above a
+ * reserve of SC_CACHE_RESERVE_PCT of its size, and old caches of other
+ * datasets are evicted, least recently used first, to make room.
+ */
+#define SC_CACHE_AUTO UINT64_MAX
+#define SC_CACHE_RESERVE_PCT 10
 #define SC_WINDOW_AUTO_MIN 4096
 
 typedef struct sc_config {
@@ -86,7 +94,8 @@ typedef struct sc_config {
     double exchange;              /* SC_EXCHANGE: sticky fraction moved */
     sc_remainder remainder;       /* SC_REMAINDER: drop | pad */
     char cache_dir[SC_PATH_MAX];  /* SC_CACHE_DIR; empty: the default root (config.c) */
-    uint64_t cache_bytes;         /* SC_CACHE_BYTES: capacity; 0 = unbounded */
+    uint64_t cache_bytes;         /* SC_CACHE_BYTES: capacity per rank; 0 = unbounded;
+                                     SC_CACHE_AUTO: the free space's rule (docs/cache.md) */
     sc_cache_policy cache_policy; /* SC_CACHE_POLICY: belady | lru */
     sc_cache_check cache_check;   /* SC_CACHE_CHECK: first | always */
     int log_level;                /* SC_LOG: 0 errors only, 1 warnings, 2 info */

@@ -51,7 +51,8 @@ typedef struct sc_dataset_info {
                                   files of at most this many samples into a shard */
     uint64_t sample_bytes;     /* all fields (a variable-length one's mean and offset) */
     int nfields;
-    uint64_t fingerprint;      /* paths, sizes, mtimes, fields, shard size */
+    uint64_t fingerprint;      /* paths, sizes, mtimes, inodes, change times, fields,
+                                  shard size */
     /* appended (room taken from reserved[]) */
     uint64_t from_manifest;    /* layout B: 1 when the open took the files' fields and
                                   sample counts from the directory's saved manifest

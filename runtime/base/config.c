@@ -57,8 +57,10 @@ static const setting settings[] = {
     {"SC_CACHE_DIR", T_STR, F(cache_dir), "", {0},
      "node-local cache directory; empty: $SLURM_TMPDIR, else $TMPDIR, else /tmp, "
      "then shardcache-<uid>"},
-    {"SC_CACHE_BYTES", T_BYTES, F(cache_bytes), "0", {0},
-     "cache capacity per rank (K, M, G suffixes); 0: unbounded"},
+    {"SC_CACHE_BYTES", T_BYTES, F(cache_bytes), "auto", {"auto", "unbounded"},
+     "cache capacity per rank (K, M, G suffixes); auto: what it holds plus its share of "
+     "the free space above 10% of the cache filesystem, old caches evicted for room; "
+     "0 or unbounded: no bound"},
     {"SC_CACHE_POLICY", T_ENUM, F(cache_policy), "belady", {"belady", "lru"},
      "eviction: the shard needed furthest ahead, or least recently used"},
     {"SC_CACHE_SHARE", T_ENUM, F(cache_share), "private", {"private", "group"},
@@ -155,8 +157,10 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
         return SC_OK;
     case T_U64:
     case T_BYTES:
-        if (s->choices[0] && !strcmp(v, s->choices[0])) { /* a word for UINT64_MAX */
-            u = UINT64_MAX;
+        /* Words: the first for UINT64_MAX, the second for 0. */
+        if (s->choices[0] && (!strcmp(v, s->choices[0]) ||
+                              (s->choices[1] && !strcmp(v, s->choices[1])))) {
+            u = strcmp(v, s->choices[0]) ? 0 : UINT64_MAX;
             memcpy(field, &u, sizeof u);
             return SC_OK;
         }
@@ -254,6 +258,8 @@ int sc_config_print(const sc_config *cfg, void *file)
             snprintf(val, sizeof val, "%llu", (unsigned long long)u);
             if (u == UINT64_MAX && s->choices[0])
                 text = s->choices[0];
+            else if (u == 0 && s->choices[0] && s->choices[1])
+                text = s->choices[1];
             break;
         case T_LEVEL:
         case T_INT:

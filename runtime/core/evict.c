@@ -135,6 +135,16 @@ int sc__evict_new(sc_cache_policy policy, uint64_t capacity, sc__evict **out)
     return SC_OK;
 }
 
+void sc__evict_set_capacity(sc__evict *ev, uint64_t capacity)
+{
+    ev->capacity = capacity ? capacity : UINT64_MAX;
+}
+
+uint64_t sc__evict_capacity(const sc__evict *ev)
+{
+    return ev->capacity == UINT64_MAX ? 0 : ev->capacity;
+}
+
 void sc__evict_free(sc__evict *ev)
 {
     if (!ev)

@@ -17,6 +17,13 @@ typedef struct sc__evict sc__evict;
 
 int sc__evict_new(sc_cache_policy policy, uint64_t capacity, sc__evict **out);
 void sc__evict_free(sc__evict *ev);
+/*
+ * A new capacity (0: unbounded).  Held entries over it stay until the next
+ * admission, which evicts as a full cache does.
+ */
+void sc__evict_set_capacity(sc__evict *ev, uint64_t capacity);
+/* The capacity; 0 when unbounded. */
+uint64_t sc__evict_capacity(const sc__evict *ev);
 
 /* The access order from now on; replaces the previous one. */
 int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n);

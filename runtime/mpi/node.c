@@ -169,7 +169,11 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
         return rc;
     if (site.rank == 0)
         site.job = node_job_token();
+    /* Room first, by one rank a node, so that every rank then sizes its cache from it. */
+    if (site.local_rank == 0)
+        sc__cache_make_room(ds, &site, cfg);
     SC_MPI_CHECK(err, MPI_Bcast(&site.job, 1, MPI_UINT64_T, 0, comm));
+    SC_MPI_CHECK(err, MPI_Barrier(comm));
     return sc__cache_open(ds, &site, cfg, out, err);
 }
 

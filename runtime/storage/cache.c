@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cachedir.h"
 #include "config.h"
 #include "error.h"
 #include "entry.h"
@@ -191,17 +192,6 @@ static int cache_check_dir(const sc_cache *c, sc_error *err)
 }
 
 /*
- * Removers hold a directory's lock and unlink it last: a lock taken on a
- * file no longer at its path is no lock on the directory.
- */
-static int cache_lock_is_path(int fd, const char *path)
-{
-    struct stat held, now;
-    return fstat(fd, &held) == 0 && lstat(path, &now) == 0 && held.st_ino == now.st_ino &&
-           held.st_dev == now.st_dev;
-}
-
-/*
  * One try at the directory's lock: 0 held, 1 another live process holds it,
  * 2 the directory or its lock was removed meanwhile (`shardcache cache gc`
  * or a dead process's cleanup: try again), -1 an error (errno), -2 the
@@ -227,7 +217,7 @@ static int cache_try_lock(sc_cache *c, const char *path, int *rc, sc_error *err)
     if (c->group)
         fchmod(c->lock_fd, 0660); /* past the umask: the group's processes take it too */
     int got = flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0, e = errno;
-    if (got && cache_lock_is_path(c->lock_fd, path))
+    if (got && sc__cachedir_lock_is_path(c->lock_fd, path))
         return 0;
     close(c->lock_fd);
     c->lock_fd = -1;
@@ -377,29 +367,6 @@ static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
 }
 
 /*
- * Removes a cache directory whose lock this process holds: its entries and
- * temporaries, then the lock (last: an opener that finds it gone retries),
- * then the directory.
- */
-static void cache_remove_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    char file[SC_PATH_MAX + 300];
-    while (d && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock")) {
-            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-            unlink(file); /* never a directory: entries are files */
-        }
-    }
-    if (d)
-        closedir(d);
-    snprintf(file, sizeof file, "%s/lock", path);
-    unlink(file);
-    rmdir(path);
-}
-
-/*
  * Private directories (-p<pid>) of processes that died without closing
  * (killed jobs): nothing can reuse them, so they go at the next open.
  * Dead means its lock is free (a process's flock dies with it, in any pid
@@ -429,16 +396,9 @@ static void cache_remove_stale(const sc_cache *c)
         snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
         if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
             continue;
-        char lock[sizeof path + 8];
-        snprintf(lock, sizeof lock, "%s/lock", path);
-        int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && cache_lock_is_path(fd, lock)) {
-            cache_remove_dir(path);
+        if (sc__cachedir_remove(path) == 0)
             sc__log(c->log_level, SC__LOG_INFO, c->rank,
                     "removed '%s': the private cache of process %ld, which is gone", path, pid);
-        }
-        if (fd >= 0)
-            close(fd);
     }
     if (d)
         closedir(d);
@@ -472,6 +432,57 @@ static int cache_take_dir(sc_cache *c, sc_error *err)
     return rc;
 }
 
+/* The root of c's directory (a private one's too). */
+static void cache_root_of(const sc_cache *c, char *root, size_t n)
+{
+    snprintf(root, n, "%s", c->dir);
+    char *slash = strrchr(root, '/');
+    if (slash && slash != root)
+        *slash = '\0';
+}
+
+/*
+ * SC_CACHE_BYTES=auto: what the directory holds, plus this rank's share
+ * of the filesystem's free space above the reserve (less its share of
+ * what the reserve lacks, when the disk filled up), so that the node's
+ * caches together leave SC_CACHE_RESERVE_PCT of it free.  Unknown space:
+ * unbounded, as before the rule.
+ */
+static void cache_bound(sc_cache *c)
+{
+    char root[SC_PATH_MAX];
+    uint64_t size, avail;
+    cache_root_of(c, root, sizeof root);
+    if (sc__cachedir_space(root, &size, &avail) != 0)
+        return;
+    uint64_t reserve = size / 100 * SC_CACHE_RESERVE_PCT, n = (uint64_t)c->local_size;
+    uint64_t held = sc__evict_bytes(c->ev);
+    uint64_t more = avail > reserve ? (avail - reserve) / n : 0;
+    uint64_t less = avail < reserve ? (reserve - avail) / n : 0;
+    uint64_t cap = held + more > less ? held + more - less : 1; /* 1: nothing kept */
+    sc__evict_set_capacity(c->ev, cap);
+    sc__log(c->log_level, SC__LOG_INFO, c->rank,
+            "cache '%s': capacity %.1f MiB (SC_CACHE_BYTES=auto: %.1f MiB held, and a share "
+            "of %llu of the free space above %d%% of the filesystem)", c->dir,
+            (double)cap / (1 << 20), (double)held / (1 << 20), (unsigned long long)n,
+            SC_CACHE_RESERVE_PCT);
+}
+
+int sc__cache_make_room(const sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg)
+{
+    char root[SC_PATH_MAX];
+    if (!cfg->cache_bytes || sc_cache_root(cfg, root, sizeof root) != SC_OK)
+        return SC_OK;
+    /* What the node's caches of this dataset may come to hold: the dataset, or their caps. */
+    uint64_t want = ds->sample_bytes * ds->nsamples, caps;
+    if (cfg->cache_bytes != SC_CACHE_AUTO &&
+        !__builtin_mul_overflow(cfg->cache_bytes, (uint64_t)site->local_size, &caps) &&
+        caps < want)
+        want = caps;
+    sc__cachedir_make_room(root, ds->fingerprint, want, site->rank, cfg->log_level);
+    return SC_OK;
+}
+
 /* The index: what the directory holds, bounded by the capacity. */
 static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
 {
@@ -479,10 +490,14 @@ static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
     c->nseen = ds->nshards < SEEN_MAX ? ds->nshards + !ds->nshards : SEEN_MAX;
     if (!(c->seen = calloc(c->nseen, sizeof *c->seen)))
         return sc__seterr(err, SC_ENOMEM, "no memory for the cache index");
-    int rc = sc__evict_new(cfg->cache_policy, cfg->cache_bytes, &c->ev);
+    int autob = cfg->cache_bytes == SC_CACHE_AUTO;
+    int rc = sc__evict_new(cfg->cache_policy, autob ? 0 : cfg->cache_bytes, &c->ev);
     if (rc != SC_OK)
         return sc__seterr(err, rc, "no memory for the cache index");
-    return cache_scan(c, err);
+    rc = cache_scan(c, err);
+    if (rc == SC_OK && autob)
+        cache_bound(c); /* from what it holds */
+    return rc;
 }
 
 int sc_cache_root(const sc_config *cfg, char *buf, size_t n)
@@ -493,33 +508,6 @@ int sc_cache_root(const sc_config *cfg, char *buf, size_t n)
         return sc__cache_root(buf, n);
     int len = snprintf(buf, n, "%s", cfg->cache_dir);
     return len < 0 || (size_t)len >= n ? SC_EINVAL : SC_OK;
-}
-
-/*
- * The cache's record of its source, for `shardcache cache`: the path, and
- * its size and modification time now (a changed source is a new
- * fingerprint: this directory will never be read again).  Best effort.
- */
-static void cache_note_source(const sc_cache *c)
-{
-    char path[SC_PATH_MAX + 16], tmp[SC_PATH_MAX + 32], source[PATH_MAX];
-    struct stat st;
-    /* Absolute: `shardcache cache gc` may run from anywhere. */
-    if (!realpath(c->ds->path, source) || stat(source, &st) != 0)
-        return;
-    snprintf(path, sizeof path, "%s/source", c->dir);
-    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  c->group ? 0640 : 0600);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    fprintf(f, "%s\n%lld %lld\n", source, (long long)st.st_size, (long long)st.st_mtime);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        unlink(tmp);
 }
 
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
@@ -546,7 +534,7 @@ int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *
     if (rc == SC_OK)
         rc = cache_load_index(c, cfg, err);
     if (rc == SC_OK)
-        cache_note_source(c);
+        sc__cachedir_note_source(c->dir, ds->path, c->group ? 0640 : 0600);
     if (rc != SC_OK) {
         sc_cache_close(c);
         return rc;
@@ -561,7 +549,7 @@ int sc_cache_close(sc_cache *c)
         return SC_OK;
     /* A private directory is cold and nobody else's: it goes, before its lock. */
     if (c->private_dir)
-        cache_remove_dir(c->dir);
+        (void)sc__cachedir_remove_held(c->dir);
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);
@@ -1097,6 +1085,7 @@ int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out)
     *out = c->st;
     out->entries = sc__evict_count(c->ev);
     out->bytes_cached = sc__evict_bytes(c->ev);
+    out->capacity = sc__evict_capacity(c->ev);
     pthread_mutex_unlock(&m->mu);
     return SC_OK;
 }

@@ -25,6 +25,14 @@ typedef struct sc__cache_site {
     uint64_t job;   /* the job's token, never 0: entries this job wrote are trusted */
 } sc__cache_site;
 
+/*
+ * Before the node's ranks open their caches (its first rank alone, while
+ * the others wait; a bounded cache only): room for this dataset's caches
+ * on the node, made by evicting old caches of other datasets, least
+ * recently used first (cachedir.h).  Local; logs what it removed.
+ */
+int sc__cache_make_room(const sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg);
+
 /* Opens this rank's cache for `ds` (local: no messages). */
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
                    sc_cache **out, sc_error *err);

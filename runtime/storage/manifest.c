@@ -7,8 +7,9 @@
  *
  * Layout, little-endian u64s after the magic: "SCMANIF1", the format (the
  * writer's build: the blob holds its field descriptions as they lie in
- * memory), the key (xxh64 of every file's real path, size and modification
- * time in the directory's order: what the source's fingerprint covers),
+ * memory), the key (xxh64 of every file's real path and stamp: size, mtime,
+ * inode and change time, in the directory's order: what the source's
+ * fingerprint covers),
  * the blob's length, the blob (what rank 0 sends the other ranks at open),
  * then the xxh64 of all before it.  A saved scan is used only when its key
  * is the files' key now, when it is whole, and when whoever could have

@@ -27,6 +27,9 @@
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int64_t");
 
+#define STAMP SC__STAMP_WORDS                       /* words of a file's stamp */
+#define STAMP_BYTES (SC__STAMP_WORDS * sizeof(uint64_t))
+
 /* ---- a growable byte buffer for the fingerprint ---------------------------- */
 
 typedef struct bytes {
@@ -82,16 +85,18 @@ static void source_put_field(bytes *b, const sc__field *f)
         source_put_u64(b, UINT64_MAX - 1);
 }
 
-/* A file's size and modification time (ns), as a direct read checks them. */
+/* A file's stamp (SC__STAMP_WORDS, source.h), as the fingerprint and a direct read take it. */
 static void source_stamp(const struct stat *st, uint64_t *stamp)
 {
     stamp[0] = (uint64_t)st->st_size;
     stamp[1] = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+    stamp[2] = (uint64_t)st->st_ino;
+    stamp[3] = (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec;
 }
 
 /*
- * Path, size and modification time of one file, as the fingerprint sees
- * it; its stamp into stamp[2] when asked.
+ * Path and stamp of one file, as the fingerprint sees it; the stamp into
+ * stamp[SC__STAMP_WORDS] when asked.
  */
 static int source_put_file(bytes *b, const char *path, uint64_t *stamp, sc_error *err)
 {
@@ -99,12 +104,13 @@ static int source_put_file(bytes *b, const char *path, uint64_t *stamp, sc_error
     char real[PATH_MAX];
     if (stat(path, &st) != 0)
         return sc__seterr(err, SC_EIO, "source file '%s': %s", path, strerror(errno));
+    uint64_t now[SC__STAMP_WORDS];
+    source_stamp(&st, now);
     source_put_str(b, realpath(path, real) ? real : path);
-    source_put_u64(b, (uint64_t)st.st_size);
-    source_put_u64(b, (uint64_t)st.st_mtim.tv_sec);
-    source_put_u64(b, (uint64_t)st.st_mtim.tv_nsec);
+    for (int i = 0; i < SC__STAMP_WORDS; i++)
+        source_put_u64(b, now[i]);
     if (stamp)
-        source_stamp(&st, stamp);
+        memcpy(stamp, now, sizeof now);
     return SC_OK;
 }
 
@@ -584,16 +590,16 @@ static int source_check_file(hid_t f, const char *path, const sc_dataset *ds,
 /*
  * The saved scan's format: its version (bump it when sc__field or sc__dtype
  * changes, or which types "every field" takes: 3 carries float16, bool and
- * strings; 4, each file's stamp and fields' offsets) and this build's size
- * of the field descriptions it holds.
+ * strings; 4, each file's stamp and fields' offsets; 6, the stamp's inode
+ * and change time) and this build's size of the field descriptions it holds.
  */
-#define SOURCE_MANIFEST_VERSION 5
+#define SOURCE_MANIFEST_VERSION 6
 #define SOURCE_MANIFEST_FORMAT \
     (((uint64_t)SOURCE_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
 /*
- * The key a saved scan is kept under: every file's real path, size and
- * modification time (files[len], as the fingerprint takes them).
+ * The key a saved scan is kept under: every file's real path and stamp
+ * (files[len], as the fingerprint takes them).
  */
 static uint64_t source_manifest_key(const void *files, size_t len)
 {
@@ -640,7 +646,7 @@ static void source_put_scan(bytes *m, const sc_dataset *ds, const sc__field *fie
     for (uint64_t k = 0; k < ds->nfiles; k++) {
         source_put_str(m, ds->files[k]);
         source_put_u64(m, ds->file_sizes[k]);
-        source_put(m, ds->file_stamp + 2 * k, 2 * sizeof *ds->file_stamp);
+        source_put(m, ds->file_stamp + STAMP * k, STAMP_BYTES);
         source_put(m, ds->file_off + (uint64_t)n * k, (size_t)n * sizeof *ds->file_off);
     }
     for (int i = 0; i < n; i++)
@@ -648,14 +654,14 @@ static void source_put_scan(bytes *m, const sc_dataset *ds, const sc__field *fie
             source_put(m, ds->vlen_off[i], sizeof *ds->vlen_off[i] * (ds->nsamples + 1));
 }
 
-/* Every file's real path, size and modification time, as the fingerprint takes them. */
+/* Every file's real path and stamp, as the fingerprint takes them. */
 static int source_put_files(sc_dataset *ds, bytes *b, sc_error *err)
 {
-    int rc = (ds->file_stamp = malloc(sizeof *ds->file_stamp * 2 * ds->nfiles + 1))
+    int rc = (ds->file_stamp = malloc(STAMP_BYTES * ds->nfiles + 1))
                  ? SC_OK
                  : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++)
-        rc = source_put_file(b, ds->files[k], ds->file_stamp + 2 * k, err);
+        rc = source_put_file(b, ds->files[k], ds->file_stamp + STAMP * k, err);
     return rc == SC_OK && b->oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path)
                                  : rc;
 }
@@ -706,7 +712,7 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
     sc_dataset *s = source_parse_saved(blob, len, &ask);
     /* Its stamps are the files' own (the key says so, unless the blob was forged). */
     const char *no = s && s->nfiles == ds->nfiles &&
-                             !memcmp(s->file_stamp, ds->file_stamp, 16 * ds->nfiles)
+                             !memcmp(s->file_stamp, ds->file_stamp, STAMP_BYTES * ds->nfiles)
                          ? NULL
                          : "it is damaged";
     for (uint64_t k = 0; !no && k < ds->nfiles; k++)
@@ -737,8 +743,8 @@ static const char *source_take_saved(sc_dataset *ds, const sc_config *cfg,
 
 /*
  * What changed since a manifest saved for other files was written, in
- * why[n]: the first file added, gone or rewritten (by name; its size and
- * mtime against the saved ones) and how many so differ; or NULL when the
+ * why[n]: the first file added, gone or rewritten (by name; its stamp
+ * against the saved one) and how many so differ; or NULL when the
  * names and stamps agree (the directory itself moved: the key holds real
  * paths).
  */
@@ -753,7 +759,8 @@ static const char *source_what_changed(const sc_dataset *ds, const unsigned char
                 : strcmp(source_base(ds->files[i]), source_base(s->files[j]));
         const char *name = c > 0 ? s->files[j] : ds->files[i];
         const char *now = c < 0 ? "is new" : c > 0 ? "is gone"
-                          : memcmp(ds->file_stamp + 2 * i, s->file_stamp + 2 * j, 16) ? "was rewritten"
+                          : memcmp(ds->file_stamp + STAMP * i, s->file_stamp + STAMP * j, STAMP_BYTES)
+                              ? "was rewritten"
                                                                                         : NULL;
         if (now && !changed++) {
             first = name;
@@ -1044,7 +1051,7 @@ static int source_file_holds(const sc_dataset *ds, uint64_t k)
         if (off[i] != UINT64_MAX &&
             (ds->fields[i].vlen ||
              __builtin_mul_overflow(ds->file_sizes[k], ds->fields[i].sample_bytes, &bytes) ||
-             __builtin_add_overflow(off[i], bytes, &end) || end > ds->file_stamp[2 * k]))
+             __builtin_add_overflow(off[i], bytes, &end) || end > ds->file_stamp[STAMP * k]))
             return 0;
     }
     return 1;
@@ -1064,7 +1071,7 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, 
         uint64_t plen = pl ? sc__get_u64(pl) : 0;
         const unsigned char *path = pl && plen < SC_PATH_MAX + 512 ? source_take(c, plen) : NULL;
         const unsigned char *sz = path ? source_take(c, 8) : NULL;
-        const unsigned char *st = sz ? source_take(c, 16) : NULL;
+        const unsigned char *st = sz ? source_take(c, STAMP_BYTES) : NULL;
         const unsigned char *off = st ? source_take(c, 8 * nf) : NULL;
         char name[SC_PATH_MAX + 512];
         if (!off)
@@ -1072,7 +1079,7 @@ static int source_take_files(sc_dataset *ds, source_cursor *c, uint64_t nfiles, 
         memcpy(name, path, plen);
         name[plen] = '\0';
         ds->file_sizes[k] = sc__get_u64(sz);
-        memcpy(ds->file_stamp + 2 * k, st, 16); /* one build on every rank: its byte order */
+        memcpy(ds->file_stamp + STAMP * k, st, STAMP_BYTES); /* one build on every rank: its byte order */
         memcpy(ds->file_off + nf * k, off, 8 * nf);
         if (!ds->file_sizes[k] || __builtin_add_overflow(total, ds->file_sizes[k], &total) ||
             !source_file_holds(ds, k))
@@ -1105,7 +1112,7 @@ static int source_take_lengths(sc_dataset *ds, source_cursor *c, int i)
         most = len > most ? len : most;
     }
     for (uint64_t k = 0, s = 0; ok && k < ds->nfiles; s += ds->file_sizes[k++])
-        ok = off[s + ds->file_sizes[k]] - off[s] <= ds->file_stamp[2 * k];
+        ok = off[s + ds->file_sizes[k]] - off[s] <= ds->file_stamp[STAMP * k];
     ds->vlen_off[i] = off;
     return ok && most == f->sample_bytes ? SC_OK : SC_EFORMAT;
 }
@@ -1155,7 +1162,7 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
         rc = ds->nfields && nfiles <= UINT32_MAX ? SC_OK : SC_EFORMAT;
         if (rc == SC_OK) {
             ds->file_sizes = malloc(sizeof *ds->file_sizes * (nfiles + 1));
-            ds->file_stamp = malloc(sizeof *ds->file_stamp * (2 * nfiles + 1));
+            ds->file_stamp = malloc(STAMP_BYTES * nfiles + 1);
             ds->file_off = malloc(sizeof *ds->file_off * (nfiles * (uint64_t)ds->nfields + 1));
         }
         rc = rc != SC_OK || (ds->file_sizes && ds->file_stamp && ds->file_off) ? rc : SC_ENOMEM;
@@ -1465,8 +1472,8 @@ const char *sc__pread_all(int fd, void *to, uint64_t n, uint64_t off)
 
 /*
  * Layout B: a file whose fields lie in it as delivered (file_off), read
- * with pread outside HDF5 and its lock, once its size and modification
- * time say it is the file this open saw: an HDF5 open costs more than
+ * with pread outside HDF5 and its lock, once its stamp (size, mtime,
+ * inode, change time) says it is the file this open saw: an HDF5 open costs more than
  * reading a sample of tens of KiB, and one-sample files are read one each.
  * SOURCE_VIA_HDF5 when a field is not so stored.
  */
@@ -1481,13 +1488,13 @@ static int source_read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uin
             return SOURCE_VIA_HDF5;
     const char *path = ds->files[file], *why = NULL, *field = NULL;
     struct stat st;
-    uint64_t now[2] = {0, 0};
+    uint64_t now[SC__STAMP_WORDS] = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0)
         why = strerror(errno);
     else
         source_stamp(&st, now);
-    if (!why && memcmp(now, ds->file_stamp + 2 * file, sizeof now) != 0)
+    if (!why && memcmp(now, ds->file_stamp + STAMP * file, sizeof now) != 0)
         why = "it changed since the dataset was opened";
     for (int i = 0; !why && i < nfields; i++) {
         field = fields[i].name;

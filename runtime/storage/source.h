@@ -31,13 +31,26 @@ typedef struct sc__field {
                     the largest sample's bytes); a shard's is a blob (vlen.h) */
 } sc__field;
 
+/*
+ * A file's stamp: size, modification time (ns), inode and change time
+ * (ns), from one stat.  The last two are what a rewrite cannot keep:
+ * `cp -p` and `touch -r` set the size and mtime but move the change time,
+ * `rsync -a` renames a new inode over the old.  chmod, chown and a new
+ * hard link move the change time too: a stamp that changed without the
+ * bytes costs a cold cache and a rescan, never wrong data.  No device
+ * number: a network filesystem's differs between nodes, and every rank
+ * must agree on the stamp (inode numbers and change times are the
+ * server's on NFS, Lustre and GPFS).
+ */
+#define SC__STAMP_WORDS 4
+
 struct sc_dataset {
     char layout; /* 'A' or 'B' */
     char path[SC_PATH_MAX];
     char **files; /* layout B: in order; a shard is a run of them */
     uint64_t nfiles;
     uint64_t *file_sizes; /* layout B: [nfiles] samples in each */
-    uint64_t *file_stamp; /* layout B: [nfiles * 2] size and mtime (ns) at this open's stat */
+    uint64_t *file_stamp; /* layout B: [nfiles * SC__STAMP_WORDS] each file's at this open */
     uint64_t *file_off;   /* layout B: [nfiles * nfields] each field's bytes in its file
                              as delivered, read without HDF5; UINT64_MAX: through HDF5 */
     uint64_t *file_first; /* layout B: [nshards + 1] each shard's first file */
@@ -141,7 +154,8 @@ static inline const unsigned char *sc__vlen_values(const unsigned char *blob, ui
  * The first delivered field of a shard's bytes (bufs[i], as read back from
  * a cache entry or a peer) whose variable-length offsets are not the ones
  * learned at open, or -1: an entry made before the source was rewritten
- * in place (same size and mtime) must not steer copies by its own offsets.
+ * (while a job ran: its fingerprint is its open's) must not steer copies
+ * by its own offsets.
  */
 int sc__vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *const *bufs);
 

@@ -549,6 +549,92 @@ static void test_this_jobs_entries_are_trusted(void **state)
     free(b);
 }
 
+/* An old cache of another dataset under root: one entry of `bytes`, its files last used at `when`. */
+static void make_old_cache(const char *root, int k, long bytes, time_t when, char *path, size_t n)
+{
+    snprintf(path, n, "%s/shardcache-%016llx-l0", root, 0xdead0000ull + (unsigned long long)k);
+    assert_int_equal(mkdir(path, 0700), 0);
+    static const char *const files[] = {"s0.h5", "source", "lock"};
+    for (int i = 0; i < 3; i++) {
+        char f[SC_PATH_MAX + 128];
+        snprintf(f, sizeof f, "%s/%s", path, files[i]);
+        FILE *fp = fopen(f, "w");
+        assert_non_null(fp);
+        if (i == 0)
+            assert_int_equal(ftruncate(fileno(fp), bytes), 0);
+        else if (i == 1)
+            fprintf(fp, "%s/gone-%d.h5\n1 1 1 1\n", root, k);
+        fclose(fp);
+        struct timespec t[2] = {{when, 0}, {when, 0}};
+        assert_int_equal(utimensat(AT_FDCWD, f, t, 0), 0);
+    }
+}
+
+/*
+ * SC_CACHE_BYTES=auto on a (pretended) full filesystem: the node's first
+ * rank removes whole old caches of other datasets, least recently used
+ * first, until this dataset fits above the 10% reserve, skipping one a
+ * live job holds (its lock taken here as a job takes it); every rank's
+ * capacity is then its share of the room.  Unbounded (0) removes none.
+ */
+static void test_default_bound_evicts_old_caches(void **state)
+{
+    (void)state;
+    enum { B = 65536, S = 1000000 }; /* each old cache's bytes; the filesystem's */
+    char root[1200], old[4][SC_PATH_MAX + 64];
+    snprintf(root, sizeof root, "%s/evict", dir);
+    int held = -1;
+    if (rank == 0) {
+        assert_int_equal(mkdir(root, 0700), 0);
+        for (int k = 0; k < 4; k++) /* oldest first; 1 is held by a live job */
+            make_old_cache(root, k, B, 1000000000 + 100000 * k, old[k], sizeof old[k]);
+        char lock[SC_PATH_MAX + 80];
+        snprintf(lock, sizeof lock, "%s/lock", old[1]);
+        held = open(lock, O_RDONLY);
+        assert_true(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0);
+    }
+    /* Nothing free above the reserve: S - used - the old caches' 4B is S/10. */
+    char fs[64];
+    snprintf(fs, sizeof fs, "%d,%d", S, S - 4 * B - S / 10);
+    setenv("SC_TEST_CACHE_FS", fs, 1);
+    sc_config cfg = config(0);
+    snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s", root);
+    sc_dataset *ds;
+    sc_cache *c;
+    sc_cache_stats st;
+    open_both(&cfg, &ds, &c); /* unbounded: as before the rule */
+    sc_cache_get_stats(c, &st);
+    assert_int_equal(st.capacity, 0);
+    sc_cache_close(c);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int k = 0; rank == 0 && k < 4; k++)
+        assert_int_equal(access(old[k], F_OK), 0);
+
+    /* The dataset's 85,896 bytes want two old caches' room: the oldest, then the third. */
+    cfg.cache_bytes = SC_CACHE_AUTO;
+    sc_error err;
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        assert_int_equal(access(old[0], F_OK), -1); /* least recently used */
+        assert_int_equal(access(old[1], F_OK), 0);  /* held by a live job */
+        assert_int_equal(access(old[2], F_OK), -1); /* next */
+        assert_int_equal(access(old[3], F_OK), 0);  /* not needed */
+        close(held);
+    }
+    sc_cache_get_stats(c, &st);
+    assert_int_equal(st.capacity, 2 * B / size); /* the room made, shared by the node's ranks */
+    bufs b;
+    for (uint64_t k = (uint64_t)rank; k < NSHARDS; k += (uint64_t)size)
+        read_checked(c, ds, k, &b);
+    sc_cache_get_stats(c, &st);
+    assert_true(st.bytes_cached <= st.capacity);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+    unsetenv("SC_TEST_CACHE_FS");
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -561,6 +647,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sticky_epochs_read_only_moved_shards),
         cmocka_unit_test(test_vanished_directory),
         cmocka_unit_test(test_capacity_bound),
+        cmocka_unit_test(test_default_bound_evicts_old_caches),
         cmocka_unit_test(test_second_process_gets_its_own_dir),
         cmocka_unit_test(test_damaged_entries_are_repaired),
         cmocka_unit_test(test_entries_are_checked_once),

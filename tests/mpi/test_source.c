@@ -542,6 +542,33 @@ static void rewrite_part_2(void)
 }
 
 /*
+ * Part k of dir_ rewritten in place with n samples of value v, its size
+ * and mtime kept, as `cp -p` of a file made elsewhere leaves it.
+ */
+static void rewrite_keeping_stamp(const char *dir_, int k, uint64_t n, int v)
+{
+    char other[1300], from[1400], to[1400];
+    snprintf(other, sizeof other, "%s-new", dir_);
+    mkdir(other, 0777);
+    write_part(other, k, n, v);
+    snprintf(from, sizeof from, "%s/part-%d.h5", other, k);
+    snprintf(to, sizeof to, "%s/part-%d.h5", dir_, k);
+    struct stat was, now;
+    static char bytes[1 << 16];
+    assert_int_equal(stat(to, &was), 0);
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_TRUNC);
+    ssize_t len = read(in, bytes, sizeof bytes);
+    assert_true(len > 0 && write(out, bytes, (size_t)len) == len);
+    close(in);
+    close(out);
+    struct timespec t[2] = {was.st_atim, was.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, to, t, 0), 0);
+    assert_int_equal(stat(to, &now), 0);
+    assert_true(now.st_size == was.st_size && now.st_mtim.tv_nsec == was.st_mtim.tv_nsec &&
+                now.st_mtim.tv_sec == was.st_mtim.tv_sec); /* the premise */
+}
+
+/*
  * A saved manifest is what the next open takes, with the same fingerprint,
  * counts and bytes; a file rewritten or added, a damaged manifest or one
  * another user could write, and the files are opened again, rightly.
@@ -568,6 +595,12 @@ static void test_layout_b_manifest(void **state)
     assert_int_equal(b.nsamples, 27);
     assert_true(v == 503.0f);
     assert_int_equal(open_b(sub, 0, &v).from_manifest, 1);
+    if (rank == 0) /* the same size and mtime (cp -p): its stamp moved all the same */
+        rewrite_keeping_stamp(sub, 1, 7, 6);
+    MPI_Barrier(MPI_COMM_WORLD);
+    b = open_b(sub, 0, &v);
+    assert_int_equal(b.from_manifest, 0);
+    assert_true(v == 603.0f);
     if (rank == 0) { /* one byte of the saved scan flipped */
         int fd = open(man, O_RDWR);
         unsigned char c;

@@ -11,6 +11,7 @@ resumed decodes every image as the uninterrupted job did.
 """
 import io
 import os
+import subprocess
 
 import h5py
 import numpy as np
@@ -121,6 +122,84 @@ def test_a_file_rewritten_in_place_is_not_read_by_its_cached_offsets(shared_dir,
     COMM.Barrier()
     for i, v in read_all().items():
         np.testing.assert_array_equal(v, new[i])
+
+
+def rewrite_keeping_the_stamp(path, write, how):
+    """Rewrites `path` with write(p) to the same size, its mtime kept, as
+    cp -p (in place), rsync -a (a new file renamed over it) or touch -r do."""
+    st = os.stat(path)
+    tmp = path + ".new"
+    write(tmp)
+    os.truncate(tmp, st.st_size)  # HDF5 ignores bytes past its end
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    if how == "cp -p":
+        subprocess.run(["cp", "-p", tmp, path], check=True)
+        os.unlink(tmp)
+    elif how == "rsync -a":
+        os.replace(tmp, path)  # what rsync does: a new inode, the old times
+    else:
+        with open(tmp, "rb") as f, open(path, "r+b") as g:
+            g.write(f.read())
+        subprocess.run(["touch", "-r", tmp, path], check=True)
+        os.unlink(tmp)
+    now = os.stat(path)
+    assert (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns)  # the premise
+
+
+@pytest.mark.parametrize("how", ["cp -p", "rsync -a", "touch -r"])
+@pytest.mark.parametrize("layout", ["A", "B"])
+def test_a_source_rewritten_with_size_and_mtime_kept_is_read_anew(shared_dir, cache_dir,
+                                                                  layout, how):
+    """The next job with the same cache delivers the new bytes, not the
+    cache's: the stamp has the file's inode and change time, which a copy
+    cannot keep."""
+    n, per_file = 80, 20
+    path = os.path.join(shared_dir, f"rewrite-{layout}-{how[:2]}" + (".h5" if layout == "A" else ""))
+    files = ([os.path.join(path, f"part-{k}.h5") for k in range(n // per_file)]
+             if layout == "B" else [path])
+
+    def values(version):
+        x = (np.arange(n * 16, dtype=np.uint8).reshape(n, 16) + 7 * version).astype(np.uint8)
+        return x, np.arange(n, dtype=np.int64) * (version + 1)
+
+    def write(version, k, to):
+        x, y = values(version)
+        lo, hi = (k * per_file, (k + 1) * per_file) if layout == "B" else (0, n)
+        with h5py.File(to, "w") as f:
+            f["x"], f["y"] = x[lo:hi], y[lo:hi]
+        os.truncate(to, 1 << 16)
+
+    if RANK == 0:
+        if layout == "B":
+            os.makedirs(path)
+        for k, name in enumerate(files):
+            write(0, k, name)
+    COMM.Barrier()
+
+    def check(version):
+        x, y = values(version)
+        ids = []
+        with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=5, shard_size=per_file,
+                               shuffle="global", seed=1, log=0) as loader:
+            for batch in loader.epoch(0):
+                for j, i in enumerate(batch.ids):
+                    np.testing.assert_array_equal(batch["x"][j].numpy(), x[i])
+                    np.testing.assert_array_equal(batch["y"][j].numpy(), y[i])
+                    ids.append(int(i))
+            assert loader.verdict(0).ok
+        assert (counts_of(ids, n) == 1).all()
+
+    check(0)  # the source, then cached
+    COMM.Barrier()
+    if RANK == 0:  # the second file (layout B) or the file (A)
+        k = 1 if layout == "B" else 0
+        rewrite_keeping_the_stamp(files[k], lambda to: write(1, k, to), how)
+        if layout == "B":  # the others too, so that every sample is new
+            for j, name in enumerate(files):
+                if j != k:
+                    rewrite_keeping_the_stamp(name, lambda to, j=j: write(1, j, to), how)
+    COMM.Barrier()
+    check(1)
 
 
 def jpeg_bytes(colour, size=48, split=False):

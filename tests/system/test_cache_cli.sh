@@ -265,6 +265,10 @@ for s in a2 c; do
 done
 expect_ok "cache list: each directory, its source and entries" \
     "shardcache-[0-9a-f]{16}-l0 .* [0-9]+ entries .* idle  source $d/c.h5$" "$sc" cache list --cache-dir "$cc"
+# A rewrite that keeps the size and mtime (cp -p) is a change all the same.
+cp -p "$d/c.h5" "$d/c.copy" && cp -p "$d/c.copy" "$d/c.h5"
+expect_ok "cache list: a source rewritten by cp -p is changed" "idle  source $d/c.h5 \(changed\)$" \
+    "$sc" cache list --cache-dir "$cc"
 touch -d 2001-01-01 "$d/a2.h5" "$d/c.h5" # both sources change
 ca=$(grep -l "a2.h5" "$cc"/*/source | xargs dirname)
 cdead="$(echo "$cc"/shardcache-*-l0 | cut -d' ' -f1)-p999999999"

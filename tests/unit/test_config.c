@@ -16,7 +16,7 @@ static void test_defaults_and_env(void **state)
     assert_int_equal(c.shard_size, 1024);
     assert_int_equal(c.mode, SC_SHUFFLE_STICKY);
     assert_int_equal(c.cache_policy, SC_CACHE_BELADY);
-    assert_int_equal(c.cache_bytes, 0);
+    assert_true(c.cache_bytes == SC_CACHE_AUTO); /* bounded by the free space's rule */
     /* Batches land where a CPU loop can read them unless the caller asks for a GPU. */
     assert_int_equal(c.device, SC_DEVICE_HOST);
 
@@ -36,6 +36,13 @@ static void test_defaults_and_env(void **state)
     assert_int_equal(c.cache_bytes, UINT64_C(512) << 20);
     SC_ASSERT_OK(sc_config_set(&c, "SC_CACHE_BYTES", "64k", &err), &err);
     assert_int_equal(c.cache_bytes, 64 << 10);
+    /* The old default, unbounded, said in either way; and the new one by name. */
+    SC_ASSERT_OK(sc_config_set(&c, "SC_CACHE_BYTES", "unbounded", &err), &err);
+    assert_int_equal(c.cache_bytes, 0);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_CACHE_BYTES", "auto", &err), &err);
+    assert_true(c.cache_bytes == SC_CACHE_AUTO);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_CACHE_BYTES", "0", &err), &err);
+    assert_int_equal(c.cache_bytes, 0);
     unsetenv("SC_SHUFFLE");
     unsetenv("SC_EXCHANGE");
     unsetenv("SC_CACHE_DIR");
@@ -112,7 +119,7 @@ static void test_print_lists_every_setting(void **state)
     static const char *names[] = {"SC_SOURCE=", "SC_SHARD_SIZE=1024", "SC_FIELDS=",
                                   "SC_SEED=0", "SC_BATCH_SIZE=32", "SC_SHUFFLE=sticky",
                                   "SC_EXCHANGE=0.1", "SC_REMAINDER=drop",
-                                  "SC_CACHE_DIR=", "SC_CACHE_BYTES=0",
+                                  "SC_CACHE_DIR=", "SC_CACHE_BYTES=auto",
                                   "SC_CACHE_POLICY=belady", "SC_CACHE_CHECK=first",
                                   "SC_LOG=1", "SC_SHUFFLE_WINDOW=auto"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -1,0 +1,342 @@
+/*
+ * cachedir.c - cache directories as whole things (see cachedir.h).
+ *
+ * A cache directory is `shardcache-<fingerprint>-l<local rank>` (a live
+ * process that found it locked uses `...-p<pid>` beside it) under the
+ * root.  It is in use while a process holds its lock (flock), so a live
+ * job's directory is never touched; another user's neither.
+ */
+#include "cachedir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+
+int sc__cachedir_lock_is_path(int fd, const char *lock)
+{
+    struct stat held, now;
+    return fstat(fd, &held) == 0 && lstat(lock, &now) == 0 && held.st_ino == now.st_ino &&
+           held.st_dev == now.st_dev;
+}
+
+int sc__cachedir_lock(const char *dir, int how)
+{
+    char lock[SC_PATH_MAX + 128];
+    snprintf(lock, sizeof lock, "%s/lock", dir);
+    /* To remove, there is always a lock to hold: made if missing. */
+    int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (how == LOCK_EX ? O_CREAT : 0), 0600);
+    if (fd < 0)
+        return -2;
+    if (flock(fd, how | LOCK_NB) == 0 && sc__cachedir_lock_is_path(fd, lock))
+        return fd;
+    close(fd);
+    return -1;
+}
+
+int sc__cachedir_remove_held(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char file[SC_PATH_MAX + 384];
+    while (d && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock")) {
+            snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+            unlink(file); /* never a directory: entries are files */
+        }
+    }
+    if (d)
+        closedir(d);
+    snprintf(file, sizeof file, "%s/lock", dir);
+    unlink(file);
+    return rmdir(dir);
+}
+
+int sc__cachedir_remove(const char *dir)
+{
+    int fd = sc__cachedir_lock(dir, LOCK_EX);
+    if (fd < 0)
+        return 1;
+    int rc = sc__cachedir_remove_held(dir), why = errno;
+    close(fd);
+    if (rc != 0 && why == ENOTEMPTY)
+        return 1; /* a job made it again meanwhile: in use after all */
+    errno = why;
+    return rc;
+}
+
+/* Exactly shardcache-<16 hex>-l<rank>[-p<pid>]: nothing else is ours to remove. */
+static int cachedir_parse_name(const char *name, sc_cache_dir_info *d)
+{
+    static const char digits[] = "0123456789";
+    unsigned long long fp;
+    int end = 0;
+    if (strncmp(name, "shardcache-", 11) || strspn(name + 11, "0123456789abcdef") != 16 ||
+        strncmp(name + 27, "-l", 2) || !strspn(name + 29, digits) ||
+        sscanf(name, "shardcache-%16llx-l%d%n", &fp, &d->local_rank, &end) != 2 ||
+        end != 29 + (int)strspn(name + 29, digits))
+        return 0;
+    d->fingerprint = fp;
+    if (!name[end])
+        return 1;
+    int more = (int)strspn(name + end + 2, digits);
+    return !strncmp(name + end, "-p", 2) && more && !name[end + 2 + more] &&
+           sscanf(name + end + 2, "%ld", &d->pid) == 1 && d->pid > 0;
+}
+
+/* A file's stamp as the note keeps it: size, mtime (s), inode, change time (ns). */
+static void cachedir_stamp(const struct stat *st, unsigned long long v[4])
+{
+    v[0] = (unsigned long long)st->st_size;
+    v[1] = (unsigned long long)st->st_mtime;
+    v[2] = (unsigned long long)st->st_ino;
+    v[3] = (unsigned long long)st->st_ctim.tv_sec * 1000000000ull +
+           (unsigned long long)st->st_ctim.tv_nsec;
+}
+
+void sc__cachedir_note_source(const char *dir, const char *source, int mode)
+{
+    char path[SC_PATH_MAX + 16], tmp[SC_PATH_MAX + 32], real[SC_PATH_MAX];
+    struct stat st;
+    unsigned long long v[4];
+    /* Absolute: `shardcache cache gc` may run from anywhere. */
+    if (!realpath(source, real) || stat(real, &st) != 0)
+        return;
+    cachedir_stamp(&st, v);
+    snprintf(path, sizeof path, "%s/source", dir);
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    fprintf(f, "%s\n%llu %llu %llu %llu\n", real, v[0], v[1], v[2], v[3]);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+/*
+ * The source it was made from, and whether that source is still the same:
+ * its stamp (a note from before inodes and change times were kept has the
+ * size and mtime only, and is judged by them).
+ */
+static void cachedir_read_source(sc_cache_dir_info *d)
+{
+    char meta[sizeof d->path + 16];
+    unsigned long long was[4], now[4];
+    struct stat st;
+    snprintf(meta, sizeof meta, "%s/source", d->path);
+    FILE *f = fopen(meta, "r");
+    d->source[0] = '\0';
+    if (f && fgets(d->source, sizeof d->source, f))
+        d->source[strcspn(d->source, "\n")] = '\0';
+    int known = f ? fscanf(f, "%llu %llu %llu %llu", &was[0], &was[1], &was[2], &was[3]) : 0;
+    if (f)
+        fclose(f);
+    if (known < 2)
+        return;
+    if (stat(d->source, &st) == 0) {
+        cachedir_stamp(&st, now);
+        /* A directory's own stamp moves with any file added: only files are judged. */
+        d->source_changed = !S_ISDIR(st.st_mode) && memcmp(was, now, sizeof *was * (size_t)known);
+        return;
+    }
+    /* Gone, or only not mounted here?  Gone if its directory is here without it. */
+    char parent[SC_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", d->source);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        *slash = '\0';
+    d->source_changed = errno == ENOENT && slash && stat(parent, &st) == 0;
+}
+
+/* Its entries, their bytes and the latest use. */
+static void cachedir_count(sc_cache_dir_info *d)
+{
+    DIR *dir = opendir(d->path);
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        struct stat st;
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (e->d_name[0] == 's' && strstr(e->d_name, ".h5") && !strstr(e->d_name, ".tmp.")) {
+            d->entries++;
+            d->bytes += (uint64_t)st.st_size;
+        }
+        if (st.st_mtime > d->last_use)
+            d->last_use = st.st_mtime;
+    }
+    if (dir)
+        closedir(dir);
+}
+
+int sc__cachedir_describe(const char *root, const char *name, sc_cache_dir_info *d)
+{
+    struct stat st;
+    memset(d, 0, sizeof *d);
+    if (!cachedir_parse_name(name, d) ||
+        (size_t)snprintf(d->path, sizeof d->path, "%s/%s", root, name) >= sizeof d->path ||
+        lstat(d->path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    d->mine = st.st_uid == getuid();
+    int fd = sc__cachedir_lock(d->path, LOCK_SH); /* looking only: a job can still take it */
+    d->in_use = fd == -1;
+    /* A private dir's lock dies with its process (another user's cannot be told). */
+    d->owner_gone = d->mine && d->pid > 0 && fd != -1;
+    if (fd >= 0)
+        close(fd);
+    cachedir_read_source(d);
+    cachedir_count(d);
+    return 1;
+}
+
+int sc_cache_list(const char *root, int (*each)(const sc_cache_dir_info *d, void *arg),
+                  void *arg, sc_error *err)
+{
+    if (!root || !each)
+        return sc__seterr(err, SC_EINVAL, "sc_cache_list: NULL argument");
+    DIR *dir = opendir(root);
+    if (!dir)
+        return sc__seterr(err, SC_EIO, "cache root '%s': %s", root, strerror(errno));
+    sc_cache_dir_info *d = malloc(sizeof *d);
+    struct dirent *e;
+    int stop = 0;
+    while (d && !stop && (e = readdir(dir)))
+        if (sc__cachedir_describe(root, e->d_name, d))
+            stop = each(d, arg);
+    closedir(dir);
+    free(d);
+    return d ? sc__errok(err) : sc__seterr(err, SC_ENOMEM, "cache root '%s': no memory", root);
+}
+
+int sc_cache_remove(const char *path, int *removed, sc_error *err)
+{
+    if (!path || !removed)
+        return sc__seterr(err, SC_EINVAL, "sc_cache_remove: NULL argument");
+    *removed = 0;
+    char root[SC_PATH_MAX + 64];
+    snprintf(root, sizeof root, "%s", path);
+    char *slash = strrchr(root, '/');
+    sc_cache_dir_info *d = slash ? malloc(sizeof *d) : NULL;
+    if (slash)
+        *slash = '\0';
+    int is = d && sc__cachedir_describe(slash == root ? "/" : root, slash + 1, d);
+    int mine = is && d->mine;
+    free(d);
+    if (!mine)
+        return sc__seterr(err, SC_EINVAL, "'%s' is not a cache directory of this user", path);
+    int rc = sc__cachedir_remove(path);
+    if (rc < 0)
+        return sc__seterr(err, SC_EIO, "cannot remove '%s': %s", path, strerror(errno));
+    *removed = rc == 0;
+    return sc__errok(err);
+}
+
+/* ---- room for a new cache ------------------------------------------------------ */
+
+typedef struct cachedir_set {
+    sc_cache_dir_info *d;
+    size_t n, cap;
+    uint64_t keep, bytes; /* bytes: every listed directory's */
+    int oom;
+} cachedir_set;
+
+/* Keeps what could be evicted: this user's idle directories of another dataset. */
+static int cachedir_gather(const sc_cache_dir_info *d, void *arg)
+{
+    cachedir_set *s = arg;
+    s->bytes += d->bytes;
+    if (!d->mine || d->in_use || d->fingerprint == s->keep)
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        sc_cache_dir_info *p = realloc(s->d, sizeof *p * cap);
+        if (!p)
+            return s->oom = 1;
+        s->d = p;
+        s->cap = cap;
+    }
+    s->d[s->n++] = *d;
+    return 0;
+}
+
+static int cachedir_older(const void *a, const void *b)
+{
+    const sc_cache_dir_info *x = a, *y = b;
+    return (x->last_use > y->last_use) - (x->last_use < y->last_use);
+}
+
+/* Every cache directory's bytes under root (the test hook's notion of used). */
+static int cachedir_sum(const sc_cache_dir_info *d, void *arg)
+{
+    *(uint64_t *)arg += d->bytes;
+    return 0;
+}
+
+int sc__cachedir_space(const char *root, uint64_t *size, uint64_t *avail)
+{
+#ifdef SC_TESTING
+    const char *fake = getenv("SC_TEST_CACHE_FS");
+    unsigned long long s, used;
+    if (fake && sscanf(fake, "%llu,%llu", &s, &used) == 2) {
+        uint64_t caches = 0;
+        sc_cache_list(root, cachedir_sum, &caches, NULL);
+        *size = s;
+        *avail = s > used + caches ? s - used - caches : 0;
+        return 0;
+    }
+#endif
+    struct statvfs v;
+    if (statvfs(root, &v) != 0)
+        return -1;
+    *size = (uint64_t)v.f_blocks * v.f_frsize;
+    *avail = (uint64_t)v.f_bavail * v.f_frsize;
+    return 0;
+}
+
+uint64_t sc__cachedir_make_room(const char *root, uint64_t keep, uint64_t want, int rank,
+                                int log_level)
+{
+    uint64_t size, avail, freed = 0;
+    struct stat st;
+    /* Only under a root of this user's (the cache's open refuses any other, after this). */
+    if (!want || lstat(root, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+        sc__cachedir_space(root, &size, &avail) != 0)
+        return 0;
+    uint64_t reserve = size / 100 * SC_CACHE_RESERVE_PCT;
+    uint64_t room = avail > reserve ? avail - reserve : 0;
+    if (room >= want)
+        return 0;
+    cachedir_set s = {.keep = keep};
+    sc_cache_list(root, cachedir_gather, &s, NULL);
+    qsort(s.d, s.n, sizeof *s.d, cachedir_older);
+    for (size_t i = 0; i < s.n && room + freed < want; i++) {
+        const sc_cache_dir_info *d = &s.d[i];
+        char when[32] = "-";
+        time_t t = (time_t)d->last_use;
+        if (sc__cachedir_remove(d->path) != 0)
+            continue; /* taken by a job meanwhile, or not removable: the next */
+        freed += d->bytes;
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&t));
+        sc__log(log_level, SC__LOG_WARN, rank,
+                "removed the cache '%s' (%.1f MiB of '%s', last used %s), the least recently "
+                "used one of another dataset: this dataset's cache wants %.1f MiB and %.1f MiB "
+                "were free above the %d%% reserve of the filesystem", d->path,
+                (double)d->bytes / (1 << 20), d->source[0] ? d->source : "?", when,
+                (double)want / (1 << 20), (double)room / (1 << 20), SC_CACHE_RESERVE_PCT);
+    }
+    free(s.d);
+    return freed;
+}
