@@ -133,14 +133,15 @@ static int plan_check_fill(const sc_plan_params *p, uint64_t total, uint64_t lar
     uint64_t step = 0, most_r = 0; /* the most r with r B + (r-1) L <= total */
     if (!__builtin_add_overflow(B, L, &step) && total <= UINT64_MAX - L)
         most_r = (total + L) / step;
-    char fits[160];
+    char takes[32], fits[160];
+    snprintf(takes, sizeof takes, over ? "more than 2^64" : "%llu", (unsigned long long)need);
     int n = snprintf(fits, sizeof fits, "remainder=pad");
     if (most_b)
-        n += snprintf(fits + n, sizeof fits - (size_t)n, ", batch size %llu or less",
+        n += snprintf(fits + n, sizeof fits - (size_t)n, ", a batch size of at most %llu",
                       (unsigned long long)most_b);
     if (most_r)
-        snprintf(fits + n, sizeof fits - (size_t)n, ", %llu ranks or fewer",
-                 (unsigned long long)most_r);
+        snprintf(fits + n, sizeof fits - (size_t)n, ", at most %llu rank%s",
+                 (unsigned long long)most_r, most_r == 1 ? "" : "s");
     return sc__seterr(err, SC_EINVAL,
                       "%llu samples in %llu shards of at most %llu cannot give each of %llu "
                       "ranks a batch of %llu in every epoch with remainder=drop: that takes "
@@ -148,9 +149,8 @@ static int plan_check_fill(const sc_plan_params *p, uint64_t total, uint64_t lar
                       "%s would",
                       (unsigned long long)total, (unsigned long long)p->nshards,
                       (unsigned long long)L, (unsigned long long)R, (unsigned long long)B,
-                      over ? "more than 2^64" : "at least", (unsigned long long)R,
-                      (unsigned long long)B, (unsigned long long)(R - 1),
-                      (unsigned long long)L, fits);
+                      takes, (unsigned long long)R, (unsigned long long)B,
+                      (unsigned long long)(R - 1), (unsigned long long)L, fits);
 }
 
 int sc_plan_params_check(const sc_plan_params *p, sc_error *err)
