@@ -109,12 +109,22 @@ static int plan_check_sizes(const sc_plan_params *p, uint64_t *total,
     return SC_OK;
 }
 
+/* The smallest shard's samples. */
+static uint64_t plan_smallest(const sc_plan_params *p)
+{
+    uint64_t least = UINT64_MAX;
+    for (uint64_t s = 0; s < p->nshards; s++)
+        least = p->shard_sizes[s] < least ? p->shard_sizes[s] : least;
+    return least;
+}
+
 /*
- * Whether every epoch can fill its batches, whatever the plan: ranks hold
- * whole shards and differ by at most the largest, L, so the smallest of R
- * ranks holds at least (total - (R-1)L) / R samples.  With drop it must
- * fill a batch, or an epoch would have none; R x B slots must not overflow.
- * The words name what would fit instead.
+ * Whether every epoch can fill its batches, whatever the plan: every rank
+ * holds at least one whole shard, and ranks differ by at most the largest,
+ * L, so the smallest of R ranks holds at least the smallest shard and at
+ * least (total - (R-1)L) / R samples.  With drop it must fill a batch, or
+ * an epoch would have none; R x B slots must not overflow.  The words name
+ * what would fit instead.
  */
 static int plan_check_fill(const sc_plan_params *p, uint64_t total, uint64_t largest,
                            sc_error *err)
@@ -127,9 +137,11 @@ static int plan_check_fill(const sc_plan_params *p, uint64_t total, uint64_t lar
         return SC_OK;
     int over = __builtin_mul_overflow(R - 1, L, &apart) ||
                __builtin_add_overflow(need, apart, &need);
-    if (!over && total >= need)
+    uint64_t least = plan_smallest(p);
+    if ((!over && total >= need) || least >= B)
         return SC_OK;
     uint64_t most_b = total > apart && !over ? (total - apart) / R : 0;
+    most_b = most_b > least ? most_b : least;
     uint64_t step = 0, most_r = 0; /* the most r with r B + (r-1) L <= total */
     if (!__builtin_add_overflow(B, L, &step) && total <= UINT64_MAX - L)
         most_r = (total + L) / step;

@@ -99,7 +99,8 @@ static const char *verdict_of(uint64_t n, uint64_t s, uint64_t R, uint64_t B, in
                  (unsigned long long)shards);
         return words;
     }
-    if (drop && n < R * B + (R - 1) * largest) {
+    uint64_t smallest = n % s ? n % s : largest; /* the last shard */
+    if (drop && n < R * B + (R - 1) * largest && smallest < B) {
         snprintf(words, len, "%llu samples in %llu shards of at most %llu cannot give each of "
                  "%llu ranks a batch of %llu", (unsigned long long)n,
                  (unsigned long long)shards, (unsigned long long)largest, (unsigned long long)R,
