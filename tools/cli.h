@@ -48,6 +48,7 @@ int cli_config(sc_config *cfg);
  */
 typedef struct plan_opts {
     uint64_t nshards, shard_size, ranks, epochs, seed, batch;
+    uint64_t samples;       /* --samples; 0: --shards x --shard-size */
     double exchange;
     sc_shuffle_mode mode;
     sc_remainder remainder;
@@ -58,7 +59,7 @@ typedef struct plan_opts {
     int quality;            /* --quality */
     const char *window_arg; /* --window; NULL: SC_SHUFFLE_WINDOW */
     uint64_t window;        /* the window in samples, resolved */
-    uint64_t sample_bytes;  /* --sample-bytes, for an auto window without --labels */
+    uint64_t sample_bytes;  /* --sample-bytes: an auto window's or shard size's */
     const char *labels;     /* --labels FILE:FIELD */
 } plan_opts;
 
@@ -78,6 +79,7 @@ int cmd_quality_print(const plan_opts *o, const sc_plan *plan, const uint64_t *s
 /* 0, -1 after printing usage for --help, or 2 after saying what is wrong. */
 int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage);
 /* The shard sizes the flags describe; 0, or prints and returns 2. */
+uint64_t cmd_plan_shard_size(const plan_opts *o);
 int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n);
 /* The plan parameters the flags describe, for those shard sizes. */
 sc_plan_params cmd_plan_params(const plan_opts *o, const uint64_t *sizes, uint64_t n);

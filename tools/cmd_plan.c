@@ -25,7 +25,10 @@ static const char plan_usage[] =
     "\n"
     "dataset:\n"
     "  --shards N          number of shards (default 1000)\n"
-    "  --shard-size K      samples in every shard (default 1024)\n"
+    "  --shard-size K      samples in every shard (default 1024; with --samples\n"
+    "                      or --labels auto, SC_SHARD_SIZE's rule)\n"
+    "  --samples N         N samples cut into shards of --shard-size, the last\n"
+    "                      short, as a layout A file is; replaces --shards\n"
     "  --shard-sizes FILE  one sample count per shard, whitespace separated;\n"
     "                      replaces --shards and --shard-size\n"
     "plan:\n"
@@ -50,15 +53,18 @@ static const char plan_usage[] =
     "                      dataset beside a uniform random permutation of it:\n"
     "                      distinct shards a batch, how far samples move\n"
     "                      (docs/shuffle.md)\n"
-    "  --labels FILE:FIELD with --quality: the dataset (layout A, --shard-size)\n"
+    "  --labels FILE:FIELD with --quality: the dataset (layout A, --shard-size,\n"
+    "                      default auto)\n"
     "                      and its integer label field; adds the label\n"
     "                      entropy and classes of a batch\n"
     "  --window W          shuffle window in samples, or auto (default: as\n"
     "                      SC_SHUFFLE_WINDOW; auto is half of SC_STREAM_BYTES)\n"
     "  --sample-bytes S    a sample's bytes, for an auto window without\n"
-    "                      --labels\n"
+    "                      --labels, and an auto shard size of --samples\n"
     "  -h, --help          this text\n"
     "\n"
+    "What no epoch could plan (more ranks than shards, too few samples for a\n"
+    "batch on every rank with drop) is refused first, as a job's open does.\n"
     "Each epoch prints: batches per rank, samples dropped or padded, the\n"
     "balance (fewest..most samples on one rank), shards moved since the\n"
     "previous epoch, the plan message's size and the time to compute it.\n";
@@ -66,7 +72,7 @@ static const char plan_usage[] =
 /* getopt_long codes of the long flags, above every short option character. */
 enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
        EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION, QUALITY, LABELS, WINDOW,
-       SAMPLE_BYTES };
+       SAMPLE_BYTES, SAMPLES };
 
 /* Applies one flag other than --help to *o; 0, or 2 after saying what is wrong. */
 static int cmd_plan_parse_flag(int c, plan_opts *o)
@@ -74,7 +80,13 @@ static int cmd_plan_parse_flag(int c, plan_opts *o)
     int bad = 0;
     switch (c) {
     case SHARDS: bad = cli_u64("--shards", optarg, 1, UINT32_MAX, &o->nshards); break;
-    case SHARD_SIZE: bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX, &o->shard_size); break;
+    case SHARD_SIZE:
+        if (!strcmp(optarg, "auto"))
+            o->shard_size = SC_SHARD_AUTO;
+        else
+            bad = cli_u64("--shard-size", optarg, 1, UINT64_MAX - 1, &o->shard_size);
+        break;
+    case SAMPLES: bad = cli_u64("--samples", optarg, 1, UINT64_MAX, &o->samples); break;
     case SIZES: o->sizes_file = optarg; break;
     case RANKS: bad = cli_u64("--ranks", optarg, 1, UINT32_MAX, &o->ranks); break;
     case EPOCHS: bad = cli_u64("--epochs", optarg, 1, 1000000, &o->epochs); break;
@@ -139,12 +151,13 @@ int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
         {"labels", required_argument, 0, LABELS},
         {"window", required_argument, 0, WINDOW},
         {"sample-bytes", required_argument, 0, SAMPLE_BYTES},
+        {"samples", required_argument, 0, SAMPLES},
         {"plan-seed", required_argument, 0, SEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c, bad = 0;
 
-    *o = (plan_opts){.nshards = 1000, .shard_size = 1024, .epochs = 3,
+    *o = (plan_opts){.nshards = 1000, .shard_size = 0 /* not given */, .epochs = 3,
                      .batch = 32, .exchange = 0.1};
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -173,18 +186,38 @@ static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
     return h;
 }
 
-/* The shard sizes the flags describe (--shard-sizes, or --shards x --shard-size). */
+/*
+ * The samples a shard of the flags holds: --shard-size, or when not given
+ * 1024 for --shards and SC_SHARD_SIZE=auto's rule for --samples (or
+ * --labels); SC_SHARD_AUTO for auto without --samples.
+ */
+uint64_t cmd_plan_shard_size(const plan_opts *o)
+{
+    if (o->shard_size && o->shard_size != SC_SHARD_AUTO)
+        return o->shard_size;
+    if (o->samples)
+        return sc_shard_size_auto(o->samples, o->sample_bytes);
+    return o->shard_size || o->labels ? SC_SHARD_AUTO : 1024;
+}
+
+/* The shard sizes the flags describe (--shard-sizes, --samples, or --shards x --shard-size). */
 int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
 {
     if (o->sizes_file)
         return cli_read_counts(o->sizes_file, sizes, n);
-    *n = o->nshards;
-    if (!(*sizes = malloc(sizeof **sizes * *n))) {
+    uint64_t k = cmd_plan_shard_size(o);
+    if (k == SC_SHARD_AUTO && !o->labels) {
+        fprintf(stderr, "shardcache: --shard-size auto takes --samples N (or --labels)\n");
+        return 2;
+    }
+    k = k == SC_SHARD_AUTO ? 1 : k; /* --labels: the dataset's, which replace these */
+    *n = o->samples ? o->samples / k + (o->samples % k != 0) : o->nshards;
+    if (!(*sizes = malloc(sizeof **sizes * (*n ? *n : 1)))) {
         fprintf(stderr, "shardcache: out of memory\n");
         return 2;
     }
     for (uint64_t i = 0; i < *n; i++)
-        (*sizes)[i] = o->shard_size;
+        (*sizes)[i] = o->samples && o->samples - i * k < k ? o->samples - i * k : k;
     return 0;
 }
 
@@ -283,6 +316,10 @@ static int cmd_plan_load(plan_opts *o, int rank, int world, uint64_t **sizes, ui
 
 static void cmd_plan_print_header(const plan_opts *o, uint64_t n, int world)
 {
+    uint64_t k = cmd_plan_shard_size(o);
+    if (o->samples)
+        printf("dataset: %" PRIu64 " samples in shards of %" PRIu64 "%s\n", o->samples, k,
+               o->shard_size && o->shard_size != SC_SHARD_AUTO ? "" : " (auto)");
     printf("plan: %" PRIu64 " shards on %" PRIu64 " ranks%s, seed %" PRIu64
            ", %s mode%s, batch %" PRIu64 ", remainder %s\n",
            n, o->ranks, world > 1 ? " (broadcast from rank 0)" : " (simulated)",
@@ -380,10 +417,10 @@ static int cmd_plan_window(plan_opts *o, const cmd_labels *l)
 static int cmd_plan_inputs(plan_opts *o, int rank, int world, uint64_t **sizes, uint64_t *n,
                            cmd_labels *l)
 {
-    if ((o->labels || o->window_arg || o->sample_bytes) && !o->quality) {
+    if ((o->labels || o->window_arg || (o->sample_bytes && !o->samples)) && !o->quality) {
         if (rank == 0)
             fprintf(stderr, "shardcache plan: --labels, --window and --sample-bytes go "
-                            "with --quality\n");
+                            "with --quality (--sample-bytes also with --samples)\n");
         return 2;
     }
     if (cmd_plan_load(o, rank, world, sizes, n))
@@ -438,7 +475,12 @@ int cmd_plan(int argc, char **argv)
 
     sc_plan *last = NULL;
     sc_error err = SC_ERROR_INIT;
-    status = cmd_plan_epochs(&o, &p, &labels, rank, world, &last, &err);
+    if (sc_plan_params_check(&p, &err) != SC_OK) { /* what a job's open refuses */
+        cli_report("plan", rank, world, &err);
+        status = 1;
+    }
+    if (status == 0)
+        status = cmd_plan_epochs(&o, &p, &labels, rank, world, &last, &err);
     if (status == 0)
         status = cmd_plan_finish(&o, n, rank, world, last, &err);
     sc_plan_free(last);

@@ -107,7 +107,11 @@ int cmd_quality_labels(const plan_opts *o, int rank, uint64_t **sizes, uint64_t 
         return 2;
     }
     snprintf(path, sizeof path, "%.*s", (int)(colon - o->labels), o->labels);
-    snprintf(shard, sizeof shard, "%" PRIu64, o->shard_size);
+    uint64_t k = cmd_plan_shard_size(o);
+    if (k == SC_SHARD_AUTO)
+        snprintf(shard, sizeof shard, "auto");
+    else
+        snprintf(shard, sizeof shard, "%" PRIu64, k);
     if (cli_config(&cfg))
         return 2;
     sc_dataset *ds = NULL;

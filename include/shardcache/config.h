@@ -83,10 +83,21 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
 #define SC_CACHE_RESERVE_PCT 10
 #define SC_WINDOW_AUTO_MIN 4096
 
+/*
+ * SC_SHARD_SIZE=auto (the default): the shard size from the dataset alone,
+ * sc_shard_size_auto() of its sample count and a sample's bytes, resolved
+ * when the dataset opens (sc_dataset_info.shard_size says what it chose).
+ */
+#define SC_SHARD_AUTO UINT64_MAX
+#define SC_SHARD_AUTO_SHARDS 256                   /* at least this many shards */
+#define SC_SHARD_AUTO_SAMPLES 1024                 /* the size within the byte bounds */
+#define SC_SHARD_AUTO_MIN_BYTES (UINT64_C(1) << 20) /* 1 MiB */
+#define SC_SHARD_AUTO_MAX_BYTES (UINT64_C(64) << 20) /* 64 MiB */
+
 typedef struct sc_config {
     char source[SC_PATH_MAX];     /* SC_SOURCE: HDF5 file, directory or list */
     uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (layout B: files
-                                     grouped up to this many) */
+                                     grouped up to this many); SC_SHARD_AUTO: the rule's */
     char fields[1024];            /* SC_FIELDS: comma list; empty = every field */
     uint64_t seed;                /* SC_SEED */
     uint64_t batch_size;          /* SC_BATCH_SIZE */
@@ -153,6 +164,19 @@ SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
  * more than the bound, as the fixed 4096 did).  0 for a NULL cfg.
  */
 SC_API uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes);
+
+/*
+ * The samples a shard holds under SC_SHARD_SIZE=auto, for a dataset of
+ * nsamples samples of sample_bytes each (a variable-length field's mean):
+ * SC_SHARD_AUTO_SAMPLES, raised to what SC_SHARD_AUTO_MIN_BYTES holds and
+ * lowered to what SC_SHARD_AUTO_MAX_BYTES holds (a sample larger than that
+ * is a shard alone), then at most nsamples / SC_SHARD_AUTO_SHARDS: a dataset
+ * of n samples has at least min(n, 256) shards.  At least 1.  A pure
+ * function of the dataset, never of the world size: every rank, and every
+ * later job on another number of ranks, cuts the same shards, so caches,
+ * fingerprints and checkpoints carry across.
+ */
+SC_API uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes);
 
 #ifdef __cplusplus
 }

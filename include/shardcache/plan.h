@@ -63,6 +63,19 @@ SC_API int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
 
 SC_API void sc_plan_free(sc_plan *plan);
 
+/*
+ * Whether a job with these parameters can plan every epoch (params->epoch
+ * and prev aside): the counts (shards, at least one a rank, batch size),
+ * the policy, the shard sizes, and with SC_REMAINDER_DROP enough samples
+ * that the smallest rank fills a batch in any epoch (every rank holds a
+ * shard, and ranks a shard apart: the smallest shard >= B, or total >=
+ * R x B + (R-1) x largest shard).  sc_loader_open
+ * refuses what this refuses, on every rank, before any epoch; the words
+ * name the sizes and what would fit.  sc_plan_create checks the same at
+ * each epoch but the fill, which it finds from that epoch's plan.
+ */
+SC_API int sc_plan_params_check(const sc_plan_params *params, sc_error *err);
+
 /* Everything a plan says, as plain numbers. */
 typedef struct sc_plan_info {
     uint64_t epoch;

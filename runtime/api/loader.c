@@ -659,10 +659,33 @@ static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_e
 
 static void loader_idle(void *arg);
 
+/*
+ * What the data, the world size and the settings rule out for every epoch
+ * (more ranks than shards, too few samples for a batch a rank with drop),
+ * refused here, not at an epoch's begin: sc_plan_params_check's words,
+ * after the source and its shards.  Agreed on, so that no rank waits alone.
+ */
+static int loader_check_plans(const sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    sc_plan_params p;
+    sc_dataset_info di;
+    sc_dataset_plan_params(ld->ds, cfg, (uint32_t)ld->size, 0, &p);
+    sc_dataset_get_info(ld->ds, &di);
+    int rc = sc_plan_params_check(&p, err);
+    if (rc != SC_OK)
+        sc__errctx(err, rc, "rank %d: source '%s' (%llu samples, SC_SHARD_SIZE=%llu%s) on %d ranks",
+                   ld->rank, cfg->source, (unsigned long long)di.nsamples,
+                   (unsigned long long)di.shard_size,
+                   cfg->shard_size == SC_SHARD_AUTO ? " by auto" : "", ld->size);
+    return loader_agree(ld, rc, err);
+}
+
 /* The source, the cache and the ownership ledger, each agreed on by every rank. */
 static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = loader_agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    if (rc == SC_OK)
+        rc = loader_check_plans(ld, cfg, err);
     if (rc == SC_OK)
         rc = loader_agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
     if (rc != SC_OK)

@@ -41,8 +41,10 @@ typedef struct setting {
 static const setting settings[] = {
     {"SC_SOURCE", T_STR, F(source), "", {0},
      "source dataset: HDF5 file (layout A), directory or list of files (B)"},
-    {"SC_SHARD_SIZE", T_U64, F(shard_size), "1024", {0},
-     "samples per shard: layout A's cut; layout B groups runs of smaller files up to it"},
+    {"SC_SHARD_SIZE", T_U64, F(shard_size), "auto", {"auto"},
+     "samples per shard: layout A's cut; layout B groups runs of smaller files up to it; "
+     "auto: from the dataset alone, 1024 samples within 1 MiB..64 MiB a shard, at most "
+     "1/256 of the samples (one a shard below 512)"},
     {"SC_FIELDS", T_STR, F(fields), "", {0},
      "comma-separated fields to load, by path (/group/name); empty: every "
      "dataset in '/' of a type shardcache carries"},
@@ -287,6 +289,18 @@ uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes)
         return cfg->shuffle_window;
     uint64_t w = cfg->stream_bytes / 2 / (sample_bytes ? sample_bytes : 1);
     return w > SC_WINDOW_AUTO_MIN ? w : SC_WINDOW_AUTO_MIN;
+}
+
+uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes)
+{
+    uint64_t b = sample_bytes ? sample_bytes : 1, size = SC_SHARD_AUTO_SAMPLES;
+    uint64_t least = (SC_SHARD_AUTO_MIN_BYTES + b - 1) / b, most = SC_SHARD_AUTO_MAX_BYTES / b;
+    size = size < least ? least : size;
+    size = size > most ? most : size;
+    /* At least SC_SHARD_AUTO_SHARDS shards: the count, not the bytes, has the last word. */
+    uint64_t share = nsamples / SC_SHARD_AUTO_SHARDS;
+    size = size > share ? share : size;
+    return size ? size : 1;
 }
 
 int sc__cache_root(char *buf, size_t n)

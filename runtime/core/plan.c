@@ -22,6 +22,7 @@
 #include "plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,49 +42,46 @@ enum {
 
 /* ---- validation ---------------------------------------------------------- */
 
+/*
+ * The checks of the parameters alone, which sc_plan_params_check runs at
+ * open and plan_check_params at each epoch: their words say no epoch, the
+ * epoch's caller adds it.
+ */
+
 /* The counts every later step sizes its arrays and loops by. */
 static int plan_check_counts(const sc_plan_params *p, sc_error *err)
 {
-    unsigned long long e = (unsigned long long)p->epoch;
-
     if (p->nshards == 0)
-        return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: the dataset has zero shards", e);
+        return sc__seterr(err, SC_EINVAL, "the dataset has zero shards");
     if (!p->shard_sizes)
-        return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: shard sizes are NULL for %llu shards", e,
+        return sc__seterr(err, SC_EINVAL, "shard sizes are NULL for %llu shards",
                           (unsigned long long)p->nshards);
     if (p->nshards > SC__PLAN_MAX_SHARDS)
         return sc__seterr(err, SC_EOVERFLOW,
-                          "epoch %llu: %llu shards is more than the %llu a "
-                          "plan can hold",
-                          e, (unsigned long long)p->nshards,
+                          "%llu shards is more than the %llu a plan can hold",
+                          (unsigned long long)p->nshards,
                           (unsigned long long)SC__PLAN_MAX_SHARDS);
     if (p->world_size == 0)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: world size is 0", e);
+        return sc__seterr(err, SC_EINVAL, "world size is 0");
     if (p->world_size > p->nshards)
         return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: more ranks (%u) than shards (%llu); "
+                          "more ranks (%u) than shards (%llu); "
                           "every rank needs at least one shard",
-                          e, p->world_size, (unsigned long long)p->nshards);
+                          p->world_size, (unsigned long long)p->nshards);
     if (p->batch_size == 0)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: batch size is 0", e);
+        return sc__seterr(err, SC_EINVAL, "batch size is 0");
     return SC_OK;
 }
 
 static int plan_check_policy(const sc_plan_params *p, sc_error *err)
 {
-    unsigned long long e = (unsigned long long)p->epoch;
-
     if (p->mode != SC_SHUFFLE_GLOBAL && p->mode != SC_SHUFFLE_STICKY)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: unknown shuffle mode %d", e,
-                          (int)p->mode);
+        return sc__seterr(err, SC_EINVAL, "unknown shuffle mode %d", (int)p->mode);
     if (p->remainder != SC_REMAINDER_DROP && p->remainder != SC_REMAINDER_PAD)
-        return sc__seterr(err, SC_EINVAL, "epoch %llu: unknown remainder policy %d",
-                          e, (int)p->remainder);
+        return sc__seterr(err, SC_EINVAL, "unknown remainder policy %d",
+                          (int)p->remainder);
     if (!(p->exchange >= 0.0 && p->exchange <= 1.0)) /* also rejects NaN */
-        return sc__seterr(err, SC_EINVAL,
-                          "epoch %llu: exchange fraction %g is outside [0,1]", e,
+        return sc__seterr(err, SC_EINVAL, "exchange fraction %g is outside [0,1]",
                           p->exchange);
     return SC_OK;
 }
@@ -97,19 +95,87 @@ static int plan_check_sizes(const sc_plan_params *p, uint64_t *total,
     for (uint64_t s = 0; s < p->nshards; s++) {
         uint64_t n = p->shard_sizes[s];
         if (n == 0)
-            return sc__seterr(err, SC_EINVAL, "epoch %llu: shard %llu has no samples",
-                              (unsigned long long)p->epoch, (unsigned long long)s);
+            return sc__seterr(err, SC_EINVAL, "shard %llu has no samples",
+                              (unsigned long long)s);
         if (__builtin_add_overflow(sum, n, &sum))
             return sc__seterr(err, SC_EOVERFLOW,
-                              "epoch %llu: shard sizes overflow 64 bits at "
-                              "shard %llu",
-                              (unsigned long long)p->epoch, (unsigned long long)s);
+                              "shard sizes overflow 64 bits at shard %llu",
+                              (unsigned long long)s);
         if (n > big)
             big = n;
     }
     *total = sum;
     *largest = big;
     return SC_OK;
+}
+
+/* The smallest shard's samples. */
+static uint64_t plan_smallest(const sc_plan_params *p)
+{
+    uint64_t least = UINT64_MAX;
+    for (uint64_t s = 0; s < p->nshards; s++)
+        least = p->shard_sizes[s] < least ? p->shard_sizes[s] : least;
+    return least;
+}
+
+/*
+ * Whether every epoch can fill its batches, whatever the plan: every rank
+ * holds at least one whole shard, and ranks differ by at most the largest,
+ * L, so the smallest of R ranks holds at least the smallest shard and at
+ * least (total - (R-1)L) / R samples.  With drop it must fill a batch, or
+ * an epoch would have none; R x B slots must not overflow.  The words name
+ * what would fit instead.
+ */
+static int plan_check_fill(const sc_plan_params *p, uint64_t total, uint64_t largest,
+                           sc_error *err)
+{
+    uint64_t R = p->world_size, B = p->batch_size, L = largest, need = 0, apart = 0;
+    if (__builtin_mul_overflow(R, B, &need))
+        return sc__seterr(err, SC_EOVERFLOW, "%llu ranks x batch size %llu overflows 64 bits",
+                          (unsigned long long)R, (unsigned long long)B);
+    if (p->remainder != SC_REMAINDER_DROP)
+        return SC_OK;
+    int over = __builtin_mul_overflow(R - 1, L, &apart) ||
+               __builtin_add_overflow(need, apart, &need);
+    uint64_t least = plan_smallest(p);
+    if ((!over && total >= need) || least >= B)
+        return SC_OK;
+    uint64_t most_b = total > apart && !over ? (total - apart) / R : 0;
+    most_b = most_b > least ? most_b : least;
+    uint64_t step = 0, most_r = 0; /* the most r with r B + (r-1) L <= total */
+    if (!__builtin_add_overflow(B, L, &step) && total <= UINT64_MAX - L)
+        most_r = (total + L) / step;
+    char takes[32], fits[160];
+    snprintf(takes, sizeof takes, over ? "more than 2^64" : "%llu", (unsigned long long)need);
+    int n = snprintf(fits, sizeof fits, "remainder=pad");
+    if (most_b)
+        n += snprintf(fits + n, sizeof fits - (size_t)n, ", a batch size of at most %llu",
+                      (unsigned long long)most_b);
+    if (most_r)
+        snprintf(fits + n, sizeof fits - (size_t)n, ", at most %llu rank%s",
+                 (unsigned long long)most_r, most_r == 1 ? "" : "s");
+    return sc__seterr(err, SC_EINVAL,
+                      "%llu samples in %llu shards of at most %llu cannot give each of %llu "
+                      "ranks a batch of %llu in every epoch with remainder=drop: that takes "
+                      "%s samples (%llu x %llu, and %llu x %llu for ranks a shard apart); "
+                      "%s would",
+                      (unsigned long long)total, (unsigned long long)p->nshards,
+                      (unsigned long long)L, (unsigned long long)R, (unsigned long long)B,
+                      takes, (unsigned long long)R, (unsigned long long)B,
+                      (unsigned long long)(R - 1), (unsigned long long)L, fits);
+}
+
+int sc_plan_params_check(const sc_plan_params *p, sc_error *err)
+{
+    uint64_t total = 0, largest = 0;
+    int rc;
+    if (!p)
+        return sc__seterr(err, SC_EINVAL, "plan parameters are NULL");
+    if ((rc = plan_check_counts(p, err)) == SC_OK && (rc = plan_check_policy(p, err)) == SC_OK &&
+        (rc = plan_check_sizes(p, &total, &largest, err)) == SC_OK &&
+        (rc = plan_check_fill(p, total, largest, err)) == SC_OK)
+        rc = sc__errok(err);
+    return rc;
 }
 
 /* Sticky mode keeps prev's owners, so prev must describe the same job. */
@@ -137,10 +203,10 @@ static int plan_check_params(const sc_plan_params *p, const sc_plan *prev,
 
     if (!p)
         return sc__seterr(err, SC_EINVAL, "plan parameters are NULL");
-    if ((rc = plan_check_counts(p, err)) == SC_OK &&
-        (rc = plan_check_policy(p, err)) == SC_OK &&
-        (rc = plan_check_sizes(p, &sum, &big, err)) == SC_OK &&
-        (rc = plan_check_prev(p, prev, err)) == SC_OK) {
+    if ((rc = plan_check_counts(p, err)) != SC_OK || (rc = plan_check_policy(p, err)) != SC_OK ||
+        (rc = plan_check_sizes(p, &sum, &big, err)) != SC_OK)
+        return sc__errctx(err, rc, "epoch %llu", (unsigned long long)p->epoch);
+    if ((rc = plan_check_prev(p, prev, err)) == SC_OK) {
         *total = sum;
         *largest = big;
     }

@@ -435,6 +435,31 @@ static int source_learn_lengths(sc_dataset *ds, hid_t d, const char *path, int i
     return rc;
 }
 
+/*
+ * A sample's bytes in fields f[n]: a fixed field's, a variable-length
+ * field's mean and its offset (what a shard holds).  ds->vlen_off is
+ * indexed as f.
+ */
+static uint64_t source_mean_bytes(const sc_dataset *ds, const sc__field *f, int n)
+{
+    uint64_t sum = 0, per = ds->nsamples ? ds->nsamples : 1;
+    for (int i = 0; i < n; i++)
+        sum += !f[i].vlen ? f[i].sample_bytes : 8 + ds->vlen_off[i][ds->nsamples] / per;
+    return sum;
+}
+
+/*
+ * SC_SHARD_SIZE, or for auto sc_shard_size_auto() of the scan: the samples
+ * and the source's mean sample bytes (before any transform, so that the cut
+ * is the source's alone).  Every rank computes it from the same scan.
+ */
+static uint64_t source_shard_size(const sc_dataset *ds, const sc_config *cfg)
+{
+    if (cfg->shard_size != SC_SHARD_AUTO)
+        return cfg->shard_size;
+    return sc_shard_size_auto(ds->nsamples, source_mean_bytes(ds, ds->fields, ds->nfields));
+}
+
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                                 sc_error *err)
 {
@@ -481,7 +506,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
                               ds->path, names.names[i], (unsigned long long)n,
                               names.names[0], (unsigned long long)ds->nsamples);
     }
-    ds->shard_size = cfg->shard_size;
+    ds->shard_size = source_shard_size(ds, cfg);
     ds->nshards = ds->nsamples / ds->shard_size + (ds->nsamples % ds->shard_size != 0);
     if (ds->nshards > UINT32_MAX)
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': %llu shards is too many; "
@@ -996,8 +1021,9 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         rc = source_open_files(ds, cfg, err);
     if (rc == SC_OK)
         source_put(fp, files.p, files.len);
-    if (rc == SC_OK && source_count_groups(ds, cfg->shard_size) < ds->nfiles)
-        source_put_u64(fp, cfg->shard_size); /* it groups files: a new size is a new dataset */
+    uint64_t most = rc == SC_OK ? source_shard_size(ds, cfg) : 1;
+    if (rc == SC_OK && source_count_groups(ds, most) < ds->nfiles)
+        source_put_u64(fp, most); /* it groups files: a new size is a new dataset */
     free(files.p);
     return rc;
 }
@@ -1296,11 +1322,41 @@ int sc__dataset_shared(const sc_dataset *ds)
     return ds->layout == 'B' && ds->world > 1;
 }
 
+/* Bytes in words: "96 KiB", "12.0 MiB". */
+static const char *source_bytes_words(uint64_t n, char *buf, size_t len)
+{
+    static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)n;
+    int u = 0;
+    while (x >= 1024.0 && u < 4)
+        x /= 1024.0, u++;
+    snprintf(buf, len, u && x < 100.0 ? "%.1f %s" : "%.0f %s", x, unit[u]);
+    return buf;
+}
+
+/*
+ * Rank 0's one line on what SC_SHARD_SIZE=auto chose, and from what: the
+ * size names the cache (another size is another dataset), so a job says it.
+ */
+static void source_note_auto(const sc_dataset *ds, const sc_config *cfg)
+{
+    uint64_t b = source_mean_bytes(ds, ds->fields, ds->nfields);
+    char each[32], shard[32];
+    sc__log(cfg->log_level, SC__LOG_WARN, 0,
+            "source '%s': shard size %llu samples (SC_SHARD_SIZE=auto: %llu samples of %s, "
+            "%llu shards of up to %s; the rule is in docs/api.md)",
+            ds->path, (unsigned long long)ds->shard_size, (unsigned long long)ds->nsamples,
+            source_bytes_words(b, each, sizeof each), (unsigned long long)ds->nshards,
+            source_bytes_words(b * ds->shard_size, shard, sizeof shard));
+}
+
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    int rc = ds->layout == 'B' ? source_group_files(ds, cfg->shard_size, err) : SC_OK;
+    int rc = ds->layout == 'B' ? source_group_files(ds, source_shard_size(ds, cfg), err) : SC_OK;
     if (rc != SC_OK)
         return rc;
+    if (cfg->shard_size == SC_SHARD_AUTO && ds->rank == 0)
+        source_note_auto(ds, cfg);
     if (!(ds->shard_first = malloc(sizeof *ds->shard_first * (ds->nshards + 1))))
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     ds->shard_first[0] = 0;
@@ -1312,10 +1368,8 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
         rc = source_transform_fields(ds, tf, err);
     if (rc == SC_OK)
         rc = sc__augment_setup(ds, cfg, err);
-    /* A variable-length field counts its mean sample and offset: what a shard holds. */
-    for (int i = 0; rc == SC_OK && i < ds->nfields; i++)
-        ds->sample_bytes += !ds->fields[i].vlen ? ds->fields[i].sample_bytes
-                            : 8 + ds->vlen_off[i][ds->nsamples] / (ds->nsamples ? ds->nsamples : 1);
+    if (rc == SC_OK)
+        ds->sample_bytes = source_mean_bytes(ds, ds->fields, ds->nfields);
     return rc;
 }
 

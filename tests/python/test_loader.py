@@ -349,3 +349,23 @@ def test_close_after_a_caught_error(shared_dir, cache_dir):
         for batch in loader.epoch(0):
             pass
     loader.close()  # quietly: the error was had
+
+
+def test_default_shard_size_fits_the_small_set(dataset, cache_dir):
+    """1,000 samples with SC_SHARD_SIZE's default: 334 auto shards of 3 (one
+    1,024-sample shard before, which epoch 0 refused on 2 ranks); every
+    sample once; a batch no rank can fill is refused by Loader(), not by
+    the epoch, naming the sizes."""
+    settings = dict(source=dataset, cache_dir=cache_dir, batch_size=32, log=0)
+    with shardcache.Loader(**settings) as loader:
+        ids = []
+        for batch in loader.epoch(0):
+            ids.extend(batch.ids[:batch.size - batch.padded])
+        assert loader.info["shards"] > 0
+        counts = all_ids(ids)
+        assert counts.max() <= 1 and loader.verdict(0)["ok"]
+    with pytest.raises(shardcache.Error) as e:
+        shardcache.Loader(**dict(settings, batch_size=SAMPLES + 1))
+    assert e.value.status == "SC_EINVAL"
+    assert f"{SAMPLES} samples in 334 shards of at most 3 cannot give each of {SIZE}" \
+        in e.value.message

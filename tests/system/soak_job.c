@@ -120,10 +120,19 @@ static sc_plan_params params(const job *j, uint64_t epoch)
 
 /*
  * A batch too big for the smallest rank, in any epoch, is a refusal under
- * drop (the planner's, tested elsewhere): such a job pads instead.
+ * drop (the open's, on either world size, and the planner's; tested
+ * elsewhere): such a job pads instead.
  */
 static void settle_remainder(job *j)
 {
+    for (int w = 0; w < 2; w++) {
+        sc_plan_params p = params(j, 0);
+        p.world_size = w ? j->world2 : j->world;
+        if (sc_plan_params_check(&p, NULL) == SC_EINVAL) {
+            j->remainder = SC_REMAINDER_PAD;
+            return;
+        }
+    }
     sc_plan *prev = NULL;
     for (uint64_t e = 0; e < j->epochs; e++) {
         sc_plan_params p = params(j, e);

@@ -74,8 +74,13 @@ expect_fail "missing sizes file" "cannot open" "$sc" plan --shard-sizes "$SC_T_T
 printf '%s\n' 18446744073709551615 5 > "$SC_T_TMP/huge.txt"
 expect_fail "sizes that overflow" "SC_EOVERFLOW.*overflow 64 bits at shard 1" \
     "$sc" plan --shard-sizes "$SC_T_TMP/huge.txt" --ranks 1
-expect_fail "batch larger than a rank" "SC_EINVAL: epoch 0: batch size 5000 is larger" \
+# Refused before any epoch, as a job's open refuses it, naming what would fit.
+expect_fail "batch larger than a rank" "SC_EINVAL: 800 samples in 8 shards of at most 100 cannot give each of 4 ranks a batch of 5000.*a batch size of at most 125" \
     "$sc" plan --shards 8 --shard-size 100 --ranks 4 --batch 5000
+expect_fail "a small set on more ranks than its shards" "more ranks \(9\) than shards \(7\)" \
+    "$sc" plan --samples 7 --ranks 9
+expect_ok "1,000 samples: auto shards of 3 on 8 ranks" "dataset: 1000 samples in shards of 3 \(auto\)" \
+    "$sc" plan --samples 1000 --sample-bytes 3080 --ranks 8 --batch 64 --check
 expect_fail "unknown command" "unknown command 'nope'" "$sc" nope
 
 # Under mpirun: rank 0 plans and broadcasts, every rank checks.

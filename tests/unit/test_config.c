@@ -13,7 +13,7 @@ static void test_defaults_and_env(void **state)
     unsetenv("SC_SEED");
     unsetenv("SC_CACHE_BYTES");
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
-    assert_int_equal(c.shard_size, 1024);
+    assert_true(c.shard_size == SC_SHARD_AUTO); /* from the dataset, at open */
     assert_int_equal(c.mode, SC_SHUFFLE_STICKY);
     assert_int_equal(c.cache_policy, SC_CACHE_BELADY);
     assert_true(c.cache_bytes == SC_CACHE_AUTO); /* bounded by the free space's rule */
@@ -68,6 +68,7 @@ static void test_bad_values_are_errors(void **state)
         {"SC_STREAM_BYTES", "1T5", "SC_STREAM_BYTES='1T5'"},
         {"SC_SHUFFLE_WINDOW", "big", "integer below 2^64-1 or auto"},
         {"SC_SHUFFLE_WINDOW", "18446744073709551615", "below 2^64-1 or auto"},
+        {"SC_SHARD_SIZE", "big", "integer below 2^64-1 or auto"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i][0], bad[i][1], 1);
@@ -106,6 +107,55 @@ static void test_shuffle_window(void **state)
     assert_int_equal(sc_config_window(NULL, 1), 0);
 }
 
+/* The bounds SC_SHARD_SIZE=auto promises for n samples of b bytes. */
+static void check_auto(uint64_t n, uint64_t b)
+{
+    uint64_t s = sc_shard_size_auto(n, b), share = n / SC_SHARD_AUTO_SHARDS;
+    uint64_t shards = n / s + (n % s != 0), want = n < 256 ? n : 256;
+    int ok = s >= 1 && shards >= want &&                    /* at least min(n, 256) shards */
+             (s == 1 || s * b <= SC_SHARD_AUTO_MAX_BYTES) && /* at most 64 MiB, or one sample */
+             /* below the count's bound, never below 1024 samples and 1 MiB, unless 64 MiB stops it */
+             (s == (share ? share : 1) || (s + 1) * b > SC_SHARD_AUTO_MAX_BYTES ||
+              (s >= SC_SHARD_AUTO_SAMPLES && s * b >= SC_SHARD_AUTO_MIN_BYTES));
+    if (!ok)
+        print_error("n %llu, b %llu: shard size %llu (%llu shards) breaks a bound\n",
+                    (unsigned long long)n, (unsigned long long)b, (unsigned long long)s,
+                    (unsigned long long)shards);
+    assert_true(ok);
+}
+
+/* The rule itself, then its bounds over many sizes; "auto" and numbers parse. */
+static void test_shard_size_auto(void **state)
+{
+    (void)state;
+    /* Small sets have a shard per sample up to 511, then at least 256 shards. */
+    assert_int_equal(sc_shard_size_auto(0, 3076), 1);
+    assert_int_equal(sc_shard_size_auto(1, 3076), 1);
+    assert_int_equal(sc_shard_size_auto(615, 3076), 2);    /* 308 shards */
+    assert_int_equal(sc_shard_size_auto(1000, 3076), 3);   /* 334 shards */
+    assert_int_equal(sc_shard_size_auto(6000, 4096), 23);  /* 261 shards */
+    /* Large sets: 1,024 samples between 1 MiB and 64 MiB a shard. */
+    assert_int_equal(sc_shard_size_auto(1000000, 3076), 1024);
+    assert_int_equal(sc_shard_size_auto(UINT64_C(1) << 30, 16), 65536);  /* 1 MiB */
+    assert_int_equal(sc_shard_size_auto(10000000, 110000), 610);         /* 64 MiB */
+    assert_int_equal(sc_shard_size_auto(1000, UINT64_C(100) << 20), 1);  /* one a shard */
+    assert_int_equal(sc_shard_size_auto(UINT64_MAX, 0), 1 << 20);
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t n = x >> (x % 64), b = 1 + ((x >> 11) >> ((x >> 3) % 64));
+        check_auto(n, b % (UINT64_C(1) << 40));
+        check_auto(x % 5000, 1 + x % 300000);
+    }
+    sc_config c;
+    sc_error err;
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_SHARD_SIZE", "128", &err), &err);
+    assert_int_equal(c.shard_size, 128);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_SHARD_SIZE", "auto", &err), &err);
+    assert_true(c.shard_size == SC_SHARD_AUTO);
+}
+
 static void test_print_lists_every_setting(void **state)
 {
     (void)state;
@@ -116,7 +166,7 @@ static void test_print_lists_every_setting(void **state)
     FILE *f = open_memstream(&text, &len);
     SC_ASSERT_OK(sc_config_print(&c, f), NULL);
     fclose(f);
-    static const char *names[] = {"SC_SOURCE=", "SC_SHARD_SIZE=1024", "SC_FIELDS=",
+    static const char *names[] = {"SC_SOURCE=", "SC_SHARD_SIZE=auto", "SC_FIELDS=",
                                   "SC_SEED=0", "SC_BATCH_SIZE=32", "SC_SHUFFLE=sticky",
                                   "SC_EXCHANGE=0.1", "SC_REMAINDER=drop",
                                   "SC_CACHE_DIR=", "SC_CACHE_BYTES=auto",
@@ -133,6 +183,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_env),
         cmocka_unit_test(test_bad_values_are_errors),
         cmocka_unit_test(test_shuffle_window),
+        cmocka_unit_test(test_shard_size_auto),
         cmocka_unit_test(test_print_lists_every_setting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
