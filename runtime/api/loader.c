@@ -34,6 +34,7 @@
 #include "ownership.h"
 #include "peer.h"
 #include "plan.h"
+#include "jobwide.h"
 #include "resume.h"
 #include "source.h"
 #include "stream.h"
@@ -867,6 +868,8 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
     int rc = loader_new(comm, cfg, &ld, err);
     if (rc == SC_OK) /* before any work, on every rank: a rank refused alone would hang the rest */
         rc = loader_agree(ld, sc_launcher_check(cfg, err), err);
+    if (rc == SC_OK)
+        rc = sc__jobwide_check(ld->comm, cfg, err);
     if (rc == SC_OK)
         rc = loader_open_data(ld, cfg, err);
     if (rc == SC_OK)

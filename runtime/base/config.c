@@ -239,46 +239,63 @@ int sc_config_init(sc_config *cfg, sc_error *err)
     return sc__errok(err);
 }
 
+/* A setting's value as its text, in val's n bytes (or the field's own string). */
+static const char *config_text(const sc_config *cfg, const setting *s, char *val, size_t n)
+{
+    const char *field = (const char *)cfg + s->offset;
+    uint64_t u;
+    double d;
+    int e;
+    switch (s->type) {
+    case T_STR:
+        return field;
+    case T_U64:
+    case T_BYTES:
+        memcpy(&u, field, sizeof u);
+        if (u == UINT64_MAX && s->choices[0])
+            return s->choices[0];
+        if (u == 0 && s->choices[0] && s->choices[1])
+            return s->choices[1];
+        snprintf(val, n, "%llu", (unsigned long long)u);
+        return val;
+    case T_LEVEL:
+    case T_INT:
+        snprintf(val, n, "%d", *(const int *)(const void *)field);
+        return val;
+    case T_DBL:
+        memcpy(&d, field, sizeof d);
+        snprintf(val, n, "%g", d);
+        return val;
+    case T_ENUM:
+        e = *(const int *)(const void *)field;
+        return e >= 0 && e < 4 && s->choices[e] ? s->choices[e] : "?";
+    }
+    return "?";
+}
+
 int sc_config_print(const sc_config *cfg, void *file)
 {
     FILE *f = file;
     if (!cfg || !f)
         return SC_EINVAL;
     for (size_t i = 0; i < NSETTINGS; i++) {
-        const setting *s = &settings[i];
-        const char *field = (const char *)cfg + s->offset;
         char val[64];
-        const char *text = val;
-        uint64_t u;
-        double d;
-        int e;
-        switch (s->type) {
-        case T_STR: text = field; break;
-        case T_U64:
-        case T_BYTES:
-            memcpy(&u, field, sizeof u);
-            snprintf(val, sizeof val, "%llu", (unsigned long long)u);
-            if (u == UINT64_MAX && s->choices[0])
-                text = s->choices[0];
-            else if (u == 0 && s->choices[0] && s->choices[1])
-                text = s->choices[1];
-            break;
-        case T_LEVEL:
-        case T_INT:
-            snprintf(val, sizeof val, "%d", *(const int *)(const void *)field);
-            break;
-        case T_DBL:
-            memcpy(&d, field, sizeof d);
-            snprintf(val, sizeof val, "%g", d);
-            break;
-        case T_ENUM:
-            e = *(const int *)(const void *)field;
-            text = e >= 0 && e < 3 && s->choices[e] ? s->choices[e] : "?";
-            break;
-        }
-        fprintf(f, "%s=%s  # %s\n", s->env, text, s->help);
+        fprintf(f, "%s=%s  # %s\n", settings[i].env, config_text(cfg, &settings[i], val, sizeof val),
+                settings[i].help);
     }
     return SC_OK;
+}
+
+int sc__config_text(const sc_config *cfg, const char *name, char *buf, size_t n)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        if (strcmp(settings[i].env, name) != 0)
+            continue;
+        char val[64];
+        const char *text = config_text(cfg, &settings[i], val, sizeof val);
+        return snprintf(buf, n, "%s", text) < (int)n ? SC_OK : SC_EINVAL;
+    }
+    return SC_EINVAL;
 }
 
 uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes)

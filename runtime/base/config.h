@@ -16,4 +16,11 @@
  */
 int sc__cache_root(char *buf, size_t n);
 
+/*
+ * Setting `name`'s value ("SC_SEED") as the text SC_DUMP_CONFIG prints, into
+ * buf; SC_EINVAL for an unknown name or a value longer than n - 1.
+ */
+typedef struct sc_config sc_config;
+int sc__config_text(const sc_config *cfg, const char *name, char *buf, size_t n);
+
 #endif /* SC_CONFIG_H */

@@ -29,16 +29,17 @@ def test_tensors_kept_across_the_epoch_are_never_overwritten(dataset, cache_dir)
             warnings.simplefilter("always")
             kept = []
             for batch in loader.epoch(0):
-                kept.append((batch.ids, batch["labels"], batch["images"], batch.copied))
+                kept.append((batch.ids, batch["labels"], batch["images"], batch.copied,
+                             batch.padded))
         # Once kept tensors held all but one slot, batches came as copies, said once.
         assert len(kept) > 4 and any(k[3] for k in kept) and not kept[0][3]
         copies = [w for w in seen if "arrive as copies" in str(w.message)]
         assert len(copies) == 1 and "SC_PREFETCH_BATCHES" in str(copies[0].message)
-        for ids, y, x, _ in kept:
+        for ids, y, x, _, _ in kept:
             np.testing.assert_array_equal(y.numpy(), labels[ids.numpy()])
             np.testing.assert_array_equal(x.numpy(), images[ids.numpy()])
         got = []
-        for (i, _, _, _), pad in zip(kept, [0] * (len(kept) - 1) + [batch.padded]):
+        for i, _, _, _, pad in kept:
             got.extend(i.numpy()[:len(i) - pad].tolist())
         assert loader.verdict(0).ok
         counts = all_ids(got)
@@ -148,3 +149,20 @@ def test_through_torch_dataloader(dataset, cache_dir):
         assert state["rank"] == RANK
         with pytest.raises(ValueError, match="num_workers=0"):
             next(iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)))
+
+
+@pytest.mark.parametrize("setting,values", [("batch_size", (16, 17)), ("seed", (7, 8)),
+                                            ("shuffle", ("global", "sticky"))])
+def test_settings_that_differ_between_ranks_are_refused_at_open(dataset, cache_dir, setting,
+                                                                values):
+    """A seed or batch size computed per rank (from the time, or the rank) was
+    refused only at the first epoch's begin, as a plan 'with seed 0'."""
+    if SIZE < 2:
+        pytest.skip("needs 2 ranks or more")
+    mine = values[0] if RANK < SIZE - 1 else values[1]
+    with pytest.raises(shardcache.Error) as e:
+        open_loader(dataset, cache_dir, **{setting: mine})
+    name = "SC_" + setting.upper()
+    assert e.value.status == "SC_EINVAL"
+    assert (f"{name} is '{values[1]}' on rank {SIZE - 1} and '{values[0]}' on rank 0"
+            in e.value.message)
