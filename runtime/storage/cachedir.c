@@ -278,12 +278,14 @@ static int cachedir_older(const void *a, const void *b)
     return (x->last_use > y->last_use) - (x->last_use < y->last_use);
 }
 
+#ifdef SC_TESTING
 /* Every cache directory's bytes under root (the test hook's notion of used). */
 static int cachedir_sum(const sc_cache_dir_info *d, void *arg)
 {
     *(uint64_t *)arg += d->bytes;
     return 0;
 }
+#endif
 
 int sc__cachedir_space(const char *root, uint64_t *size, uint64_t *avail)
 {

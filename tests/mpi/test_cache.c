@@ -557,7 +557,8 @@ static void make_old_cache(const char *root, int k, long bytes, time_t when, cha
     static const char *const files[] = {"s0.h5", "source", "lock"};
     for (int i = 0; i < 3; i++) {
         char f[SC_PATH_MAX + 128];
-        snprintf(f, sizeof f, "%s/%s", path, files[i]);
+        int w = snprintf(f, sizeof f, "%s/%s", path, files[i]);
+        assert_true(w > 0 && (size_t)w < sizeof f);
         FILE *fp = fopen(f, "w");
         assert_non_null(fp);
         if (i == 0)

@@ -379,7 +379,8 @@ static void write_part(const char *dir_, int k, uint64_t n, int v)
     float x[64];
     for (uint64_t i = 0; i < n; i++)
         x[i] = (float)(100 * v + (int)i);
-    snprintf(f, sizeof f, "%s/part-%d.h5", dir_, k);
+    int w = snprintf(f, sizeof f, "%s/part-%d.h5", dir_, k);
+    assert_true(w > 0 && (size_t)w < sizeof f);
     assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n, x, 1), 0);
 }
 
