@@ -12,7 +12,10 @@ verdict.  Rank 0 prints, per epoch, the mean loss, samples/s, the share of
 the step time spent waiting for data, and the exactly-once verdict; then
 "loss: FIRST -> LAST".  --checkpoint FILE saves the model and every rank's
 loader state after each epoch; --resume FILE continues from it (on any
-number of ranks).
+number of ranks).  The images are scaled in the loader's producers, not in
+the loop (SC_AUGMENT's normalize: uint8 to float32, as ToTensor and
+Normalize); --augment adds torchvision's stages before it, e.g. CIFAR's
+"random_crop(32,padding=4);random_horizontal_flip".
 """
 import argparse
 import os
@@ -40,6 +43,9 @@ def options():
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--step-ms", type=float, default=0,
                    help="extra compute per step, as a bigger model would take")
+    p.add_argument("--augment", default="",
+                   help="built-in stages before normalize (shardcache), e.g. "
+                        "'random_crop(32,padding=4);random_horizontal_flip'")
     p.add_argument("--checkpoint", help="save model and loader state here after each epoch")
     p.add_argument("--resume", help="continue from this checkpoint")
     o = p.parse_args()
@@ -91,8 +97,11 @@ class Source:
     def __init__(self, o, comm, resume):
         self.loader = None
         if o.loader == "shardcache":
+            # The producers scale the images: the loop gets float32 in [0, 1].
+            stages = f"{o.augment};" if o.augment else ""
             self.loader = shardcache.Loader(source=o.source, batch_size=o.batch_size,
-                                            seed=o.seed, resume=resume)
+                                            seed=o.seed, resume=resume,
+                                            augment=f"images={stages}normalize(mean=0,std=1)")
             return
         ds = H5Images(o.source)
         self.sampler = torch.utils.data.distributed.DistributedSampler(
@@ -101,6 +110,10 @@ class Source:
         self.torch = torch.utils.data.DataLoader(
             ds, batch_size=o.batch_size, sampler=self.sampler, num_workers=o.workers,
             persistent_workers=o.workers > 0, drop_last=True)
+
+    def __len__(self):
+        """Batches per epoch on this rank (what a LR schedule would count)."""
+        return len(self.loader) if self.loader else len(self.torch)
 
     def epoch(self, e):
         if self.loader:
@@ -127,7 +140,8 @@ def train_epoch(o, net, opt, src, e):
     t0 = t = time.perf_counter()
     for x, y in src.epoch(e):
         wait += time.perf_counter() - t
-        x = x.float().div_(255.0)
+        if x.dtype == torch.uint8:  # DataLoader's batches (shardcache's are scaled already)
+            x = x.float().div_(255.0)
         loss = F.cross_entropy(net(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -170,6 +184,8 @@ def main():
         first = src.loader.resumed_epoch if src.loader else ck["epoch"] + 1
     losses = []
     for e in range(first, first + o.epochs):
+        if rank == 0 and e == first:
+            print(f"{len(src)} batches per rank per epoch", flush=True)
         loss, n, wait, wall = train_epoch(o, net, opt, src, e)
         verdict = src.verdict(e)
         loss, n, wait = comm.allreduce(np.array([loss, n, wait]))
