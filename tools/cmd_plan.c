@@ -212,6 +212,11 @@ int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
     }
     k = k == SC_SHARD_AUTO ? 1 : k; /* --labels: the dataset's, which replace these */
     *n = o->samples ? o->samples / k + (o->samples % k != 0) : o->nshards;
+    if (*n > UINT32_MAX) { /* a plan's limit; also keeps the size below from wrapping */
+        fprintf(stderr, "shardcache: %llu shards: a plan holds at most %llu (a larger "
+                "--shard-size?)\n", (unsigned long long)*n, (unsigned long long)UINT32_MAX);
+        return 2;
+    }
     if (!(*sizes = malloc(sizeof **sizes * (*n ? *n : 1)))) {
         fprintf(stderr, "shardcache: out of memory\n");
         return 2;

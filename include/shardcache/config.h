@@ -57,7 +57,7 @@ typedef enum sc_launcher_check_mode {
 } sc_launcher_check_mode;
 
 typedef enum sc_verify_mode {
-    SC_VERIFY_SKETCH = 0, /* one 9-word reduction per epoch */
+    SC_VERIFY_SKETCH = 0, /* one 10-word reduction per epoch */
     SC_VERIFY_FULL = 1    /* a per-sample count vector: names every offender */
 } sc_verify_mode;
 

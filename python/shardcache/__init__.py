@@ -443,11 +443,15 @@ class Loader:
         """Gives back the slots no batch or tensor holds any more."""
         while self._gone:
             seq = self._gone.pop()
-            self._live -= 1
             stream = 0
             if self._c_device >= 0 and _torch is not None:
                 stream = _torch.cuda.current_stream(self._c_device).cuda_stream
-            self._do(self._c.release, seq, stream)
+            try:
+                self._do(self._c.release, seq, stream)
+            except Error:
+                self._gone.append(seq)  # still held: tried again at the next call
+                raise
+            self._live -= 1
 
     @property
     def _c_device(self):
@@ -456,9 +460,10 @@ class Loader:
     def _must_copy(self):
         """Whether the next batch must come as a copy: taking it into the
         ring would leave no free slot while batches are kept (beyond the one
-        a loop variable holds until the next batch replaces it)."""
+        a loop variable holds until the next batch replaces it).  With 2
+        slots or fewer that cannot be told apart: always copies."""
         free = self._depth - self._live
-        return self._depth == 1 or (free <= 1 and self._live >= 2)
+        return self._depth <= 2 or (free <= 1 and self._live >= 2)
 
     def _take(self):
         self._reap()
@@ -479,7 +484,7 @@ class Loader:
         return Batch(self, seq, epoch, index, size, padded, device, ids, bufs, owner)
 
     def _warn_copy(self):
-        if not self._warned_copy and self._depth > 1:
+        if not self._warned_copy and self._depth > 2:
             self._warned_copy = True
             warnings.warn(f"shardcache: rank {self.rank}: {self._live} of the "
                           f"{self._depth} ring slots (SC_PREFETCH_BATCHES) are held by batches "

@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -58,6 +59,23 @@ static int jobwide_first_diff(const sc_config *cfg, const char *theirs, char *mi
     return -1;
 }
 
+/* Rank 0's texts to all, then the first rank that differs names the setting in msg. */
+static int jobwide_name_diff(MPI_Comm comm, int rank, const sc_config *cfg, char *theirs,
+                             char *mine, char msg[SC_ERROR_MSG_MAX])
+{
+    int rc = MPI_Bcast(theirs, (int)(NJOBWIDE * JOBWIDE_TEXT), MPI_CHAR, 0, comm);
+    int d = jobwide_first_diff(cfg, theirs, mine), bad = d >= 0 ? rank : INT_MAX, first = 0;
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (rc == MPI_SUCCESS && rank == first)
+        snprintf(msg, SC_ERROR_MSG_MAX, "%s is '%.120s' on rank %d and '%.120s' on rank 0: "
+                 "every rank of a job needs the same %s",
+                 jobwide[d], mine, rank, theirs + (size_t)d * JOBWIDE_TEXT, jobwide[d]);
+    if (rc == MPI_SUCCESS && first != INT_MAX)
+        rc = MPI_Bcast(msg, SC_ERROR_MSG_MAX, MPI_CHAR, first, comm);
+    return rc;
+}
+
 int sc__jobwide_check(MPI_Comm comm, const sc_config *cfg, sc_error *err)
 {
     uint64_t h = jobwide_hash(cfg), lo = h, hi = h;
@@ -65,19 +83,23 @@ int sc__jobwide_check(MPI_Comm comm, const sc_config *cfg, sc_error *err)
     SC_MPI_CHECK(err, MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm));
     if (lo == hi)
         return SC_OK;
-    static char theirs[NJOBWIDE * JOBWIDE_TEXT]; /* only on this rare path */
-    char mine[JOBWIDE_TEXT], msg[sizeof err->msg];
-    int rank;
+    char mine[JOBWIDE_TEXT], msg[sizeof err->msg] = "";
+    int rank, have, all;
     MPI_Comm_rank(comm, &rank);
+    char *theirs = malloc(NJOBWIDE * JOBWIDE_TEXT); /* only on this rare path */
+    have = theirs != NULL;
+    SC_MPI_CHECK(err, MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm));
+    if (!all) {
+        free(theirs);
+        return sc__seterr(err, SC_EINVAL, "rank %d: the ranks' job-wide settings differ "
+                          "(SC_SEED, SC_BATCH_SIZE, ...: every rank needs the same)", rank);
+    }
     for (size_t i = 0; rank == 0 && i < NJOBWIDE; i++)
         jobwide_text(cfg, i, theirs + i * JOBWIDE_TEXT);
-    SC_MPI_CHECK(err, MPI_Bcast(theirs, (int)sizeof theirs, MPI_CHAR, 0, comm));
-    int d = jobwide_first_diff(cfg, theirs, mine), bad = d >= 0 ? rank : INT_MAX, first;
-    SC_MPI_CHECK(err, MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm));
-    if (rank == first)
-        snprintf(msg, sizeof msg, "%s is '%.120s' on rank %d and '%.120s' on rank 0: every "
-                 "rank of a job needs the same %s",
-                 jobwide[d], mine, rank, theirs + (size_t)d * JOBWIDE_TEXT, jobwide[d]);
-    SC_MPI_CHECK(err, MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm));
-    return sc__seterr(err, SC_EINVAL, "rank %d: %s", rank, msg);
+    int rc = jobwide_name_diff(comm, rank, cfg, theirs, mine, msg);
+    free(theirs);
+    if (rc != MPI_SUCCESS)
+        return sc__mpi_err(err, rc, "jobwide_name_diff", __FILE__, __LINE__);
+    return sc__seterr(err, SC_EINVAL, "rank %d: %s", rank,
+                      msg[0] ? msg : "the ranks' job-wide settings differ");
 }

@@ -1117,8 +1117,8 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
     if (ld->failed)
         return loader_stopped(ld);
     if (ld->phase == LD_NO_EPOCH)
-        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_next_batch before sc_epoch_begin",
-                          ld->rank);
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: %s before sc_epoch_begin", ld->rank,
+                          skip ? "sc_epoch_skip_rest" : "sc_next_batch");
     /* The time since the last batch was handed out is the training step. */
     if (ld->t_ret)
         sc__trace_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__trace_now(ld->tr), ld->cur, -1,

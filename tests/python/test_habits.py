@@ -166,3 +166,15 @@ def test_settings_that_differ_between_ranks_are_refused_at_open(dataset, cache_d
     assert e.value.status == "SC_EINVAL"
     assert (f"{name} is '{values[1]}' on rank {SIZE - 1} and '{values[0]}' on rank 0"
             in e.value.message)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_kept_labels_with_a_small_ring(dataset, cache_dir, depth):
+    """With 2 slots, keeping labels raised 'all 2 batch buffers are held'."""
+    images, labels = source(dataset)
+    with open_loader(dataset, cache_dir, prefetch_batches=depth) as loader:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kept = [(b.ids, b["labels"]) for b in loader.epoch(0)]
+        for ids, y in kept:
+            np.testing.assert_array_equal(y.numpy(), labels[ids.numpy()])
