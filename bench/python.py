@@ -3,6 +3,7 @@
 by PyTorch's DataLoader, and the C loop, side by side in one run.
 
   python.py --bin DIR --dir TMP [--size MiB] [--runs N] [--epochs E] [--doc FILE]
+  python.py --bin DIR --dir TMP --against-package OTHER/python [--runs N]
 
 The package must be importable (PYTHONPATH=BUILD/python).  The dataset is
 compare.py's (uint8 3x64x64 images, int64 labels), batch 256.
@@ -243,6 +244,28 @@ def layer_cost(args):
             "outside_cpu_ratio": ratios("outside_cpu_s")}
 
 
+def package_ab(args):
+    """This package against another build's (--against-package DIR: its
+    python directory), one rank, warm cache, no step, interleaved rounds:
+    the loop's time per batch and the data wait, each round's ratio."""
+    env = sc_env(args, os.path.join(args.dir, "cache-ab"))
+    other = dict(env, PYTHONPATH=args.against_package)
+    python_job(args, "shardcache", 1, [0], env)  # the cache filled for both
+    runs = []
+    for r in range(args.runs):
+        b = python_job(args, "shardcache", 1, [0], other)[0]
+        a = python_job(args, "shardcache", 1, [0], env)[0]
+        runs.append((a, b))
+        print(f"round {r}: this {a['batch_s'] * 1e6:.1f} us/batch (wait {a['wait']:.1%}), "
+              f"other {b['batch_s'] * 1e6:.1f} us/batch (wait {b['wait']:.1%}), ratio "
+              f"{a['batch_s'] / b['batch_s']:.3f}", flush=True)
+    ratio = statistics.median(a["batch_s"] / b["batch_s"] for a, b in runs)
+    print(f"this package / {args.against_package}: {ratio:.3f} of its time per batch "
+          f"(median of {args.runs} rounds' ratios); data wait "
+          f"{statistics.median(a['wait'] for a, _ in runs):.1%} against "
+          f"{statistics.median(b['wait'] for _, b in runs):.1%}")
+
+
 def report(args, n, rows, cost):
     lines = [f"`scripts/bench` (`bench/python.py --size {args.size} --epochs {args.epochs} "
              f"--runs {args.runs}`): {n} samples of {3 * 64 * 64 + 8} bytes, batch {BATCH}, "
@@ -300,6 +323,8 @@ def main():
     ap.add_argument("--step-ms", type=lambda v: [float(x) for x in v.split(",")],
                     help=argparse.SUPPRESS)
     ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--against-package", metavar="DIR",
+                    help="only time this package against another build's python directory")
     args = ap.parse_args()
     if args.rank:
         return rank_main(args)
@@ -307,6 +332,8 @@ def main():
         ap.error("--bin and --dir are required; --runs >= 1, --epochs >= 1, --size >= 16")
     os.makedirs(args.dir, exist_ok=True)
     n = make_dataset(args)
+    if args.against_package:
+        return package_ab(args)
     report(args, n, sweep(args), layer_cost(args))
 
 
