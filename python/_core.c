@@ -62,6 +62,7 @@ typedef struct {
     uint64_t depth;   /* ring slots: at most this many batches held */
     sc_batch *held;   /* [depth]: batches handed out (nfields 0: an empty entry) */
     uint64_t resumed; /* the epoch sc_loader_resume said to begin, or UINT64_MAX */
+    sc_batch pending; /* taken when Ctrl-C came (nfields 0: none): the next next()'s */
     int busy;         /* a call is in flight with the GIL released */
 } core_loader;
 
@@ -326,12 +327,18 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
     (void)unused;
     if (!core_open(self))
         return NULL;
-    sc_batch b;
-    int rc;
-    CORE_UNLOCKED(self, rc = sc_next_batch(self->ld, &b));
+    sc_batch b = self->pending;
+    int rc = SC_OK;
+    self->pending.nfields = 0;
+    if (!b.nfields)
+        CORE_UNLOCKED(self, rc = sc_next_batch(self->ld, &b));
     if (rc == SC_OK && PyErr_CheckSignals()) {
-        /* Ctrl-C while waiting: KeyboardInterrupt; the batch goes back. */
-        sc_batch_release(self->ld, &b);
+        /*
+         * Ctrl-C while waiting: KeyboardInterrupt.  The ledger counts the
+         * batch as delivered, so it is kept for the next call rather than
+         * given back: a loop that catches the interrupt and goes on gets it.
+         */
+        self->pending = b;
         return NULL;
     }
     if (rc == SC_END_OF_EPOCH)
@@ -458,8 +465,12 @@ static PyObject *core_skip_rest(core_loader *self, PyObject *unused)
     if (!core_open(self))
         return NULL;
     uint64_t n = 0;
-    int rc;
-    CORE_UNLOCKED(self, rc = sc_epoch_skip_rest(self->ld, &n));
+    int rc = SC_OK;
+    if (self->pending.nfields) /* interrupted before it reached the loop: counted delivered */
+        rc = sc_batch_release(self->ld, &self->pending);
+    self->pending.nfields = 0;
+    if (rc == SC_OK)
+        CORE_UNLOCKED(self, rc = sc_epoch_skip_rest(self->ld, &n));
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
     return PyLong_FromUnsignedLongLong(n);
