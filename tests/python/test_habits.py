@@ -185,15 +185,25 @@ def test_ctrl_c_while_waiting_keeps_the_batch(dataset, cache_dir):
     had counted it delivered: the verdict said ok for samples never seen."""
     import os
     import signal
+    import threading
+    if not shardcache.features()["testing"]:
+        pytest.skip("needs a testing build (a slow source)")
     real = lambda b: b.ids[:b.size - b.padded].tolist()  # noqa: E731
-    with open_loader(dataset, cache_dir, remainder="pad") as loader:
+    os.environ["SC_TEST_SOURCE_MBPS"] = "0.03"  # a batch takes ~60 ms to read: next() waits
+    try:
+        loader = open_loader(dataset, cache_dir, remainder="pad", prefetch_batches=3)
+    finally:
+        del os.environ["SC_TEST_SOURCE_MBPS"]
+    with loader:
         ids, it = [], loader.epoch(0)
         ids.extend(real(next(it)))
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             with pytest.raises(KeyboardInterrupt):
-                os.kill(os.getpid(), signal.SIGINT)  # pending when next() returns
-                next(it)
+                # Arrives while next() waits in C; raised once the batch is in.
+                threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+                for _ in range(100):
+                    ids.extend(real(next(it)))
         finally:
             signal.signal(signal.SIGINT, previous)
         for batch in loader.epoch(0):  # goes on: the interrupted batch first
