@@ -194,7 +194,8 @@ typedef struct sc_batch {
                                 * size + 1 offsets in bytes into data[f] (sample k is
                                 * [offsets[f][k], offsets[f][k+1])), in host memory even
                                 * for a device batch; bytes[f] is offsets[f][size] */
-    uint64_t reserved[15];     /* room for later fields: the size stays */
+    void *detached;            /* set by sc_batch_detach: the memory it owns; do not change */
+    uint64_t reserved[14];     /* room for later fields: the size stays */
 } sc_batch;
 
 typedef struct sc_epoch_summary {
@@ -265,6 +266,18 @@ SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
  * is not exactly-once.  SC_OK once the epoch has ended.
  */
 SC_API int sc_epoch_skip_rest(sc_loader *ld, uint64_t *skipped);
+
+/*
+ * Detaches a held host batch from the loader: its memory becomes the
+ * batch's own, valid (at the same addresses) until sc_batch_free, also
+ * after sc_loader_close, and the ring slot gets new memory, so the loader
+ * goes on as if it had been released.  SC_ENOTSUP for a loader with a
+ * device (SC_DEVICE=cuda: its memory is the device's).
+ */
+SC_API int sc_batch_detach(sc_loader *ld, sc_batch *batch);
+
+/* Frees a detached batch's memory (SC_EINVAL if it was not detached). */
+SC_API int sc_batch_free(sc_batch *batch);
 
 /*
  * Gives a batch's buffers back.  Host batches are reused at once.  A device

@@ -63,6 +63,8 @@ typedef struct {
     sc_batch *held;   /* [depth]: batches handed out (nfields 0: an empty entry) */
     uint64_t resumed; /* the epoch sc_loader_resume said to begin, or UINT64_MAX */
     sc_batch pending; /* taken when Ctrl-C came (nfields 0: none): the next next()'s */
+    sc_config cfg;    /* as opened: plans are computed from it (plan_batches) */
+    int size;         /* the communicator's ranks */
     int busy;         /* a call is in flight with the GIL released */
 } core_loader;
 
@@ -213,6 +215,9 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
     Py_INCREF(comm);
     self->comm = comm;
     self->depth = cfg.prefetch_batches;
+    self->cfg = cfg;
+    self->cfg.transform = NULL; /* not needed to plan, and freed by nobody here */
+    MPI_Comm_size(*c, &self->size);
     self->resumed = UINT64_MAX;
     self->held = PyMem_Calloc(self->depth, sizeof *self->held);
     if (!self->held)
@@ -411,6 +416,39 @@ static PyObject *core_wait_on(core_loader *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/*
+ * detach(seq) -> handle: the batch's memory becomes its own (sc_batch_detach),
+ * so that its tensors outlive the loader; free_detached(handle) frees it.
+ */
+static PyObject *core_detach(core_loader *self, PyObject *args)
+{
+    sc_batch *b = core_held(self, args, NULL);
+    if (!b)
+        return NULL;
+    sc_batch *own = malloc(sizeof *own);
+    if (!own)
+        return PyErr_NoMemory();
+    int rc = sc_batch_detach(self->ld, b);
+    if (rc != SC_OK) {
+        free(own);
+        return core_raise(rc, sc_last_error(self->ld));
+    }
+    *own = *b;
+    b->nfields = 0;
+    return PyLong_FromVoidPtr(own);
+}
+
+static PyObject *core_free_detached(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    sc_batch *own = PyLong_AsVoidPtr(arg);
+    if (!own)
+        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "no batch"), NULL);
+    sc_batch_free(own);
+    free(own);
+    Py_RETURN_NONE;
+}
+
 /* wait(seq): this thread waits for a device batch's bytes. */
 static PyObject *core_wait(core_loader *self, PyObject *args)
 {
@@ -456,6 +494,31 @@ static PyObject *core_report(core_loader *self, PyObject *args)
     if (rc != SC_OK)
         return core_raise(rc, sc_last_error(self->ld));
     return core_summary(&r);
+}
+
+/*
+ * plan_batches(epoch) -> batches per rank of `epoch`'s plan, computed here
+ * (as rank 0 does) with no plan before it: the job's first epoch, or any
+ * epoch in global mode, without beginning it.
+ */
+static PyObject *core_plan_batches(core_loader *self, PyObject *arg)
+{
+    unsigned long long epoch = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || !core_open(self))
+        return NULL;
+    sc_plan_params p;
+    sc_plan *plan = NULL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_dataset_plan_params(sc_loader_dataset(self->ld), &self->cfg,
+                                    (uint32_t)self->size, epoch, &p);
+    if (rc == SC_OK)
+        CORE_UNLOCKED(self, rc = sc_plan_create(&p, NULL, &plan, &err));
+    if (rc != SC_OK)
+        return core_raise(rc, err.msg);
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    sc_plan_free(plan);
+    return PyLong_FromUnsignedLongLong(in.batches_per_rank);
 }
 
 /* skip_rest() -> samples: ends the epoch early (sc_epoch_skip_rest). */
@@ -509,6 +572,8 @@ static PyMethodDef core_loader_methods[] = {
     {"report", (PyCFunction)core_report, METH_VARARGS, "report(epoch, wait) -> dict"},
     {"checkpoint", (PyCFunction)core_checkpoint, METH_NOARGS, "this rank's record"},
     {"skip_rest", (PyCFunction)core_skip_rest, METH_NOARGS, "end the epoch early"},
+    {"detach", (PyCFunction)core_detach, METH_VARARGS, "detach(seq) -> handle"},
+    {"plan_batches", (PyCFunction)core_plan_batches, METH_O, "an epoch's batches, planned here"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -524,7 +589,14 @@ static PyObject *core_device(core_loader *self, void *closure)
     return PyLong_FromLong(self->ld ? sc_loader_device(self->ld) : -1);
 }
 
+static PyObject *core_global_mode(core_loader *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->cfg.mode == SC_SHUFFLE_GLOBAL);
+}
+
 static PyGetSetDef core_loader_getset[] = {
+    {"global_mode", (getter)core_global_mode, NULL, "SC_SHUFFLE=global", NULL},
     {"resumed_epoch", (getter)core_resumed, NULL, "the epoch to begin after resume", NULL},
     {"depth", (getter)core_depth, NULL, "ring slots (SC_PREFETCH_BATCHES)", NULL},
     {"device", (getter)core_device, NULL, "the loader's device, -1 for host", NULL},
@@ -576,6 +648,7 @@ static PyObject *core_launcher_check(PyObject *mod, PyObject *settings)
 
 static PyMethodDef core_methods[] = {
     {"features", core_features, METH_NOARGS, "what this build of the library has"},
+    {"free_detached", core_free_detached, METH_O, "frees a detached batch"},
     {"launcher_check", core_launcher_check, METH_O,
      "refuses a launcher that started more processes than MPI_COMM_WORLD holds"},
     {NULL, NULL, 0, NULL},

@@ -25,6 +25,7 @@ import collections.abc
 import sys
 import threading
 import warnings
+import weakref
 
 from mpi4py import MPI
 
@@ -70,15 +71,19 @@ class _Slot:
     """A ring slot's claim: alive while its batch or any array or tensor made
     from it is.  When the last goes, the slot is queued for release; the
     loader gives it back at its next call (never from here: this may run on
-    any thread, inside any call)."""
+    any thread, inside any call).  Detached at close (the memory is then
+    the claim's own), it frees the memory instead."""
 
-    __slots__ = ("_loader", "_seq")
+    __slots__ = ("_loader", "_seq", "_detached", "__weakref__")
 
     def __init__(self, loader, seq):
-        self._loader, self._seq = loader, seq
+        self._loader, self._seq, self._detached = loader, seq, None
 
     def __del__(self):
-        self._loader._gone.append(self._seq)  # list.append is atomic
+        if self._detached is not None:
+            _core.free_detached(self._detached)
+        else:
+            self._loader._gone.append(self._seq)  # list.append is atomic
 
 
 class _View:
@@ -124,7 +129,8 @@ class Batch(collections.abc.Mapping):
         self.copied = not isinstance(owner, _Slot)  # fresh memory, not the ring
 
     def _check(self):
-        if self._loader._closed and not self.copied:
+        if (self._loader._closed and isinstance(self._owner, _Slot)
+                and self._owner._detached is None):
             raise ValueError(f"epoch {self.epoch} batch {self.index}: the loader is closed "
                              "and its buffers are freed")
         if self._owner is None:
@@ -389,6 +395,7 @@ class Loader:
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._closed, self._raised = False, False
         self._gone = []  # seqs of the slots whose last claim is gone, to release
+        self._slots = weakref.WeakValueDictionary()  # seq -> its claim, while alive
         self._live = 0   # slots handed out and not released
         if abort_on_error:
             _hook_exits()
@@ -403,8 +410,10 @@ class Loader:
                         for name, dtype, shape, vlen in _call(self._c.fields)]
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
         self._epoch = self._more = None  # the epoch begun, and whether batches are left
+        self._set = None  # the epoch set_epoch named, until its pass begins
         self._next_epoch, self._left = None, 0
         self._warned_copy = False
+        self._global = self._c.global_mode  # its plans need no plan before them
         self.info = None
         self._note_types()
 
@@ -480,7 +489,7 @@ class Loader:
             self._warn_copy()
         else:
             self._live += 1
-            owner = _Slot(self, seq)
+            owner = self._slots[seq] = _Slot(self, seq)
         return Batch(self, seq, epoch, index, size, padded, device, ids, bufs, owner)
 
     def _warn_copy(self):
@@ -511,11 +520,19 @@ class Loader:
 
     def set_epoch(self, epoch):
         """The epoch `for batch in loader` iterates next (DistributedSampler's
-        habit; without it each iteration begins the epoch after the last)."""
+        habit; without it each iteration begins the epoch after the last).
+        Another epoch while one is in progress (a break) ends that one, its
+        batches left skipped by the caller, with a warning."""
         if self._more and epoch != self._epoch:
-            raise ValueError(f"epoch {self._epoch} still has batches: finish it first "
-                             "(loader.finish_epoch() skips the rest)")
-        self._next_epoch = epoch
+            self._end_broken_pass(f"set_epoch({epoch})")
+        self._next_epoch, self._set = epoch, epoch
+
+    def _end_broken_pass(self, why):
+        warnings.warn(f"shardcache: rank {self.rank}: {why} while epoch {self._epoch} has "
+                      f"{self._left} batches left (a break?): they are skipped, and its verdict "
+                      f"counts them as skipped by the caller (loader.epoch({self._epoch}) or "
+                      f"set_epoch({self._epoch}) first goes on with them instead)", stacklevel=3)
+        self.finish_epoch()
 
     def _current(self):
         if self._more:
@@ -526,15 +543,26 @@ class Loader:
         return self._next_epoch
 
     def __iter__(self):
-        return iter(self.epoch(self._current()))
+        """A pass over the epoch set_epoch named, else the next one.  A new
+        pass after a break in the last one ends it (as DataLoader begins a
+        fresh pass), unless set_epoch named it again."""
+        if self._more and self._set != self._epoch:
+            self._end_broken_pass("a new pass over the loader")
+        epoch, self._set = self._current(), None
+        return iter(self.epoch(epoch))
 
     def __len__(self):
         """Batches this rank gets in the epoch `for batch in loader` runs
-        next (it begins that epoch: the plan is needed to know)."""
+        next: the ones left of an epoch in progress; else its plan's, computed
+        here without beginning it (the first epoch, or global mode), or by
+        beginning it (a resumed epoch; sticky mode after the first)."""
         e = self._current()
-        if not (self._more and self._epoch == e):
-            self.epoch(e)
-            self._next_epoch = e
+        if self._more and self._epoch == e:
+            return self._left
+        if self.resumed_epoch is None and (self._epoch is None or self._global):
+            return self._do(self._c.plan_batches, e)
+        self.epoch(e)
+        self._next_epoch = e
         return self._left
 
     def finish_epoch(self):
@@ -560,6 +588,7 @@ class Loader:
         (and the caller caught), it closes quietly."""
         if self._closed:
             return
+        self._keep_held()
         self._closed = True
         _Exit.loaders.pop(id(self), None)
         try:
@@ -567,6 +596,22 @@ class Loader:
         except Error:
             if not self._raised:
                 raise
+
+    def _keep_held(self):
+        """Batches still held (a tensor kept past the loop) keep their memory
+        past the close: detached from the ring, freed with their last tensor."""
+        try:
+            self._reap()
+        except Error:
+            return  # the loader failed: its close frees what it has
+        for seq, slot in list(self._slots.items()):
+            if self._c_device >= 0:
+                break  # device memory goes with the loader (documented)
+            try:
+                slot._detached = self._c.detach(seq)
+            except _core.Error:
+                continue
+            self._live -= 1
 
     def __enter__(self):
         return self

@@ -1227,6 +1227,26 @@ int sc_batch_release(sc_loader *ld, sc_batch *batch)
     return sc_batch_release_on(ld, batch, NULL);
 }
 
+int sc_batch_detach(sc_loader *ld, sc_batch *batch)
+{
+    if (!ld || !batch || batch->detached)
+        return SC_EINVAL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc__stream_detach(ld->stream, batch, &batch->detached, &err);
+    if (rc != SC_OK)
+        ld->err = err; /* the batch stays held; the loader goes on */
+    return rc;
+}
+
+int sc_batch_free(sc_batch *batch)
+{
+    if (!batch || !batch->detached)
+        return SC_EINVAL;
+    sc__stream_detached_free(batch->detached);
+    memset(batch, 0, sizeof *batch);
+    return SC_OK;
+}
+
 int sc_batch_wait(sc_loader *ld, const sc_batch *batch)
 {
     if (!ld || !batch)

@@ -122,6 +122,11 @@ int sc__dev_identity(sc__dev *d, char id[SC__DEV_ID_BYTES], sc_error *err)
     return d->ops ? d->ops->identity(d->device, id, err) : SC_OK;
 }
 
+int sc__dev_has_device(const sc__dev *d)
+{
+    return d && d->ops;
+}
+
 int sc__dev_host_alloc(sc__dev *d, size_t bytes, void **out, sc_error *err)
 {
     bytes = bytes ? bytes : 1;

@@ -45,6 +45,8 @@ int sc__dev_identity(sc__dev *d, char id[SC__DEV_ID_BYTES], sc_error *err);
 
 /* Staging memory: pinned with a device, page-aligned without. */
 int sc__dev_host_alloc(sc__dev *d, size_t bytes, void **out, sc_error *err);
+/* 1 when d has a device backend (host memory then comes from it, not malloc). */
+int sc__dev_has_device(const sc__dev *d);
 void sc__dev_host_free(sc__dev *d, void *p);
 
 /* Device memory (only with a device in use). */

@@ -84,6 +84,15 @@ int sc__stream_status(sc__stream *s);
 int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error *err);
 
 /*
+ * A held host batch's memory handed to the caller: the slot gets new memory
+ * and is free again, the batch keeps its addresses (b->offsets now points
+ * into *out, which owns it all: sc__stream_detached_free).  SC_ENOTSUP for
+ * a ring with a device (its memory is the device's).
+ */
+int sc__stream_detach(sc__stream *s, sc_batch *b, void **out, sc_error *err);
+void sc__stream_detached_free(void *d);
+
+/*
  * The caller has taken every batch of `epoch` (the oldest queued): returns
  * the ids the remainder policy dropped (valid until the next call) and the
  * epoch's counts, and retires the epoch.

@@ -612,6 +612,31 @@ static void test_misuse_is_an_error(void **state)
     assert_int_equal(done.batches, info.batches);
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
+    /*
+     * Detached: the batch keeps its memory past the loader's close (the
+     * Python package detaches what tensors still hold at close); the ring
+     * goes on with new memory in that slot.
+     */
+    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
+    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
+    kept = malloc(b[0].bytes[0]);
+    assert_non_null(kept);
+    memcpy(kept, b[0].data[0], b[0].bytes[0]);
+    memcpy(kept_ids, b[0].ids, b[0].size * sizeof *kept_ids);
+    assert_int_equal(sc_batch_free(&b[0]), SC_EINVAL); /* not detached */
+    assert_int_equal(sc_batch_detach(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_batch_detach(ld, &b[0]), SC_EINVAL);
+    assert_int_equal(sc_batch_release(ld, &b[0]), SC_EINVAL); /* the loader's no more */
+    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK)
+        assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
+    assert_int_equal(rc, SC_END_OF_EPOCH);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+    assert_memory_equal(b[0].data[0], kept, b[0].bytes[0]);
+    assert_memory_equal(b[0].ids, kept_ids, b[0].size * sizeof *kept_ids);
+    assert_int_equal(sc_batch_free(&b[0]), SC_OK);
+    free(kept);
+
     snprintf(c.source, sizeof c.source, "%s/missing.h5", dir);
     c.device = SC_DEVICE_HOST;
     assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EIO);

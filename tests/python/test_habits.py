@@ -211,3 +211,19 @@ def test_ctrl_c_while_waiting_keeps_the_batch(dataset, cache_dir):
         assert loader.verdict(0).ok
         counts = all_ids(ids)
         assert counts.min() == 1 and counts.max() == 1
+
+
+def test_tensors_kept_past_close_stay_theirs(dataset, cache_dir):
+    """Metrics computed after the with-block: kept tensors read freed ring
+    memory (ids out of range, wrong labels), silently."""
+    images, labels = source(dataset)
+    with open_loader(dataset, cache_dir, prefetch_batches=8) as loader:
+        kept, last = [], None
+        for batch in loader.epoch(0):
+            kept.append((batch.ids, batch["labels"]))
+            last = batch
+    junk = [np.ones(1 << 20, dtype=np.uint8) for _ in range(8)]  # reuse freed memory
+    for ids, y in kept:
+        np.testing.assert_array_equal(y.numpy(), labels[ids.numpy()])
+    np.testing.assert_array_equal(last.numpy("images"), images[last.ids.numpy()])
+    del junk, kept, last  # frees the detached memory (valgrind and ASan would see a leak)
