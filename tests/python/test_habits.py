@@ -227,3 +227,37 @@ def test_tensors_kept_past_close_stay_theirs(dataset, cache_dir):
         np.testing.assert_array_equal(y.numpy(), labels[ids.numpy()])
     np.testing.assert_array_equal(last.numpy("images"), images[last.ids.numpy()])
     del junk, kept, last  # frees the detached memory (valgrind and ASan would see a leak)
+
+
+def test_len_then_set_epoch_of_a_later_start(dataset, cache_dir):
+    """len() began epoch 0, so set_epoch(3) (resuming a schedule) raised."""
+    with open_loader(dataset, cache_dir) as loader:
+        n = len(loader)
+        loader.set_epoch(3)
+        assert sum(1 for _ in loader) == n == loader.info["batches"]
+        assert loader.verdict(3).ok
+
+
+def test_a_new_pass_after_a_break_is_the_next_epoch(dataset, cache_dir):
+    """A max-steps loop went on in epoch 0 pass after pass, silently."""
+    with open_loader(dataset, cache_dir) as loader:
+        for p in range(3):
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                for k, batch in enumerate(loader):
+                    if k == 1:
+                        break
+            assert batch.epoch == p
+            assert (p == 0) == (not any("a break?" in str(w.message) for w in seen))
+        del batch
+        loader.finish_epoch()
+        assert loader.verdict(0).caller_skipped > 0 and not loader.verdict(0).ok
+        # set_epoch of the same epoch goes on with it instead.
+        loader.set_epoch(3)
+        for k, batch in enumerate(loader):
+            if k == 0:
+                break
+        loader.set_epoch(3)
+        rest = sum(1 for _ in loader)
+        assert rest == loader.info["batches"] - 1
+        assert loader.verdict(3).ok
