@@ -977,8 +977,10 @@ static int loader_begin_allowed(sc_loader *ld, uint64_t epoch)
                           (unsigned long long)(ld->nb - ld->delivered));
     if (ld->started && epoch != ld->cur + 1)
         return sc__seterr(&ld->err, SC_EINVAL,
-                          "rank %d: epoch %llu begun after epoch %llu: epochs go in order",
-                          ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur);
+                          "rank %d: epoch %llu begun after epoch %llu: epochs go in order, "
+                          "one after another: the next is %llu",
+                          ld->rank, (unsigned long long)epoch, (unsigned long long)ld->cur,
+                          (unsigned long long)ld->cur + 1);
     if (ld->resume.pending && epoch != ld->resume.epoch)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: resumed in epoch %llu: begin that epoch first, not %llu",
@@ -1492,6 +1494,21 @@ const char *sc_last_error(const sc_loader *ld)
 
 /* ---- close -------------------------------------------------------------------- */
 
+/*
+ * At close, rank 0 names every epoch that was not exactly-once, so that a
+ * job whose loop never asked for a verdict (a rank that ran fewer epochs,
+ * an epoch left in the middle) does not end as if all were well.
+ */
+static void loader_say_failed_epochs(sc_loader *ld)
+{
+    for (uint64_t i = 0; ld->rank == 0 && ld->started && i < ld->nreps; i++) {
+        const sc_exactly_once *v = &ld->reps[i].exactly_once;
+        if (v->verified && !v->ok)
+            sc__log(ld->cfg.log_level, SC__LOG_WARN, 0, "at close: epoch %llu was not "
+                    "exactly-once: %s", (unsigned long long)v->epoch, v->detail);
+    }
+}
+
 int sc_loader_close(sc_loader *ld)
 {
     if (!ld)
@@ -1538,8 +1555,11 @@ int sc_loader_close(sc_loader *ld)
         }
         for (uint64_t e = ld->started ? ld->first : 0; e < all[1]; e++) {
             sc_exactly_once v;
-            sc__ledger_result(ld->ledger, e, 1, &v, NULL);
+            sc_epoch_summary *rep = loader_report_of(ld, e);
+            if (sc__ledger_result(ld->ledger, e, 1, &v, NULL) == SC_OK && v.verified && rep)
+                rep->exactly_once = v;
         }
+        loader_say_failed_epochs(ld);
         /* Every rank is here: the transfers end together (a collective). */
         sc__peer_close(ld->peer);
         ld->peer = NULL;

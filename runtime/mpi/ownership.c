@@ -618,7 +618,8 @@ static void ownership_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_
     if (t[FAILED]) {
         v->ok = 0;
         snprintf(v->detail, sizeof v->detail,
-                 "%llu rank(s) abandoned epoch %llu after an error; see their messages",
+                 "%llu rank(s) abandoned epoch %llu (closed before its end, or after an error: see "
+                 "their messages)",
                  (unsigned long long)t[FAILED], (unsigned long long)s->epoch);
         return;
     }

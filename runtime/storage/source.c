@@ -502,7 +502,9 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
         else if (n != ds->nsamples)
             return sc__seterr(err, SC_EINVAL,
                               "source '%s': field '%s' has %llu samples but '%s' "
-                              "has %llu; fields must share their first dimension",
+                              "has %llu; fields must share their first dimension: name "
+                              "the sample fields in SC_FIELDS (a metadata dataset such "
+                              "as a class list is then left alone)",
                               ds->path, names.names[i], (unsigned long long)n,
                               names.names[0], (unsigned long long)ds->nsamples);
     }
