@@ -396,7 +396,7 @@ static void cache_remove_stale(const sc_cache *c)
         snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
         if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
             continue;
-        if (sc__cachedir_remove(path) == 0)
+        if (sc__cachedir_remove(path, (uint64_t)st.st_dev, (uint64_t)st.st_ino, -1) == 0)
             sc__log(c->log_level, SC__LOG_INFO, c->rank,
                     "removed '%s': the private cache of process %ld, which is gone", path, pid);
     }
@@ -549,7 +549,7 @@ int sc_cache_close(sc_cache *c)
         return SC_OK;
     /* A private directory is cold and nobody else's: it goes, before its lock. */
     if (c->private_dir)
-        (void)sc__cachedir_remove_held(c->dir);
+        (void)sc__cachedir_remove(c->dir, 0, 0, c->lock_fd);
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);
