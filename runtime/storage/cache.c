@@ -473,8 +473,13 @@ int sc__cache_make_room(const sc_dataset *ds, const sc__cache_site *site, const 
     char root[SC_PATH_MAX];
     if (!cfg->cache_bytes || sc_cache_root(cfg, root, sizeof root) != SC_OK)
         return SC_OK;
-    /* What the node's caches of this dataset may come to hold: the dataset, or their caps. */
-    uint64_t want = ds->sample_bytes * ds->nsamples, caps;
+    /*
+     * What the node's caches of this dataset may come to hold: the dataset,
+     * or their caps (the room made is this less what they hold already).
+     */
+    uint64_t want, caps;
+    if (__builtin_mul_overflow(ds->sample_bytes, ds->nsamples, &want))
+        want = UINT64_MAX;
     if (cfg->cache_bytes != SC_CACHE_AUTO &&
         !__builtin_mul_overflow(cfg->cache_bytes, (uint64_t)site->local_size, &caps) &&
         caps < want)

@@ -357,15 +357,20 @@ int sc_cache_remove(const char *path, int *removed, sc_error *err)
 typedef struct cachedir_set {
     sc_cache_dir_info *d;
     size_t n, cap;
-    uint64_t keep, bytes; /* bytes: every listed directory's */
+    uint64_t keep, held; /* held: the bytes keep's own directories hold already */
     int oom;
 } cachedir_set;
 
-/* Keeps what could be evicted: this user's idle directories of another dataset. */
+/*
+ * Keeps what could be evicted: this user's idle directories of another
+ * dataset; and sums what keep's shared directories hold (a private one
+ * goes at its process's close).
+ */
 static int cachedir_gather(const sc_cache_dir_info *d, void *arg)
 {
     cachedir_set *s = arg;
-    s->bytes += d->bytes;
+    if (d->fingerprint == s->keep && !d->pid)
+        s->held += d->bytes;
     if (!d->mine || d->in_use || d->fingerprint == s->keep)
         return 0;
     if (s->n == s->cap) {
@@ -431,7 +436,10 @@ uint64_t sc__cachedir_make_room(const char *root, uint64_t keep, uint64_t want, 
         return 0;
     cachedir_set s = {.keep = keep};
     sc_cache_list(root, cachedir_gather, &s, NULL);
-    qsort(s.d, s.n, sizeof *s.d, cachedir_older);
+    /* What this dataset's caches hold already is no room to make (a warm job evicts nothing). */
+    want = want > s.held ? want - s.held : 0;
+    if (s.n)
+        qsort(s.d, s.n, sizeof *s.d, cachedir_older);
     for (size_t i = 0; i < s.n && room + freed < want; i++) {
         const sc_cache_dir_info *d = &s.d[i];
         char when[32] = "-";
@@ -442,10 +450,11 @@ uint64_t sc__cachedir_make_room(const char *root, uint64_t keep, uint64_t want, 
         strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&t));
         sc__log(log_level, SC__LOG_WARN, rank,
                 "removed the cache '%s' (%.1f MiB of '%s', last used %s), the least recently "
-                "used one of another dataset: this dataset's cache wants %.1f MiB and %.1f MiB "
-                "were free above the %d%% reserve of the filesystem", d->path,
-                (double)d->bytes / (1 << 20), d->source[0] ? d->source : "?", when,
-                (double)want / (1 << 20), (double)room / (1 << 20), SC_CACHE_RESERVE_PCT);
+                "used one of another dataset: this dataset's cache wants %.1f MiB more than its "
+                "%.1f MiB and %.1f MiB were free above the %d%% reserve of the filesystem",
+                d->path, (double)d->bytes / (1 << 20), d->source[0] ? d->source : "?", when,
+                (double)want / (1 << 20), (double)s.held / (1 << 20), (double)room / (1 << 20),
+                SC_CACHE_RESERVE_PCT);
     }
     free(s.d);
     return freed;

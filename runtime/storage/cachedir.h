@@ -57,9 +57,10 @@ void sc__cachedir_note_source(const char *dir, const char *source, int mode);
 int sc__cachedir_space(const char *root, uint64_t *size, uint64_t *avail);
 
 /*
- * Makes `want` bytes free above the reserve (SC_CACHE_RESERVE_PCT of the
- * filesystem) under root by removing whole idle cache directories of this
- * user and another fingerprint than `keep`, least recently used first;
+ * Makes `want` bytes, less what the cache directories of fingerprint
+ * `keep` under root hold already, free above the reserve
+ * (SC_CACHE_RESERVE_PCT of the filesystem) by removing whole idle cache
+ * directories of this user and another fingerprint, least recently used first;
  * never one a live process holds.  Each removal is logged (rank, level).
  * Returns the bytes of the directories removed.
  */
