@@ -88,7 +88,8 @@ typedef struct sc_cache_dir_info {
     int mine;                    /* this user's (another's is never removed) */
     int source_changed;          /* its source's stamp moved, or the source is gone */
     int owner_gone;              /* a private directory whose process is gone */
-    uint64_t reserved[8];
+    uint64_t dev, ino;           /* the directory listed: a removal refuses any other */
+    uint64_t reserved[6];
 } sc_cache_dir_info;
 
 /*

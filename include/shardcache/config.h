@@ -85,7 +85,8 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
 
 /*
  * SC_SHARD_SIZE=auto (the default): the shard size from the dataset alone,
- * sc_shard_size_auto() of its sample count and a sample's bytes, resolved
+ * sc_shard_size_auto() of its sample count and a sample's bytes, rounded
+ * to whole chunks of a file's compressed fields (docs/api.md), resolved
  * when the dataset opens (sc_dataset_info.shard_size says what it chose).
  */
 #define SC_SHARD_AUTO UINT64_MAX
@@ -174,7 +175,9 @@ SC_API uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes);
  * of n samples has at least min(n, 256) shards.  At least 1.  A pure
  * function of the dataset, never of the world size: every rank, and every
  * later job on another number of ranks, cuts the same shards, so caches,
- * fingerprints and checkpoints carry across.
+ * fingerprints and checkpoints carry across.  A dataset's open then rounds
+ * it to whole chunks of a file's compressed fields (docs/api.md), which
+ * this function, knowing no file, does not.
  */
 SC_API uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes);
 

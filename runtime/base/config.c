@@ -320,6 +320,37 @@ uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes)
     return size ? size : 1;
 }
 
+static uint64_t config_gcd(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+uint64_t sc__shard_chunk_unit(uint64_t sample_bytes, const uint64_t *rows,
+                              const uint64_t *cost, int n)
+{
+    uint64_t unit = 0, b = sample_bytes ? sample_bytes : 1, tried = 0, lcm, bytes;
+    for (int k = 0; k < n && k < 64; k++) {
+        int best = -1;
+        for (int i = 0; i < n && i < 64; i++)
+            if (!(tried >> i & 1) && rows[i] && (best < 0 || cost[i] > cost[best]))
+                best = i;
+        if (best < 0)
+            break;
+        tried |= UINT64_C(1) << best;
+        /* A field whose chunks no shard of at most 64 MiB aligns with stays cut. */
+        if (!__builtin_mul_overflow(unit ? unit / config_gcd(unit, rows[best]) : 1, rows[best],
+                                    &lcm) &&
+            !__builtin_mul_overflow(lcm, b, &bytes) && bytes <= SC_SHARD_AUTO_MAX_BYTES)
+            unit = lcm;
+    }
+    return unit;
+}
+
 int sc__cache_root(char *buf, size_t n)
 {
     const char *base = getenv("SLURM_TMPDIR");

@@ -396,7 +396,7 @@ static void cache_remove_stale(const sc_cache *c)
         snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
         if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
             continue;
-        if (sc__cachedir_remove(path) == 0)
+        if (sc__cachedir_remove(path, (uint64_t)st.st_dev, (uint64_t)st.st_ino, -1) == 0)
             sc__log(c->log_level, SC__LOG_INFO, c->rank,
                     "removed '%s': the private cache of process %ld, which is gone", path, pid);
     }
@@ -473,8 +473,13 @@ int sc__cache_make_room(const sc_dataset *ds, const sc__cache_site *site, const 
     char root[SC_PATH_MAX];
     if (!cfg->cache_bytes || sc_cache_root(cfg, root, sizeof root) != SC_OK)
         return SC_OK;
-    /* What the node's caches of this dataset may come to hold: the dataset, or their caps. */
-    uint64_t want = ds->sample_bytes * ds->nsamples, caps;
+    /*
+     * What the node's caches of this dataset may come to hold: the dataset,
+     * or their caps (the room made is this less what they hold already).
+     */
+    uint64_t want, caps;
+    if (__builtin_mul_overflow(ds->sample_bytes, ds->nsamples, &want))
+        want = UINT64_MAX;
     if (cfg->cache_bytes != SC_CACHE_AUTO &&
         !__builtin_mul_overflow(cfg->cache_bytes, (uint64_t)site->local_size, &caps) &&
         caps < want)
@@ -549,7 +554,7 @@ int sc_cache_close(sc_cache *c)
         return SC_OK;
     /* A private directory is cold and nobody else's: it goes, before its lock. */
     if (c->private_dir)
-        (void)sc__cachedir_remove_held(c->dir);
+        (void)sc__cachedir_remove(c->dir, 0, 0, c->lock_fd);
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* releases the flock */
     sc__evict_free(c->ev);

@@ -23,52 +23,130 @@
 #include "error.h"
 #include "log.h"
 
+static int cachedir_same(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
+}
+
 int sc__cachedir_lock_is_path(int fd, const char *lock)
 {
     struct stat held, now;
-    return fstat(fd, &held) == 0 && lstat(lock, &now) == 0 && held.st_ino == now.st_ino &&
-           held.st_dev == now.st_dev;
+    return fstat(fd, &held) == 0 && lstat(lock, &now) == 0 && cachedir_same(&held, &now);
 }
 
-int sc__cachedir_lock(const char *dir, int how)
+/*
+ * The lock of the directory open at dfd, taken without waiting: the fd,
+ * -1 if a live process holds it, -2 if it has none (LOCK_EX makes it).
+ */
+static int cachedir_lock_at(int dfd, int how)
 {
-    char lock[SC_PATH_MAX + 128];
-    snprintf(lock, sizeof lock, "%s/lock", dir);
     /* To remove, there is always a lock to hold: made if missing. */
-    int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (how == LOCK_EX ? O_CREAT : 0), 0600);
+    int fd = openat(dfd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (how == LOCK_EX ? O_CREAT : 0),
+                    0600);
+    struct stat held, now;
     if (fd < 0)
         return -2;
-    if (flock(fd, how | LOCK_NB) == 0 && sc__cachedir_lock_is_path(fd, lock))
+    if (flock(fd, how | LOCK_NB) == 0 && fstat(fd, &held) == 0 &&
+        fstatat(dfd, "lock", &now, AT_SYMLINK_NOFOLLOW) == 0 && cachedir_same(&held, &now))
         return fd;
     close(fd);
     return -1;
 }
 
-int sc__cachedir_remove_held(const char *dir)
+/* Directory `name` under rootfd, never through a symlink (ELOOP or ENOTDIR). */
+static int cachedir_open_at(int rootfd, const char *name)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char file[SC_PATH_MAX + 384];
-    while (d && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock")) {
-            snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
-            unlink(file); /* never a directory: entries are files */
-        }
-    }
-    if (d)
-        closedir(d);
-    snprintf(file, sizeof file, "%s/lock", dir);
-    unlink(file);
-    return rmdir(dir);
+    return openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-int sc__cachedir_remove(const char *dir)
+/*
+ * Whether the directory open at dfd is the one to remove: this user's,
+ * and the one listed (dev, ino), or the one whose lock `held` is.
+ */
+static int cachedir_is_it(int dfd, uint64_t dev, uint64_t ino, int held)
 {
-    int fd = sc__cachedir_lock(dir, LOCK_EX);
-    if (fd < 0)
-        return 1;
-    int rc = sc__cachedir_remove_held(dir), why = errno;
-    close(fd);
+    struct stat st, lock, mine;
+    if (fstat(dfd, &st) != 0 || st.st_uid != getuid())
+        return 0;
+    if (held >= 0)
+        return fstat(held, &mine) == 0 &&
+               fstatat(dfd, "lock", &lock, AT_SYMLINK_NOFOLLOW) == 0 && cachedir_same(&mine, &lock);
+    return (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
+}
+
+/*
+ * Empties the directory open at dfd (`name` under rootfd) and removes it:
+ * each entry unlinked where it is (a symlink is removed, never followed;
+ * a subdirectory is none of ours and stays, and with it the directory),
+ * the lock last (an opener that finds it gone tries again), then the
+ * directory, if `name` is still it.  0, or -1 (errno; ENOTEMPTY: a job
+ * made files in it meanwhile).
+ */
+static int cachedir_empty_at(int rootfd, const char *name, int dfd)
+{
+    int fd = dup(dfd);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    struct dirent *e;
+    struct stat was, now;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock"))
+            unlinkat(dfd, e->d_name, 0);
+    closedir(d);
+    unlinkat(dfd, "lock", 0);
+    if (fstat(dfd, &was) != 0 || fstatat(rootfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0)
+        return -1;
+    if (!cachedir_same(&was, &now)) {
+        errno = ESTALE; /* swapped meanwhile: what is there now is not ours to remove */
+        return -1;
+    }
+    return unlinkat(rootfd, name, AT_REMOVEDIR);
+}
+
+/* Splits dir into its root (opened, following a link: the user's own choice) and name. */
+static int cachedir_open_root(const char *dir, const char **name)
+{
+    char root[SC_PATH_MAX + 64];
+    const char *slash = strrchr(dir, '/');
+    if (strlen(dir) >= sizeof root) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    snprintf(root, sizeof root, "%.*s", slash ? (int)(slash - dir) : 1, slash ? dir : ".");
+    *name = slash ? slash + 1 : dir;
+    return open(slash == dir ? "/" : root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/*
+ * Every removal of a cache directory works on descriptors: the name is
+ * opened once, never through a symlink, and checked to be the directory
+ * listed and this user's; from then on nothing is looked up by path, so
+ * a name swapped for a symlink to another directory (by anyone who can
+ * write the root) costs nothing but this removal.
+ */
+int sc__cachedir_remove(const char *dir, uint64_t dev, uint64_t ino, int held)
+{
+    const char *name;
+    int rootfd = cachedir_open_root(dir, &name), rc = -1, why;
+    int dfd = rootfd < 0 ? -1 : cachedir_open_at(rootfd, name);
+    int fd = held;
+    if (dfd >= 0 && !cachedir_is_it(dfd, dev, ino, held))
+        errno = EPERM; /* another user's, or not the directory listed */
+    else if (dfd >= 0 && held < 0 && (fd = cachedir_lock_at(dfd, LOCK_EX)) < 0)
+        rc = 1; /* a live process holds it */
+    else if (dfd >= 0)
+        rc = cachedir_empty_at(rootfd, name, dfd);
+    why = errno;
+    if (fd >= 0 && fd != held)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    if (rootfd >= 0)
+        close(rootfd);
     if (rc != 0 && why == ENOTEMPTY)
         return 1; /* a job made it again meanwhile: in use after all */
     errno = why;
@@ -132,13 +210,14 @@ void sc__cachedir_note_source(const char *dir, const char *source, int mode)
  * its stamp (a note from before inodes and change times were kept has the
  * size and mtime only, and is judged by them).
  */
-static void cachedir_read_source(sc_cache_dir_info *d)
+static void cachedir_read_source(sc_cache_dir_info *d, int dfd)
 {
-    char meta[sizeof d->path + 16];
     unsigned long long was[4], now[4];
     struct stat st;
-    snprintf(meta, sizeof meta, "%s/source", d->path);
-    FILE *f = fopen(meta, "r");
+    int fd = openat(dfd, "source", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (!f && fd >= 0)
+        close(fd);
     d->source[0] = '\0';
     if (f && fgets(d->source, sizeof d->source, f))
         d->source[strcspn(d->source, "\n")] = '\0';
@@ -163,10 +242,13 @@ static void cachedir_read_source(sc_cache_dir_info *d)
 }
 
 /* Its entries, their bytes and the latest use. */
-static void cachedir_count(sc_cache_dir_info *d)
+static void cachedir_count(sc_cache_dir_info *d, int dfd)
 {
-    DIR *dir = opendir(d->path);
+    int fd = dup(dfd);
+    DIR *dir = fd < 0 ? NULL : fdopendir(fd);
     struct dirent *e;
+    if (!dir && fd >= 0)
+        close(fd);
     while (dir && (e = readdir(dir))) {
         struct stat st;
         if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
@@ -182,23 +264,48 @@ static void cachedir_count(sc_cache_dir_info *d)
         closedir(dir);
 }
 
+/*
+ * Opens a listed directory into *dfd, never through a symlink, and tells
+ * it in *st: 1, or 0 if it is no directory.  Another user's unreadable
+ * one is told by lstat alone (*dfd -1).
+ */
+static int cachedir_open_listed(const char *path, int *dfd, struct stat *st)
+{
+    *dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*dfd < 0)
+        return errno == EACCES && lstat(path, st) == 0 && S_ISDIR(st->st_mode);
+    if (fstat(*dfd, st) == 0)
+        return 1;
+    close(*dfd);
+    *dfd = -1;
+    return 0;
+}
+
 int sc__cachedir_describe(const char *root, const char *name, sc_cache_dir_info *d)
 {
     struct stat st;
+    int dfd;
     memset(d, 0, sizeof *d);
     if (!cachedir_parse_name(name, d) ||
         (size_t)snprintf(d->path, sizeof d->path, "%s/%s", root, name) >= sizeof d->path ||
-        lstat(d->path, &st) != 0 || !S_ISDIR(st.st_mode))
+        !cachedir_open_listed(d->path, &dfd, &st))
         return 0;
+    /* Told of the directory opened: a removal refuses any other at its name. */
+    d->dev = (uint64_t)st.st_dev;
+    d->ino = (uint64_t)st.st_ino;
     d->mine = st.st_uid == getuid();
-    int fd = sc__cachedir_lock(d->path, LOCK_SH); /* looking only: a job can still take it */
+    /* Another user's unreadable one is listed by name and owner alone. */
+    int fd = dfd < 0 ? -2 : cachedir_lock_at(dfd, LOCK_SH); /* looking: a job can take it */
     d->in_use = fd == -1;
     /* A private dir's lock dies with its process (another user's cannot be told). */
     d->owner_gone = d->mine && d->pid > 0 && fd != -1;
     if (fd >= 0)
         close(fd);
-    cachedir_read_source(d);
-    cachedir_count(d);
+    if (dfd >= 0) {
+        cachedir_read_source(d, dfd);
+        cachedir_count(d, dfd);
+        close(dfd);
+    }
     return 1;
 }
 
@@ -234,10 +341,11 @@ int sc_cache_remove(const char *path, int *removed, sc_error *err)
         *slash = '\0';
     int is = d && sc__cachedir_describe(slash == root ? "/" : root, slash + 1, d);
     int mine = is && d->mine;
+    uint64_t dev = mine ? d->dev : 0, ino = mine ? d->ino : 0;
     free(d);
     if (!mine)
         return sc__seterr(err, SC_EINVAL, "'%s' is not a cache directory of this user", path);
-    int rc = sc__cachedir_remove(path);
+    int rc = sc__cachedir_remove(path, dev, ino, -1);
     if (rc < 0)
         return sc__seterr(err, SC_EIO, "cannot remove '%s': %s", path, strerror(errno));
     *removed = rc == 0;
@@ -249,15 +357,20 @@ int sc_cache_remove(const char *path, int *removed, sc_error *err)
 typedef struct cachedir_set {
     sc_cache_dir_info *d;
     size_t n, cap;
-    uint64_t keep, bytes; /* bytes: every listed directory's */
+    uint64_t keep, held; /* held: the bytes keep's own directories hold already */
     int oom;
 } cachedir_set;
 
-/* Keeps what could be evicted: this user's idle directories of another dataset. */
+/*
+ * Keeps what could be evicted: this user's idle directories of another
+ * dataset; and sums what keep's shared directories hold (a private one
+ * goes at its process's close).
+ */
 static int cachedir_gather(const sc_cache_dir_info *d, void *arg)
 {
     cachedir_set *s = arg;
-    s->bytes += d->bytes;
+    if (d->fingerprint == s->keep && !d->pid)
+        s->held += d->bytes;
     if (!d->mine || d->in_use || d->fingerprint == s->keep)
         return 0;
     if (s->n == s->cap) {
@@ -323,21 +436,25 @@ uint64_t sc__cachedir_make_room(const char *root, uint64_t keep, uint64_t want, 
         return 0;
     cachedir_set s = {.keep = keep};
     sc_cache_list(root, cachedir_gather, &s, NULL);
-    qsort(s.d, s.n, sizeof *s.d, cachedir_older);
+    /* What this dataset's caches hold already is no room to make (a warm job evicts nothing). */
+    want = want > s.held ? want - s.held : 0;
+    if (s.n)
+        qsort(s.d, s.n, sizeof *s.d, cachedir_older);
     for (size_t i = 0; i < s.n && room + freed < want; i++) {
         const sc_cache_dir_info *d = &s.d[i];
         char when[32] = "-";
         time_t t = (time_t)d->last_use;
-        if (sc__cachedir_remove(d->path) != 0)
+        if (sc__cachedir_remove(d->path, d->dev, d->ino, -1) != 0)
             continue; /* taken by a job meanwhile, or not removable: the next */
         freed += d->bytes;
         strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&t));
         sc__log(log_level, SC__LOG_WARN, rank,
                 "removed the cache '%s' (%.1f MiB of '%s', last used %s), the least recently "
-                "used one of another dataset: this dataset's cache wants %.1f MiB and %.1f MiB "
-                "were free above the %d%% reserve of the filesystem", d->path,
-                (double)d->bytes / (1 << 20), d->source[0] ? d->source : "?", when,
-                (double)want / (1 << 20), (double)room / (1 << 20), SC_CACHE_RESERVE_PCT);
+                "used one of another dataset: this dataset's cache wants %.1f MiB more than its "
+                "%.1f MiB and %.1f MiB were free above the %d%% reserve of the filesystem",
+                d->path, (double)d->bytes / (1 << 20), d->source[0] ? d->source : "?", when,
+                (double)want / (1 << 20), (double)s.held / (1 << 20), (double)room / (1 << 20),
+                SC_CACHE_RESERVE_PCT);
     }
     free(s.d);
     return freed;

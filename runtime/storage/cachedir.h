@@ -14,13 +14,6 @@
 #include "shardcache.h"
 
 /*
- * The lock of cache directory `dir`, taken without waiting (`how`: LOCK_SH
- * to look, LOCK_EX to remove; LOCK_EX makes a missing lock file): the fd,
- * held until closed; -1 if a live process holds it, -2 if it has none.
- */
-int sc__cachedir_lock(const char *dir, int how);
-
-/*
  * Whether the lock fd holds is still the file at `lock`: removers unlink
  * the lock last, and a lock taken on a file no longer at its path is no
  * lock on the directory.
@@ -28,22 +21,23 @@ int sc__cachedir_lock(const char *dir, int how);
 int sc__cachedir_lock_is_path(int fd, const char *lock);
 
 /*
- * Removes a cache directory whose lock this process holds: its files
- * (never a subdirectory), the lock last (an opener that finds it gone
- * tries again), then the directory.  0, or -1 (errno; ENOTEMPTY: a job
- * made files in it meanwhile).
+ * Removes cache directory `dir` while holding its lock: its files (never
+ * a subdirectory, never through a symlink), the lock last (an opener
+ * that finds it gone tries again), then the directory.  The one removal
+ * of a cache directory.  It works on descriptors only: `dir` is opened
+ * without following a link and must be this user's and the directory
+ * listed (dev, ino), or, when this process holds its lock already
+ * (`held`, else -1), the one that lock is in.  0 removed; 1 a live
+ * process holds it (or made it again meanwhile); -1 not removed (errno:
+ * ELOOP or ENOTDIR a symlink, EPERM another user's or another directory
+ * than the one listed).
  */
-int sc__cachedir_remove_held(const char *dir);
-
-/*
- * Takes the lock of cache directory `dir` and removes it: 0 removed,
- * 1 a live process holds it, -1 an error (errno).
- */
-int sc__cachedir_remove(const char *dir);
+int sc__cachedir_remove(const char *dir, uint64_t dev, uint64_t ino, int held);
 
 /*
  * 1 and *d filled when `name` under root is a cache directory
- * (shardcache-<16 hex>-l<rank>[-p<pid>], a real directory); else 0.
+ * (shardcache-<16 hex>-l<rank>[-p<pid>], a real directory, not a
+ * symlink); else 0.  d->dev and d->ino identify it for a removal.
  */
 int sc__cachedir_describe(const char *root, const char *name, sc_cache_dir_info *d);
 
@@ -63,9 +57,10 @@ void sc__cachedir_note_source(const char *dir, const char *source, int mode);
 int sc__cachedir_space(const char *root, uint64_t *size, uint64_t *avail);
 
 /*
- * Makes `want` bytes free above the reserve (SC_CACHE_RESERVE_PCT of the
- * filesystem) under root by removing whole idle cache directories of this
- * user and another fingerprint than `keep`, least recently used first;
+ * Makes `want` bytes, less what the cache directories of fingerprint
+ * `keep` under root hold already, free above the reserve
+ * (SC_CACHE_RESERVE_PCT of the filesystem) by removing whole idle cache
+ * directories of this user and another fingerprint, least recently used first;
  * never one a live process holds.  Each removal is logged (rank, level).
  * Returns the bytes of the directories removed.
  */

@@ -16,6 +16,7 @@
 
 #include "chunks.h"
 #include "augment.h"
+#include "config.h"
 #include "decode.h"
 #include "error.h"
 #include "h5.h"
@@ -379,6 +380,24 @@ static int source_check_decoder(const char *path, hid_t d, const sc__field *f,
 }
 
 /*
+ * The samples a chunk of dataset d holds when it is chunked and filtered
+ * (compressed): a shard that cuts through one decompresses all of it.
+ * 0 for any other layout.  The caller holds the HDF5 lock.
+ */
+static uint64_t source_chunk_rows(hid_t d)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t cdims[H5S_MAX_RANK];
+    uint64_t rows = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+                            H5Pget_nfilters(dcpl) > 0 && H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) > 0
+                        ? (uint64_t)cdims[0]
+                        : 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return rows;
+}
+
+/*
  * Layout A: the decoder's check for each field (every rank: they refuse
  * alike) and, on rank 0, its note and a warning for each compressed field
  * whose chunks the shards split, since every shard that touches a chunk
@@ -391,25 +410,19 @@ static int source_note_chunks(const sc_dataset *ds, const sc_config *cfg, sc_err
                                       err);
         if (rc != SC_OK)
             return rc;
-        if (ds->rank != 0)
-            continue;
-        hid_t dcpl = H5Dget_create_plist(ds->dset[i]);
-        hsize_t cdims[H5S_MAX_RANK];
-        if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
-            H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) > 0 && ds->shard_size % cdims[0] != 0)
+        uint64_t rows = ds->rank == 0 ? source_chunk_rows(ds->dset[i]) : 0;
+        if (rows && ds->shard_size % rows != 0)
             sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
                     "source '%s': field '%s' is compressed in chunks of %llu rows, and "
                     "shards of %llu samples cut through them: each shard that shares a chunk "
                     "decompresses all of it; SC_SHARD_SIZE=%llu (any multiple of %llu) aligns "
                     "them, for stage (--shard-size) and the job alike (another shard size is "
                     "another cache)",
-                    ds->path, ds->fields[i].name, (unsigned long long)cdims[0],
+                    ds->path, ds->fields[i].name, (unsigned long long)rows,
                     (unsigned long long)ds->shard_size,
-                    (unsigned long long)(ds->shard_size < cdims[0] ? cdims[0]
-                                         : ds->shard_size / cdims[0] * cdims[0]),
-                    (unsigned long long)cdims[0]);
-        if (dcpl >= 0)
-            H5Pclose(dcpl);
+                    (unsigned long long)(ds->shard_size < rows ? rows
+                                                               : ds->shard_size / rows * rows),
+                    (unsigned long long)rows);
     }
     return SC_OK;
 }
@@ -451,13 +464,27 @@ static uint64_t source_mean_bytes(const sc_dataset *ds, const sc__field *f, int 
 /*
  * SC_SHARD_SIZE, or for auto sc_shard_size_auto() of the scan: the samples
  * and the source's mean sample bytes (before any transform, so that the cut
- * is the source's alone).  Every rank computes it from the same scan.
+ * is the source's alone), in layout A rounded down to whole chunks of its
+ * compressed fields (at least one: ds->chunk_unit, sc__shard_chunk_unit).
+ * Every rank computes it from the same scan and the file's own chunking.
+ * The caller holds the HDF5 lock.
  */
-static uint64_t source_shard_size(const sc_dataset *ds, const sc_config *cfg)
+static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
 {
     if (cfg->shard_size != SC_SHARD_AUTO)
         return cfg->shard_size;
-    return sc_shard_size_auto(ds->nsamples, source_mean_bytes(ds, ds->fields, ds->nfields));
+    uint64_t b = source_mean_bytes(ds, ds->fields, ds->nfields), rows[SC_MAX_FIELDS] = {0},
+             cost[SC_MAX_FIELDS] = {0};
+    uint64_t size = sc_shard_size_auto(ds->nsamples, b);
+    for (int i = 0; ds->layout == 'A' && i < ds->nfields; i++)
+        if ((rows[i] = source_chunk_rows(ds->dset[i])) &&
+            __builtin_mul_overflow(rows[i], ds->fields[i].sample_bytes, &cost[i]))
+            cost[i] = UINT64_MAX;
+    uint64_t unit = ds->chunk_unit = sc__shard_chunk_unit(b, rows, cost, ds->nfields);
+    if (!unit)
+        return size;
+    size = size < unit ? unit : size / unit * unit;
+    return size < ds->nsamples || !ds->nsamples ? size : ds->nsamples;
 }
 
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, bytes *fp,
@@ -1343,13 +1370,16 @@ static const char *source_bytes_words(uint64_t n, char *buf, size_t len)
 static void source_note_auto(const sc_dataset *ds, const sc_config *cfg)
 {
     uint64_t b = source_mean_bytes(ds, ds->fields, ds->nfields);
-    char each[32], shard[32];
+    char each[32], shard[32], chunks[64] = "";
+    if (ds->chunk_unit)
+        snprintf(chunks, sizeof chunks, ", whole compressed chunks of %llu rows",
+                 (unsigned long long)ds->chunk_unit);
     sc__log(cfg->log_level, SC__LOG_WARN, 0,
             "source '%s': shard size %llu samples (SC_SHARD_SIZE=auto: %llu samples of %s, "
-            "%llu shards of up to %s; the rule is in docs/api.md)",
+            "%llu shards of up to %s%s; the rule is in docs/api.md)",
             ds->path, (unsigned long long)ds->shard_size, (unsigned long long)ds->nsamples,
             source_bytes_words(b, each, sizeof each), (unsigned long long)ds->nshards,
-            source_bytes_words(b * ds->shard_size, shard, sizeof shard));
+            source_bytes_words(b * ds->shard_size, shard, sizeof shard), chunks);
 }
 
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)

@@ -57,6 +57,7 @@ struct sc_dataset {
     sc__field fields[SC_MAX_FIELDS];
     int nfields;
     uint64_t nsamples, nshards, shard_size, sample_bytes;
+    uint64_t chunk_unit; /* SC_SHARD_SIZE=auto: the chunk rows shard_size is a multiple of, or 0 */
     uint64_t *shard_sizes; /* [nshards] */
     uint64_t *shard_first; /* [nshards + 1] */
     uint64_t fingerprint;

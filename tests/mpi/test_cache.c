@@ -576,7 +576,8 @@ static void make_old_cache(const char *root, int k, long bytes, time_t when, cha
  * rank removes whole old caches of other datasets, least recently used
  * first, until this dataset fits above the 10% reserve, skipping one a
  * live job holds (its lock taken here as a job takes it); every rank's
- * capacity is then its share of the room.  Unbounded (0) removes none.
+ * capacity is then its share of the room.  Unbounded (0) removes none,
+ * and neither does a job whose dataset the node's caches hold already.
  */
 static void test_default_bound_evicts_old_caches(void **state)
 {
@@ -630,6 +631,19 @@ static void test_default_bound_evicts_old_caches(void **state)
         read_checked(c, ds, k, &b);
     sc_cache_get_stats(c, &st);
     assert_true(st.bytes_cached <= st.capacity);
+    sc_cache_close(c);
+
+    /*
+     * The next job of this dataset: its caches hold all of it already, so
+     * no room is wanted and the old caches left (no longer held) stay.
+     */
+    MPI_Barrier(MPI_COMM_WORLD);
+    SC_ASSERT_OK(sc_cache_open(ds, MPI_COMM_WORLD, &cfg, &c, &err), &err);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        assert_int_equal(access(old[1], F_OK), 0);
+        assert_int_equal(access(old[3], F_OK), 0);
+    }
     sc_cache_close(c);
     sc_dataset_close(ds);
     unsetenv("SC_TEST_CACHE_FS");

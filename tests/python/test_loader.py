@@ -8,6 +8,7 @@ message, and checkpoint/resume: mid-epoch on the same ranks, and after an
 epoch on a different number of ranks, every sample exactly once.
 """
 import os
+import re
 
 import h5py
 import numpy as np
@@ -369,3 +370,32 @@ def test_default_shard_size_fits_the_small_set(dataset, cache_dir):
     assert e.value.status == "SC_EINVAL"
     assert f"{SAMPLES} samples in 334 shards of at most 3 cannot give each of {SIZE}" \
         in e.value.message
+
+
+@pytest.mark.parametrize("samples,rows", [(100_000, 64), (1_000, 100)])
+def test_default_shard_size_keeps_compressed_chunks_whole(shared_dir, cache_dir, capfd,
+                                                          samples, rows):
+    """SC_SHARD_SIZE=auto on an h5py gzip file in chunks of `rows` samples:
+    a multiple of the chunk rows (384 of 64, 261 shards; one chunk of 100
+    for 1,000 samples, 10 shards: the chunk wins over 256 shards), so no
+    shard decompresses a chunk another shard also decompresses, and no
+    warning of shards cutting through chunks."""
+    path = os.path.join(shared_dir, f"chunked-{samples}.h5")
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            f.create_dataset("x", data=np.arange(samples * 4, dtype=np.int32).reshape(-1, 4),
+                             chunks=(rows, 4), compression="gzip")
+            f.create_dataset("y", data=np.arange(samples, dtype=np.int64), chunks=(rows,),
+                             compression="gzip")
+    COMM.Barrier()
+    capfd.readouterr()
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=4, log=1):
+        pass
+    err = capfd.readouterr().err
+    if RANK == 0:
+        chosen = re.search(r"shard size (\d+) samples \(SC_SHARD_SIZE=auto", err)
+        assert chosen, err
+        size = int(chosen.group(1))
+        assert size % rows == 0 and size >= rows, err
+        assert size == (384 if samples == 100_000 else 100), err
+        assert "cut through" not in err, err

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "sc_test.h"
 
 static void test_defaults_and_env(void **state)
@@ -177,6 +178,29 @@ static void test_print_lists_every_setting(void **state)
     free(text);
 }
 
+/*
+ * auto's chunk unit: the compressed fields' chunk rows, the costliest
+ * chunk first, joined while one unit of samples stays within 64 MiB.
+ */
+static void test_shard_chunk_unit(void **state)
+{
+    (void)state;
+    const uint64_t none[2] = {0, 0}, same[2] = {64, 64}, two[2] = {100, 64};
+    const uint64_t h5py[2] = {6250, 1563}, cost[2] = {50000, 100032}, tie[2] = {5, 5};
+    assert_int_equal(sc__shard_chunk_unit(24, none, tie, 2), 0);    /* nothing compressed */
+    assert_int_equal(sc__shard_chunk_unit(24, same, tie, 2), 64);
+    assert_int_equal(sc__shard_chunk_unit(24, two, tie, 2), 1600);  /* both: their lcm */
+    /* The lcm (9,768,750 samples of 72 bytes) is over 64 MiB: the costlier one alone. */
+    assert_int_equal(sc__shard_chunk_unit(72, h5py, cost, 2), 1563);
+    assert_int_equal(sc__shard_chunk_unit(72, h5py, tie, 2), 6250); /* a tie: the first */
+    assert_int_equal(sc__shard_chunk_unit(UINT64_C(1) << 20, two + 1, tie, 1), 64); /* 64 MiB */
+    /* A chunk of 1,000 samples of 1 MiB is over 64 MiB: the byte bound wins. */
+    const uint64_t big[1] = {1000};
+    assert_int_equal(sc__shard_chunk_unit(UINT64_C(1) << 20, big, tie, 1), 0);
+    const uint64_t huge[2] = {UINT64_C(1) << 40, (UINT64_C(1) << 40) - 1};
+    assert_int_equal(sc__shard_chunk_unit(1, huge, tie, 2), 0); /* no overflow */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -184,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_bad_values_are_errors),
         cmocka_unit_test(test_shuffle_window),
         cmocka_unit_test(test_shard_size_auto),
+        cmocka_unit_test(test_shard_chunk_unit),
         cmocka_unit_test(test_print_lists_every_setting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
