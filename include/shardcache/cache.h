@@ -81,7 +81,7 @@ typedef struct sc_cache_dir_info {
     char source[SC_PATH_MAX];    /* its `source` note's path; "" if none */
     uint64_t fingerprint;
     int local_rank;
-    long pid;                    /* a private directory's process, else 0 */
+    int64_t pid;                 /* a private directory's process, else 0 */
     uint64_t entries, bytes;     /* its entries and their files' bytes */
     int64_t last_use;            /* its files' latest mtime (an open rewrites `source`) */
     int in_use;                  /* a live process holds its lock */

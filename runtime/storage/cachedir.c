@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,7 @@ static int cachedir_parse_name(const char *name, sc_cache_dir_info *d)
         return 1;
     int more = (int)strspn(name + end + 2, digits);
     return !strncmp(name + end, "-p", 2) && more && !name[end + 2 + more] &&
-           sscanf(name + end + 2, "%ld", &d->pid) == 1 && d->pid > 0;
+           sscanf(name + end + 2, "%" SCNd64, &d->pid) == 1 && d->pid > 0;
 }
 
 /* A file's stamp as the note keeps it: size, mtime (s), inode, change time (ns). */
