@@ -29,7 +29,7 @@ import weakref
 
 from mpi4py import MPI
 
-from . import _core, _launch
+from . import _ahead, _core, _launch
 
 __all__ = ["Loader", "Batch", "Error", "Verdict", "features", "init_torch_distributed"]
 
@@ -352,13 +352,16 @@ class _Epoch:
         return self
 
     def __len__(self):
-        return self._loader._left if self._loader._epoch == self.epoch else 0
+        ld = self._loader
+        if ld._epoch != self.epoch:
+            return 0
+        return ld._left + (ld._ahead.inflight if ld._ahead else 0)
 
     def __next__(self):
         if self._done or self._loader._epoch != self.epoch:
             self._done = True
             raise StopIteration
-        batch = self._loader._take()
+        batch = self._loader._next_for_loop()
         if batch is None:
             self._done = True
             raise StopIteration
@@ -372,7 +375,9 @@ class Loader:
 
     resume: every rank's state_dict() of the checkpointed job (a list, in
     any order; on another number of ranks too); then begin at
-    loader.resumed_epoch.  abort_on_error: on more than one rank, an
+    loader.resumed_epoch.  batch_transform: a callable run on each batch on
+    a thread ahead of the loop (batch_transform_ahead results wait at most);
+    the loop gets what it returns.  abort_on_error: on more than one rank, an
     uncaught exception on any rank, or a rank leaving mid-epoch, ends the
     job with MPI_Abort instead of a hang.  transform: a C transform by name,
     "LIBRARY.so:FUNCTION" (an sc_transform_factory), given the text
@@ -380,7 +385,8 @@ class Loader:
     """
 
     def __init__(self, comm=None, resume=None, abort_on_error=True, transform=None,
-                 transform_arg=None, **settings):
+                 transform_arg=None, batch_transform=None, batch_transform_ahead=2,
+                 **settings):
         comm = MPI.COMM_WORLD if comm is None else comm
         env = {}
         for key, value in settings.items():
@@ -394,6 +400,9 @@ class Loader:
             records = [s["record"] if isinstance(s, dict) else bytes(s) for s in resume]
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._closed, self._raised = False, False
+        self._lock = threading.Lock()  # one C call at a time (batch_transform's thread)
+        self._fn, self._fn_depth, self._ahead = batch_transform, batch_transform_ahead, None
+        self._record = None  # with batch_transform: the record after the loop's last batch
         self._gone = []  # seqs of the slots whose last claim is gone, to release
         self._slots = weakref.WeakValueDictionary()  # seq -> its claim, while alive
         self._live = 0   # slots handed out and not released
@@ -443,10 +452,28 @@ class Loader:
     def _do(self, fn, *args):
         """A loader call; its error, once raised, is not raised again by close()."""
         try:
-            return _call(fn, *args)
+            with self._lock:
+                return _call(fn, *args)
         except Error:
             self._raised = True
             raise
+
+    def _next_for_loop(self):
+        """The loop's next batch: taken here, or batch_transform's next result."""
+        if self._ahead is None:
+            return self._take()
+        got = self._ahead.get()
+        if got is None:
+            return None
+        out, self._record = got
+        return out
+
+    def _stop_ahead(self):
+        """Ends batch_transform's thread; the batches it took and the loop
+        never got count as delivered (at most batch_transform_ahead + 1)."""
+        if self._ahead is not None:
+            self._ahead.stop()
+            self._ahead = None
 
     def _reap(self):
         """Gives back the slots no batch or tensor holds any more."""
@@ -512,9 +539,13 @@ class Loader:
                              f"loader.epoch({self._epoch}) goes on with them, "
                              "loader.finish_epoch() skips the rest")
         if epoch != self._epoch or not self._more:
+            self._stop_ahead()
             self._reap()
             self.info = self._do(self._c.begin, epoch)
             self._epoch, self._more, self._left = epoch, True, self.info["batches"]
+        if self._fn is not None and (self._ahead is None or self._ahead.done):
+            self._record = self._do(self._c.checkpoint)
+            self._ahead = _ahead.Ahead(self, self._fn, self._fn_depth)
         self._next_epoch = epoch + 1
         return _Epoch(self, epoch)
 
@@ -558,7 +589,7 @@ class Loader:
         beginning it (a resumed epoch; sticky mode after the first)."""
         e = self._current()
         if self._more and self._epoch == e:
-            return self._left
+            return len(_Epoch(self, e))
         if self.resumed_epoch is None and (self._epoch is None or self._global):
             return self._do(self._c.plan_batches, e)
         self.epoch(e)
@@ -570,6 +601,7 @@ class Loader:
         not handed out, and the verdict counts their samples as skipped by
         the caller (not as delivered)."""
         if self._more:
+            self._stop_ahead()
             self._reap()
             self._do(self._c.skip_rest)
             self._more, self._left = False, 0
@@ -579,8 +611,11 @@ class Loader:
         return Verdict(self._do(self._c.report, epoch, wait))
 
     def state_dict(self):
-        """This rank's position: save every rank's with the model."""
-        return {"rank": self.rank, "size": self.size, "record": self._do(self._c.checkpoint)}
+        """This rank's position: save every rank's with the model.  With a
+        batch_transform, the position after the last batch the loop got."""
+        ahead = self._ahead is not None and not self._ahead.done
+        record = self._record if ahead else self._do(self._c.checkpoint)
+        return {"rank": self.rank, "size": self.size, "record": record}
 
     def close(self):
         """Collective: every rank calls it (a with-block does, and so does
@@ -588,6 +623,7 @@ class Loader:
         (and the caller caught), it closes quietly."""
         if self._closed:
             return
+        self._stop_ahead()
         self._keep_held()
         self._closed = True
         _Exit.loaders.pop(id(self), None)

@@ -261,3 +261,45 @@ def test_a_new_pass_after_a_break_is_the_next_epoch(dataset, cache_dir):
         rest = sum(1 for _ in loader)
         assert rest == loader.info["batches"] - 1
         assert loader.verdict(3).ok
+
+
+def test_a_python_callable_per_batch_runs_ahead(dataset, cache_dir):
+    """batch_transform: fn(batch) on a thread ahead of the loop; the loop gets
+    its results, and a checkpoint says what the loop got, not what the thread
+    took (resumed, every sample exactly once)."""
+    import threading
+    images, labels = source(dataset)
+    threads = set()
+
+    def fn(batch):
+        threads.add(threading.get_ident())
+        return (batch["images"].float() / 255, batch["labels"],
+                batch.ids[:batch.size - batch.padded].clone())
+
+    settings = dict(remainder="pad", batch_transform=fn, batch_transform_ahead=3)
+    with open_loader(dataset, cache_dir, **settings) as loader:
+        it = loader.epoch(0)
+        n, got = len(it), []
+        for k, (x, y, ids) in enumerate(it):
+            full = ids.numpy()
+            np.testing.assert_array_equal(y.numpy()[:len(full)], labels[full])
+            np.testing.assert_allclose(x.numpy()[:len(full)], images[full] / np.float32(255))
+            got.extend(full.tolist())
+            if k == 2:
+                state = loader.state_dict()  # the thread has taken more by now
+                break
+        assert threading.get_ident() not in threads and n > 3
+    states = COMM.allgather(state)
+    with open_loader(dataset, cache_dir, resume=states, **settings) as loader:
+        for x, y, ids in loader.epoch(0):
+            got.extend(ids.tolist())
+        assert loader.verdict(0).ok
+    counts = all_ids(got)
+    assert counts.min() == 1 and counts.max() == 1
+
+    def bad(batch):
+        raise RuntimeError(f"augment failed on batch {batch.index}")
+    with open_loader(dataset, cache_dir, batch_transform=bad) as loader:
+        with pytest.raises(RuntimeError, match="augment failed on batch 0"):
+            next(iter(loader.epoch(0)))
+        loader.finish_epoch()
