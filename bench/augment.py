@@ -12,6 +12,9 @@ and Normalize(CIFAR's mean and std) into float32 NCHW batches.
   - shardcache: Loader(augment=...) with 1 and 2 producers, one rank; an
     epoch to fill the cache, then E epochs timed; and the same loader
     without SC_AUGMENT (the copy alone) for reference;
+  - shardcache with batch_transform: the same pipeline as a Python callable
+    per batch (torch ops on the whole batch, run on the package's thread
+    ahead of the loop), 1 and 2 producers;
   - torchvision: a map-style Dataset over the images already in memory (no
     I/O at all: only the transforms and the collation are timed), the
     transforms applied per sample on tensors, DataLoader(batch_size=256,
@@ -44,10 +47,24 @@ def make(path, n):
         f["labels"] = rng.integers(0, 10, n, dtype=np.int64)
 
 
-def shardcache_rate(path, cache, producers, epochs, augment):
+def cifar_batch(batch):
+    """CIFAR's pipeline on a whole uint8 batch in torch: pad 4, a random 32x32
+    crop and a coin-flip mirror per sample, /255, normalize."""
+    x = torch.nn.functional.pad(batch["images"], (4, 4, 4, 4))
+    b = x.shape[0]
+    rows = torch.randint(0, 9, (b, 1)) + torch.arange(32)
+    cols = torch.randint(0, 9, (b, 1)) + torch.arange(32)
+    x = x[torch.arange(b)[:, None, None, None], torch.arange(3)[None, :, None, None],
+          rows[:, None, :, None], cols[:, None, None, :]]
+    x = torch.where((torch.rand(b) < 0.5)[:, None, None, None], x.flip(-1), x)
+    mean, std = torch.tensor(MEAN)[:, None, None], torch.tensor(STD)[:, None, None]
+    return {"images": (x.float() / 255 - mean) / std, "labels": batch["labels"]}
+
+
+def shardcache_rate(path, cache, producers, epochs, augment, fn=None):
     with shardcache.Loader(source=path, cache_dir=cache, batch_size=BATCH, shard_size=1024,
                            shuffle="global", producers=producers, prefetch_batches=8,
-                           augment=augment, log=0) as loader:
+                           augment=augment, batch_transform=fn, log=0) as loader:
         for _ in loader.epoch(0):  # fills the cache
             pass
         n, t0 = 0, time.perf_counter()
@@ -55,7 +72,7 @@ def shardcache_rate(path, cache, producers, epochs, augment):
             for batch in loader.epoch(e):
                 x = batch["images"]
                 x[0, 0, 0, 0].item()
-                n += batch.size
+                n += x.shape[0]
         return n / (time.perf_counter() - t0), tuple(x.shape), str(x.dtype)
 
 
@@ -105,6 +122,10 @@ def main():
                                            aug)
             what = "shardcache SC_AUGMENT" if aug else "shardcache, no augmentation"
             rows.append((what, f"{p} producer{'s' * (p > 1)}", r, shape, dt))
+        r, shape, dt = shardcache_rate(path, os.path.join(a.dir, f"cache{p}"), p, a.epochs, "",
+                                       cifar_batch)
+        rows.append(("shardcache batch_transform (Python, per batch)",
+                     f"{p} producer{'s' * (p > 1)} + 1 thread", r, shape, dt))
     for w in (1, 2):
         r, shape, dt = torchvision_rate(images, labels, w, a.epochs)
         rows.append(("torchvision DataLoader", f"{w} worker{'s' * (w > 1)}", r, shape, dt))
