@@ -26,7 +26,7 @@ int ex_ckpt_save(MPI_Comm comm, const char *dir, sc_loader *ld, const float *w, 
 {
     int rank, bad = 0;
     MPI_Comm_rank(comm, &rank);
-    unsigned char rec[SC_CHECKPOINT_BYTES];
+    unsigned char rec[SC_CHECKPOINT_MAX_BYTES];
     size_t len = 0;
     char path[4096];
     if (sc_loader_checkpoint(ld, rec, sizeof rec, &len) != SC_OK) {
@@ -47,7 +47,7 @@ int ex_ckpt_load(MPI_Comm comm, const char *dir, sc_loader *ld, float *w, size_t
     int rank, n = 0, bad = 0;
     MPI_Comm_rank(comm, &rank);
     enum { MAXR = 4096 };
-    static unsigned char recs[MAXR][SC_CHECKPOINT_BYTES];
+    static unsigned char *recs[MAXR]; /* each at most SC_CHECKPOINT_MAX_BYTES */
     const void *ptrs[MAXR];
     size_t lens[MAXR];
     char path[4096];
@@ -55,9 +55,12 @@ int ex_ckpt_load(MPI_Comm comm, const char *dir, sc_loader *ld, float *w, size_t
         for (; n < MAXR; n++) {
             snprintf(path, sizeof path, "%s/ckpt-r%d.bin", dir, n);
             FILE *f = fopen(path, "rb");
-            if (!f)
+            if (!f || !(recs[n] = malloc(SC_CHECKPOINT_MAX_BYTES))) {
+                if (f)
+                    fclose(f);
                 break;
-            lens[n] = fread(recs[n], 1, SC_CHECKPOINT_BYTES, f);
+            }
+            lens[n] = fread(recs[n], 1, SC_CHECKPOINT_MAX_BYTES, f);
             ptrs[n] = recs[n];
             fclose(f);
         }
@@ -72,10 +75,14 @@ int ex_ckpt_load(MPI_Comm comm, const char *dir, sc_loader *ld, float *w, size_t
         bad = bad || !n;
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+    if (!bad)
+        MPI_Bcast(w, (int)nw, MPI_FLOAT, 0, comm);
+    int rc = bad ? SC_EINVAL : sc_loader_resume(ld, ptrs, lens, n, epoch);
+    for (int i = 0; i < n; i++)
+        free(recs[i]);
     if (bad)
         return -1;
-    MPI_Bcast(w, (int)nw, MPI_FLOAT, 0, comm);
-    if (sc_loader_resume(ld, ptrs, lens, n, epoch) != SC_OK) {
+    if (rc != SC_OK) {
         fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
         return -1;
     }

@@ -325,13 +325,19 @@ SC_API int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
 /*
  * Checkpoint and resume.
  *
- * sc_loader_checkpoint writes this rank's position into buf (at most
- * SC_CHECKPOINT_BYTES): a small, versioned, self-checking record of the
- * epoch, the batches taken in it, and every input the rank's schedule
- * depends on (seed, mode, exchange, remainder, batch size, shuffle window,
- * dataset fingerprint, world size).  Take it between batches, on every
- * rank, and save all of them with the model: every batch handed out so far
- * counts as consumed.  Local; never waits.
+ * sc_loader_checkpoint writes this rank's position into buf and its
+ * length into *len: a small, versioned, self-checking record of the epoch,
+ * the batches taken in it, and every input the rank's schedule depends on
+ * (seed, mode, exchange, remainder, batch size, shuffle window, dataset
+ * fingerprint, world size).  Take it between batches, on every rank, and
+ * save all of them with the model: every batch handed out so far counts as
+ * consumed.  Local; never waits.  A record is SC_CHECKPOINT_BYTES, except
+ * in an epoch resumed on another number of ranks, where it names the
+ * samples this rank has left explicitly: up to SC_CHECKPOINT_MAX_BYTES
+ * (245 ranges of the epoch's original schedules; a rank whose share needs
+ * more gets SC_ENOTSUP saying so, and can checkpoint at the epoch's end).
+ * A buffer of SC_CHECKPOINT_MAX_BYTES always suffices; a smaller one too
+ * small for the record is SC_EINVAL, with *len the size needed.
  *
  * sc_loader_resume, right after sc_loader_open and before any epoch, takes
  * the records of all ranks of the checkpointed job (rank 0's copies count;
@@ -341,13 +347,14 @@ SC_API int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
  * of ranks every rank continues at exactly its next batch; on another, the
  * samples not yet consumed are dealt out again across the new ranks, each
  * exactly once, with equal batch counts; later epochs are planned for the
- * new size (sticky mode starts a new chain).  The epoch's verdict covers
- * both runs.  Records of different epochs, jobs or datasets, or taken with
- * other settings, are refused naming the difference.  Collective.
- * (A checkpoint inside an epoch resumed on another number of ranks is
- * refused with SC_ENOTSUP; take it once that epoch has ended.)
+ * new size (sticky mode starts a new chain).  An epoch resumed on another
+ * number of ranks can be checkpointed and resumed again, on any number of
+ * ranks, any number of times.  The epoch's verdict covers all the runs.
+ * Records of different epochs, jobs, runs or datasets, or taken with other
+ * settings, are refused naming the difference.  Collective.
  */
 #define SC_CHECKPOINT_BYTES 128
+#define SC_CHECKPOINT_MAX_BYTES 4096
 SC_API int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len);
 SC_API int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens,
                             int nblobs, uint64_t *epoch);

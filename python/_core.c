@@ -545,7 +545,7 @@ static PyObject *core_checkpoint(core_loader *self, PyObject *unused)
     (void)unused;
     if (!core_open(self))
         return NULL;
-    unsigned char rec[SC_CHECKPOINT_BYTES];
+    unsigned char rec[SC_CHECKPOINT_MAX_BYTES];
     size_t len = 0;
     int rc = sc_loader_checkpoint(self->ld, rec, sizeof rec, &len);
     if (rc != SC_OK)

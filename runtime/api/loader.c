@@ -15,6 +15,7 @@
  * every later call returns the same status.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "device.h"
 #include "error.h"
 #include "fault.h"
+#include "hash.h"
 #include "log.h"
 #include "mpierr.h"
 #include "node.h"
@@ -143,7 +145,8 @@ struct sc_loader {
         sc__resume state;
         uint64_t epoch;
         uint64_t offset;     /* batches of its schedule consumed before (same world) */
-        int resliced;        /* dealt out again (another world): no checkpoint inside it */
+        int resliced;        /* dealt out again (another world): `share` is this rank's */
+        sc__share share;     /* what its checkpoints name as left */
         int happened;        /* this loader resumed (at `epoch`) */
     } resume;
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
@@ -363,6 +366,9 @@ static int loader_begin_resumed(sc_loader *ld, sc_error *err)
     if (rc == SC_OK)
         rc = sc__stream_push_sched(ld->stream, e, &ld->resume.state.sched, err); /* takes it */
     ld->resume.pending = 0;
+    sc__share_free(&ld->resume.share);
+    ld->resume.share = ld->resume.state.share; /* for its checkpoints */
+    memset(&ld->resume.state.share, 0, sizeof ld->resume.state.share);
     sc__resume_free(&ld->resume.state);
     return rc;
 }
@@ -1034,6 +1040,7 @@ static int loader_begin_ledger(sc_loader *ld, const rec *r, uint64_t *samples)
         rc = loader_begin_resumed(ld, &err); /* sets ld->nb */
     } else {
         ld->resume.offset = 0, ld->resume.resliced = 0;
+        sc__share_free(&ld->resume.share);
         rc = sc__ledger_begin(ld->ledger, r->plan, &err);
     }
     return rc != SC_OK ? loader_fail(ld, &err) : SC_OK;
@@ -1360,32 +1367,37 @@ int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
     if (!ld->started)
         return sc__seterr(&ld->err, SC_EINVAL,
                           "rank %d: no epoch begun yet: nothing to checkpoint", ld->rank);
-    if (cap < SC__CKPT_BYTES)
-        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: a checkpoint needs %d bytes, not %zu",
-                          ld->rank, SC__CKPT_BYTES, cap);
-    int done = ld->phase != LD_NO_EPOCH && ld->delivered == ld->nb;
+    int done = ld->phase != LD_NO_EPOCH && ld->delivered == ld->nb, rc = SC_OK;
     sc__ckpt c = {.epoch = ld->cur,
                   .consumed = ld->resume.offset + ld->delivered,
                   .rank = (uint64_t)ld->rank,
                   .world = (uint64_t)ld->size,
                   .fingerprint = ld->ds->fingerprint,
                   .nshards = ld->nshards,
-                  .batches = ld->plan_nb};
+                  .batches = ld->resume.resliced ? ld->nb : ld->plan_nb};
     sc__ckpt_settings(&ld->cfg, &c);
+    sc__piece *left = NULL;
     if (ld->resume.resliced) {
-        /* Its schedule is not its plan's: only its end can be resumed from. */
-        if (!done)
-            return sc__seterr(&ld->err, SC_ENOTSUP,
-                              "rank %d: epoch %llu was resumed on another number of ranks: "
-                              "take the checkpoint once it has ended",
-                              ld->rank, (unsigned long long)ld->cur);
-        c.epoch = ld->cur + 1, c.consumed = 0;
-        c.batches = UINT64_MAX; /* the next plan's, unknown yet: never "ended" */
+        /* Its schedule is not its plan's: the record names what it has left.
+           Testing builds can shrink the bound to reach it (SC_FAULT=ckpt-2-pieces). */
+        uint64_t max = sc__fault("ckpt-2-pieces") ? 2 : SC__CKPT_MAX_PIECES;
+        rc = sc__share_record(&ld->resume.share, ld->delivered, ld->cfg.batch_size, done, max,
+                              &c, &left, &ld->err);
     }
-    sc__ledger_flush(ld->ledger); /* the audit trail covers what the checkpoint says */
-    sc__ckpt_encode(&c, buf);
-    *len = SC__CKPT_BYTES;
-    return SC_OK;
+    size_t need = sc__ckpt_size(&c);
+    if (rc == SC_OK && cap < need) {
+        *len = need;
+        rc = sc__seterr(&ld->err, SC_EINVAL,
+                        "rank %d: this checkpoint needs %zu bytes, not %zu "
+                        "(SC_CHECKPOINT_MAX_BYTES always suffice)",
+                        ld->rank, need, cap);
+    } else if (rc == SC_OK) {
+        sc__ledger_flush(ld->ledger); /* the audit trail covers what the checkpoint says */
+        sc__ckpt_encode(&c, left, buf);
+        *len = need;
+    }
+    free(left);
+    return rc;
 }
 
 /* 1 if every record was taken after its epoch's last batch. */
@@ -1399,32 +1411,69 @@ static int loader_all_ended(const sc__ckpt *ck, int n)
 
 /*
  * Rank 0's status and checked records to every rank (`rc`: this rank's
- * status so far).  *shared: the records went out, so every rank goes on to
+ * status so far), back to back in *wire, lens[i] bytes each (rank 0's
+ * already).  *shared: the records went out, so every rank goes on to
  * compute the resumption (and agree on it); else rank 0 refused them.
  */
-static int loader_share_records(sc_loader *ld, int rc, int *n, sc__ckpt **ck,
+static int loader_share_records(sc_loader *ld, int rc, int *n, sc__ckpt **ck, uint64_t **lens,
                                 unsigned char **wire, int *shared, sc_error *err)
 {
-    int head[2] = {rc, *n};
-    SC_MPI_CHECK(err, MPI_Bcast(head, 2, MPI_INT, 0, ld->comm));
+    long long head[3] = {rc, *n, 0};
+    for (int i = 0; ld->rank == 0 && rc == SC_OK && i < *n; i++)
+        head[2] += (long long)(*lens)[i];
+    SC_MPI_CHECK(err, MPI_Bcast(head, 3, MPI_LONG_LONG, 0, ld->comm));
     if (head[0] != SC_OK)
         return rc != SC_OK ? rc
-                           : sc__seterr(err, head[0], "rank %d: rank 0 refused the checkpoints "
-                                        "(%s); its own error says why",
-                                        ld->rank, sc_status_name(head[0]));
-    *n = head[1];
+                           : sc__seterr(err, (int)head[0], "rank %d: rank 0 refused the "
+                                        "checkpoints (%s); its own error says why",
+                                        ld->rank, sc_status_name((int)head[0]));
+    *n = (int)head[1];
     if (ld->rank != 0) {
         *ck = calloc((size_t)*n, sizeof **ck);
-        *wire = malloc((size_t)*n * SC__CKPT_BYTES);
+        *lens = malloc(sizeof **lens * (size_t)*n);
+        *wire = malloc((size_t)head[2] + 1);
     }
-    int have = *ck && *wire;
+    int have = *ck && *lens && *wire;
     SC_MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, ld->comm));
     *shared = 1;
     if (!have)
         return rc != SC_OK ? rc
                            : sc__seterr(err, SC_ENOMEM, "rank %d: no memory for %d checkpoints",
                                         ld->rank, *n);
-    SC_MPI_CHECK(err, MPI_Bcast(*wire, *n * SC__CKPT_BYTES, MPI_BYTE, 0, ld->comm));
+    SC_MPI_CHECK(err, MPI_Bcast(*lens, *n, MPI_UINT64_T, 0, ld->comm));
+    SC_MPI_CHECK(err, MPI_Bcast(*wire, (int)head[2], MPI_BYTE, 0, ld->comm));
+    return rc;
+}
+
+/*
+ * Rank 0: the callers' records decoded and checked (sorted by rank), then
+ * copied back to back into *wire for the others, lens[i] bytes each.
+ */
+static int loader_read_records(sc_loader *ld, const void *const *blobs, const size_t *lens,
+                               int n, sc__ckpt **ck, uint64_t **sizes, unsigned char **wire,
+                               sc_error *err)
+{
+    *ck = calloc((size_t)(n > 0 ? n : 1), sizeof **ck);
+    *sizes = malloc(sizeof **sizes * (size_t)(n > 0 ? n : 1));
+    if (!*ck || !*sizes)
+        return sc__seterr(err, SC_ENOMEM, "rank 0: no memory for %d checkpoints", n);
+    int rc = SC_OK;
+    size_t total = 0;
+    for (int i = 0; rc == SC_OK && i < n; i++) {
+        rc = sc__ckpt_decode(blobs ? blobs[i] : NULL, lens ? lens[i] : 0, i, &(*ck)[i], err);
+        total += rc == SC_OK ? (*ck)[i].nraw : 0;
+    }
+    if (rc == SC_OK && total > INT_MAX)
+        rc = sc__seterr(err, SC_EINVAL, "%d checkpoints of %zu bytes: more than one broadcast "
+                        "carries", n, total);
+    if (rc == SC_OK)
+        rc = sc__ckpt_check(*ck, n, ld->ds, &ld->cfg, err);
+    if (rc == SC_OK && !(*wire = malloc(total + 1)))
+        rc = sc__seterr(err, SC_ENOMEM, "rank 0: no memory for %d checkpoints", n);
+    for (size_t i = 0, at = 0; rc == SC_OK && i < (size_t)n; at += (*ck)[i++].nraw) {
+        memcpy(*wire + at, (*ck)[i].raw, (*ck)[i].nraw);
+        (*sizes)[i] = (*ck)[i].nraw;
+    }
     return rc;
 }
 
@@ -1441,30 +1490,25 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
                         "any epoch", ld->rank);
     /* Rank 0's records count: it checks them, then every rank gets them. */
     sc__ckpt *ck = NULL;
+    uint64_t *sizes = NULL;
     unsigned char *wire = NULL;
     if (ld->rank == 0 && rc == SC_OK) {
         n = nblobs;
-        ck = calloc((size_t)(n > 0 ? n : 1), sizeof *ck);
-        wire = malloc((size_t)(n > 0 ? n : 1) * SC__CKPT_BYTES);
-        if (!ck || !wire)
-            rc = sc__seterr(&err, SC_ENOMEM, "rank 0: no memory for %d checkpoints", n);
-        for (int i = 0; rc == SC_OK && i < n; i++)
-            rc = sc__ckpt_decode(blobs ? blobs[i] : NULL, lens ? lens[i] : 0, i, &ck[i], &err);
-        if (rc == SC_OK)
-            rc = sc__ckpt_check(ck, n, ld->ds, &ld->cfg, &err);
-        for (int i = 0; rc == SC_OK && i < n; i++)
-            sc__ckpt_encode(&ck[i], wire + (size_t)i * SC__CKPT_BYTES);
+        rc = loader_read_records(ld, blobs, lens, n, &ck, &sizes, &wire, &err);
     }
     int shared = 0;
-    rc = loader_share_records(ld, rc, &n, &ck, &wire, &shared, &err);
+    rc = loader_share_records(ld, rc, &n, &ck, &sizes, &wire, &shared, &err);
     if (shared) {
         /* Rank 0 holds them decoded and checked already. */
-        for (int i = 0; ld->rank != 0 && rc == SC_OK && i < n; i++)
-            rc = sc__ckpt_decode(wire + (size_t)i * SC__CKPT_BYTES, SC__CKPT_BYTES, i, &ck[i],
-                                 &err);
+        size_t at = 0;
+        for (int i = 0; rc == SC_OK && i < n; at += sizes[i++])
+            if (ld->rank != 0)
+                rc = sc__ckpt_decode(wire + at, sizes[i], i, &ck[i], &err);
         if (rc == SC_OK)
             rc = sc__resume_compute(ld->ds, &ld->cfg, ck, (uint32_t)ld->size,
                                     (uint32_t)ld->rank, &ld->resume.state, &err);
+        /* The run its records name: records of another run may not be mixed in. */
+        ld->resume.state.share.run = sc__xxh64(wire, at, 0x72756e);
         rc = loader_agree(ld, rc, &err);
     }
     if (rc == SC_OK && loader_all_ended(ck, n)) {
@@ -1475,7 +1519,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         ld->resume.pending = 1;
         ld->resume.happened = 1;
         ld->resume.epoch = *epoch = ld->resume.state.epoch;
-        ld->resume.resliced = ck[0].world != (uint64_t)ld->size;
+        ld->resume.resliced = ld->resume.state.resliced;
         ld->resume.offset = ld->resume.resliced ? 0 : ck[ld->rank].consumed;
     } else {
         sc__resume_free(&ld->resume.state);
@@ -1483,6 +1527,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
             ld->err = err;
     }
     free(ck);
+    free(sizes);
     free(wire);
     return rc;
 }
@@ -1568,6 +1613,7 @@ int sc_loader_close(sc_loader *ld)
     for (int i = 0; i < NREC; i++)
         loader_rec_free(ld, &ld->recs[i]);
     sc__resume_free(&ld->resume.state);
+    sc__share_free(&ld->resume.share);
     sc_plan_free(ld->last_made);
     sc__dev_close(ld->dev);
     sc_cache_close(ld->cache);

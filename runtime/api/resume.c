@@ -12,6 +12,9 @@
 #include "plan.h"
 #include "source.h"
 
+_Static_assert(SC__CKPT_BYTES == SC_CHECKPOINT_BYTES && SC__CKPT_MAX_BYTES == SC_CHECKPOINT_MAX_BYTES,
+               "ckpt.h's sizes are the public ones");
+
 static int resume_cmp_rank(const void *a, const void *b)
 {
     const sc__ckpt *x = a, *y = b;
@@ -66,11 +69,18 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
         resume_settings_of(c, is);
         if (c->world != a->world || memcmp(is, was, sizeof is) != 0 ||
             c->fingerprint != a->fingerprint || c->nshards != a->nshards ||
-            c->batches != a->batches)
+            c->batches != a->batches || c->resliced != a->resliced || c->world0 != a->world0 ||
+            c->batches0 != a->batches0)
             return sc__seterr(err, SC_EINVAL,
                               "checkpoints of different jobs: rank %d's inputs differ from "
                               "rank 0's",
                               i);
+        /* Shares of different runs may overlap: a sample would come twice. */
+        if (c->run != a->run)
+            return sc__seterr(err, SC_EINVAL,
+                              "checkpoints of different runs of epoch %llu: rank %d's was "
+                              "written by another run than rank 0's",
+                              (unsigned long long)a->epoch, i);
         if (c->consumed > c->batches)
             return sc__seterr(err, SC_EFORMAT, "checkpoint of rank %d: %llu of %llu batches",
                               i, (unsigned long long)c->consumed,
@@ -103,9 +113,16 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
     return SC_OK;
 }
 
+void sc__share_free(sc__share *s)
+{
+    free(s->pieces);
+    memset(s, 0, sizeof *s);
+}
+
 void sc__resume_free(sc__resume *r)
 {
     sc__sched_free(&r->sched);
+    sc__share_free(&r->share);
     free(r->before);
     free(r->dropped_old);
     free(r->dropped_new);
@@ -126,6 +143,34 @@ static int resume_append(uint64_t **list, uint64_t *len, const uint64_t *ids, ui
     return 0;
 }
 
+/* Appends a piece, merged into the last one when it continues it. */
+static int resume_add_piece(sc__piece **list, uint64_t *n, sc__piece x)
+{
+    if (*n && (*list)[*n - 1].q == x.q && (*list)[*n - 1].end == x.start) {
+        (*list)[*n - 1].end = x.end;
+        return 0;
+    }
+    sc__piece *g = realloc(*list, sizeof *g * (*n + 1));
+    if (!g)
+        return -1;
+    g[(*n)++] = x;
+    *list = g;
+    return 0;
+}
+
+static uint64_t resume_min(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The contiguous share [*lo, *lo + *len) of L samples that `rank` of `world` gets. */
+static void resume_deal(uint64_t L, uint32_t world, uint32_t rank, uint64_t *lo, uint64_t *len)
+{
+    uint64_t base = L / world, extra = L % world;
+    *len = base + (rank < extra);
+    *lo = rank * base + (rank < extra ? rank : extra);
+}
+
 /*
  * Another number of ranks: the samples left (S, in the old ranks' order)
  * are dealt out in contiguous shares, balanced to within one sample; every
@@ -134,8 +179,8 @@ static int resume_append(uint64_t **list, uint64_t *len, const uint64_t *ids, ui
 static int resume_reslice(const uint64_t *S, uint64_t L, uint32_t world, uint32_t rank, uint64_t B,
                           sc_remainder policy, sc__sched *out)
 {
-    uint64_t base = L / world, extra = L % world;
-    uint64_t len = base + (rank < extra), lo = rank * base + (rank < extra ? rank : extra);
+    uint64_t base = L / world, extra = L % world, len, lo;
+    resume_deal(L, world, rank, &lo, &len);
     uint64_t nb = policy == SC_REMAINDER_DROP ? base / B : (base + (extra > 0) + B - 1) / B;
     out->nslots = nb * B;
     out->nreal = len < out->nslots ? len : out->nslots;
@@ -151,79 +196,330 @@ static int resume_reslice(const uint64_t *S, uint64_t L, uint32_t world, uint32_
     return 0;
 }
 
-int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckpt *ck,
-                       uint32_t world, uint32_t rank, sc__resume *out, sc_error *err)
+/* The pieces of S (nS of them) that cover positions [lo, lo + len) of it. */
+static int resume_share_pieces(const sc__piece *S, uint64_t nS, uint64_t lo, uint64_t len,
+                               sc__share *out)
 {
-    memset(out, 0, sizeof *out);
-    const uint32_t old = (uint32_t)ck[0].world;
-    const uint64_t B = ck[0].batch, e = ck[0].epoch;
-    out->epoch = e;
+    uint64_t at = 0; /* S's position of piece i's start */
+    for (uint64_t i = 0; i < nS && len; i++) {
+        uint64_t n = S[i].end - S[i].start;
+        if (at + n > lo) {
+            uint64_t from = lo > at ? lo - at : 0, take = resume_min(n - from, len);
+            sc__piece x = {S[i].q, S[i].start + from, S[i].start + from + take};
+            if (resume_add_piece(&out->pieces, &out->npieces, x))
+                return -1;
+            len -= take;
+            lo += take;
+        }
+        at += n;
+    }
+    return 0;
+}
+
+/* Every rank's schedule of the epoch's plan, sq[old]. */
+static int resume_schedules(const sc_dataset *ds, const sc_config *cfg, const sc_plan *plan,
+                            uint32_t old, uint64_t B, sc__sched **sq, sc_error *err)
+{
+    if (!(*sq = calloc(old, sizeof **sq)))
+        return sc__seterr(err, SC_ENOMEM, "no memory for %u ranks' schedules", old);
+    int rc = SC_OK;
+    for (uint32_t q = 0; q < old && rc == SC_OK; q++)
+        rc = sc__schedule(ds->shard_first, plan, q, B, cfg->shuffle_window, cfg->seed, 0,
+                          &(*sq)[q], err);
+    return rc;
+}
+
+/*
+ * Plain records, rank 0: what each old rank delivered (and its padding)
+ * before, and the plan's drops: recorded by an old rank that ended the
+ * epoch, else now (they were never recorded when another world deals the
+ * rest out again).
+ */
+static int resume_account_plain(const sc__ckpt *ck, const sc__sched *sq, uint32_t old,
+                                uint64_t B, int same, sc__resume *out)
+{
+    int oom = 0;
+    for (uint32_t q = 0; q < old; q++) {
+        uint64_t done = ck[q].consumed * B, ended = ck[q].consumed == ck[q].batches;
+        uint64_t delivered = resume_min(done, sq[q].nreal);
+        /* Its padding too: the verdict's padded covers both runs, as delivered does. */
+        out->padded_before += resume_min(done, sq[q].nslots) - delivered;
+        oom |= resume_append(&out->before, &out->nbefore, sq[q].ids, delivered);
+        if (ended)
+            oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq[q].dropped,
+                                 sq[q].ndropped);
+        else if (!same)
+            oom |= resume_append(&out->dropped_new, &out->ndropped_new, sq[q].dropped,
+                                 sq[q].ndropped);
+    }
+    return oom;
+}
+
+/* The same ranks: this one continues its own schedule at its next batch. */
+static int resume_continue(sc__sched *sq, const sc__ckpt *c, uint64_t B, sc__resume *out)
+{
+    uint64_t done = c->consumed * B;
+    out->sched.nslots = sq->nslots - done;
+    out->sched.nreal = sq->nreal > done ? sq->nreal - done : 0;
+    out->sched.ids = malloc(sizeof *out->sched.ids * (out->sched.nslots + 1));
+    if (!out->sched.ids)
+        return -1;
+    memcpy(out->sched.ids, sq->ids + done, sizeof *sq->ids * out->sched.nslots);
+    if (c->consumed != c->batches) { /* its drops are still to be accounted, at the end */
+        out->sched.dropped = sq->dropped, out->sched.ndropped = sq->ndropped;
+        sq->dropped = NULL, sq->ndropped = 0;
+    } else if (!(out->sched.dropped = malloc(sizeof *out->sched.dropped))) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Plain records: S is each old rank's schedule after what it delivered. */
+static int resume_left_plain(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, uint64_t B,
+                             sc__piece **S, uint64_t *nS)
+{
+    for (uint32_t q = 0; q < old; q++) {
+        uint64_t delivered = resume_min(ck[q].consumed * B, sq[q].nreal);
+        sc__piece x = {q, delivered, sq[q].nreal};
+        if (delivered < sq[q].nreal && resume_add_piece(S, nS, x))
+            return -1;
+    }
+    return 0;
+}
+
+static int resume_cmp_piece(const void *a, const void *b)
+{
+    const sc__piece *x = a, *y = b;
+    if (x->q != y->q)
+        return (x->q > y->q) - (x->q < y->q);
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/*
+ * Resliced records: S is their pieces, in rank order.  Each must lie in
+ * its plan rank's real samples, and no two overlap (one sample, one
+ * owner); `sorted` gets them in canonical order.
+ */
+static int resume_left_resliced(const sc__ckpt *ck, int n, const sc__sched *sq, sc__piece **S,
+                                uint64_t *nS, sc__piece **sorted, sc_error *err)
+{
+    for (int r = 0; r < n; r++)
+        for (uint64_t i = 0; i < ck[r].npieces; i++) {
+            sc__piece x = sc__ckpt_piece(&ck[r], i);
+            if (x.end > sq[x.q].nreal)
+                return sc__seterr(err, SC_EFORMAT,
+                                  "checkpoint of rank %d: its piece [%llu, %llu) of plan rank "
+                                  "%llu's samples is past their %llu: damaged or not "
+                                  "shardcache's record", r, (unsigned long long)x.start,
+                                  (unsigned long long)x.end, (unsigned long long)x.q,
+                                  (unsigned long long)sq[x.q].nreal);
+            if (resume_add_piece(S, nS, x))
+                return sc__seterr(err, SC_ENOMEM, "no memory for the checkpoints' pieces");
+        }
+    if (!(*sorted = malloc(sizeof **sorted * (*nS + 1))))
+        return sc__seterr(err, SC_ENOMEM, "no memory for the checkpoints' pieces");
+    memcpy(*sorted, *S, sizeof **S * *nS);
+    qsort(*sorted, *nS, sizeof **sorted, resume_cmp_piece);
+    for (uint64_t i = 1; i < *nS; i++)
+        if ((*sorted)[i].q == (*sorted)[i - 1].q && (*sorted)[i].start < (*sorted)[i - 1].end)
+            return sc__seterr(err, SC_EINVAL,
+                              "the checkpoints name samples [%llu, %llu) of plan rank %llu "
+                              "twice: records of different runs", 
+                              (unsigned long long)(*sorted)[i].start,
+                              (unsigned long long)(*sorted)[i - 1].end,
+                              (unsigned long long)(*sorted)[i].q);
+    return SC_OK;
+}
+
+/*
+ * Resliced records, rank 0: every canonical sample no piece names was
+ * delivered or dropped (by a share's remainder, `dropped` of them, which
+ * ones the verdict's sums need not know) by the runs before, in their
+ * trails; the plan's own drops were recorded by the first of them.
+ */
+static int resume_account_resliced(const sc__ckpt *ck, int n, const sc__sched *sq,
+                                   uint32_t old, const sc__piece *sorted, uint64_t nS,
+                                   sc__resume *out, sc_error *err)
+{
+    int oom = 0;
+    uint64_t dropped = 0, k = 0;
+    for (int r = 0; r < n; r++)
+        dropped += ck[r].dropped, out->padded_before += ck[r].padded;
+    for (uint32_t q = 0; q < old; q++) {
+        uint64_t at = 0;
+        for (; k < nS && sorted[k].q == q; at = sorted[k++].end)
+            oom |= resume_append(&out->before, &out->nbefore, sq[q].ids + at,
+                                 sorted[k].start - at);
+        oom |= resume_append(&out->before, &out->nbefore, sq[q].ids + at, sq[q].nreal - at);
+        oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq[q].dropped,
+                             sq[q].ndropped);
+    }
+    if (oom)
+        return sc__seterr(err, SC_ENOMEM, "rank 0: no memory to account the runs before");
+    if (dropped > out->nbefore)
+        return sc__seterr(err, SC_EFORMAT,
+                          "the checkpoints say %llu samples were dropped; only %llu are not "
+                          "left: damaged or not shardcache's records",
+                          (unsigned long long)dropped, (unsigned long long)out->nbefore);
+    /* The last `dropped` of them count as dropped, in a trail already. */
+    out->nbefore -= dropped;
+    oom |= resume_append(&out->dropped_old, &out->ndropped_old, out->before + out->nbefore,
+                         dropped);
+    out->share.dropped_before = dropped;
+    return oom ? sc__seterr(err, SC_ENOMEM, "rank 0: no memory to account the runs before")
+               : SC_OK;
+}
+
+/* S's ids (its pieces' samples, in order), dealt out: this rank's schedule and share. */
+static int resume_deal_out(const sc__piece *S, uint64_t nS, const sc__sched *sq, uint32_t world,
+                           uint32_t rank, uint64_t B, sc_remainder policy, sc__resume *out)
+{
+    uint64_t *ids = NULL, L = 0, lo, len;
+    int oom = 0;
+    for (uint64_t i = 0; i < nS && !oom; i++)
+        oom |= resume_append(&ids, &L, sq[S[i].q].ids + S[i].start, S[i].end - S[i].start);
+    if (!oom)
+        oom |= resume_reslice(ids, L, world, rank, B, policy, &out->sched);
+    resume_deal(L, world, rank, &lo, &len);
+    if (!oom)
+        oom |= resume_share_pieces(S, nS, lo, len, &out->share);
+    out->share.nreal = out->sched.nreal;
+    out->share.nslots = out->sched.nslots;
+    out->share.ndropped = out->sched.ndropped;
+    out->resliced = 1;
+    free(ids);
+    return oom;
+}
+
+/* The epoch's plan for `old` ranks, checked against the records' batch count. */
+static int resume_plan(const sc_dataset *ds, const sc_config *cfg, const sc__ckpt *ck,
+                       uint32_t old, sc_plan **plan, uint64_t *batches, sc_error *err)
+{
+    const uint64_t e = ck[0].epoch;
     sc_plan_params p;
     sc_dataset_plan_params(ds, cfg, old, e, &p);
-    sc_plan *plan = NULL;
-    int rc = sc__plan_at(&p, NULL, &plan, err);
+    int rc = sc__plan_at(&p, NULL, plan, err);
     if (rc != SC_OK)
         return sc__errctx(err, rc, "resuming epoch %llu of a %u-rank job", (unsigned long long)e,
                           old);
     /* The records' hash is not a key: their batch count must be the plan's. */
     sc_plan_info pi;
-    sc_plan_get_info(plan, &pi);
-    if (ck[0].batches != UINT64_MAX && ck[0].batches != pi.batches_per_rank) {
-        sc_plan_free(plan);
+    sc_plan_get_info(*plan, &pi);
+    uint64_t says = ck[0].resliced ? ck[0].batches0 : ck[0].batches;
+    *batches = pi.batches_per_rank;
+    if (says != UINT64_MAX && says != pi.batches_per_rank)
         return sc__seterr(err, SC_EFORMAT,
                           "the checkpoints say epoch %llu has %llu batches per rank; its plan "
                           "has %llu: damaged or not shardcache's records",
-                          (unsigned long long)e, (unsigned long long)ck[0].batches,
+                          (unsigned long long)e, (unsigned long long)says,
                           (unsigned long long)pi.batches_per_rank);
+    return SC_OK;
+}
+
+/* The samples left, dealt out again (another world, or resliced records). */
+static int resume_again(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, uint32_t world,
+                        uint32_t rank, sc__resume *out, sc_error *err)
+{
+    const uint64_t B = ck[0].batch;
+    const int n = (int)ck[0].world;
+    sc__piece *S = NULL, *sorted = NULL;
+    uint64_t nS = 0;
+    int rc = SC_OK, oom = 0;
+    if (!ck[0].resliced) {
+        oom |= resume_left_plain(ck, sq, old, B, &S, &nS);
+        if (rank == 0)
+            oom |= resume_account_plain(ck, sq, old, B, 0, out);
+    } else {
+        rc = resume_left_resliced(ck, n, sq, &S, &nS, &sorted, err);
+        if (rc == SC_OK && rank == 0)
+            rc = resume_account_resliced(ck, n, sq, old, sorted, nS, out, err);
     }
-    uint64_t *S = NULL, L = 0;
-    int oom = 0;
-    for (uint32_t q = 0; q < old && rc == SC_OK; q++) {
-        sc__sched sq;
-        rc = sc__schedule(ds->shard_first, plan, q, B, cfg->shuffle_window, cfg->seed, 0, &sq, err);
-        if (rc != SC_OK)
-            break;
-        uint64_t done = ck[q].consumed * B, ended = ck[q].consumed == ck[q].batches;
-        uint64_t delivered = done < sq.nreal ? done : sq.nreal;
-        if (rank == 0) {
-            /* Its padding too: the verdict's padded covers both runs, as delivered does. */
-            out->padded_before += (done < sq.nslots ? done : sq.nslots) - delivered;
-            oom |= resume_append(&out->before, &out->nbefore, sq.ids, delivered);
-            /* An old rank that ended the epoch recorded its drops then. */
-            if (ended)
-                oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq.dropped,
-                                     sq.ndropped);
-            else if (world != old)
-                oom |= resume_append(&out->dropped_new, &out->ndropped_new, sq.dropped,
-                                     sq.ndropped);
-        }
-        if (world == old && q == rank) {
-            /* The same ranks: this one continues its own schedule at its next batch. */
-            out->sched.nslots = sq.nslots - done;
-            out->sched.nreal = sq.nreal > done ? sq.nreal - done : 0;
-            out->sched.ids = malloc(sizeof *out->sched.ids * (out->sched.nslots + 1));
-            oom |= !out->sched.ids;
-            if (out->sched.ids)
-                memcpy(out->sched.ids, sq.ids + done, sizeof *sq.ids * out->sched.nslots);
-            if (!ended) { /* its drops are still to be accounted, at the epoch's end */
-                out->sched.dropped = sq.dropped, out->sched.ndropped = sq.ndropped;
-                sq.dropped = NULL, sq.ndropped = 0;
-            }
-        }
-        if (world != old && sq.nreal > delivered)
-            oom |= resume_append(&S, &L, sq.ids + delivered, sq.nreal - delivered);
-        sc__sched_free(&sq);
-    }
-    if (rc == SC_OK && !oom && world != old)
-        oom |= resume_reslice(S, L, world, rank, B, (sc_remainder)ck[0].remainder, &out->sched);
-    if (rc == SC_OK && !oom && world == old && !out->sched.dropped)
-        oom |= !(out->sched.dropped = malloc(sizeof *out->sched.dropped));
+    if (rc == SC_OK && !oom)
+        oom |= resume_deal_out(S, nS, sq, world, rank, B, (sc_remainder)ck[0].remainder, out);
+    if (rank == 0)
+        out->share.padded_before = out->padded_before;
     free(S);
-    sc_plan_free(plan);
+    free(sorted);
     if (rc == SC_OK && oom)
         rc = sc__seterr(err, SC_ENOMEM, "rank %u: no memory to resume epoch %llu", rank,
-                        (unsigned long long)e);
+                        (unsigned long long)ck[0].epoch);
+    return rc;
+}
+
+int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckpt *ck,
+                       uint32_t world, uint32_t rank, sc__resume *out, sc_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const uint32_t old = (uint32_t)(ck[0].resliced ? ck[0].world0 : ck[0].world);
+    const uint64_t B = ck[0].batch;
+    out->epoch = ck[0].epoch;
+    sc_plan *plan = NULL;
+    sc__sched *sq = NULL;
+    uint64_t batches0 = 0;
+    int rc = resume_plan(ds, cfg, ck, old, &plan, &batches0, err);
+    if (rc == SC_OK)
+        rc = resume_schedules(ds, cfg, plan, old, B, &sq, err);
+    if (rc == SC_OK && !ck[0].resliced && world == old) {
+        if ((rank == 0 && resume_account_plain(ck, sq, old, B, 1, out)) ||
+            resume_continue(&sq[rank], &ck[rank], B, out))
+            rc = sc__seterr(err, SC_ENOMEM, "rank %u: no memory to resume epoch %llu", rank,
+                            (unsigned long long)out->epoch);
+    } else if (rc == SC_OK) {
+        rc = resume_again(ck, sq, old, world, rank, out, err);
+        out->share.world0 = old;
+        out->share.batches0 = batches0;
+    }
+    for (uint32_t q = 0; sq && q < old; q++)
+        sc__sched_free(&sq[q]);
+    free(sq);
+    sc_plan_free(plan);
     if (rc != SC_OK)
         sc__resume_free(out);
     return rc;
+}
+
+/* Where the first `skip` samples of the share's pieces end: piece *k, *off into it. */
+static void resume_skip(const sc__share *s, uint64_t skip, uint64_t *k, uint64_t *off)
+{
+    for (*k = 0; *k < s->npieces && skip >= s->pieces[*k].end - s->pieces[*k].start; (*k)++)
+        skip -= s->pieces[*k].end - s->pieces[*k].start;
+    *off = skip;
+}
+
+int sc__share_record(const sc__share *s, uint64_t consumed, uint64_t B, int done,
+                     uint64_t max, sc__ckpt *c, sc__piece **left, sc_error *err)
+{
+    uint64_t slots = consumed * B, real = resume_min(slots, s->nreal), k, off;
+    c->resliced = 1;
+    c->world0 = s->world0, c->batches0 = s->batches0, c->run = s->run;
+    /* Rank 0 carries what the runs before did (its share fields; 0 on others). */
+    c->padded = resume_min(slots, s->nslots) - real + s->padded_before;
+    c->dropped = (done ? s->ndropped : 0) + s->dropped_before;
+    /* Once its epoch has ended its drops are recorded: nothing is left. */
+    resume_skip(s, done ? s->nreal + s->ndropped : real, &k, &off);
+    c->npieces = s->npieces - k;
+    *left = NULL;
+    for (uint64_t i = k; i < s->npieces; i++)
+        if (s->world0 > SC__CKPT_MAX_WORLD || s->pieces[i].end > SC__CKPT_MAX_POS)
+            return sc__seterr(err, SC_ENOTSUP,
+                              "rank %llu: epoch %llu: %llu ranks of %llu samples each are "
+                              "more than a checkpoint names (2^24 of 2^40)",
+                              (unsigned long long)c->rank, (unsigned long long)c->epoch,
+                              (unsigned long long)s->world0,
+                              (unsigned long long)s->pieces[i].end);
+    if (c->npieces > max)
+        return sc__seterr(err, SC_ENOTSUP,
+                          "rank %llu: epoch %llu: what this rank has left is %llu pieces of "
+                          "the plan's schedules, more than a checkpoint holds (%llu, in "
+                          "SC_CHECKPOINT_MAX_BYTES): take the checkpoint once the epoch has "
+                          "ended",
+                          (unsigned long long)c->rank, (unsigned long long)c->epoch,
+                          (unsigned long long)c->npieces, (unsigned long long)max);
+    if (!(*left = malloc(sizeof **left * (c->npieces + 1))))
+        return sc__seterr(err, SC_ENOMEM, "rank %llu: no memory for a checkpoint",
+                          (unsigned long long)c->rank);
+    memcpy(*left, s->pieces + k, sizeof **left * c->npieces);
+    if (c->npieces)
+        (*left)[0].start += off;
+    return SC_OK;
 }

@@ -52,9 +52,15 @@ def xxh64(data, seed):
     return h ^ (h >> 32)
 
 
-def ckpt(fields, magic=0x31305450434b4353, version=1, damage=False):
-    """runtime/api/ckpt.c: 15 little-endian words and their XXH64."""
-    body = struct.pack("<15Q", magic, version, *fields)
+def ckpt(fields, magic=0x31305450434b4353, version=2, damage=False, pieces=None):
+    """runtime/api/ckpt.c: a plain record (version 2: 15 little-endian words) or, with
+    pieces, a resliced one (version 3: 21 words, two a piece (q, start, end)), then XXH64."""
+    if pieces is not None:
+        version = 3
+        fields = fields + [len(pieces)]
+    body = struct.pack("<%dQ" % (2 + len(fields)), magic, version, *fields)
+    for q, start, end in pieces or []:
+        body += struct.pack("<2Q", q << 40 | start, end)
     h = xxh64(body, 0x636b7074) ^ (1 if damage else 0)
     return body + struct.pack("<Q", h)
 
@@ -75,8 +81,12 @@ SEEDS = {
     "ckpt_decode": {
         "valid": ckpt(REC),
         "ended": ckpt(REC[:1] + [5] + REC[2:]),
-        "resliced": ckpt([3, 0, 1, 2] + REC[4:12] + [M]),
-        "version2": ckpt(REC, version=2),
+        "next-epoch": ckpt([3, 0, 1, 2] + REC[4:12] + [M]),
+        # + world0, batches0, run, padded, dropped (npieces: from the pieces)
+        "resliced": ckpt(REC + [4, 6, 0x72756e, 3, 2], pieces=[(0, 5, 9), (3, 0, 17)]),
+        "resliced-left-nothing": ckpt(REC[:1] + [5] + REC[2:] + [4, 6, 1, 0, 0], pieces=[]),
+        "resliced-bad-piece": ckpt(REC + [4, 6, 1, 0, 0], pieces=[(4, 5, 9)]),
+        "version1": ckpt(REC, version=1),
         "magic": ckpt(REC, magic=0x31305450434b4354),
         "damaged": ckpt(REC, damage=True),
         "short": ckpt(REC)[:127],

@@ -129,10 +129,14 @@ static int resumed_run(const sc_config *c, int world, unsigned char (*blobs)[SC_
         if (first && world == size && next_ids[0] != UINT64_MAX)
             for (int k = 0; k < B; k++) /* exactly its next batch */
                 assert_int_equal(b.ids[k], next_ids[k]);
-        unsigned char ck[SC_CHECKPOINT_BYTES];
-        size_t cl;
-        if (first && world != size && info.batches > 1) /* inside one dealt out again: refused */
-            assert_int_equal(sc_loader_checkpoint(ld, ck, sizeof ck, &cl), SC_ENOTSUP);
+        unsigned char ck[SC_CHECKPOINT_MAX_BYTES];
+        size_t cl = 0;
+        if (first && world != size && info.batches > 1) {
+            /* Inside one dealt out again: a record naming what is left, longer than plain. */
+            assert_int_equal(sc_loader_checkpoint(ld, ck, SC_CHECKPOINT_BYTES, &cl), SC_EINVAL);
+            assert_true(cl > SC_CHECKPOINT_BYTES && cl <= SC_CHECKPOINT_MAX_BYTES);
+            assert_int_equal(sc_loader_checkpoint(ld, ck, sizeof ck, &cl), SC_OK);
+        }
         first = 0;
         for (uint64_t k = 0; k < b.size - b.padded; k++)
             count1[b.ids[k]]++;
@@ -163,7 +167,7 @@ static int resumed_run(const sc_config *c, int world, unsigned char (*blobs)[SC_
     assert_int_equal(sc_epoch_wait(ld, 2, &rep), SC_OK);
     if (!rep.exactly_once.ok)
         fail_msg("epoch 2 after resuming on %d ranks: %s", world, rep.exactly_once.detail);
-    /* A checkpoint inside an epoch dealt out again is refused; after it, fine. */
+    /* After an epoch dealt out again, a plain record again. */
     unsigned char again[SC_CHECKPOINT_BYTES];
     size_t len;
     assert_int_equal(sc_loader_checkpoint(ld, again, sizeof again, &len), SC_OK);
@@ -312,7 +316,7 @@ static void test_bad_records_are_refused(void **state)
         sc__ckpt k;
         assert_int_equal(sc__ckpt_decode(blobs[i], SC_CHECKPOINT_BYTES, i, &k, NULL), SC_OK);
         k.batches += 1000, k.consumed += 900;
-        sc__ckpt_encode(&k, forged[i]);
+        sc__ckpt_encode(&k, NULL, forged[i]);
     }
     assert_int_equal(resume_status(&c, forged, size, msg), SC_EFORMAT);
     if (rank == 0)
@@ -352,6 +356,243 @@ static void test_bad_records_are_refused(void **state)
     free(blobs);
 }
 
+/* ---- chains of resumes on other numbers of ranks ---------------------------------- */
+
+/* One epoch interrupted and resumed again and again, counted over all its runs. */
+typedef struct chain {
+    sc_config c;
+    uint32_t *count;  /* this rank's real deliveries of each sample, every run */
+    uint64_t padded;  /* this rank's padding repeats, every run */
+    unsigned char (*recs)[SC_CHECKPOINT_MAX_BYTES]; /* the last run's records, on every rank */
+    size_t lens[8];
+    int nrecs;        /* 0: no run yet */
+    int ended;        /* a run took the epoch's last batch on every rank */
+    sc_exactly_once verdict; /* then, on rank 0 */
+    uint64_t rng;
+    int one_each;     /* every rank stops after one batch ... */
+    uint64_t next[B]; /* ... and this rank's next batch would have been this */
+    uint64_t first[B]; /* the first batch this rank took in the run */
+    int world;        /* this run's ranks (nrecs: the run before's) */
+} chain;
+
+enum { CHAIN_EPOCH = 1 };
+
+static uint64_t chain_rand(chain *ch, uint64_t below)
+{
+    ch->rng ^= ch->rng << 13, ch->rng ^= ch->rng >> 7, ch->rng ^= ch->rng << 17;
+    return below ? ch->rng % below : 0;
+}
+
+/* Takes up to `stop` batches (UINT64_MAX: all), counting and checking them. */
+static int chain_take(chain *ch, sc_loader *ld, uint64_t stop)
+{
+    sc_batch b;
+    int rc = SC_OK;
+    memset(ch->first, 0xff, sizeof ch->first);
+    for (uint64_t k = 0; k < stop && (rc = sc_next_batch(ld, &b)) == SC_OK; k++) {
+        if (!k)
+            memcpy(ch->first, b.ids, sizeof ch->first);
+        check_bytes(&b);
+        for (uint64_t j = 0; j < b.size - b.padded; j++)
+            ch->count[b.ids[j]]++;
+        ch->padded += b.padded;
+        sc_batch_release(ld, &b);
+    }
+    return rc;
+}
+
+/*
+ * This rank's part of a run on `comm`: resumes from the last run's records
+ * (or begins the epoch), takes a random number of batches (rank 0 leaves
+ * one when it can; `finish`: all) and checkpoints, or reads the verdict
+ * when every rank has taken its last.  *len: its record's bytes.
+ */
+static void chain_member(chain *ch, MPI_Comm comm, int finish, unsigned char *mine, size_t *len)
+{
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open_err(comm, &ch->c, &ld, &err), &err);
+    if (ch->nrecs) {
+        const void *ptrs[8];
+        uint64_t e = 99;
+        for (int i = 0; i < ch->nrecs; i++)
+            ptrs[i] = ch->recs[i];
+        if (sc_loader_resume(ld, ptrs, ch->lens, rank == 0 ? ch->nrecs : 0, &e) != SC_OK)
+            fail_msg("resume from %d records: %s", ch->nrecs, sc_last_error(ld));
+        assert_int_equal(e, CHAIN_EPOCH);
+    }
+    sc_epoch_info info;
+    assert_int_equal(sc_epoch_begin(ld, CHAIN_EPOCH, &info), SC_OK);
+    uint64_t stop = finish ? UINT64_MAX : chain_rand(ch, info.batches + 1) + rank;
+    if (!finish && rank == 0 && info.batches)
+        stop = chain_rand(ch, info.batches); /* so that most runs end mid-epoch */
+    if (ch->one_each)
+        stop = finish ? UINT64_MAX : 1;
+    int rc = chain_take(ch, ld, stop);
+    /* Dealt out again on as many ranks, each having taken as many: its own next batch. */
+    for (int k = 0; ch->one_each && ch->world == ch->nrecs && ch->next[0] != UINT64_MAX &&
+                    k < B; k++)
+        assert_int_equal(ch->first[k], ch->next[k]);
+    sc_batch b;
+    int ended = rc == SC_END_OF_EPOCH || stop >= info.batches;
+    MPI_Allreduce(MPI_IN_PLACE, &ended, 1, MPI_INT, MPI_MIN, comm);
+    if (ended) {
+        sc_epoch_summary rep;
+        assert_int_equal(sc_epoch_wait(ld, CHAIN_EPOCH, &rep), SC_OK);
+        ch->verdict = rep.exactly_once;
+    } else {
+        assert_int_equal(sc_loader_checkpoint(ld, mine, SC_CHECKPOINT_MAX_BYTES, len), SC_OK);
+        memset(ch->next, 0xff, sizeof ch->next);
+        if (ch->one_each && sc_next_batch(ld, &b) == SC_OK) {
+            memcpy(ch->next, b.ids, sizeof ch->next);
+            sc_batch_release(ld, &b);
+        }
+    }
+    ch->ended = ended;
+    sc_loader_close(ld); /* mid-epoch: as if killed */
+}
+
+/* A run of the chain on the first `world` ranks; every rank gets its records. */
+static void chain_run(chain *ch, int world, int finish)
+{
+    MPI_Comm comm;
+    unsigned char mine[SC_CHECKPOINT_MAX_BYTES] = {0};
+    size_t len = 0;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < world ? 0 : MPI_UNDEFINED, rank, &comm);
+    ch->world = world;
+    if (comm != MPI_COMM_NULL) {
+        chain_member(ch, comm, finish, mine, &len);
+        MPI_Comm_free(&comm);
+    }
+    MPI_Bcast(&ch->ended, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    unsigned long long l = len, all[8];
+    MPI_Allgather(&l, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    MPI_Allgather(mine, SC_CHECKPOINT_MAX_BYTES, MPI_BYTE, ch->recs, SC_CHECKPOINT_MAX_BYTES,
+                  MPI_BYTE, MPI_COMM_WORLD);
+    for (int i = 0; i < world; i++)
+        ch->lens[i] = (size_t)all[i];
+    ch->nrecs = world;
+}
+
+/*
+ * The epoch run on worlds[0], stopped, resumed on worlds[1], stopped
+ * again, ... and finished on worlds[n - 1]: every sample delivered at most
+ * once over all runs, with its bytes; those never delivered are exactly
+ * the verdict's drops; delivered and padded cover every run; verdict ok.
+ */
+static void chain_case(sc_shuffle_mode mode, sc_remainder rem, const int *worlds, int n,
+                       uint64_t seed, int one_each)
+{
+    chain ch = {.c = config(mode, rem), .rng = seed * 0x9e3779b97f4a7c15ULL | 1,
+                .one_each = one_each};
+    ch.count = calloc(NSAMPLES, sizeof *ch.count);
+    ch.recs = calloc((size_t)size, sizeof *ch.recs);
+    for (int i = 0; i < n && !ch.ended; i++)
+        chain_run(&ch, worlds[i], i == n - 1);
+    MPI_Allreduce(MPI_IN_PLACE, ch.count, NSAMPLES, MPI_UINT32_T, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &ch.padded, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Bcast(&ch.verdict, sizeof ch.verdict, MPI_BYTE, 0, MPI_COMM_WORLD);
+    char how[64];
+    int at = snprintf(how, sizeof how, "%s, ranks", rem == SC_REMAINDER_PAD ? "pad" : "drop");
+    for (int i = 0; i < n && at < (int)sizeof how; i++)
+        at += snprintf(how + at, sizeof how - (size_t)at, " %d", worlds[i]);
+    uint64_t zeros = 0;
+    for (uint64_t id = 0; id < NSAMPLES; id++) {
+        if (ch.count[id] > 1)
+            fail_msg("%s: sample %llu delivered %u times", how, (unsigned long long)id,
+                     ch.count[id]);
+        zeros += ch.count[id] == 0;
+    }
+    if (!ch.verdict.ok)
+        fail_msg("%s: the epoch's verdict: %s", how, ch.verdict.detail);
+    assert_int_equal(zeros, ch.verdict.dropped);
+    assert_int_equal(NSAMPLES - zeros, ch.verdict.delivered);
+    assert_int_equal(ch.padded, ch.verdict.padded);
+    free(ch.count);
+    free(ch.recs);
+}
+
+/*
+ * A checkpoint inside an epoch that was itself resumed on another number
+ * of ranks, resumed on yet another: 4 ranks, then 2, then 3 (with fewer
+ * ranks in the run: 2, 1, 2).
+ */
+static void test_checkpoint_after_an_elastic_resume(void **state)
+{
+    (void)state;
+    int worlds[3] = {size, size > 1 ? size / 2 : 1, size > 2 ? size - 1 : size};
+    chain_case(SC_SHUFFLE_STICKY, SC_REMAINDER_DROP, worlds, 3, 1, 0);
+    chain_case(SC_SHUFFLE_GLOBAL, SC_REMAINDER_PAD, worlds, 3, 2, 0);
+    int back[3] = {size, size > 1 ? size / 2 : 1, size}; /* back on the first count */
+    chain_case(SC_SHUFFLE_GLOBAL, SC_REMAINDER_DROP, back, 3, 3, 0);
+    /* Resumed on as many ranks as took its checkpoint, each after as many batches:
+       every rank continues at exactly its next batch. */
+    int twice[4] = {size, size > 1 ? size / 2 : 1, size > 1 ? size / 2 : 1, size};
+    chain_case(SC_SHUFFLE_STICKY, SC_REMAINDER_DROP, twice, 4, 4, 1);
+    chain_case(SC_SHUFFLE_GLOBAL, SC_REMAINDER_PAD, twice, 4, 5, 1);
+}
+
+/* Chains of 2 or 3 resumes on random numbers of ranks, random stops, both policies. */
+static void test_random_chains_of_resumes(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        uint64_t r = seed * 0xda942042e4dd58b5ULL;
+        int worlds[4], n = 3 + (int)(seed % 2);
+        for (int i = 0; i < n; i++, r = r * 6364136223846793005ULL + 1442695040888963407ULL)
+            worlds[i] = 1 + (int)((r >> 33) % (uint64_t)size);
+        chain_case(seed % 2 ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL,
+                   seed % 4 < 2 ? SC_REMAINDER_DROP : SC_REMAINDER_PAD, worlds, n, seed, 0);
+        chain_case(seed % 2 ? SC_SHUFFLE_GLOBAL : SC_SHUFFLE_STICKY,
+                   seed % 4 < 2 ? SC_REMAINDER_PAD : SC_REMAINDER_DROP, worlds, n, seed + 100, 0);
+    }
+}
+
+/*
+ * The bound: a rank of a job resumed on one rank from 4 holds pieces of 4
+ * schedules.  With a bound of 2 (a testing build's SC_FAULT=ckpt-2-pieces)
+ * its checkpoint is refused naming it; with the real one (245) it is taken.
+ */
+static void test_a_share_past_the_bound_is_refused(void **state)
+{
+    (void)state;
+    if (size < 3)
+        skip();
+    chain ch = {.c = config(SC_SHUFFLE_GLOBAL, SC_REMAINDER_DROP), .rng = 5};
+    ch.count = calloc(NSAMPLES, sizeof *ch.count);
+    ch.recs = calloc((size_t)size, sizeof *ch.recs);
+    chain_run(&ch, size, 0);
+    MPI_Comm comm;
+    MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, rank, &comm);
+    if (comm != MPI_COMM_NULL) {
+        sc_loader *ld = NULL;
+        SC_ASSERT_OK(sc_loader_open_err(comm, &ch.c, &ld, NULL), NULL);
+        const void *ptrs[8];
+        uint64_t e;
+        for (int i = 0; i < ch.nrecs; i++)
+            ptrs[i] = ch.recs[i];
+        SC_ASSERT_OK(sc_loader_resume(ld, ptrs, ch.lens, ch.nrecs, &e), NULL);
+        assert_int_equal(sc_epoch_begin(ld, e, NULL), SC_OK);
+        chain_take(&ch, ld, 1);
+        unsigned char rec[SC_CHECKPOINT_MAX_BYTES];
+        size_t len = 0;
+        setenv("SC_FAULT", "ckpt-2-pieces", 1);
+        assert_int_equal(sc_loader_checkpoint(ld, rec, sizeof rec, &len), SC_ENOTSUP);
+        unsetenv("SC_FAULT");
+        assert_non_null(strstr(sc_last_error(ld), "more than a checkpoint holds (2, in "
+                                                  "SC_CHECKPOINT_MAX_BYTES)"));
+        assert_non_null(strstr(sc_last_error(ld), "once the epoch has ended"));
+        assert_int_equal(sc_loader_checkpoint(ld, rec, sizeof rec, &len), SC_OK);
+        sc__ckpt k;
+        assert_int_equal(sc__ckpt_decode(rec, len, 0, &k, NULL), SC_OK);
+        assert_true(k.resliced && k.npieces > 2);
+        sc_loader_close(ld);
+        MPI_Comm_free(&comm);
+    }
+    free(ch.count);
+    free(ch.recs);
+}
+
 int main(int argc, char **argv)
 {
     sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "resume");
@@ -360,6 +601,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_resume_same_and_fewer_ranks),
         cmocka_unit_test(test_bad_records_are_refused),
         cmocka_unit_test(test_checkpoint_after_the_last_batch),
+        cmocka_unit_test(test_checkpoint_after_an_elastic_resume),
+        cmocka_unit_test(test_random_chains_of_resumes),
+        cmocka_unit_test(test_a_share_past_the_bound_is_refused),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }

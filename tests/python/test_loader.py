@@ -4,8 +4,9 @@ Zero-copy (a tensor's data pointer is the loader's buffer), the bytes of
 every sample equal the source's for its id, equal batch counts on every
 rank, the exactly-once verdict and an independent count of the ids, the
 held batches (never overwritten: tests/python/test_habits.py), errors as exceptions with the library's
-message, and checkpoint/resume: mid-epoch on the same ranks, and after an
-epoch on a different number of ranks, every sample exactly once.
+message, and checkpoint/resume: mid-epoch on the same ranks, after an
+epoch on a different number of ranks, and mid-epoch again inside an epoch
+resumed on fewer ranks, every sample exactly once.
 """
 import os
 import re
@@ -152,6 +153,31 @@ def test_resume_after_an_epoch_on_fewer_ranks(dataset, cache_dir):
             assert loader.verdict(1).ok
         half.Free()
     counts = all_ids(ids)
+    assert counts.min() == 1 and counts.max() == 1
+
+
+def test_state_dict_inside_an_epoch_resumed_on_fewer_ranks(dataset, cache_dir):
+    """Mid-epoch on every rank, then on half of them (a state_dict() there was
+    SC_ENOTSUP), then on every rank again: every sample exactly once."""
+    loader = open_loader(dataset, cache_dir, remainder="pad")
+    first, state = consume(loader, 0, stop_after=1 + RANK % 2)
+    loader.close()
+    states = COMM.allgather(state)
+    half = COMM.Split(0 if RANK < max(SIZE // 2, 1) else MPI.UNDEFINED, RANK)
+    middle, again = [], None
+    if half != MPI.COMM_NULL:
+        with open_loader(dataset, cache_dir, comm=half, remainder="pad",
+                         resume=states) as loader:
+            assert loader.resumed_epoch == 0
+            middle, again = consume(loader, 0, stop_after=1)
+            assert len(again["record"]) > shardcache._core.CHECKPOINT_BYTES or SIZE == 1
+        half.Free()
+    states = [s for s in COMM.allgather(again) if s is not None]
+    with open_loader(dataset, cache_dir, remainder="pad", resume=states) as loader:
+        assert loader.resumed_epoch == 0
+        rest, _ = consume(loader, 0)
+        assert loader.verdict(0).ok
+    counts = all_ids(first + middle + rest)
     assert counts.min() == 1 and counts.max() == 1
 
 

@@ -3,8 +3,9 @@
 # jobs on the real loader over 1..8 ranks, checked by the runtime and by
 # `shardcache verify`;
 # then each injected fault must be caught, jobs killed at random points
-# and resumed on random numbers of ranks must stay exactly-once (their two
-# audit trails checked together by `shardcache verify --union`), and a
+# and resumed on random numbers of ranks (half of them killed again inside
+# the epoch they resumed, and resumed once more) must stay exactly-once
+# (their audit trails checked together by `shardcache verify --union`), and a
 # skewed (epoch-ahead) run must pass.  The last line is "N passed, N failed".
 . "$(dirname "$0")/lib.sh"
 soak=$1
@@ -24,7 +25,7 @@ done
 mkdir -p "$SC_T_TMP/resume"
 out=$("${mpi[@]}" "$soak" --jobs 40 --seed "$seed" --dir "$SC_T_TMP/resume" --fault resume --verify "$SC_BIN" 2>&1)
 tail -n 1 <<<"$out" | grep -q "^40 passed, 0 failed$" \
-    && pass "40 jobs killed at random points and resumed on random rank counts stay exactly-once" \
+    && pass "40 jobs killed at random points and resumed (some twice) on random rank counts stay exactly-once" \
     || { failed "resume"; grep -v " ok $" <<<"$out" | tail -15; }
 mkdir -p "$SC_T_TMP/skew"
 out=$("${mpi[@]}" "$soak" --jobs 12 --seed "$seed" --dir "$SC_T_TMP/skew" --fault skew 2>&1)

@@ -21,6 +21,9 @@
  * epoch 1: plan-seed, own-plan, stale-plan, dup-shard, skip-shard, world,
  * fingerprint.  Each must end in an error or verdict that names it.
  * "skew" (rank 0 slowed, so the others run an epoch ahead) must pass.
+ * "resume": killed at a random point, resumed on a random number of ranks
+ * (half of the jobs killed again inside the epoch they resumed, and
+ * resumed once more), exactly once over all the runs' audit trails.
  * The last line is "N passed, N failed".
  */
 #include <stdio.h>
@@ -55,9 +58,11 @@ typedef struct job {
     double q;
     int straggler, skew, producers, full;
     sc_device_mode device;
-    /* --fault resume: killed after batch kill_batch of epoch kill_epoch, resumed on world2 */
-    uint64_t kill_epoch, kill_batch;
-    uint32_t world2;
+    /* --fault resume: killed after batch kill_batch of epoch kill_epoch, resumed on world2;
+       half of them killed again after kill_batch2 batches of the epoch they resumed
+       (world3 > 0), and resumed on world3 */
+    uint64_t kill_epoch, kill_batch, kill_batch2;
+    uint32_t world2, world3;
 } job;
 
 static int world_rank;
@@ -203,6 +208,10 @@ static void make_job(job *j, sc__rng *r, int max_world, int force_world, const c
     /* A third of the jobs take their batches through the simulated GPU. */
     j->device = sc__rng_below(r, 3) == 0 ? SC_DEVICE_SIM : SC_DEVICE_HOST;
     settle_remainder(j);
+    if (!strcmp(fault, "resume") && sc__rng_below(r, 2)) {
+        j->kill_batch2 = sc__rng_below(r, 12);
+        j->world3 = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
+    }
 }
 
 static sc_config job_config(const job *j, const char *dir)
@@ -392,98 +401,115 @@ static void write_sizes(const job *j, const char *dir, char *path, size_t n)
         fclose(f);
 }
 
+/* Every rank's record of a run, as rank 0 of the world holds them. */
+typedef struct soak_recs {
+    unsigned char *bytes; /* [n][SC_CHECKPOINT_MAX_BYTES] */
+    size_t lens[8];
+    uint32_t n;
+} soak_recs;
+
+/*
+ * One run of a resume job on `comm` (audit trail in `audit`), from epoch 0
+ * (`in` NULL) or from `in`'s records (rank 0's): killed (`kill`) right after its checkpoint after
+ * `batch` batches of epoch `stop` (of its first epoch when resumed), its
+ * records gathered to `out`; or (not `kill`) to the job's last epoch, each
+ * verdict ok.  SC_OK or why not in `why`.
+ */
+static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *audit,
+                    const soak_recs *in, int kill, uint64_t stop, uint64_t batch,
+                    soak_recs *out, int *good, char *why, size_t whylen)
+{
+    sc_config c = job_config(j, dir);
+    snprintf(c.audit_dir, sizeof c.audit_dir, "%s", audit);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    uint64_t e0 = 0;
+    int rc = sc_loader_open_err(comm, &c, &ld, &err), n;
+    MPI_Comm_size(comm, &n);
+    if (rc == SC_OK && in) {
+        const void *ptrs[8];
+        for (uint32_t i = 0; i < in->n; i++)
+            ptrs[i] = in->bytes + (size_t)i * SC_CHECKPOINT_MAX_BYTES;
+        rc = sc_loader_resume(ld, ptrs, in->lens, world_rank == 0 ? (int)in->n : 0, &e0);
+        stop = e0;
+    }
+    uint64_t last = kill ? stop : j->epochs - 1;
+    for (uint64_t e = e0; rc == SC_OK && e <= last; e++) {
+        sc_batch b;
+        rc = sc_epoch_begin(ld, e, NULL);
+        for (uint64_t k = 0; rc == SC_OK && (e < last || !kill || k < batch) &&
+                             (rc = sc_next_batch(ld, &b)) == SC_OK;
+             k++) {
+            *good &= batch_ok(ld, &b, why, whylen);
+            sc_batch_release(ld, &b);
+        }
+        if (rc == SC_END_OF_EPOCH)
+            rc = SC_OK;
+    }
+    for (uint64_t e = e0; !kill && rc == SC_OK && e < j->epochs; e++) {
+        sc_epoch_summary rep;
+        if ((rc = sc_epoch_wait(ld, e, &rep)) == SC_OK && !rep.exactly_once.ok) {
+            *good = 0;
+            snprintf(why, whylen, "run on %d ranks: epoch %llu: %s", n,
+                     (unsigned long long)e, rep.exactly_once.detail);
+        }
+    }
+    unsigned char mine[SC_CHECKPOINT_MAX_BYTES] = {0};
+    unsigned long long len = 0, lens[8];
+    size_t got = 0;
+    if (kill && rc == SC_OK)
+        rc = sc_loader_checkpoint(ld, mine, sizeof mine, &got);
+    if (rc != SC_OK)
+        snprintf(why, whylen, "run on %d ranks: %s: %s", n, sc_status_name(rc),
+                 ld ? sc_last_error(ld) : err.msg);
+    len = got;
+    if (kill) {
+        MPI_Gather(&len, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);
+        MPI_Gather(mine, SC_CHECKPOINT_MAX_BYTES, MPI_BYTE, out->bytes, SC_CHECKPOINT_MAX_BYTES,
+                   MPI_BYTE, 0, comm);
+        for (int i = 0; world_rank == 0 && i < n; i++)
+            out->lens[i] = (size_t)lens[i];
+        out->n = (uint32_t)n;
+    }
+    sc_loader_close(ld); /* mid-epoch, as if killed */
+    return rc;
+}
+
 /*
  * A job killed at a random point right after its checkpoint, then resumed
- * on a random number of ranks: every verdict of the resumed run is ok and
- * the union of both audit trails is exactly once (`shardcache verify
- * --union`, on rank 0).  Called by every rank of the world.
+ * on a random number of ranks, for half of them killed again inside the
+ * epoch it resumed and resumed once more on another: every verdict of the
+ * last run is ok and the union of all audit trails is exactly once
+ * (`shardcache verify --union`, on rank 0).  Called by every rank of the
+ * world.
  */
 static int run_resume_job(const job *j, const char *dir, const char *shardcache, char *why,
                           size_t whylen)
 {
-    unsigned char *blobs = malloc((size_t)j->world * SC_CHECKPOINT_BYTES);
-    int good = blobs != NULL, rc = SC_OK;
-    char a1[1200], a2[1200];
-    snprintf(a1, sizeof a1, "%s/job%llu", dir, (unsigned long long)j->id);
+    soak_recs recs[2] = {{malloc(8 * SC_CHECKPOINT_MAX_BYTES), {0}, 0},
+                         {malloc(8 * SC_CHECKPOINT_MAX_BYTES), {0}, 0}};
+    int good = recs[0].bytes && recs[1].bytes, rc = SC_OK;
+    int nruns = j->world3 ? 3 : 2;
+    const uint32_t worlds[3] = {j->world, j->world2, j->world3};
+    char audit[3][1200];
+    snprintf(audit[0], sizeof audit[0], "%s/job%llu", dir, (unsigned long long)j->id);
     if (world_rank == 0)
-        mkdir(a1, 0777); /* the audit directories' parent */
+        mkdir(audit[0], 0777); /* the audit directories' parent */
     MPI_Barrier(MPI_COMM_WORLD);
-    snprintf(a1, sizeof a1, "%s/job%llu/a1", dir, (unsigned long long)j->id);
-    snprintf(a2, sizeof a2, "%s/job%llu/a2", dir, (unsigned long long)j->id);
-    MPI_Comm comm;
-    MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j->world ? 0 : MPI_UNDEFINED, world_rank,
-                   &comm);
-    if (comm != MPI_COMM_NULL) {
-        sc_config c = job_config(j, dir);
-        snprintf(c.audit_dir, sizeof c.audit_dir, "%s", a1);
-        sc_loader *ld = NULL;
-        sc_error err = SC_ERROR_INIT;
-        rc = sc_loader_open_err(comm, &c, &ld, &err);
-        for (uint64_t e = 0; rc == SC_OK && e <= j->kill_epoch; e++) {
-            sc_batch b;
-            rc = sc_epoch_begin(ld, e, NULL);
-            for (uint64_t k = 0; rc == SC_OK && (e < j->kill_epoch || k < j->kill_batch) &&
-                                 (rc = sc_next_batch(ld, &b)) == SC_OK;
-                 k++) {
-                good &= batch_ok(ld, &b, why, whylen);
-                sc_batch_release(ld, &b);
-            }
-            if (rc == SC_END_OF_EPOCH)
-                rc = SC_OK;
+    for (int i = 0; i < 3; i++)
+        snprintf(audit[i], sizeof audit[i], "%s/job%llu/a%d", dir, (unsigned long long)j->id,
+                 i + 1);
+    for (int i = 0; i < nruns && rc == SC_OK; i++) {
+        MPI_Comm comm;
+        MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)worlds[i] ? 0 : MPI_UNDEFINED,
+                       world_rank, &comm);
+        if (comm != MPI_COMM_NULL) {
+            rc = soak_run(j, comm, dir, audit[i], i ? &recs[(i - 1) % 2] : NULL,
+                          i + 1 < nruns, j->kill_epoch, i ? j->kill_batch2 : j->kill_batch,
+                          &recs[i % 2], &good, why, whylen);
+            MPI_Comm_free(&comm);
         }
-        unsigned char mine[SC_CHECKPOINT_BYTES];
-        size_t len;
-        if (rc == SC_OK)
-            rc = sc_loader_checkpoint(ld, mine, sizeof mine, &len);
-        if (rc != SC_OK)
-            snprintf(why, whylen, "first run: %s: %s", sc_status_name(rc),
-                     ld ? sc_last_error(ld) : err.msg);
-        MPI_Gather(mine, SC_CHECKPOINT_BYTES, MPI_BYTE, blobs, SC_CHECKPOINT_BYTES, MPI_BYTE, 0,
-                   comm);
-        sc_loader_close(ld); /* mid-epoch, as if killed */
-        MPI_Comm_free(&comm);
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Comm_split(MPI_COMM_WORLD, world_rank < (int)j->world2 ? 0 : MPI_UNDEFINED, world_rank,
-                   &comm);
-    if (comm != MPI_COMM_NULL && rc == SC_OK) {
-        sc_config c = job_config(j, dir);
-        snprintf(c.audit_dir, sizeof c.audit_dir, "%s", a2);
-        const void *ptrs[8];
-        size_t lens[8];
-        for (uint32_t i = 0; i < j->world; i++)
-            ptrs[i] = blobs + (size_t)i * SC_CHECKPOINT_BYTES, lens[i] = SC_CHECKPOINT_BYTES;
-        sc_loader *ld = NULL;
-        sc_error err = SC_ERROR_INIT;
-        uint64_t e0 = 0;
-        int r2 = sc_loader_open_err(comm, &c, &ld, &err);
-        if (r2 == SC_OK)
-            r2 = sc_loader_resume(ld, ptrs, lens, world_rank == 0 ? (int)j->world : 0, &e0);
-        for (uint64_t e = e0; r2 == SC_OK && e < j->epochs; e++) {
-            sc_batch b;
-            r2 = sc_epoch_begin(ld, e, NULL);
-            while (r2 == SC_OK && (r2 = sc_next_batch(ld, &b)) == SC_OK) {
-                good &= batch_ok(ld, &b, why, whylen);
-                sc_batch_release(ld, &b);
-            }
-            if (r2 == SC_END_OF_EPOCH)
-                r2 = SC_OK;
-        }
-        for (uint64_t e = e0; r2 == SC_OK && e < j->epochs; e++) {
-            sc_epoch_summary rep;
-            if ((r2 = sc_epoch_wait(ld, e, &rep)) == SC_OK && !rep.exactly_once.ok) {
-                good = 0;
-                snprintf(why, whylen, "resumed on %u ranks: epoch %llu: %s", j->world2,
-                         (unsigned long long)e, rep.exactly_once.detail);
-            }
-        }
-        if (r2 != SC_OK) {
-            good = 0;
-            snprintf(why, whylen, "resumed on %u ranks: %s: %s", j->world2, sc_status_name(r2),
-                     ld ? sc_last_error(ld) : err.msg);
-        }
-        sc_loader_close(ld);
-        MPI_Comm_free(&comm);
+        MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     }
     good &= rc == SC_OK;
     MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -491,15 +517,19 @@ static int run_resume_job(const job *j, const char *dir, const char *shardcache,
         char sizes[1200], cmd[8192];
         write_sizes(j, dir, sizes, sizeof sizes);
         snprintf(cmd, sizeof cmd,
-                 "%s verify --union --audit-dir %s --audit-dir %s --shard-sizes %s > %s.log 2>&1 "
-                 "&& grep -q '^exactly-once: ok (%llu epochs' %s.log",
-                 shardcache, a1, a2, sizes, a2, (unsigned long long)j->epochs, a2);
+                 "%s verify --union --audit-dir %s --audit-dir %s%s%s --shard-sizes %s > "
+                 "%s.log 2>&1 && grep -q '^exactly-once: ok (%llu epochs' %s.log",
+                 shardcache, audit[0], audit[1], nruns > 2 ? " --audit-dir " : "",
+                 nruns > 2 ? audit[2] : "", sizes, audit[1], (unsigned long long)j->epochs,
+                 audit[1]);
         if (system(cmd) != 0) {
             good = 0;
-            snprintf(why, whylen, "shardcache verify --union disagrees: see %.400s.log", a2);
+            snprintf(why, whylen, "shardcache verify --union disagrees: see %.400s.log",
+                     audit[1]);
         }
     }
-    free(blobs);
+    free(recs[0].bytes);
+    free(recs[1].bytes);
     return good;
 }
 
