@@ -189,9 +189,10 @@ def test_ctrl_c_while_waiting_keeps_the_batch(dataset, cache_dir):
     if not shardcache.features()["testing"]:
         pytest.skip("needs a testing build (a slow source)")
     real = lambda b: b.ids[:b.size - b.padded].tolist()  # noqa: E731
-    os.environ["SC_TEST_SOURCE_MBPS"] = "0.03"  # a batch takes ~60 ms to read: next() waits
+    os.environ["SC_TEST_SOURCE_MBPS"] = "0.03"  # a batch takes ~15 ms to read: next() waits
     try:
-        loader = open_loader(dataset, cache_dir, remainder="pad", prefetch_batches=3)
+        loader = open_loader(dataset, cache_dir, remainder="pad", prefetch_batches=3,
+                             batch_size=4, stream_bytes="4K")  # no shard loaded far ahead
     finally:
         del os.environ["SC_TEST_SOURCE_MBPS"]
     with loader:
