@@ -518,8 +518,9 @@ int sc__share_record(const sc__share *s, uint64_t consumed, uint64_t B, int done
     if (!(*left = malloc(sizeof **left * (c->npieces + 1))))
         return sc__seterr(err, SC_ENOMEM, "rank %llu: no memory for a checkpoint",
                           (unsigned long long)c->rank);
-    memcpy(*left, s->pieces + k, sizeof **left * c->npieces);
-    if (c->npieces)
+    if (c->npieces) { /* none left: s->pieces may be NULL, which memcpy may not take */
+        memcpy(*left, s->pieces + k, sizeof **left * c->npieces);
         (*left)[0].start += off;
+    }
     return SC_OK;
 }
