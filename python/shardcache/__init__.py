@@ -583,17 +583,19 @@ class Loader:
         return iter(self.epoch(epoch))
 
     def __len__(self):
-        """Batches this rank gets in the epoch `for batch in loader` runs
-        next: the ones left of an epoch in progress; else its plan's, computed
-        here without beginning it (the first epoch, or global mode), or by
-        beginning it (a resumed epoch; sticky mode after the first)."""
+        """Batches this rank gets in an epoch, as DataLoader's len(): the
+        epoch in progress's (all of them, as its pass began; after a resume,
+        the ones the resumed pass had), else the one `for batch in loader`
+        runs next, its plan's, computed here without beginning it (the first
+        epoch, or global mode) or by beginning it (a resumed epoch; sticky
+        mode after the first).  len(loader.epoch(e)) counts what is left."""
+        if self._more:
+            return self.info["batches"]
         e = self._current()
-        if self._more and self._epoch == e:
-            return len(_Epoch(self, e))
         if self.resumed_epoch is None and (self._epoch is None or self._global):
             return self._do(self._c.plan_batches, e)
         self.epoch(e)
-        self._next_epoch = e
+        self._next_epoch = self._set = e  # the pass that follows goes on with it
         return self._left
 
     def finish_epoch(self):

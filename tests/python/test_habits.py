@@ -52,13 +52,13 @@ def test_tensors_kept_across_the_epoch_are_never_overwritten(dataset, cache_dir)
 
 def test_len_set_epoch_and_iterating_twice(dataset, cache_dir):
     with open_loader(dataset, cache_dir) as loader:
-        n = len(loader)  # begins epoch 0 to know
+        n = len(loader)  # planned here: epoch 0 is not begun
         it = loader.epoch(0)
         assert len(it) == n == loader.info["batches"]
         seen = 0
         for batch in it:
             seen += 1
-            assert len(it) == n - seen
+            assert len(it) == n - seen and len(loader) == n  # DataLoader's len stays
         assert seen == n
         with pytest.raises(ValueError, match="were all taken"):
             for batch in it:
@@ -304,3 +304,14 @@ def test_a_python_callable_per_batch_runs_ahead(dataset, cache_dir):
         with pytest.raises(RuntimeError, match="augment failed on batch 0"):
             next(iter(loader.epoch(0)))
         loader.finish_epoch()
+
+
+@pytest.mark.parametrize("shuffle", ["sticky", "global"])
+def test_len_before_every_pass(dataset, cache_dir, shuffle):
+    """len() between epochs (tqdm, an LR schedule) began a sticky epoch that
+    the next pass then took for a broken one: SC_EINVAL at epoch 1."""
+    with open_loader(dataset, cache_dir, shuffle=shuffle) as loader:
+        for epoch in range(3):
+            n = len(loader)
+            assert sum(1 for _ in loader) == n
+            assert loader.verdict(epoch).ok and loader.info["epoch"] == epoch
