@@ -268,6 +268,15 @@ SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
 SC_API int sc_epoch_skip_rest(sc_loader *ld, uint64_t *skipped);
 
 /*
+ * `samples` of the batches already taken this epoch were not used (a thread
+ * took them ahead of a loop that stopped, or their processing failed): the
+ * verdict counts them as skipped by the caller, not delivered.  SC_EINVAL
+ * once the epoch's last batch is taken (its verdict is on its way: take the
+ * last batch only when it will be used).
+ */
+SC_API int sc_epoch_unused(sc_loader *ld, uint64_t samples);
+
+/*
  * Detaches a held host batch from the loader: its memory becomes the
  * batch's own, valid (at the same addresses) until sc_batch_free, also
  * after sc_loader_close, and the ring slot gets new memory, so the loader

@@ -521,6 +521,18 @@ static PyObject *core_plan_batches(core_loader *self, PyObject *arg)
     return PyLong_FromUnsignedLongLong(in.batches_per_rank);
 }
 
+/* unused(samples): taken, not used (sc_epoch_unused). */
+static PyObject *core_unused(core_loader *self, PyObject *arg)
+{
+    unsigned long long n = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || !core_open(self))
+        return NULL;
+    int rc = sc_epoch_unused(self->ld, n);
+    if (rc != SC_OK)
+        return core_raise(rc, sc_last_error(self->ld));
+    Py_RETURN_NONE;
+}
+
 /* skip_rest() -> samples: ends the epoch early (sc_epoch_skip_rest). */
 static PyObject *core_skip_rest(core_loader *self, PyObject *unused)
 {
@@ -572,6 +584,7 @@ static PyMethodDef core_loader_methods[] = {
     {"report", (PyCFunction)core_report, METH_VARARGS, "report(epoch, wait) -> dict"},
     {"checkpoint", (PyCFunction)core_checkpoint, METH_NOARGS, "this rank's record"},
     {"skip_rest", (PyCFunction)core_skip_rest, METH_NOARGS, "end the epoch early"},
+    {"unused", (PyCFunction)core_unused, METH_O, "unused(samples): taken, not used"},
     {"detach", (PyCFunction)core_detach, METH_VARARGS, "detach(seq) -> handle"},
     {"plan_batches", (PyCFunction)core_plan_batches, METH_O, "an epoch's batches, planned here"},
     {NULL, NULL, 0, NULL},

@@ -470,7 +470,7 @@ class Loader:
 
     def _stop_ahead(self):
         """Ends batch_transform's thread; the batches it took and the loop
-        never got count as delivered (at most batch_transform_ahead + 1)."""
+        never got count as skipped by the caller."""
         if self._ahead is not None:
             self._ahead.stop()
             self._ahead = None
@@ -560,7 +560,7 @@ class Loader:
 
     def _end_broken_pass(self, why):
         warnings.warn(f"shardcache: rank {self.rank}: {why} while epoch {self._epoch} has "
-                      f"{self._left} batches left (a break?): they are skipped, and its verdict "
+                      f"{len(_Epoch(self, self._epoch))} batches left (a break?): they are skipped, and its verdict "
                       f"counts them as skipped by the caller (loader.epoch({self._epoch}) or "
                       f"set_epoch({self._epoch}) first goes on with them instead)", stacklevel=3)
         self.finish_epoch()

@@ -17,13 +17,15 @@ each need a loader of their own; the loader's producers are C threads).
 """
 import torch
 
+import shardcache
+
 __all__ = ["IterableDataset"]
 
 
 class IterableDataset(torch.utils.data.IterableDataset):
     """A shardcache.Loader as a torch IterableDataset: each item is one batch,
     a dict of its fields' tensors, plus its sample ids under `ids_key`
-    (None: left out)."""
+    (None: left out); with the loader's batch_transform, what it returns."""
 
     def __init__(self, loader, ids_key="ids"):
         super().__init__()
@@ -44,6 +46,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
                              "num_workers=0 (the loader's own producer threads do the work; "
                              "SC_PRODUCERS sets how many)")
         for batch in self.loader:
+            if not isinstance(batch, shardcache.Batch):
+                yield batch  # a batch_transform's result, as the loop would get it
+                continue
             item = dict(batch)
             if self.ids_key is not None:
                 item[self.ids_key] = batch.ids

@@ -1203,6 +1203,23 @@ int sc_next_batch(sc_loader *ld, sc_batch *batch)
     return loader_take(ld, batch, 0);
 }
 
+int sc_epoch_unused(sc_loader *ld, uint64_t samples)
+{
+    if (!ld)
+        return SC_EINVAL;
+    if (ld->failed)
+        return loader_stopped(ld);
+    if (ld->phase == LD_NO_EPOCH || samples > ld->delivered * ld->cfg.batch_size)
+        return sc__seterr(&ld->err, SC_EINVAL, "rank %d: sc_epoch_unused of %llu samples: "
+                          "more than this epoch's batches taken so far", ld->rank,
+                          (unsigned long long)samples);
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc__ledger_unused(ld->ledger, ld->cur, samples, &err);
+    if (rc != SC_OK)
+        ld->err = err; /* the caller's timing: reported, the loader goes on */
+    return rc;
+}
+
 int sc_epoch_skip_rest(sc_loader *ld, uint64_t *skipped)
 {
     if (!ld)
@@ -1550,7 +1567,8 @@ static void loader_say_failed_epochs(sc_loader *ld)
         const sc_exactly_once *v = &ld->reps[i].exactly_once;
         if (v->verified && !v->ok)
             sc__log(ld->cfg.log_level, SC__LOG_WARN, 0, "at close: epoch %llu was not "
-                    "exactly-once: %s", (unsigned long long)v->epoch, v->detail);
+                    "exactly-once in this run: %s (an epoch left at a checkpoint is completed "
+                    "by the job that resumes from it)", (unsigned long long)v->epoch, v->detail);
     }
 }
 

@@ -544,6 +544,18 @@ int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t
     return ownership_record(l, epoch, ids, n, REC_CALLER, 0, err);
 }
 
+int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
+{
+    slot *s = ownership_find(l, epoch);
+    if (!s || s->posted)
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s: its samples can no "
+                          "longer be counted as unused", l->rank, (unsigned long long)epoch,
+                          s ? "already ended" : "not begun");
+    /* Recorded as delivered already (in the sums): only which kind they are moves. */
+    s->sums[CALLER] += n;
+    return SC_OK;
+}
+
 int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
 {
     slot *s = ownership_find(l, epoch);

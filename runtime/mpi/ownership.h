@@ -93,6 +93,12 @@ int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint6
                        int padded, sc_error *err);
 int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err);
+/*
+ * Samples already recorded as delivered that the caller did not use (taken
+ * ahead, or their processing failed): counted as skipped by the caller.
+ * SC_EINVAL once the epoch has ended here.
+ */
+int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err);
 /* Records samples the caller skipped (never handed out): accounted for, not delivered. */
 int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err);

@@ -315,3 +315,37 @@ def test_len_before_every_pass(dataset, cache_dir, shuffle):
             n = len(loader)
             assert sum(1 for _ in loader) == n
             assert loader.verdict(epoch).ok and loader.info["epoch"] == epoch
+
+
+@pytest.mark.parametrize("left", [1, 2, 5])
+def test_batch_transform_never_counts_unseen_batches_delivered(dataset, cache_dir, left):
+    """A break near the end with batch_transform: the thread had taken the
+    rest, so the verdict said ok for samples the loop never got."""
+    fn = lambda b: b.ids[:b.size - b.padded].clone()  # noqa: E731
+    with open_loader(dataset, cache_dir, remainder="pad", batch_transform=fn,
+                     batch_transform_ahead=3) as loader:
+        n, got = len(loader), []
+        for k, ids in enumerate(loader.epoch(0)):
+            got.extend(ids.tolist())
+            if k == n - 1 - left:
+                break
+        loader.finish_epoch()
+        v = loader.verdict(0)
+        seen = COMM.allreduce(len(got))
+        assert v.delivered == seen and v.caller_skipped == 1000 - seen and not v.ok
+
+    def fails_once(b):
+        if b.index == 2:
+            raise RuntimeError("no")
+        return b.ids[:b.size - b.padded].clone()
+    with open_loader(dataset, cache_dir, remainder="pad", batch_transform=fails_once) as loader:
+        got = []
+        try:
+            for ids in loader.epoch(0):
+                got.extend(ids.tolist())
+        except RuntimeError:
+            for ids in loader.epoch(0):  # goes on after the failed batch
+                got.extend(ids.tolist())
+        v = loader.verdict(0)
+        seen = COMM.allreduce(len(got))
+        assert v.delivered == seen and v.caller_skipped == 1000 - seen > 0
