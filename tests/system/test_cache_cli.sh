@@ -280,7 +280,7 @@ expect_ok "cache list: a source rewritten by cp -p is changed" "idle  source $d/
     "$sc" cache list --cache-dir "$cc"
 touch -d 2001-01-01 "$d/a2.h5" "$d/c.h5" # both sources change
 ca=$(grep -l "a2.h5" "$cc"/*/source | xargs dirname)
-cdead="$(echo "$cc"/shardcache-*-l0 | cut -d' ' -f1)-p999999999"
+cdead="$(echo "$cc"/shardcache-*-l0 | cut -d' ' -f1)-p999999999.AbC123" # mkdtemp's suffix
 mkdir -m 700 "$cdead" && touch "$cdead/lock" # its process is gone: the lock is free
 clive="${cdead%-p*}-p1"
 mkdir -m 700 "$clive" && touch "$clive/lock"
