@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "cachedir.h"
+#include "cacheplace.h"
 #include "config.h"
 #include "error.h"
 #include "entry.h"
@@ -62,12 +63,12 @@ static double cache_now(void)
 
 struct sc_cache {
     sc_dataset *ds;
-    char dir[SC_PATH_MAX];
-    char node[SC_PATH_MAX]; /* the node's directories, less the local rank */
-    int lock_fd, rank, local_rank, local_size, log_level;
-    int private_dir; /* dir is this process's own (-p<pid>): removed at close */
-    int group;       /* SC_CACHE_SHARE=group: the directory may be the group's */
-    int lock_tries;  /* locks taken on a lock file removed meanwhile */
+    /*
+     * Its directory, held open: every entry, temporary and the lock is
+     * reached relative to pl.dfd (pl.dir names it in messages only).
+     */
+    sc__cache_place pl;
+    int rank, local_size, log_level;
     /*
      * After an entry could not be written (a full disk, a quota, a directory
      * gone or read-only), nothing is admitted until this time (CLOCK_MONOTONIC
@@ -111,157 +112,27 @@ static struct seen cache_identity(uint64_t shard, const struct stat *st)
     return s;
 }
 
-/* Every directory the cache makes is its user's alone (0700): no one else plants entries. */
-static int cache_mkdirs(const char *path)
-{
-    char tmp[SC_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
 enum { ENTRY_WRITING = 2 };
 
-static void cache_entry_path(const sc_cache *c, uint64_t shard, char *out, size_t n)
+/* An entry's name in its directory. */
+static void cache_entry_name(uint64_t shard, char *out, size_t n)
 {
-    snprintf(out, n, "%s/s%llu.h5", c->dir, (unsigned long long)shard);
-}
-
-/* 1 if this process belongs to group gid (its own or a supplementary one). */
-static int cache_in_group(gid_t gid)
-{
-    int n = getgroups(0, NULL), in = gid == getgid();
-    gid_t *groups = n > 0 ? malloc(sizeof *groups * (size_t)n) : NULL;
-    n = groups ? getgroups(n, groups) : 0;
-    for (int i = 0; i < n && !in; i++)
-        in = groups[i] == gid;
-    free(groups);
-    return in;
-}
-
-/*
- * Whoever can write into a cache directory can plant entries with valid
- * checksums.  It must be a real directory (not a symlink), this user's
- * and writable by nobody else; with SC_CACHE_SHARE=group, the group's may
- * own it and write it, never everyone.
- */
-static int cache_check_dir(const sc_cache *c, sc_error *err)
-{
-    struct stat st;
-    /*
-     * Its parent too: whoever may write there (without the sticky bit, as
-     * /tmp has) can rename this directory away and put their own in its place.
-     */
-    char parent[SC_PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", c->dir);
-    char *slash = strrchr(parent, '/');
-    if (slash && slash != parent)
-        *slash = '\0';
-    if (stat(parent, &st) == 0 && !(st.st_mode & S_ISVTX) &&
-        (st.st_mode & (c->group ? 002 : 022)))
-        return sc__seterr(err, SC_EIO,
-                          "cache root '%s' has mode %03o: others may replace the cache "
-                          "directories in it; use a root only you (or, with "
-                          "SC_CACHE_SHARE=group, your group) can write, or one with the "
-                          "sticky bit",
-                          parent, (unsigned)(st.st_mode & 07777));
-    if (lstat(c->dir, &st) != 0)
-        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir, strerror(errno));
-    int mine = st.st_uid == getuid(), ours = c->group && cache_in_group(st.st_gid);
-    mode_t others = c->group ? 002 : 022;
-    if (S_ISDIR(st.st_mode) && (mine || ours) && !(st.st_mode & others))
-        return SC_OK;
-    return sc__seterr(err, SC_EIO,
-                      "cache directory '%s' is %s owned by uid %lu (group %lu) with mode %03o: "
-                      "another user could plant entries in it; it must be yours (uid %lu) and "
-                      "writable by you alone (chmod go-w)%s",
-                      c->dir, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode)
-                                                                           ? "a directory"
-                                                                           : "a file",
-                      (unsigned long)st.st_uid, (unsigned long)st.st_gid,
-                      (unsigned)(st.st_mode & 07777), (unsigned long)getuid(),
-                      c->group ? ", not writable by everyone"
-                               : ", or SC_CACHE_SHARE=group for a group's own scratch");
-}
-
-/*
- * One try at the directory's lock: 0 held, 1 another live process holds it,
- * 2 the directory or its lock was removed meanwhile (`shardcache cache gc`
- * or a dead process's cleanup: try again), -1 an error (errno), -2 the
- * directory is refused (*rc and err say why).
- */
-static int cache_try_lock(sc_cache *c, const char *path, int *rc, sc_error *err)
-{
-    if (cache_mkdirs(c->dir) != 0)
-        return errno == ENOENT ? 2 : -1;
-    struct stat st;
-    /* A group's cache: its members write it, and new files keep its group. */
-    if (c->group && lstat(c->dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid())
-        chmod(c->dir, 02770);
-    /* Before anything is made in it: a planted or swapped directory is refused. */
-    if (lstat(c->dir, &st) != 0)
-        return errno == ENOENT ? 2 : -1;
-    if ((*rc = cache_check_dir(c, err)) != SC_OK)
-        return -2;
-    /* Read-only: flock needs no more, and no file stays open for writing. */
-    c->lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->group ? 0660 : 0600);
-    if (c->lock_fd < 0)
-        return errno == ENOENT ? 2 : -1;
-    if (c->group)
-        fchmod(c->lock_fd, 0660); /* past the umask: the group's processes take it too */
-    int got = flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0, e = errno;
-    if (got && sc__cachedir_lock_is_path(c->lock_fd, path))
-        return 0;
-    close(c->lock_fd);
-    c->lock_fd = -1;
-    errno = e;
-    return got ? 2 : e == EWOULDBLOCK ? 1 : -1;
-}
-
-/* Takes the directory's lock; *busy is 1 if another live process holds it. */
-static int cache_lock_dir(sc_cache *c, int *busy, sc_error *err)
-{
-    char path[SC_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/lock", c->dir);
-    *busy = 0;
-    /*
-     * A few tries: a remover (gc, or another job's cleanup of a dead
-     * process's directory) holds a lock only for a moment.
-     */
-    for (int t = 0; t < 5; t++) {
-        int rc = SC_OK, r = cache_try_lock(c, path, &rc, err);
-        if (r == 0 || r == -2)
-            return rc;
-        if (r == -1)
-            return sc__seterr(err, SC_EIO, "cache lock '%s': %s", path, strerror(errno));
-        if (r == 1 && t >= 2) {
-            *busy = 1;
-            return SC_OK;
-        }
-        usleep(10000);
-    }
-    return sc__seterr(err, SC_EIO, "cache directory '%s' keeps being removed", c->dir);
+    snprintf(out, n, "s%llu.h5", (unsigned long long)shard);
 }
 
 /* Deletes an entry that cannot be served, and says so. */
 static void cache_repair(sc_cache *c, uint64_t shard, const char *why)
 {
-    char path[SC_PATH_MAX + 32];
-    cache_entry_path(c, shard, path, sizeof path);
-    unlink(path);
+    char name[32];
+    cache_entry_name(shard, name, sizeof name);
+    unlinkat(c->pl.dfd, name, 0);
     sc__evict_remove(c->ev, (uint32_t)shard);
     c->st.repairs++;
     sc__log(c->log_level, SC__LOG_WARN, c->rank,
-            "cache entry '%s' (shard %llu) dropped, %s; reading the shard from the "
+            "cache entry '%s/%s' (shard %llu) dropped, %s; reading the shard from the "
             "source again",
-            path, (unsigned long long)shard, why);
+            c->pl.dir, name, (unsigned long long)shard, why);
 }
 
 /* Admits a shard to the index and deletes the files of the entries it evicts. */
@@ -271,9 +142,9 @@ static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes)
     uint64_t nv;
     int rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
     for (uint64_t i = 0; i < nv; i++) {
-        char path[SC_PATH_MAX + 32];
-        cache_entry_path(c, victims[i], path, sizeof path);
-        unlink(path);
+        char name[32];
+        cache_entry_name(victims[i], name, sizeof name);
+        unlinkat(c->pl.dfd, name, 0);
         c->st.evictions++;
     }
     return rc;
@@ -282,10 +153,15 @@ static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes)
 /* Learns what an earlier run left: entries, and temporaries of crashed writers. */
 static int cache_scan(sc_cache *c, sc_error *err)
 {
-    DIR *d = opendir(c->dir);
+    int fd = dup(c->pl.dfd);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
     struct dirent *e;
-    if (!d)
-        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->dir, strerror(errno));
+    if (!d) {
+        int why = errno;
+        if (fd >= 0)
+            close(fd);
+        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->pl.dir, strerror(why));
+    }
     while ((e = readdir(d))) {
         unsigned long long shard;
         char tail[16] = "";
@@ -293,152 +169,21 @@ static int cache_scan(sc_cache *c, sc_error *err)
         if (n < 1)
             continue;
         if (n == 2 || shard >= c->ds->nshards) {
-            char path[SC_PATH_MAX + 300];
-            snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
-            unlink(path);
+            unlinkat(c->pl.dfd, e->d_name, 0);
             c->st.repairs++;
             sc__log(c->log_level, SC__LOG_WARN, c->rank,
-                    "removed '%s': %s", path,
+                    "removed '%s/%s': %s", c->pl.dir, e->d_name,
                     n == 2 ? "an incomplete entry left by a writer that died"
                            : "an entry for a shard this dataset does not have");
             continue;
         }
         if (cache_admit(c, shard, sc__shard_bytes(c->ds, shard)) == SC_ENOMEM) {
             closedir(d);
-            return sc__seterr(err, SC_ENOMEM, "cache '%s': no memory", c->dir);
+            return sc__seterr(err, SC_ENOMEM, "cache '%s': no memory", c->pl.dir);
         }
     }
     closedir(d);
     return SC_OK;
-}
-
-/*
- * The default root is a predictable name, often in a world-writable /tmp:
- * whoever makes it first owns it.  Another user's directory, a symlink, or
- * one others may write into is refused, never used: it could hold planted
- * entries with valid checksums.
- */
-static int cache_private_root(const char *root, sc_error *err)
-{
-    struct stat st;
-    if (mkdir(root, 0700) != 0 && errno != EEXIST)
-        return sc__seterr(err, SC_EIO, "cache root '%s': %s", root, strerror(errno));
-    if (lstat(root, &st) != 0)
-        return sc__seterr(err, SC_EIO, "cache root '%s': %s", root, strerror(errno));
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
-        return sc__seterr(err, SC_EIO,
-                          "cache root '%s' is %s owned by uid %lu with mode %03o: not this "
-                          "user's private directory (uid %lu, 0700); remove it or set "
-                          "SC_CACHE_DIR",
-                          root, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode)
-                                                                              ? "a directory"
-                                                                              : "a file",
-                          (unsigned long)st.st_uid, (unsigned)(st.st_mode & 07777),
-                          (unsigned long)getuid());
-    return SC_OK;
-}
-
-/*
- * The directory of this rank's entries: under cfg->cache_dir, else the
- * default root (sc__cache_root), one per (dataset, node-local rank).
- */
-static int cache_name_dir(sc_cache *c, const sc_config *cfg, sc_error *err)
-{
-    char root[SC_PATH_MAX];
-    const char *base = cfg->cache_dir;
-    if (!base[0]) {
-        if (sc__cache_root(root, sizeof root) != SC_OK)
-            return sc__seterr(err, SC_EINVAL, "the default cache directory's path is too "
-                              "long: set SC_CACHE_DIR");
-        int rc = cache_private_root(root, err);
-        if (rc != SC_OK)
-            return rc;
-        base = root;
-    }
-    /* The base must leave room for the rank, the "-p<pid>" suffix and entries. */
-    if (strlen(base) > sizeof c->node - 96)
-        return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
-    snprintf(c->node, sizeof c->node, "%.4000s/shardcache-%016llx-l", base,
-             (unsigned long long)c->ds->fingerprint);
-    if (snprintf(c->dir, sizeof c->dir, "%s%d", c->node, c->local_rank) >=
-        (int)sizeof c->dir - 32)
-        return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", base);
-    return SC_OK;
-}
-
-/*
- * Private directories (-p<pid>) of processes that died without closing
- * (killed jobs): nothing can reuse them, so they go at the next open.
- * Dead means its lock is free (a process's flock dies with it, in any pid
- * namespace); it is removed while holding that lock.  A live process's,
- * or another user's, stays.
- */
-static void cache_remove_stale(const sc_cache *c)
-{
-    char parent[SC_PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", c->dir);
-    char *slash = strrchr(parent, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    const char *base = slash + 1;
-    size_t blen = strlen(base);
-    DIR *d = opendir(parent);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        long pid = 0;
-        struct stat st;
-        char path[2 * SC_PATH_MAX];
-        const char *p = e->d_name + blen;
-        if (strncmp(e->d_name, base, blen) || strncmp(p, "-p", 2) || !strspn(p + 2, "0123456789") ||
-            p[2 + strspn(p + 2, "0123456789")] || sscanf(p + 2, "%ld", &pid) != 1 || pid <= 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
-        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
-            continue;
-        if (sc__cachedir_remove(path, (uint64_t)st.st_dev, (uint64_t)st.st_ino, -1) == 0)
-            sc__log(c->log_level, SC__LOG_INFO, c->rank,
-                    "removed '%s': the private cache of process %ld, which is gone", path, pid);
-    }
-    if (d)
-        closedir(d);
-}
-
-/*
- * Locks the directory, or, when another live process holds it, a private
- * (cold) one beside it: two processes never write one directory.
- */
-static int cache_take_dir(sc_cache *c, sc_error *err)
-{
-    int busy = 0;
-    int rc = cache_lock_dir(c, &busy, err);
-    if (rc == SC_OK && !busy)
-        cache_remove_stale(c); /* holding the shared dir: ours to tidy */
-    if (rc != SC_OK || !busy)
-        return rc;
-    char shared[SC_PATH_MAX];
-    memcpy(shared, c->dir, sizeof shared);
-    /* The base was checked to leave 32 bytes of room for this suffix. */
-    size_t len = strlen(shared);
-    snprintf(c->dir + len, sizeof c->dir - len, "-p%ld", (long)getpid());
-    sc__log(c->log_level, SC__LOG_WARN, c->rank,
-            "cache '%s' is in use by another process on this node; using the "
-            "private (cold) cache '%s' instead",
-            shared, c->dir);
-    rc = cache_lock_dir(c, &busy, err);
-    if (rc == SC_OK && busy)
-        rc = sc__seterr(err, SC_EIO, "cache '%s' is locked", c->dir);
-    c->private_dir = rc == SC_OK;
-    return rc;
-}
-
-/* The root of c's directory (a private one's too). */
-static void cache_root_of(const sc_cache *c, char *root, size_t n)
-{
-    snprintf(root, n, "%s", c->dir);
-    char *slash = strrchr(root, '/');
-    if (slash && slash != root)
-        *slash = '\0';
 }
 
 /*
@@ -450,10 +195,8 @@ static void cache_root_of(const sc_cache *c, char *root, size_t n)
  */
 static void cache_bound(sc_cache *c)
 {
-    char root[SC_PATH_MAX];
     uint64_t size, avail;
-    cache_root_of(c, root, sizeof root);
-    if (sc__cachedir_space(root, &size, &avail) != 0)
+    if (sc__cachedir_space(c->pl.root, &size, &avail) != 0)
         return;
     uint64_t reserve = size / 100 * SC_CACHE_RESERVE_PCT, n = (uint64_t)c->local_size;
     uint64_t held = sc__evict_bytes(c->ev);
@@ -463,7 +206,7 @@ static void cache_bound(sc_cache *c)
     sc__evict_set_capacity(c->ev, cap);
     sc__log(c->log_level, SC__LOG_INFO, c->rank,
             "cache '%s': capacity %.1f MiB (SC_CACHE_BYTES=auto: %.1f MiB held, and a share "
-            "of %llu of the free space above %d%% of the filesystem)", c->dir,
+            "of %llu of the free space above %d%% of the filesystem)", c->pl.dir,
             (double)cap / (1 << 20), (double)held / (1 << 20), (unsigned long long)n,
             SC_CACHE_RESERVE_PCT);
 }
@@ -523,23 +266,23 @@ int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *
     if (!c)
         return sc__seterr(err, SC_ENOMEM, "no memory for a cache");
     c->ds = ds;
-    c->lock_fd = -1;
+    sc__cache_place_init(&c->pl);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->written, NULL);
     c->check = cfg->cache_check;
-    c->group = cfg->cache_share == SC_CACHE_GROUP;
+    c->pl.group = cfg->cache_share == SC_CACHE_GROUP;
+    c->pl.rank = site->rank;
+    c->pl.local_rank = site->local_rank;
+    c->pl.log_level = cfg->log_level;
     c->log_level = cfg->log_level;
     c->rank = site->rank;
-    c->local_rank = site->local_rank;
     c->local_size = site->local_size;
     c->job = site->job;
-    int rc = cache_name_dir(c, cfg, err);
-    if (rc == SC_OK)
-        rc = cache_take_dir(c, err);
+    int rc = sc__cache_place_open(&c->pl, cfg->cache_dir, ds->fingerprint, err);
     if (rc == SC_OK)
         rc = cache_load_index(c, cfg, err);
     if (rc == SC_OK)
-        sc__cachedir_note_source(c->dir, ds->path, c->group ? 0640 : 0600);
+        sc__cachedir_note_source(c->pl.dfd, ds->path, c->pl.group ? 0640 : 0600);
     if (rc != SC_OK) {
         sc_cache_close(c);
         return rc;
@@ -552,11 +295,7 @@ int sc_cache_close(sc_cache *c)
 {
     if (!c)
         return SC_OK;
-    /* A private directory is cold and nobody else's: it goes, before its lock. */
-    if (c->private_dir)
-        (void)sc__cachedir_remove(c->dir, 0, 0, c->lock_fd);
-    if (c->lock_fd >= 0)
-        close(c->lock_fd); /* releases the flock */
+    sc__cache_place_close(&c->pl); /* a private directory removed, the flock released */
     sc__evict_free(c->ev);
     free(c->seen);
     pthread_mutex_destroy(&c->mu);
@@ -596,13 +335,20 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
                              sc_error *err)
 {
     const sc_dataset *ds = c->ds;
-    char tmp[SC_PATH_MAX + 64], path[SC_PATH_MAX + 32];
+    char name[32], tmp[96], at[128], shown[SC_PATH_MAX + 96];
     sc__entry h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
     int bad;
     static _Atomic unsigned long writers; /* names each writer's temporary */
-    cache_entry_path(c, shard, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(),
+    cache_entry_name(shard, name, sizeof name);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", name, (long)getpid(),
              (unsigned long)atomic_fetch_add(&writers, 1));
+    snprintf(shown, sizeof shown, "%s/%s", c->pl.dir, tmp);
+    /*
+     * HDF5 creates by path: this one reaches the directory held open,
+     * wherever its name points now (a name swapped since the open reaches
+     * nothing of ours).
+     */
+    snprintf(at, sizeof at, "/proc/self/fd/%d/%s", c->pl.dfd, tmp);
 
     sc__h5_lock();
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
@@ -612,7 +358,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
     /* Exclusive: a name planted in the directory (a symlink) is never followed. */
     errno = 0;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
+    hid_t f = H5Fcreate(at, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
     int sys = f < 0 ? errno : 0; /* why, in the system's words (read-only, full...) */
     bad = f < 0;
     for (int i = 0; !bad && i < ds->nfields; i++) {
@@ -636,7 +382,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     H5Pclose(dcpl);
     H5Pclose(fcpl);
     int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed%s%s",
-                              tmp, (unsigned long long)shard, sys ? ": " : "",
+                              shown, (unsigned long long)shard, sys ? ": " : "",
                               sys ? strerror(sys) : "")
                  : SC_OK;
     sc__h5_unlock();
@@ -646,24 +392,24 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     if (rc == SC_OK) {
         unsigned char block[SC__ENTRY_BYTES];
         sc__entry_encode(&h, block);
-        int fd = open(tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd >= 0 && fchmod(fd, c->group ? 0640 : 0600) != 0)
-            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", tmp, strerror(errno));
+        int fd = openat(c->pl.dfd, tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0 && fchmod(fd, c->pl.group ? 0640 : 0600) != 0)
+            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
         for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
             if (cache_full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
-                rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", tmp, i,
-                                strerror(errno));
+                rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", shown,
+                                i, strerror(errno));
         if (rc == SC_OK && (fd < 0 || cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0))
-            rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", tmp,
+            rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", shown,
                             strerror(errno));
         if (fd >= 0 && close(fd) != 0 && rc == SC_OK)
-            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", tmp, strerror(errno));
+            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
     }
-    if (rc == SC_OK && rename(tmp, path) != 0)
-        rc = sc__seterr(err, SC_EIO, "cache entry '%s': rename failed: %s", path,
-                        strerror(errno));
+    if (rc == SC_OK && renameat(c->pl.dfd, tmp, c->pl.dfd, name) != 0)
+        rc = sc__seterr(err, SC_EIO, "cache entry '%s/%s': rename failed: %s", c->pl.dir,
+                        name, strerror(errno));
     if (rc != SC_OK)
-        unlink(tmp);
+        unlinkat(c->pl.dfd, tmp, 0);
     return rc;
 }
 
@@ -681,6 +427,41 @@ static sc__tring *cache_ring_of(const sc__tctx *tc)
     return tc ? tc->ring : NULL;
 }
 
+/* The entry open at fd mapped read-only into m: NULL, or why not. */
+static const char *cache_map_entry(int fd, const struct stat *st, const sc__entry *h, int nfields,
+                                   sc__mapping *m)
+{
+    m->len = (size_t)st->st_size;
+    m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (m->base == MAP_FAILED) {
+        m->base = NULL;
+        return "it cannot be mapped";
+    }
+    for (int i = 0; i < nfields; i++)
+        m->field[i] = (const unsigned char *)m->base + h->off[i];
+    return NULL;
+}
+
+/* The fields of the entry open at fd read into memory of m's own: NULL, or why not. */
+static const char *cache_copy_entry(int fd, const sc__entry *h, int nfields, sc__mapping *m)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < nfields; i++)
+        total += h->bytes[i];
+    unsigned char *p = malloc(total ? total : 1);
+    if (!p)
+        return "there is no memory to read it";
+    m->base = p;
+    m->len = (size_t)total;
+    m->copied = 1;
+    for (int i = 0; i < nfields; p += h->bytes[i], i++) {
+        m->field[i] = p;
+        if (cache_full_io(fd, p, h->bytes[i], h->off[i], 0))
+            return "its data does not read back"; /* truncated meanwhile */
+    }
+    return NULL;
+}
+
 /*
  * Reads an entry and proves it whole, without touching the index (no lock
  * held).  With `m` the entry is mapped read-only and m->field[i] point into
@@ -692,9 +473,15 @@ static sc__tring *cache_ring_of(const sc__tctx *tc)
  * `seen`, a neighbor's entry: it counts as verified if it is the file
  * *seen names, and *seen becomes the file's identity once it is served.
  * Any entry written in this job counts as verified (see header).
- * Returns NULL on success, or why the entry cannot be served.
+ *
+ * An entry another user wrote (a member's, with SC_CACHE_SHARE=group) is
+ * theirs to change at any time: it is read into memory, never mapped (a
+ * truncation under a mapping is a SIGBUS), and checked on every read,
+ * whatever its header says of its job.  The entry is opened relative to
+ * `dirfd` (this rank's directory, or a neighbor's), never following a
+ * link.  Returns NULL on success, or why the entry cannot be served.
  */
-static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shard,
+static const char *cache_read_entry(sc_cache *c, int dirfd, uint64_t shard,
                                     void *const *bufs, sc__mapping *m, int verified,
                                     struct seen *seen, const sc__tctx *tc)
 {
@@ -705,8 +492,10 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
     const char *why = NULL;
     sc__entry h = {0};
     struct stat st;
+    char name[32];
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* a planted symlink: repaired */
+    cache_entry_name(shard, name, sizeof name);
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* a symlink: repaired */
     if (fd < 0 || fstat(fd, &st) != 0)
         why = "it cannot be opened";
     else if (cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 0) || sc__entry_decode(block, &h))
@@ -715,6 +504,9 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
         why = "it belongs to another shard";
     else if (h.fingerprint != ds->fingerprint || h.nfields != (uint64_t)ds->nfields)
         why = "it belongs to another dataset";
+    int foreign = !why && st.st_uid != getuid();
+    if (foreign)
+        verified = 0, seen = NULL; /* its owner may change it at any time: checked each read */
     for (int i = 0; !why && i < ds->nfields; i++) {
         uint64_t want = sc__field_bytes(ds, i, shard);
         if (h.bytes[i] != want)
@@ -725,14 +517,7 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
             why = "its data does not read back";
     }
     if (!why && m) {
-        m->len = (size_t)st.st_size;
-        m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        if (m->base == MAP_FAILED) {
-            m->base = NULL;
-            why = "it cannot be mapped";
-        }
-        for (int i = 0; !why && i < ds->nfields; i++)
-            m->field[i] = (const unsigned char *)m->base + h.off[i];
+        why = foreign ? cache_copy_entry(fd, &h, ds->nfields, m) : cache_map_entry(fd, &st, &h, ds->nfields, m);
         bufs = (void *const *)m->field;
     }
     if (fd >= 0)
@@ -741,7 +526,7 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
 
     if (!why && sc__vlen_disagrees(ds, shard, (const void *const *)bufs) >= 0)
         why = "its variable-length samples are not the source's (rewritten in place?)";
-    if (!why && h.job == c->job)
+    if (!why && h.job == c->job && !foreign)
         verified = 1; /* written in this job: see header */
     struct seen me = {0};
     if (!why && seen) {
@@ -766,7 +551,9 @@ static const char *cache_read_entry(sc_cache *c, const char *path, uint64_t shar
 
 void sc__cache_unmap(sc__mapping *m)
 {
-    if (m && m->base)
+    if (m && m->base && m->copied)
+        free(m->base);
+    else if (m && m->base)
         munmap(m->base, m->len);
     if (m)
         memset(m, 0, sizeof *m);
@@ -782,27 +569,20 @@ void sc__cache_unmap(sc__mapping *m)
  * immutable, and an unlink by their owner leaves our mapping whole.
  * Returns NULL when served (and counted as a hit).
  */
-/* Local rank lr's entry of `shard` into path: 1 if lr is a neighbor and it is there. */
-static int cache_neighbor_path(const sc_cache *c, int lr, uint64_t shard, char *path, size_t n)
-{
-    if (lr == c->local_rank)
-        return 0;
-    snprintf(path, n, "%s%d/s%llu.h5", c->node, lr, (unsigned long long)shard);
-    return access(path, R_OK) == 0;
-}
-
 static const char *cache_neighbor_entry(sc_cache *c, uint64_t shard, void *const *bufs,
                                         sc__mapping *m, const sc__tctx *tc)
 {
-    char path[SC_PATH_MAX + 64];
     for (int lr = 0; lr < c->local_size; lr++) {
-        if (!cache_neighbor_path(c, lr, shard, path, sizeof path))
+        int dfd = lr == c->pl.local_rank ? -1 : sc__cache_place_neighbor(&c->pl, lr);
+        if (dfd < 0)
             continue;
         struct seen *slot = &c->seen[shard % c->nseen];
         pthread_mutex_lock(&c->mu);
         struct seen known = *slot;
         pthread_mutex_unlock(&c->mu);
-        if (cache_read_entry(c, path, shard, bufs, m, 0, &known, tc))
+        const char *why = cache_read_entry(c, dfd, shard, bufs, m, 0, &known, tc);
+        close(dfd);
+        if (why)
             continue;
         pthread_mutex_lock(&c->mu);
         *slot = known;
@@ -832,9 +612,7 @@ static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *buf
     pthread_mutex_unlock(&c->mu);
     if (!held)
         return cache_neighbor_entry(c, shard, bufs, m, tc);
-    char path[SC_PATH_MAX + 32];
-    cache_entry_path(c, shard, path, sizeof path);
-    const char *why = cache_read_entry(c, path, shard, bufs, m, verified, NULL, tc);
+    const char *why = cache_read_entry(c, c->pl.dfd, shard, bufs, m, verified, NULL, tc);
     pthread_mutex_lock(&c->mu);
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
     if (!why) {
@@ -856,7 +634,7 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
 {
     memset(m, 0, sizeof *m);
     if (shard >= c->ds->nshards)
-        return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
+        return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
     cache_hit_entry(c, shard, NULL, m, tc);
     return sc__errok(err);
@@ -907,9 +685,9 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
         if (ok && werr) /* a failed source read is no reason to stop caching */
             c->pause_until = cache_now() + CACHE_PAUSE_S;
     } else if (!held) {
-        char path[SC_PATH_MAX + 32]; /* evicted while it was written */
-        cache_entry_path(c, shard, path, sizeof path);
-        unlink(path);
+        char name[32]; /* evicted while it was written */
+        cache_entry_name(shard, name, sizeof name);
+        unlinkat(c->pl.dfd, name, 0);
     } else {
         sc__evict_set_flag(c->ev, s32, 1);
     }
@@ -927,7 +705,7 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
     int kept = cache_reserve_locked(c, shard, bytes);
     pthread_mutex_unlock(&c->mu);
     if (kept != SC_OK && kept != SC_EOVERFLOW)
-        return sc__seterr(err, kept, "cache '%s': no memory for its index", c->dir);
+        return sc__seterr(err, kept, "cache '%s': no memory for its index", c->pl.dir);
 
     uint64_t t0 = sc__trace_now(cache_ring_of(tc));
     sc__trace_slow(cache_ring_of(tc), SC__ST_SOURCE_READ);
@@ -953,11 +731,17 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
 /* Whether a neighbor on this node has an entry for `shard` (not checked). */
 static int cache_on_node(const sc_cache *c, uint64_t shard)
 {
-    char path[SC_PATH_MAX + 64];
-    for (int lr = 0; lr < c->local_size; lr++)
-        if (cache_neighbor_path(c, lr, shard, path, sizeof path))
-            return 1;
-    return 0;
+    char name[32];
+    struct stat st;
+    int on = 0;
+    cache_entry_name(shard, name, sizeof name);
+    for (int lr = 0; lr < c->local_size && !on; lr++) {
+        int dfd = lr == c->pl.local_rank ? -1 : sc__cache_place_neighbor(&c->pl, lr);
+        on = dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        if (dfd >= 0)
+            close(dfd);
+    }
+    return on;
 }
 
 int sc__cache_reserve(sc_cache *c, uint64_t shard)
@@ -1018,17 +802,18 @@ int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
     int held = shard < c->ds->nshards && sc__evict_has(c->ev, s32);
     int verified = held ? sc__evict_flag(c->ev, s32) : 0;
     pthread_mutex_unlock(&c->mu);
-    char path[SC_PATH_MAX + 64];
-    cache_entry_path(c, shard, path, sizeof path);
     if (held && verified != ENTRY_WRITING &&
-        !cache_read_entry(c, path, shard, NULL, m, verified, NULL, NULL))
+        !cache_read_entry(c, c->pl.dfd, shard, NULL, m, verified, NULL, NULL))
         return 1;
     /* A neighbor's, checked in full unless this job wrote it. */
-    for (int lr = 0; lr < c->local_size; lr++)
-        if (cache_neighbor_path(c, lr, shard, path, sizeof path) &&
-            !cache_read_entry(c, path, shard, NULL, m, 0, NULL, NULL))
-            return 1;
-    return 0;
+    int found = 0;
+    for (int lr = 0; lr < c->local_size && !found; lr++) {
+        int dfd = lr == c->pl.local_rank ? -1 : sc__cache_place_neighbor(&c->pl, lr);
+        found = dfd >= 0 && !cache_read_entry(c, dfd, shard, NULL, m, 0, NULL, NULL);
+        if (dfd >= 0)
+            close(dfd);
+    }
+    return found;
 }
 
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
@@ -1037,7 +822,7 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     if (!c || !bufs)
         return sc__seterr(err, SC_EINVAL, "sc_cache_read: NULL argument");
     if (shard >= c->ds->nshards)
-        return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->dir,
+        return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
     if (hit)
         *hit = 0;
@@ -1097,5 +882,5 @@ int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out)
 
 const char *sc_cache_dir(const sc_cache *c)
 {
-    return c ? c->dir : "";
+    return c ? c->pl.dir : "";
 }

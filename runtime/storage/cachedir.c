@@ -11,7 +11,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +30,6 @@
 static int cachedir_same(const struct stat *a, const struct stat *b)
 {
     return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
-}
-
-int sc__cachedir_lock_is_path(int fd, const char *lock)
-{
-    struct stat held, now;
-    return fstat(fd, &held) == 0 && lstat(lock, &now) == 0 && cachedir_same(&held, &now);
 }
 
 /*
@@ -94,6 +91,7 @@ static int cachedir_empty_at(int rootfd, const char *name, int dfd)
             close(fd);
         return -1;
     }
+    rewinddir(d); /* a dup shares its offset with dfd, which may have been read */
     while ((e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock"))
             unlinkat(dfd, e->d_name, 0);
@@ -154,7 +152,105 @@ int sc__cachedir_remove(const char *dir, uint64_t dev, uint64_t ino, int held)
     return rc;
 }
 
-/* Exactly shardcache-<16 hex>-l<rank>[-p<pid>]: nothing else is ours to remove. */
+int sc__cachedir_remove_open(const char *dir, int dfd)
+{
+    const char *name;
+    struct stat st;
+    int rootfd = cachedir_open_root(dir, &name), rc = -1, why = EPERM;
+    if (rootfd < 0 || fstat(dfd, &st) != 0)
+        why = errno;
+    else if (st.st_uid == getuid()) {
+        rc = cachedir_empty_at(rootfd, name, dfd);
+        why = errno;
+    }
+    if (rootfd >= 0)
+        close(rootfd);
+    errno = why;
+    return rc;
+}
+
+int sc__cachedir_in_group(unsigned gid)
+{
+    int n = getgroups(0, NULL), in = (gid_t)gid == getgid();
+    gid_t *groups = n > 0 ? malloc(sizeof *groups * (size_t)n) : NULL;
+    n = groups ? getgroups(n, groups) : 0;
+    for (int i = 0; i < n && !in; i++)
+        in = groups[i] == (gid_t)gid;
+    free(groups);
+    return in;
+}
+
+const char *sc__cachedir_user(unsigned uid, char *buf, size_t n)
+{
+    char tmp[4096];
+    struct passwd pw, *p = NULL;
+    if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof tmp, &p) == 0 && p)
+        snprintf(buf, n, "%s", p->pw_name);
+    else
+        snprintf(buf, n, "uid %u", uid);
+    return buf;
+}
+
+const char *sc__cachedir_group(unsigned gid, char *buf, size_t n)
+{
+    char tmp[4096];
+    struct group gr, *g = NULL;
+    if (getgrgid_r((gid_t)gid, &gr, tmp, sizeof tmp, &g) == 0 && g)
+        snprintf(buf, n, "%s", g->gr_name);
+    else
+        snprintf(buf, n, "gid %u", gid);
+    return buf;
+}
+
+/*
+ * Whether others may write directory st without the sticky bit (with
+ * it, as /tmp has, they cannot rename or remove what is not theirs).
+ */
+static int cachedir_others_write(const struct stat *st, int group)
+{
+    if (st->st_mode & S_ISVTX)
+        return 0;
+    if (st->st_mode & 002)
+        return 1;
+    return (st->st_mode & 020) && !(group && sc__cachedir_in_group((unsigned)st->st_gid));
+}
+
+int sc__cachedir_check_ancestors(const char *dir, int group, sc_error *err)
+{
+    char real[PATH_MAX], at[PATH_MAX], who[64], grp[64];
+    struct stat st;
+    if (!realpath(dir, real))
+        return sc__seterr(err, SC_EIO, "cache directory '%s': %s", dir, strerror(errno));
+    size_t n = strlen(real);
+    /* Each prefix ending at a '/' (the first: "/" itself), then the whole. */
+    for (size_t i = 0; i <= n; i++) {
+        if (i && real[i] != '/' && real[i])
+            continue;
+        snprintf(at, sizeof at, "%.*s", i ? (int)i : 1, real);
+        if (lstat(at, &st) != 0)
+            return sc__seterr(err, SC_EIO, "cache directory '%s': '%s': %s", dir, at,
+                              strerror(errno));
+        if (cachedir_others_write(&st, group))
+            return sc__seterr(
+                err, SC_EINVAL,
+                "cache directory '%s': '%s' (owner %s, group %s, mode %03o) may be written "
+                "by %s without the sticky bit: they could rename the cache away and put "
+                "their own in its place; use a directory whose every parent only you can "
+                "write%s",
+                dir, at, sc__cachedir_user((unsigned)st.st_uid, who, sizeof who),
+                sc__cachedir_group((unsigned)st.st_gid, grp, sizeof grp),
+                (unsigned)(st.st_mode & 07777),
+                st.st_mode & 002 ? "every user" : "the members of its group",
+                group ? " (or your group: SC_CACHE_SHARE=group)"
+                      : ", or one with the sticky bit, like /tmp");
+    }
+    return SC_OK;
+}
+
+/*
+ * Exactly shardcache-<16 hex>-l<rank>[-p<pid>[.XXXXXX]] (the suffix a
+ * private directory's mkdtemp adds): nothing else is ours to remove.
+ */
 static int cachedir_parse_name(const char *name, sc_cache_dir_info *d)
 {
     static const char digits[] = "0123456789";
@@ -169,7 +265,10 @@ static int cachedir_parse_name(const char *name, sc_cache_dir_info *d)
     if (!name[end])
         return 1;
     int more = (int)strspn(name + end + 2, digits);
-    return !strncmp(name + end, "-p", 2) && more && !name[end + 2 + more] &&
+    const char *tail = name + end + 2 + more;
+    static const char temp[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    int suffix = !*tail || (tail[0] == '.' && strspn(tail + 1, temp) == 6 && !tail[7]);
+    return !strncmp(name + end, "-p", 2) && more && suffix &&
            sscanf(name + end + 2, "%" SCNd64, &d->pid) == 1 && d->pid > 0;
 }
 
@@ -183,18 +282,17 @@ static void cachedir_stamp(const struct stat *st, unsigned long long v[4])
            (unsigned long long)st->st_ctim.tv_nsec;
 }
 
-void sc__cachedir_note_source(const char *dir, const char *source, int mode)
+void sc__cachedir_note_source(int dfd, const char *source, int mode)
 {
-    char path[SC_PATH_MAX + 16], tmp[SC_PATH_MAX + 32], real[SC_PATH_MAX];
+    char tmp[32], real[SC_PATH_MAX];
     struct stat st;
     unsigned long long v[4];
     /* Absolute: `shardcache cache gc` may run from anywhere. */
     if (!realpath(source, real) || stat(real, &st) != 0)
         return;
     cachedir_stamp(&st, v);
-    snprintf(path, sizeof path, "%s/source", dir);
-    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    snprintf(tmp, sizeof tmp, "source.%ld", (long)getpid());
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) {
         if (fd >= 0)
@@ -202,8 +300,8 @@ void sc__cachedir_note_source(const char *dir, const char *source, int mode)
         return;
     }
     fprintf(f, "%s\n%llu %llu %llu %llu\n", real, v[0], v[1], v[2], v[3]);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        unlink(tmp);
+    if (fclose(f) != 0 || renameat(dfd, tmp, dfd, "source") != 0)
+        unlinkat(dfd, tmp, 0);
 }
 
 /*

@@ -9,16 +9,11 @@
 #ifndef SC_CACHEDIR_H
 #define SC_CACHEDIR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
 #include "shardcache.h"
-
-/*
- * Whether the lock fd holds is still the file at `lock`: removers unlink
- * the lock last, and a lock taken on a file no longer at its path is no
- * lock on the directory.
- */
-int sc__cachedir_lock_is_path(int fd, const char *lock);
 
 /*
  * Removes cache directory `dir` while holding its lock: its files (never
@@ -35,18 +30,47 @@ int sc__cachedir_lock_is_path(int fd, const char *lock);
 int sc__cachedir_remove(const char *dir, uint64_t dev, uint64_t ino, int held);
 
 /*
+ * Removes the cache directory open at dfd, whose name was `dir` (a live
+ * cache's own private directory at its close, or its fresh root): its
+ * files are unlinked relative to dfd, so they are the verified
+ * directory's wherever its name now points, and the name is removed only
+ * if it still holds that directory.  dfd must be this user's.  0, or -1
+ * (errno; ESTALE: the name was swapped, and what is there stays).
+ */
+int sc__cachedir_remove_open(const char *dir, int dfd);
+
+/*
+ * SC_EINVAL unless no directory from / down to `dir` itself (resolved:
+ * realpath) may be written by others without the sticky bit: whoever can
+ * write a directory can rename what is in it and put their own in its
+ * place.  With `group` (SC_CACHE_SHARE=group) a directory this process's
+ * group may write is fine.  The message names the directory, its owner
+ * and mode.
+ */
+int sc__cachedir_check_ancestors(const char *dir, int group, sc_error *err);
+
+/* 1 if this process belongs to group gid (its own or a supplementary one). */
+int sc__cachedir_in_group(unsigned gid);
+
+/* uid's user name ("uid N" if it has none) into buf, which it returns. */
+const char *sc__cachedir_user(unsigned uid, char *buf, size_t n);
+/* gid's group name ("gid N" if it has none) into buf, which it returns. */
+const char *sc__cachedir_group(unsigned gid, char *buf, size_t n);
+
+/*
  * 1 and *d filled when `name` under root is a cache directory
- * (shardcache-<16 hex>-l<rank>[-p<pid>], a real directory, not a
- * symlink); else 0.  d->dev and d->ino identify it for a removal.
+ * (shardcache-<16 hex>-l<rank>[-p<pid>[.<6 letters or digits>]], a real
+ * directory, not a symlink); else 0.  d->dev and d->ino identify it for a removal.
  */
 int sc__cachedir_describe(const char *root, const char *name, sc_cache_dir_info *d);
 
 /*
- * Writes `dir`'s note of its source: the path (absolute) and its stamp
- * now, read back by sc__cachedir_describe to tell a changed source.
- * Best effort; `mode` is the note's.
+ * Writes the note of its source into the cache directory open at dfd:
+ * the path (absolute) and its stamp now, read back by
+ * sc__cachedir_describe to tell a changed source.  Best effort; `mode` is
+ * the note's.
  */
-void sc__cachedir_note_source(const char *dir, const char *source, int mode);
+void sc__cachedir_note_source(int dfd, const char *source, int mode);
 
 /*
  * The filesystem holding root: its size and the bytes free to this user.
