@@ -28,7 +28,7 @@ static int output_parent(const char *path, const char *what, int *dirfd, const c
              slash ? path : ".");
     *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (*dirfd < 0)
-        return sc__seterr(err, SC_EIO, "%s '%s': cannot open its directory '%s': %s", what,
+        return sc__seterr(err, SC_EIO, "%s: cannot create '%s': its directory '%s': %s", what,
                           path, dir, strerror(errno));
     return SC_OK;
 }

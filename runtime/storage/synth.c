@@ -311,7 +311,7 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
         rc = sc__seterr(err, SC_ENOMEM, "make-dataset: no memory");
         goto out;
     }
-    rc = sc__output_clear(path, "make-dataset: output", err);
+    rc = sc__output_clear(path, "make-dataset: output file", err);
     sc__h5_lock();
     f = rc == SC_OK ? synth_create(path) : H5I_INVALID_HID;
     si = p->jpeg ? H5Screate_simple(1, ldims, NULL) : H5Screate_simple(p->ndims + 1, dims, NULL);
