@@ -5,14 +5,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* Writes n bytes to path via path.tmp and a rename; 0 or -1. */
+/*
+ * Writes n bytes to path via path.tmp and a rename.  The temporary is made
+ * anew by sc_output_open (0600, never through a link someone planted at
+ * its name on a shared node); the rename replaces whatever is at path, a
+ * link included, without writing through it.  0 or -1.
+ */
 static int write_whole(const char *path, const void *buf, size_t n)
 {
     char tmp[4200];
+    sc_error err = SC_ERROR_INIT;
+    int fd = -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
+    if (sc_output_open(tmp, &fd, &err) != SC_OK) {
+        fprintf(stderr, "train: checkpoint '%s': %s\n", path, err.msg);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "wb");
     int ok = f && fwrite(buf, 1, n, f) == n;
+    if (!f)
+        close(fd);
     if (f && fclose(f) != 0)
         ok = 0;
     if (ok && rename(tmp, path) != 0)

@@ -19,6 +19,7 @@ Normalize); --augment adds torchvision's stages before it, e.g. CIFAR's
 """
 import argparse
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -159,9 +160,19 @@ def train_epoch(o, net, opt, src, e):
 def save(o, comm, net, opt, src, e):
     states = comm.gather(src.loader.state_dict() if src.loader else None, root=0)
     if comm.Get_rank() == 0:
-        torch.save({"epoch": e, "model": net.state_dict(), "opt": opt.state_dict(),
-                    "loader": states}, o.checkpoint + ".tmp")
-        os.replace(o.checkpoint + ".tmp", o.checkpoint)
+        # A temporary of a name no one can guess or plant a link at (mkstemp:
+        # O_EXCL, 0600), beside the checkpoint; the rename replaces whatever
+        # is there, a link included, without writing through it.
+        d, base = os.path.split(os.path.abspath(o.checkpoint))
+        fd, tmp = tempfile.mkstemp(prefix=base + ".", suffix=".tmp", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save({"epoch": e, "model": net.state_dict(), "opt": opt.state_dict(),
+                            "loader": states}, f)
+            os.replace(tmp, o.checkpoint)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
 
 def main():

@@ -163,6 +163,20 @@ void cli_progress_cb(void *arg, uint64_t done, uint64_t total)
     fflush(stderr);
 }
 
+FILE *cli_output(const char *cmd, const char *path, const char *mode)
+{
+    sc_error err = SC_ERROR_INIT;
+    int fd = -1;
+    FILE *f = NULL;
+    if (sc_output_open(path, &fd, &err) == SC_OK && !(f = fdopen(fd, mode))) {
+        snprintf(err.msg, sizeof err.msg, "'%s': %s", path, strerror(errno));
+        close(fd);
+    }
+    if (!f)
+        fprintf(stderr, "shardcache %s: %s\n", cmd, err.msg);
+    return f;
+}
+
 int cli_config(sc_config *cfg)
 {
     sc_error err = SC_ERROR_INIT;

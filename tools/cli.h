@@ -7,6 +7,7 @@
 #define SC_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shardcache.h"
 
@@ -38,6 +39,13 @@ typedef struct cli_progress {
 
 void cli_progress_init(cli_progress *p, const char *what);
 void cli_progress_cb(void *arg, uint64_t done, uint64_t total);
+
+/*
+ * A new output file at path for stdio (sc_output_open: 0600, never through
+ * a planted link, one's own old file replaced, another user's refused), or
+ * NULL after printing "shardcache CMD: message".
+ */
+FILE *cli_output(const char *cmd, const char *path, const char *mode);
 
 /* Reads SC_* settings from the environment; prints and returns 2 if bad. */
 int cli_config(sc_config *cfg);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -256,12 +257,17 @@ static int cmd_plan_save(const char *path, const sc_plan *plan, sc_error *err)
     int rc = sc_plan_encode(plan, &buf, &len, err);
     if (rc != SC_OK)
         return rc;
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+    int fd = -1;
+    rc = sc_output_open(path, &fd, err);
+    FILE *f = rc == SC_OK ? fdopen(fd, "wb") : NULL;
+    if (rc == SC_OK && !f)
+        close(fd);
+    int ok = f && fwrite(buf, 1, len, f) == len;
+    if (f && fclose(f) != 0) /* closed whatever it returns */
+        ok = 0;
+    if (rc == SC_OK && !ok) {
         snprintf(err->msg, sizeof err->msg, "cannot write the plan to '%s'", path);
         err->code = rc = SC_EIO;
-        if (f)
-            fclose(f);
     }
     free(buf);
     return rc;

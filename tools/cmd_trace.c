@@ -399,11 +399,9 @@ static int cmd_trace_merge(int argc, char **argv)
                 out ? "\n(no *.rankN.json files found)" : "");
         rc = 2;
     }
-    FILE *f = rc ? NULL : fopen(out, "w");
-    if (!rc && !f) {
-        fprintf(stderr, "shardcache trace merge: cannot write '%s': %s\n", out, strerror(errno));
+    FILE *f = rc ? NULL : cli_output("trace merge", out, "w");
+    if (!rc && !f)
         rc = 2;
-    }
     model m = {0};
     uint64_t written = 0;
     if (f) {
@@ -928,9 +926,8 @@ static int cmd_trace_plot(const char *path, const char *out)
         return 2;
     }
     plot_scale sc = cmd_trace_plot_scale(&m);
-    FILE *f = fopen(out, "w");
+    FILE *f = cli_output("trace plot", out, "w");
     if (!f) {
-        fprintf(stderr, "shardcache trace plot: cannot write '%s': %s\n", out, strerror(errno));
         cmd_trace_model_free(&m);
         return 2;
     }

@@ -105,6 +105,36 @@ typedef struct sc_features {
  */
 SC_API int sc_features_get(sc_features *out);
 
+/* ------------------------------------------------------------------------ */
+/* Output files and directories                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What the library writes (traces, audit trails, plans, datasets), and its
+ * tools and example trainer, is created through these two, safe on a node
+ * shared with other users (docs/reliability.md, "Shared nodes"); a
+ * program's own outputs can be too.
+ *
+ * sc_output_open creates `path` for writing, mode 0600, with
+ * open(O_CREAT|O_EXCL|O_NOFOLLOW) in its directory: a symlink planted at
+ * the name is never followed and no existing file is written into.  This
+ * user's own regular file there is replaced (removed, then made anew: a
+ * hard link to it elsewhere keeps the old bytes); a symlink, another
+ * user's file or anything else is refused with SC_EIO and a message
+ * naming it and its owner.  *fd: the descriptor (close-on-exec), the
+ * caller's to close; -1 on failure.
+ */
+SC_API int sc_output_open(const char *path, int *fd, sc_error *err);
+
+/*
+ * Makes directory `path` (its parent must exist), mode 0700, or accepts
+ * an existing one only if it is a directory, not a symlink, this user's,
+ * and neither its group nor others may write it: no one else can then
+ * plant, swap or remove what is written there.  SC_EIO naming the
+ * directory, its owner or mode otherwise.
+ */
+SC_API int sc_output_dir(const char *path, sc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

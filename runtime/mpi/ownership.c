@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "mpierr.h"
@@ -140,6 +141,27 @@ static int ownership_no_window(const sc__ledger *l, int m, long long bytes, sc_e
                       l->rank, bytes, text);
 }
 
+/*
+ * Creates this rank's audit trail, DIR/audit-r<rank>.bin: DIR made 0700
+ * or accepted only if this user's and no one else's to write, the file
+ * made anew (never through a planted link): `verify` trusts what it reads
+ * there (docs/reliability.md, "Shared nodes").
+ */
+static int ownership_audit_open(sc__ledger *l, const char *dir, sc_error *err)
+{
+    char path[SC_PATH_MAX + 32];
+    int fd = -1;
+    snprintf(path, sizeof path, "%s/audit-r%d.bin", dir, l->rank);
+    int rc = sc_output_dir(dir, err);
+    if (rc == SC_OK)
+        rc = sc_output_open(path, &fd, err);
+    if (rc == SC_OK && !(l->audit = fdopen(fd, "wb"))) {
+        rc = sc__seterr(err, SC_EIO, "'%s': %s", path, strerror(errno));
+        close(fd);
+    }
+    return rc == SC_OK ? SC_OK : sc__errctx(err, rc, "rank %d: audit trail", l->rank);
+}
+
 int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first,
                     const sc__ledger_opts *opts, sc__ledger **out, sc_error *err)
 {
@@ -182,13 +204,8 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
     if (m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "ledger setup", __FILE__, __LINE__);
     if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
-        char path[4200];
-        mkdir(opts->audit_dir, 0777);
-        snprintf(path, sizeof path, "%s/audit-r%d.bin", opts->audit_dir, l->rank);
-        if (!(l->audit = fopen(path, "wb")))
-            rc = sc__seterr(err, SC_EIO, "rank %d: audit file '%s': %s", l->rank, path,
-                            strerror(errno));
-        else {
+        rc = ownership_audit_open(l, opts->audit_dir, err);
+        if (rc == SC_OK) {
             /* Header: magic, rank, world size. */
             uint64_t head[3] = {SC_AUDIT_MAGIC,
                                 (uint64_t)l->rank, (uint64_t)l->size};

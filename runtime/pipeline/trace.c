@@ -87,6 +87,22 @@ static int trace_put_line(sc__trace *t, const char *fmt, ...)
     return n < 0 ? -1 : 0;
 }
 
+/*
+ * Creates this rank's trace file anew, 0600, never through a link planted
+ * at its name (docs/reliability.md, "Shared nodes").
+ */
+static int trace_create(sc__trace *t, sc_error *err)
+{
+    int fd = -1;
+    int rc = sc_output_open(t->path, &fd, err);
+    if (rc == SC_OK && !(t->f = fdopen(fd, "w"))) {
+        rc = sc__seterr(err, SC_EIO, "'%s': %s", t->path, strerror(errno));
+        close(fd);
+    }
+    return rc == SC_OK ? SC_OK
+                       : sc__errctx(err, rc, "rank %d: trace file (SC_TRACE)", t->rank);
+}
+
 int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
                    sc__trace **out, sc_error *err)
 {
@@ -112,10 +128,7 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
         t->cap = ring_events ? ring_events : 1;
         pthread_mutex_init(&t->mu, NULL);
         snprintf(t->path, sizeof t->path, "%s.rank%d.json", prefix, rank);
-        t->f = fopen(t->path, "w");
-        if (!t->f)
-            rc = sc__seterr(err, SC_EIO, "rank %d: trace file '%s': %s", rank, t->path,
-                            strerror(errno));
+        rc = trace_create(t, err);
     }
     /* Every rank takes part in the ping-pong, or none does: agree first. */
     int ok = rc == SC_OK, all_ok = 0;

@@ -25,6 +25,7 @@
 #include "error.h"
 #include "h5.h"
 #include "jpeg.h"
+#include "output.h"
 #include "hash.h"
 #include "shardcache/dataset.h"
 
@@ -272,6 +273,20 @@ static herr_t synth_put_rows(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t s
     return h;
 }
 
+/*
+ * Creates the HDF5 file at path, which sc__output_clear emptied: EXCL
+ * (O_CREAT|O_EXCL, so a link planted meanwhile is refused, not followed),
+ * then mode 0600 on the descriptor HDF5 opened.  Under the HDF5 lock.
+ */
+static hid_t synth_create(const char *path)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    int *fd = NULL;
+    if (f >= 0 && H5Fget_vfd_handle(f, H5P_DEFAULT, (void **)&fd) >= 0 && fd)
+        (void)fchmod(*fd, 0600);
+    return f;
+}
+
 /* Writes samples [first, first+n) as one file with /images and /labels. */
 static int synth_write_file(const gen *g, const char *path, uint64_t first, uint64_t n,
                             sc_progress_fn progress, void *arg, uint64_t *done,
@@ -296,8 +311,9 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
         rc = sc__seterr(err, SC_ENOMEM, "make-dataset: no memory");
         goto out;
     }
+    rc = sc__output_clear(path, "make-dataset: output file", err);
     sc__h5_lock();
-    f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    f = rc == SC_OK ? synth_create(path) : H5I_INVALID_HID;
     si = p->jpeg ? H5Screate_simple(1, ldims, NULL) : H5Screate_simple(p->ndims + 1, dims, NULL);
     sl = H5Screate_simple(1, ldims, NULL);
     hid_t ti = p->jpeg ? H5Tvlen_create(H5T_NATIVE_UINT8) : sc__h5_mem_type(H5I_INVALID_HID, g->dt);
@@ -307,7 +323,7 @@ static int synth_write_file(const gen *g, const char *path, uint64_t first, uint
         di = H5Dcreate2(f, "/images", ti, si, H5P_DEFAULT, pi, H5P_DEFAULT);
         dl = H5Dcreate2(f, "/labels", H5T_NATIVE_INT64, sl, H5P_DEFAULT, pl, H5P_DEFAULT);
     }
-    if (f < 0 || di < 0 || dl < 0)
+    if (rc == SC_OK && (f < 0 || di < 0 || dl < 0))
         rc = sc__h5_err(err, SC_EHDF5, "make-dataset: cannot create '%s'", path);
     if (pi > 0 && pi != H5P_DEFAULT)
         H5Pclose(pi);
@@ -415,9 +431,8 @@ int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg
     uint64_t done = 0;
     if (p->layout == 'A') {
         rc = synth_write_file(&g, p->out, 0, p->samples, progress, arg, &done, err);
-    } else if (mkdir(p->out, 0777) != 0 && errno != EEXIST) {
-        rc = sc__seterr(err, SC_EIO, "make-dataset: cannot create directory '%s': %s",
-                        p->out, strerror(errno));
+    } else if ((rc = sc_output_dir(p->out, err)) != SC_OK) {
+        rc = sc__errctx(err, rc, "make-dataset");
     } else {
         char path[SC_PATH_MAX + 64];
         for (uint64_t k = 0; rc == SC_OK && k * p->shard_size < p->samples; k++) {

@@ -27,6 +27,7 @@ fi
 # launch/ompi.env is the one list: every setting in it reaches ctest's tests too.
 while IFS= read -r line; do
     case $line in '' | '#'*) continue ;; esac
+    line=${line#one-node: } # the suite's jobs run on one node
     grep -qF "$line" "$SC_BUILD_DIR/tests/CTestTestfile.cmake" && pass "ctest gets $line" \
         || failed "ompi.env's $line is not in the tests' environment"
 done <"$SC_SOURCE_DIR/launch/ompi.env"
@@ -143,6 +144,16 @@ printf '# two nodes\nnodeA slots=8\n\nnodeB\nnodeA\n' >"$SC_T_TMP/hosts"
 expect_ok "dry run: --hostfile: mpirun on its nodes, ranks per node from them" \
     "^\+ mpirun -np 4 --hostfile $SC_T_TMP/hosts --map-by ppr:2:node:pe=$(block 2) --bind-to core " \
     "$run" --dry-run -n 4 --hostfile "$SC_T_TMP/hosts" -- "$train"
+# One node: Open MPI over shared memory only, no TCP transport listening
+# (ompi.env's one-node line); across nodes TCP stays.
+expect_ok "dry run: one node: OMPI_MCA_btl=self,vader set, forwarded and said" \
+    "^shardcache-run: one node: Open MPI over shared memory only" \
+    env -u OMPI_MCA_btl "$run" --dry-run -n 2 -- "$train"
+out=$(env -u OMPI_MCA_btl "$run" --dry-run -n 2 -- "$train" 2>&1)
+grep -q -- "-x OMPI_MCA_btl " <<<"$out" && pass "dry run: one node: -x OMPI_MCA_btl" || failed "one node: btl not forwarded: $out"
+out=$(env -u OMPI_MCA_btl "$run" --dry-run -n 4 --hostfile "$SC_T_TMP/hosts" -- "$train" 2>&1)
+! grep -q "OMPI_MCA_btl\b" <<<"$out" && pass "dry run: two nodes: the TCP transport left on" \
+    || failed "two nodes got OMPI_MCA_btl: $out"
 expect_ok "dry run: --hostfile: the nodes are said" "^shardcache-run: 2 nodes \($SC_T_TMP/hosts\): nodeA nodeB$" \
     "$run" --dry-run -n 4 --hostfile "$SC_T_TMP/hosts" -- "$train"
 expect_ok "dry run: --hostfile: ranks default to the nodes x the GPUs of this one" \

@@ -7,7 +7,9 @@
 # launch/slurm/train.sbatch runs after it, both submitted with
 # --cpus-per-task=2 (4 ranks x 2 = the 8 CPUs); the job logs must show
 # srun given those 2 cores per rank, exactly-once ok, a falling loss, a
-# warm cache from the first epoch (>= 95% hits) and the trace summary.  If
+# warm cache from the first epoch (>= 95% hits) and the trace summary; the
+# scripts find shardcache from their submitted path, not from a planted
+# launch/shardcache-run in the submit directory.  If
 # the daemons cannot start here, the test says so and fails: it never skips.
 . "$(dirname "$0")/lib.sh"
 : "${SC_BUILD_DIR:?}" "${SC_SOURCE_DIR:?}"
@@ -85,7 +87,14 @@ pass "single-host Slurm cluster up ($host, 8 CPUs, port $port)"
 # The job's inputs, as a user would set them before sbatch.
 "$SC_BIN" make-dataset --out "$d/data.h5" --samples 8192 --shape 3x16x16 --labels 10 \
     --seed 4 >/dev/null
-export SHARDCACHE_HOME=$SC_SOURCE_DIR SHARDCACHE_BIN=$SC_BUILD_DIR/bin SC_SOURCE=$d/data.h5 \
+# No SHARDCACHE_HOME: the scripts find the checkout from the path they were
+# submitted by (scontrol's Command=), not from the submit directory, where
+# a planted launch/shardcache-run must not run.
+unset SHARDCACHE_HOME
+mkdir -p "$d/launch"
+printf '#!/bin/sh\ntouch "%s/planted-ran"; exit 1\n' "$d" >"$d/launch/shardcache-run"
+chmod 755 "$d/launch/shardcache-run"
+export SHARDCACHE_BIN=$SC_BUILD_DIR/bin SC_SOURCE=$d/data.h5 \
     SC_CACHE_DIR=$d/cache SC_SHARD_SIZE=128 SC_BATCH_SIZE=32 SC_SHUFFLE=sticky SC_SEED=5 \
     STAGE_EPOCHS=1 TRAIN_ARGS="--epochs 3"
 cd "$d" || cant "no directory $d"
@@ -136,6 +145,8 @@ awk -v h="${hit:-0}" 'BEGIN { exit !(h >= 95) }' \
     || failed "epoch 0 cache hit rate '${hit}', wanted >= 95%"
 grep -Eq "^(bottleneck|verdict): " "$tlog" && pass "job log ends with the trace summary" \
     || failed "no trace summary in the job log"
+[ ! -e "$d/planted-ran" ] && pass "the submit directory's launch/shardcache-run never ran" \
+    || failed "the planted launch/shardcache-run ran"
 [ -s "shardcache-$tid/trace/job.json" ] && pass "merged trace in the job's output directory" \
     || failed "no merged trace in shardcache-$tid/trace"
 finish

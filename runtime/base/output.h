@@ -1,0 +1,24 @@
+/*
+ * output.h - the one way the library, its tools and the example trainer
+ * create what they write (traces, audit trails, plans, datasets,
+ * checkpoints) on a node shared with other users: never through a
+ * symlink someone planted at the name, never into a file that exists,
+ * mode 0600 files in 0700 directories (docs/reliability.md, "Shared
+ * nodes").  The public half, sc_output_open and sc_output_dir, is in
+ * include/shardcache/base.h.
+ */
+#ifndef SC_OUTPUT_H
+#define SC_OUTPUT_H
+
+#include "shardcache/base.h"
+
+/*
+ * Makes way for a new file at `path` for a writer that creates it itself
+ * with O_CREAT|O_EXCL (HDF5's H5F_ACC_EXCL): nothing there, or this
+ * user's own regular file, which is removed; a symlink (never followed),
+ * another user's file or anything else is refused (SC_EIO, naming it).
+ * `what` names the file in messages ("trace file").
+ */
+int sc__output_clear(const char *path, const char *what, sc_error *err);
+
+#endif /* SC_OUTPUT_H */
