@@ -129,4 +129,38 @@ for action in clear gc; do
         || failed "cache $action removed: $(ls "$d/home-$alice/precious")"
     as "$bob" sh -c "rm '$victim' && mv '$victim.old' '$victim'"
 done
+
+# What held before and must keep holding: a layout-B manifest Bob could
+# have written (his own file, or a link to one) is not taken; and a job
+# leaves nothing in /dev/shm but Open MPI's own 0600 segments.
+mkdir -m 755 "$d/setb" && chown "$alice:$grp" "$d/setb"
+as "$alice" "$sc" make-dataset --out "$d/setb/data" --layout B --shard-size 100 --samples 300 \
+    --shape 3x8x8 >/dev/null 2>&1
+as "$alice" cp "$d/setb/data/.shardcache-manifest" "$d/home-$alice/manifest.copy"
+m=$d/setb/data/.shardcache-manifest
+for how in file link; do
+    # Planted as where Bob may write (made here by root, then given to him).
+    rm -f "$m"
+    if [ $how = file ]; then cp "$d/home-$alice/manifest.copy" "$m" && chown "$bob" "$m"
+        why="another user could have written it"
+    else ln -s "$d/home-$alice/manifest.copy" "$m" && chown -h "$bob" "$m"
+        why="it is a symbolic link"
+    fi
+    expect_ok "a manifest bob planted ($how) is not taken" "not using its saved manifest \\($why\\)" \
+        as "$alice" "$sc" stage --source "$d/setb/data" --epochs 1 --cache-dir "$d/home-$alice/c"
+done
+(as "$alice" env SC_TEST_SOURCE_MBPS=1 "$MPIEXEC" -n 2 --oversubscribe "${stage[@]}" \
+    --cache-dir "$d/home-$alice/c2" >"$d/shm.log" 2>&1) &
+job=$!
+seen=""
+for _ in $(seq 60); do
+    seen=$(find /dev/shm -maxdepth 2 -user "$alice" 2>/dev/null)
+    [ -n "$seen" ] && break
+    sleep 0.05
+done
+bad=$(find /dev/shm -maxdepth 2 -user "$alice" \( -perm /077 -type f -o -type d -perm /022 \) 2>/dev/null)
+wait $job
+[ -z "$bad" ] && ! grep -v vader <<<"$seen" | grep -qv "^$" \
+    && pass "in /dev/shm during the job: only Open MPI's segments, none open to others" \
+    || failed "/dev/shm held: $seen; open to others: $bad"
 finish
