@@ -330,6 +330,14 @@ static int cache_full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
     return 0;
 }
 
+/* Whether `name` in directory dfd is the very file open at fd (never following a link). */
+static int cache_same_file(int fd, int dfd, const char *name)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* Writes one entry: temporary file, data, header (the mark), rename. */
 static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                              sc_error *err)
@@ -349,6 +357,16 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
      * nothing of ours).
      */
     snprintf(at, sizeof at, "/proc/self/fd/%d/%s", c->pl.dfd, tmp);
+    /*
+     * Made here first, 0600 and exclusive, and held: HDF5 would create it
+     * 0666 less the umask, which a group member could open for writing
+     * before it is published; every write and the rename are checked to
+     * reach this very file.
+     */
+    int own = openat(c->pl.dfd, tmp, O_CREAT | O_EXCL | O_NOFOLLOW | O_RDWR | O_CLOEXEC, 0600);
+    if (own < 0)
+        return sc__seterr(err, SC_EIO, "cache entry '%s' (shard %llu): %s", shown,
+                          (unsigned long long)shard, strerror(errno));
 
     sc__h5_lock();
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
@@ -358,7 +376,7 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
     /* Exclusive: a name planted in the directory (a symlink) is never followed. */
     errno = 0;
-    hid_t f = H5Fcreate(at, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
+    hid_t f = H5Fcreate(at, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
     int sys = f < 0 ? errno : 0; /* why, in the system's words (read-only, full...) */
     bad = f < 0;
     for (int i = 0; !bad && i < ds->nfields; i++) {
@@ -389,25 +407,33 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
 
     if (rc == SC_OK && sc__fault("cache-writer-dies"))
         raise(SIGKILL); /* test hook: the writer dies with data but no mark */
+    if (rc == SC_OK && !cache_same_file(own, c->pl.dfd, tmp))
+        rc = sc__seterr(err, SC_EIO, "cache entry '%s': replaced while it was written (by "
+                        "someone who may write the cache directory)", shown);
     if (rc == SC_OK) {
         unsigned char block[SC__ENTRY_BYTES];
         sc__entry_encode(&h, block);
-        int fd = openat(c->pl.dfd, tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd >= 0 && fchmod(fd, c->pl.group ? 0640 : 0600) != 0)
+        int fd = own;
+        if (fchmod(fd, c->pl.group ? 0640 : 0600) != 0)
             rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
         for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
             if (cache_full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
                 rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", shown,
                                 i, strerror(errno));
-        if (rc == SC_OK && (fd < 0 || cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0))
+        if (rc == SC_OK && cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0)
             rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", shown,
                             strerror(errno));
-        if (fd >= 0 && close(fd) != 0 && rc == SC_OK)
-            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
     }
     if (rc == SC_OK && renameat(c->pl.dfd, tmp, c->pl.dfd, name) != 0)
         rc = sc__seterr(err, SC_EIO, "cache entry '%s/%s': rename failed: %s", c->pl.dir,
                         name, strerror(errno));
+    else if (rc == SC_OK && !cache_same_file(own, c->pl.dfd, name)) { /* swapped before it */
+        rc = sc__seterr(err, SC_EIO, "cache entry '%s/%s': replaced as it was published",
+                        c->pl.dir, name);
+        unlinkat(c->pl.dfd, name, 0);
+    }
+    if (close(own) != 0 && rc == SC_OK)
+        rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
     if (rc != SC_OK)
         unlinkat(c->pl.dfd, tmp, 0);
     return rc;

@@ -130,6 +130,17 @@ for action in clear gc; do
     as "$bob" sh -c "rm '$victim' && mv '$victim.old' '$victim'"
 done
 
+# A group cache's entry is never writable by the group before it is
+# published (HDF5 made it 0666 less the umask: under umask 002 a member
+# could open it for writing and forge it after its checksum): a writer
+# killed mid-entry leaves its temporary, which must be 0600.
+mkdir -m 2770 "$d/umask" && chown "$alice:$grp" "$d/umask"
+as "$alice" sh -c "umask 002; SC_FAULT=cache-writer-dies SC_CACHE_SHARE=group $(printf '%q ' "${stage[@]}") --cache-dir '$d/umask'" >/dev/null 2>&1
+tmpf=$(compgen -G "$d/umask/shardcache-*-l0/*.tmp.*" | head -1)
+[ -n "$tmpf" ] && [ "$(stat -c %a "$tmpf")" = 600 ] \
+    && pass "an entry being written under umask 002 is 0600 until it is published" \
+    || failed "the temporary: ${tmpf:-none} $(stat -c %a "$tmpf" 2>/dev/null)"
+
 # What held before and must keep holding: a layout-B manifest Bob could
 # have written (his own file, or a link to one) is not taken; and a job
 # leaves nothing in /dev/shm but Open MPI's own 0600 segments.
