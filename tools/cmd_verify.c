@@ -3,10 +3,14 @@
  * trail alone, against the plans re-derived from the job's flags (parsed as
  * `shardcache plan` parses them), or several trails of one job together.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -145,16 +149,50 @@ static unsigned char *cmd_verify_slurp(FILE *f, size_t *len)
     return buf;
 }
 
+/*
+ * The audit file at path, opened never through a link and only if this
+ * user owns it and only they may write it; NULL otherwise (errno set).
+ */
+static FILE *cmd_verify_open_own(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 &&
+        (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) || !S_ISREG(st.st_mode))) {
+        fprintf(stderr, "shardcache verify: '%s' belongs to uid %u (mode %03o): another user "
+                        "could have written it; not read\n", path, (unsigned)st.st_uid,
+                (unsigned)(st.st_mode & 07777));
+        close(fd);
+        errno = EPERM;
+        return NULL;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    return f;
+}
+
 /* Reads every rank's audit file; *world from their headers. */
 static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
 {
     uint64_t cap = 0, n = 0;
     rec *all = NULL;
     *world = 0;
+    /* A trail another user could have written proves nothing: checked as the job made it. */
+    struct stat ds;
+    sc_error err = SC_ERROR_INIT;
+    if (stat(dir, &ds) == 0 && sc_output_dir(dir, &err) != SC_OK) {
+        fprintf(stderr, "shardcache verify: audit trail: %s\n", err.msg);
+        return 2;
+    }
     for (uint64_t r = 0;; r++) {
         char path[4200], why[160];
         snprintf(path, sizeof path, "%s/audit-r%" PRIu64 ".bin", dir, r);
-        FILE *f = fopen(path, "rb");
+        FILE *f = cmd_verify_open_own(path);
+        if (!f && errno == EPERM) {
+            free(all);
+            return 2;
+        }
         if (!f) {
             if (r == 0) {
                 fprintf(stderr, "shardcache verify: no audit file '%s'\n", path);

@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,6 +114,39 @@ int sc_output_open(const char *path, int *fd, sc_error *err)
     return rc == SC_OK ? sc__errok(err) : rc;
 }
 
+int sc__in_group(unsigned gid)
+{
+    int n = getgroups(0, NULL), in = (gid_t)gid == getgid();
+    gid_t *groups = n > 0 ? malloc(sizeof *groups * (size_t)n) : NULL;
+    n = groups ? getgroups(n, groups) : 0;
+    for (int i = 0; i < n && !in; i++)
+        in = groups[i] == (gid_t)gid;
+    free(groups);
+    return in;
+}
+
+int sc__path_swappable(const char *dir, int group, char *bad, size_t n, struct stat *st)
+{
+    char real[PATH_MAX];
+    if (!realpath(dir, real))
+        return -1;
+    size_t len = strlen(real);
+    /* Each prefix ending at a '/' (the first: "/" itself), then the whole. */
+    for (size_t i = 0; i <= len; i++) {
+        if (i && real[i] != '/' && real[i])
+            continue;
+        snprintf(bad, n, "%.*s", i ? (int)i : 1, real);
+        if (lstat(bad, st) != 0)
+            return -1;
+        if (st->st_mode & S_ISVTX)
+            continue;
+        if ((st->st_mode & 002) ||
+            ((st->st_mode & 020) && !(group && sc__in_group((unsigned)st->st_gid))))
+            return 1;
+    }
+    return 0;
+}
+
 int sc_output_dir(const char *path, sc_error *err)
 {
     struct stat st;
@@ -141,5 +176,18 @@ int sc_output_dir(const char *path, sc_error *err)
                           "could change what is written there: chmod go-w it or write "
                           "elsewhere",
                           path, (unsigned)(st.st_mode & 07777));
+    /* Files go in by path over a whole job: no one may swap the directory meanwhile. */
+    char bad[PATH_MAX];
+    int swap = sc__path_swappable(path, 0, bad, sizeof bad, &st);
+    if (swap < 0)
+        return sc__seterr(err, SC_EIO, "output directory '%s': %s", path, strerror(errno));
+    if (swap)
+        return sc__seterr(err, SC_EIO,
+                          "output directory '%s': '%s' (owner uid %u, mode %03o) may be "
+                          "written by other users without the sticky bit: they could rename "
+                          "the directory away and put a link in its place mid-job; write "
+                          "under a directory only you can write (your home), or under one "
+                          "with the sticky bit, like /tmp",
+                          path, bad, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
     return sc__errok(err);
 }

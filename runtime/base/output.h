@@ -21,4 +21,20 @@
  */
 int sc__output_clear(const char *path, const char *what, sc_error *err);
 
+#include <stddef.h>
+#include <sys/stat.h>
+
+/* Whether this process is in group gid (its own or a supplementary one). */
+int sc__in_group(unsigned gid);
+
+/*
+ * The first directory on dir's resolved path, from "/" down to dir itself,
+ * that users other than its owner may write without the sticky bit (with
+ * `group`, the members of one of this process's groups do not count): its
+ * path into bad[n] and its stat into *st, and 1; 0 when there is none; -1
+ * (errno) when the path cannot be resolved.  Such a directory lets them
+ * rename what is below it and put their own in its place.
+ */
+int sc__path_swappable(const char *dir, int group, char *bad, size_t n, struct stat *st);
+
 #endif /* SC_OUTPUT_H */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "output.h"
 #include "log.h"
 
 static int cachedir_same(const struct stat *a, const struct stat *b)
@@ -169,16 +170,6 @@ int sc__cachedir_remove_open(const char *dir, int dfd)
     return rc;
 }
 
-int sc__cachedir_in_group(unsigned gid)
-{
-    int n = getgroups(0, NULL), in = (gid_t)gid == getgid();
-    gid_t *groups = n > 0 ? malloc(sizeof *groups * (size_t)n) : NULL;
-    n = groups ? getgroups(n, groups) : 0;
-    for (int i = 0; i < n && !in; i++)
-        in = groups[i] == (gid_t)gid;
-    free(groups);
-    return in;
-}
 
 const char *sc__cachedir_user(unsigned uid, char *buf, size_t n)
 {
@@ -206,45 +197,27 @@ const char *sc__cachedir_group(unsigned gid, char *buf, size_t n)
  * Whether others may write directory st without the sticky bit (with
  * it, as /tmp has, they cannot rename or remove what is not theirs).
  */
-static int cachedir_others_write(const struct stat *st, int group)
-{
-    if (st->st_mode & S_ISVTX)
-        return 0;
-    if (st->st_mode & 002)
-        return 1;
-    return (st->st_mode & 020) && !(group && sc__cachedir_in_group((unsigned)st->st_gid));
-}
 
 int sc__cachedir_check_ancestors(const char *dir, int group, sc_error *err)
 {
-    char real[PATH_MAX], at[PATH_MAX], who[64], grp[64];
+    char at[PATH_MAX], who[64], grp[64];
     struct stat st;
-    if (!realpath(dir, real))
+    int swap = sc__path_swappable(dir, group, at, sizeof at, &st);
+    if (swap < 0)
         return sc__seterr(err, SC_EIO, "cache directory '%s': %s", dir, strerror(errno));
-    size_t n = strlen(real);
-    /* Each prefix ending at a '/' (the first: "/" itself), then the whole. */
-    for (size_t i = 0; i <= n; i++) {
-        if (i && real[i] != '/' && real[i])
-            continue;
-        snprintf(at, sizeof at, "%.*s", i ? (int)i : 1, real);
-        if (lstat(at, &st) != 0)
-            return sc__seterr(err, SC_EIO, "cache directory '%s': '%s': %s", dir, at,
-                              strerror(errno));
-        if (cachedir_others_write(&st, group))
-            return sc__seterr(
-                err, SC_EINVAL,
-                "cache directory '%s': '%s' (owner %s, group %s, mode %03o) may be written "
-                "by %s without the sticky bit: they could rename the cache away and put "
-                "their own in its place; use a directory whose every parent only you can "
-                "write%s",
-                dir, at, sc__cachedir_user((unsigned)st.st_uid, who, sizeof who),
-                sc__cachedir_group((unsigned)st.st_gid, grp, sizeof grp),
-                (unsigned)(st.st_mode & 07777),
-                st.st_mode & 002 ? "every user" : "the members of its group",
-                group ? " (or your group: SC_CACHE_SHARE=group)"
-                      : ", or one with the sticky bit, like /tmp");
-    }
-    return SC_OK;
+    if (!swap)
+        return SC_OK;
+    return sc__seterr(err, SC_EINVAL,
+                      "cache directory '%s': '%s' (owner %s, group %s, mode %03o) may be "
+                      "written by %s without the sticky bit: they could rename the cache away "
+                      "and put their own in its place; use a directory whose every parent only "
+                      "you can write%s",
+                      dir, at, sc__cachedir_user((unsigned)st.st_uid, who, sizeof who),
+                      sc__cachedir_group((unsigned)st.st_gid, grp, sizeof grp),
+                      (unsigned)(st.st_mode & 07777),
+                      st.st_mode & 002 ? "every user" : "the members of its group",
+                      group ? " (or your group: SC_CACHE_SHARE=group)"
+                            : ", or one with the sticky bit, like /tmp");
 }
 
 /*

@@ -49,8 +49,6 @@ int sc__cachedir_remove_open(const char *dir, int dfd);
  */
 int sc__cachedir_check_ancestors(const char *dir, int group, sc_error *err);
 
-/* 1 if this process belongs to group gid (its own or a supplementary one). */
-int sc__cachedir_in_group(unsigned gid);
 
 /* uid's user name ("uid N" if it has none) into buf, which it returns. */
 const char *sc__cachedir_user(unsigned uid, char *buf, size_t n);

@@ -16,6 +16,7 @@
 #include "cachedir.h"
 #include "config.h"
 #include "log.h"
+#include "output.h"
 
 void sc__cache_place_init(sc__cache_place *p)
 {
@@ -130,7 +131,7 @@ static int place_check_dir(const sc__cache_place *p, const struct stat *st, sc_e
 {
     mode_t others = p->group ? 002 : 022;
     int mine = st->st_uid == getuid();
-    int ours = p->group && sc__cachedir_in_group((unsigned)st->st_gid) && !(st->st_mode & 002);
+    int ours = p->group && sc__in_group((unsigned)st->st_gid) && !(st->st_mode & 002);
     if (!S_ISDIR(st->st_mode) || !(mine || ours))
         return 1;
     if (!mine || !(st->st_mode & others))

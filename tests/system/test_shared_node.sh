@@ -141,6 +141,21 @@ tmpf=$(compgen -G "$d/umask/shardcache-*-l0/*.tmp.*" | head -1)
     && pass "an entry being written under umask 002 is 0600 until it is published" \
     || failed "the temporary: ${tmpf:-none} $(stat -c %a "$tmpf" 2>/dev/null)"
 
+# Output directories the job writes into for a whole run (the audit trail,
+# traces): refused under a parent others may write without the sticky bit,
+# where Bob could rename it away mid-job and put a link in its place.  And
+# verify reads no trail another user could have written.
+train=$(dirname "$sc")/train
+mkdir -m 2770 "$d/grpout" && chown "root:$grp" "$d/grpout"
+expect_fail "an audit trail under a group-writable parent is refused" \
+    "output directory '$d/grpout/audit': '$d/grpout' .* may be written by other users" \
+    as "$alice" env SC_SOURCE="$d/a.h5" SC_CACHE_DIR="$d/home-$alice/c3" SC_AUDIT_DIR="$d/grpout/audit" \
+    SC_SHARD_SIZE=50 "$train" --epochs 1
+as "$alice" mkdir -m 700 "$d/home-$alice/audit"
+echo forged >"$d/home-$alice/audit/audit-r0.bin" && chown "$bob" "$d/home-$alice/audit/audit-r0.bin"
+expect_fail "verify refuses a trail file another user owns" "audit-r0.bin' belongs to uid $(id -u "$bob")" \
+    as "$alice" "$sc" verify --audit-dir "$d/home-$alice/audit" --plan-seed 7 --shards 60 --shard-size 50
+
 # What held before and must keep holding: a layout-B manifest Bob could
 # have written (his own file, or a link to one) is not taken; and a job
 # leaves nothing in /dev/shm but Open MPI's own 0600 segments.
