@@ -27,8 +27,11 @@ raises, none waits for a store that will not come.
 Errors are the extension's (_core.Error), which the package's _call turns
 into shardcache.Error.
 """
+import atexit
 import os
+import shutil
 import socket
+import stat
 import sys
 import tempfile
 
@@ -106,13 +109,41 @@ def _one_node(comm):
     return len(set(comm.allgather(MPI.Get_processor_name()))) == 1
 
 
+def _swappable(path):
+    """Whether a directory on path's resolved chain may be written by users
+    other than its owner without the sticky bit: they could rename what is
+    below it and put a link in its place (torch reopens the store by path)."""
+    here = "/"
+    for part in [""] + os.path.realpath(path).strip("/").split("/"):
+        here = os.path.join(here, part) if part else here
+        st = os.lstat(here)
+        if not st.st_mode & stat.S_ISVTX and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return True
+    return False
+
+
+def _private_dir():
+    """A fresh 0700 directory in the first of TMPDIR, /tmp, /dev/shm that no
+    other user can swap, removed at exit."""
+    for base in (tempfile.gettempdir(), "/tmp", "/dev/shm"):
+        try:
+            if not _swappable(base):
+                path = tempfile.mkdtemp(prefix="shardcache-torch-store-", dir=base)
+                atexit.register(shutil.rmtree, path, True)
+                return path
+        except OSError:
+            continue
+    raise OSError("no directory for torch's store that other users cannot swap (TMPDIR, "
+                  "/tmp and /dev/shm are all writable by others without the sticky bit)")
+
+
 def _file_store(comm, dist):
-    """A FileStore in a file of rank 0's that every rank sees, or None
-    (ranks in containers of their own may not share a TMPDIR)."""
+    """A FileStore in a private directory of rank 0's that every rank sees,
+    or None (ranks in containers of their own may not share a TMPDIR)."""
     path = None
     if comm.Get_rank() == 0:
-        fd, path = tempfile.mkstemp(prefix="shardcache-torch-store-")
-        os.close(fd)
+        path = os.path.join(_private_dir(), "store")
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
     path = comm.bcast(path, root=0)
     if not comm.allreduce(os.path.isfile(path), op=MPI.LAND):
         if comm.Get_rank() == 0:

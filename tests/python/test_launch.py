@@ -125,9 +125,11 @@ def all_reduce_works():
 
 
 def test_init_torch_distributed_one_node_listens_nowhere(shared_dir, monkeypatch):
-    """Twice in a row; each time the store is a 0600 file of rank 0's in
-    TMPDIR that goes when the group does, and no new socket listens (the
-    TCPStore of before listened on every interface)."""
+    """Twice in a row; each time the store is a 0600 file in a 0700
+    directory of rank 0's in TMPDIR, the file gone when the group goes, and
+    no new socket listens (the TCPStore of before listened on every
+    interface).  A TMPDIR others may write without the sticky bit is not
+    used (they could swap the file, which torch reopens by path)."""
     store_dir = os.path.join(shared_dir, "stores")
     if RANK == 0:
         os.mkdir(store_dir)
@@ -139,15 +141,30 @@ def test_init_torch_distributed_one_node_listens_nowhere(shared_dir, monkeypatch
         try:
             all_reduce_works()
             assert listening() - before == set()
-            files = os.listdir(store_dir)
-            assert len(files) == 1 and files[0].startswith("shardcache-torch-store-")
-            mode = os.stat(os.path.join(store_dir, files[0])).st_mode
-            assert stat.S_IMODE(mode) == 0o600
+            dirs = [d for d in os.listdir(store_dir) if d.startswith("shardcache-torch-store-")]
+            assert len(dirs) >= 1
+            private = os.path.join(store_dir, sorted(dirs, key=lambda d: os.stat(
+                os.path.join(store_dir, d)).st_mtime)[-1])
+            assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(os.path.join(private, "store")).st_mode) == 0o600
         finally:
             COMM.Barrier()
             dist.destroy_process_group()
             COMM.Barrier()
+        assert os.listdir(private) == []
+    if RANK == 0:
+        os.chmod(store_dir, 0o775)  # others' to write, no sticky bit: not used
+        for d in os.listdir(store_dir):
+            os.rmdir(os.path.join(store_dir, d))
+    COMM.Barrier()
+    shardcache.init_torch_distributed("gloo")
+    try:
+        all_reduce_works()
         assert os.listdir(store_dir) == []
+    finally:
+        COMM.Barrier()
+        dist.destroy_process_group()
+        COMM.Barrier()
 
 
 def test_init_torch_distributed_across_nodes(monkeypatch):
