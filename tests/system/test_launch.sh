@@ -4,8 +4,9 @@
 # near its GPU from a saved 8-GPU two-socket `nvidia-smi topo -m`, with
 # mpirun and srun), refuses bad input by name, binds two real ranks to
 # cores of their own, and runs a real job with mpirun: staging first,
-# tracing on, the summary at the end, its own temporary cache removed
-# afterwards.
+# tracing on, the summary at the end, its own temporary cache and its
+# private Open MPI session directory removed afterwards.  The Slurm
+# scripts' copies of outdir.sh's sc_others_may_write are its text.
 . "$(dirname "$0")/lib.sh"
 : "${SC_BUILD_DIR:?}" "${SC_SOURCE_DIR:?}"
 run=$SC_SOURCE_DIR/launch/shardcache-run
@@ -23,6 +24,14 @@ if command -v shellcheck >/dev/null; then
 else
     failed "shellcheck is missing (scripts/test installs Debian's shellcheck)"
 fi
+
+# The Slurm scripts check their installation with a copy of outdir.sh's
+# sc_others_may_write (before anything there is trusted): the same text.
+want=$(sed -n '/^sc_others_may_write() {$/,/^}$/p' "$SC_SOURCE_DIR/launch/outdir.sh")
+for f in "$SC_SOURCE_DIR"/launch/slurm/*.sbatch; do
+    [ -n "$want" ] && [ "$(sed -n '/^sc_others_may_write() {$/,/^}$/p' "$f")" = "$want" ] \
+        && pass "${f##*/}: its sc_others_may_write is outdir.sh's" || failed "${f##*/}: sc_others_may_write differs from outdir.sh's"
+done
 
 # launch/ompi.env is the one list: every setting in it reaches ctest's tests too.
 while IFS= read -r line; do
@@ -222,6 +231,10 @@ grep -q "^epoch 0: .*cache hit rate 100.0%" <<<"$out" && pass "staged: warm from
     || { failed "not warm after staging"; grep "^epoch 0" <<<"$out"; }
 grep -Eq "^(bottleneck|verdict): " <<<"$out" && [ -s "$SC_T_TMP/trace/summary.txt" ] \
     && pass "trace merged and summarized" || failed "no trace summary"
+grep -q "^shardcache-run: Open MPI's session directory in the private $SC_T_TMP/shardcache-ompi\." <<<"$out" \
+    && ! compgen -G "$SC_T_TMP/shardcache-ompi.*" >/dev/null \
+    && pass "Open MPI's session directory in a private directory of its own, removed at the end" \
+    || { failed "Open MPI's session directory"; grep "session" <<<"$out"; ls "$SC_T_TMP"; }
 # No SC_CACHE_DIR: staging and training used the library's default, private to the user.
 root=$SC_T_TMP/shardcache-$(id -u)
 compgen -G "$root/shardcache-*-l*/s*.h5" >/dev/null && [ "$(stat -c %a "$root")" = 700 ] \

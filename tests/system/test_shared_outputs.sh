@@ -7,12 +7,17 @@
 # files (SC_AUDIT_DIR), make-dataset's output, the example trainer's
 # checkpoint temporaries, shardcache-run's trace directory (job.json,
 # summary.txt) and the Slurm scripts' per-job directory; and a
-# launch/shardcache-run of its own in the submit directory.  After each of
-# the victim's runs thesis.tex is unchanged, the run refused with a message
-# that names what it refused, and no code of the attacker's ran.  The
-# Slurm scripts are run with bash as Slurm would (a copy in a spool
-# directory, SLURM_* set, scontrol answering where the script was
-# submitted from), without a Slurm.  Needs root to make the users.
+# launch/shardcache-run of its own in the submit directory.  An output
+# directory of the victim's own under the group directory is refused too
+# (it could be swapped for a link mid-job); a link to the victim's
+# installation there, repointed mid-job, changes nothing; and an Open MPI
+# session directory squatted in a shared $TMPDIR does not stop
+# shardcache-run.  After each of the victim's runs thesis.tex is
+# unchanged, the run refused with a message that names what it refused,
+# and no code of the attacker's ran.  The Slurm scripts are run with bash
+# as Slurm would (a copy in a spool directory, SLURM_* set, scontrol
+# answering where the script was submitted from, srun a stand-in that
+# runs the command once), without a Slurm.  Needs root to make the users.
 . "$(dirname "$0")/lib.sh"
 : "${SC_BUILD_DIR:?}" "${SC_SOURCE_DIR:?}"
 [ "$(id -u)" -eq 0 ] || skip "making the victim and attacker users needs root"
@@ -38,6 +43,7 @@ chmod 755 "$t"
 home=$t/home proj=$t/proj
 mkdir -m 755 "$home" && chown "$vic:$grp" "$home"
 mkdir -m 770 "$proj" && chown "root:$grp" "$proj" # a project directory, no sticky bit
+mkdir -m 1777 "$t/sticky" # a shared directory with the sticky bit, as /tmp
 mkdir -m 700 "$home/tmp" && chown "$vic:$grp" "$home/tmp"
 thesis=$home/thesis.tex
 as "$vic" sh -c "echo 'Chapter 1. Years of work.' >'$thesis'"
@@ -95,12 +101,38 @@ else
     echo "# train.py's checkpoint: not run (no torch and mpi4py here)"
 fi
 
-# shardcache-run --trace DIR, DIR made by the attacker with links for the merge and the summary.
+# shardcache-run --trace DIR, DIR made by the attacker with links for the
+# merge and the summary: in the sticky directory, refused as the
+# attacker's; in the group directory, refused for the directory above it.
+as "$atk" mkdir -m 777 "$t/sticky/trace"
+for f in job.json summary.txt; do as "$atk" ln -s "$thesis" "$t/sticky/trace/$f"; done
+vrun "shardcache-run --trace" "output directory '$t/sticky/trace' belongs to uid" \
+    SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" -n 2 --oversubscribe --trace "$t/sticky/trace" \
+    -- "$bin/train" --epochs 1
 as "$atk" mkdir -m 777 "$proj/trace"
-for f in job.json summary.txt; do as "$atk" ln -s "$thesis" "$proj/trace/$f"; done
-vrun "shardcache-run --trace" "output directory '$proj/trace' belongs to uid" \
+vrun "shardcache-run --trace in a group directory" "output directory '$proj/trace': others may change '$proj' \(owner root, mode 770\)" \
     SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" -n 2 --oversubscribe --trace "$proj/trace" \
     -- "$bin/train" --epochs 1
+# ... and a new one of the victim's there: made 0700 and accepted, the
+# attacker could still rename it away mid-job and put a link to the
+# victim's files in its place (the merge and the summary would follow
+# it): refused at the start, nothing run.
+vrun "shardcache-run --trace: the victim's new directory in the group directory" \
+    "output directory '$proj/vtrace': others may change '$proj' \(owner root, mode 770\).*only you can write" \
+    SHARDCACHE="$SC_BIN" "$SC_SOURCE_DIR/launch/shardcache-run" -n 1 --trace "$proj/vtrace" \
+    -- touch "$home/vtrace-job-ran"
+[ ! -e "$proj/vtrace" ] && [ ! -e "$home/vtrace-job-ran" ] && pass "... neither made nor the job run" \
+    || failed "'$proj/vtrace' made or the job run"
+
+# Open MPI's session directory, $TMPDIR/ompi.<host>.<uid>, made first by
+# the attacker in a shared $TMPDIR: every mpirun of the victim's failed.
+for h in "$(hostname)" "$(hostname -s)"; do as "$atk" mkdir -p -m 700 "$t/sticky/ompi.$h.$(id -u "$vic")"; done
+expect_ok "a squatted Open MPI session directory: shardcache-run's job runs" \
+    "^shardcache-run: Open MPI's session directory in the private $t/sticky/shardcache-ompi\.[^ ]+ \(removed at the end\)" \
+    as "$vic" env -C "$home" -u OMPI_MCA_orte_tmpdir_base TMPDIR="$t/sticky" HOME="$home" \
+    "$SC_SOURCE_DIR/launch/shardcache-run" -n 1 -- true
+compgen -G "$t/sticky/shardcache-ompi.*" >/dev/null && failed "the private session directory was left behind" \
+    || pass "... and its private directory removed at the end"
 
 # The Slurm scripts, run as Slurm runs them: a copy in a spool directory.
 # An installation of the victim's: the shipped scripts, a shardcache-run
@@ -108,12 +140,15 @@ vrun "shardcache-run --trace" "output directory '$proj/trace' belongs to uid" \
 # project directory) the attacker's launch/shardcache-run.
 inst=$home/inst spool=$home/spool
 as "$vic" mkdir -p "$inst/launch/slurm" "$inst/build/release/bin" "$spool" "$home/fakebin"
+# srun: has PMIx; runs the command once (one task, here).
+as "$vic" sh -c "printf '#!/bin/sh\ncase \"\$*\" in *--mpi=list*) echo pmix; exit 0 ;; esac\nwhile [ \$# -gt 0 ]; do case \$1 in -*) shift ;; *) break ;; esac; done\nexec \"\$@\"\n' >'$home/fakebin/srun'"
+as "$vic" chmod 755 "$home/fakebin/srun"
 for f in ompi-env.sh ompi.env outdir.sh slurm/train.sbatch slurm/stage.sbatch slurm/array.sbatch; do
     as "$vic" cp "$SC_SOURCE_DIR/launch/$f" "$inst/launch/$f"
 done
 as "$vic" sh -c "printf '#!/bin/sh\necho \"the installed shardcache-run ran\"\n' >'$inst/launch/shardcache-run'"
-as "$vic" sh -c ": >'$inst/build/release/bin/shardcache'"
-as "$vic" chmod 755 "$inst/launch/shardcache-run" "$inst/build/release/bin/shardcache"
+as "$vic" sh -c ": >'$inst/build/release/bin/shardcache'; : >'$inst/build/release/bin/train'"
+as "$vic" chmod 755 "$inst/launch/shardcache-run" "$inst/build/release/bin/shardcache" "$inst/build/release/bin/train"
 as "$atk" mkdir -p "$proj/launch"
 as "$atk" sh -c "printf '#!/bin/sh\necho \"the attacker ran\" >>\"$thesis\"; echo \"the attacker ran\"\n' >'$proj/launch/shardcache-run'"
 as "$atk" chmod 755 "$proj/launch/shardcache-run"
@@ -131,7 +166,7 @@ sbatch_run() {
         SCONTROL_COMMAND="$inst/launch/slurm/$s" "$@" bash "$spool/slurm_script")
 }
 for s in train.sbatch stage.sbatch array.sbatch; do
-    out=$(sbatch_run "$s" 1$RANDOM 2>&1)
+    out=$(sbatch_run "$s" 1$RANDOM OUT="$home/out-$s" 2>&1)
     grep -q "the installed shardcache-run ran" <<<"$out" && ! grep -q "attacker" <<<"$out" \
         && pass "$s: runs the installation it was submitted from, not the submit directory's" \
         || { failed "$s: ran the wrong shardcache-run"; echo "$out" | tail -5; }
@@ -140,19 +175,52 @@ out=$(sbatch_run train.sbatch 1$RANDOM SCONTROL_COMMAND= 2>&1)
 grep -q "cannot tell where shardcache is" <<<"$out" && ! grep -Eq "shardcache-run ran|attacker ran" <<<"$out" \
     && pass "no installation found: refused, nothing run" || { failed "no installation: $out"; }
 as "$vic" chmod g+w "$inst/launch"
-out=$(sbatch_run train.sbatch 1$RANDOM 2>&1)
+out=$(sbatch_run train.sbatch 1$RANDOM OUT="$home/out-gw" 2>&1)
 grep -q "not running $inst: others may change '$inst/launch' (owner $vic, mode 775)" <<<"$out" \
     && ! grep -Eq "shardcache-run ran|attacker ran" <<<"$out" && pass "an installation others may write: refused, nothing run" \
     || failed "group-writable installation: $out"
 as "$vic" chmod g-w "$inst/launch"
-# The per-job directory $SLURM_SUBMIT_DIR/shardcache-<job id>, made first by the attacker.
-as "$atk" mkdir -m 777 "$proj/shardcache-4242"
-as "$atk" ln -s "$thesis" "$proj/shardcache-4242/trace"
-out=$(sbatch_run train.sbatch 4242 2>&1)
-grep -q "output directory '$proj/shardcache-4242' exists already" <<<"$out" && ! grep -Eq "shardcache-run ran|attacker ran" <<<"$out" \
+# The per-job directory $SLURM_SUBMIT_DIR/shardcache-<job id>: in a
+# sticky submit directory, made first by the attacker; in the group
+# directory (where it could be swapped mid-job), refused whoever made it.
+as "$atk" mkdir -m 777 "$t/sticky/shardcache-4242"
+as "$atk" ln -s "$thesis" "$t/sticky/shardcache-4242/trace"
+out=$(sbatch_run train.sbatch 4242 SLURM_SUBMIT_DIR="$t/sticky" 2>&1)
+grep -q "output directory '$t/sticky/shardcache-4242' exists already" <<<"$out" && ! grep -Eq "shardcache-run ran|attacker ran" <<<"$out" \
     && pass "train.sbatch: a per-job directory made by another user refused" || failed "per-job directory: $out"
-out=$(sbatch_run train.sbatch 4343 2>&1)
-[ "$(stat -c '%U %a' "$proj/shardcache-4343")" = "$vic 700" ] && pass "train.sbatch: the per-job directory is the victim's, 0700" \
-    || failed "per-job directory: $(stat -c '%U %a' "$proj/shardcache-4343" 2>&1)"
+out=$(sbatch_run train.sbatch 4343 SLURM_SUBMIT_DIR="$t/sticky" 2>&1)
+[ "$(stat -c '%U %a' "$t/sticky/shardcache-4343")" = "$vic 700" ] && pass "train.sbatch: the per-job directory is the victim's, 0700" \
+    || failed "per-job directory: $(stat -c '%U %a' "$t/sticky/shardcache-4343" 2>&1)"
+for s in train.sbatch array.sbatch; do
+    out=$(sbatch_run "$s" 4444 2>&1)
+    grep -q "output directory '$proj/shardcache-[-a-z0-9]*4444[-a-z0-9]*': others may change '$proj' (owner root, mode 770)" <<<"$out" \
+        && ! grep -Eq "shardcache-run ran|attacker ran" <<<"$out" && ! compgen -G "$proj/shardcache-*4444*" >/dev/null \
+        && pass "$s: no per-job directory in a group directory without the sticky bit" || failed "$s in the group directory: $out"
+done
+
+# SHARDCACHE_HOME a link in the group directory to the victim's own
+# installation (the real scripts, a shardcache that says it ran): checked
+# as its target, then repointed to the attacker's installation while the
+# trainer runs (the trainer makes the swap here, for the timing); the
+# trace merge after it must run the installation that was checked.
+inst2=$home/inst2
+as "$vic" mkdir -p "$inst2/launch/slurm" "$inst2/build/release/bin"
+for f in shardcache-run ompi-env.sh ompi.env outdir.sh slurm/train.sbatch; do
+    as "$vic" cp "$SC_SOURCE_DIR/launch/$f" "$inst2/launch/$f"
+done
+as "$vic" sh -c "printf '#!/bin/sh\necho \"the installed shardcache ran: \$1 \$2\"\n' >'$inst2/build/release/bin/shardcache'"
+as "$vic" sh -c "printf '#!/bin/sh\nln -sfn \"$proj/evil\" \"$proj/sc\" && echo \"trainer: swapped\"\n' >'$inst2/build/release/bin/train'"
+as "$vic" chmod 755 "$inst2/build/release/bin/shardcache" "$inst2/build/release/bin/train"
+as "$atk" mkdir -p "$proj/evil/launch" "$proj/evil/build/release/bin"
+for f in launch/shardcache-run build/release/bin/shardcache build/release/bin/train; do
+    as "$atk" sh -c "printf '#!/bin/sh\necho \"the attacker ran\" >>\"$thesis\"; echo \"the attacker ran\"\n' >'$proj/evil/$f'"
+    as "$atk" chmod 755 "$proj/evil/$f"
+done
+as "$vic" ln -s "$inst2" "$proj/sc"
+out=$(sbatch_run train.sbatch 5151 SHARDCACHE_HOME="$proj/sc" OUT="$home/out-5151" 2>&1)
+grep -q "trainer: swapped" <<<"$out" && grep -q "the installed shardcache ran: trace merge" <<<"$out" \
+    && ! grep -q "attacker ran" <<<"$out" \
+    && pass "SHARDCACHE_HOME a link repointed mid-job: the checked installation runs to the end" \
+    || { failed "SHARDCACHE_HOME repointed mid-job"; echo "$out" | tail -8; }
 intact "Slurm scripts"
 finish

@@ -7,7 +7,8 @@
 # launch/slurm/train.sbatch runs after it, both submitted with
 # --cpus-per-task=2 (4 ranks x 2 = the 8 CPUs); the job logs must show
 # srun given those 2 cores per rank, exactly-once ok, a falling loss, a
-# warm cache from the first epoch (>= 95% hits) and the trace summary; the
+# warm cache from the first epoch (>= 95% hits), the trace summary and
+# Open MPI's session directory in a private directory (srun too); the
 # scripts find shardcache from their submitted path, not from a planted
 # launch/shardcache-run in the submit directory.  If
 # the daemons cannot start here, the test says so and fails: it never skips.
@@ -149,4 +150,7 @@ grep -Eq "^(bottleneck|verdict): " "$tlog" && pass "job log ends with the trace 
     || failed "the planted launch/shardcache-run ran"
 [ -s "shardcache-$tid/trace/job.json" ] && pass "merged trace in the job's output directory" \
     || failed "no merged trace in shardcache-$tid/trace"
+grep -q "^shardcache-run: Open MPI's session directory in the private " "$tlog" \
+    && pass "Open MPI's session directory in a private directory (one node, srun too)" \
+    || failed "no private session directory in the job log"
 finish
