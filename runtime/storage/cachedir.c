@@ -170,7 +170,6 @@ int sc__cachedir_remove_open(const char *dir, int dfd)
     return rc;
 }
 
-
 const char *sc__cachedir_user(unsigned uid, char *buf, size_t n)
 {
     char tmp[4096];
