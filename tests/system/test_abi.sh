@@ -29,4 +29,16 @@ unversioned=$(objdump -T "$lib" | awk '$4 == ".text" && $NF ~ /^sc_/' | grep -Ev
     || failed "$unversioned exported functions have no SHARDCACHE_ version"
 leaks=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -c '^sc__')
 [ "$leaks" = 0 ] && pass "no internal sc__ symbol is exported" || failed "$leaks sc__ symbols exported"
+# An empty RUNPATH element is the current directory: a library planted in a
+# shared working directory would run as whoever started the program there
+# (CMake's padding for its built-in chrpath made one).
+empty=""
+for f in "$SC_BUILD_DIR"/bin/* "$SC_BUILD_DIR"/lib/*.so*; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    rp=$(readelf -d "$f" 2>/dev/null | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')
+    [ -n "$rp" ] || continue
+    case ":$rp:" in *::*) empty="$empty $(basename "$f")=[$rp]" ;; esac
+done
+[ -z "$empty" ] && pass "no RUNPATH has an empty element (the current directory)" \
+    || failed "empty RUNPATH elements:$empty"
 finish
