@@ -117,7 +117,8 @@ def _swappable(path):
     for part in [""] + os.path.realpath(path).strip("/").split("/"):
         here = os.path.join(here, part) if part else here
         st = os.lstat(here)
-        if not st.st_mode & stat.S_ISVTX and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        sticky = st.st_mode & stat.S_ISVTX and st.st_uid in (0, os.geteuid())
+        if not sticky and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return True
     return False
 
@@ -127,6 +128,7 @@ def _private_dir():
     other user can swap, removed at exit."""
     for base in (tempfile.gettempdir(), "/tmp", "/dev/shm"):
         try:
+            base = os.path.realpath(base)  # a link on the way could be repointed
             if not _swappable(base):
                 path = tempfile.mkdtemp(prefix="shardcache-torch-store-", dir=base)
                 atexit.register(shutil.rmtree, path, True)

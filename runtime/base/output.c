@@ -138,8 +138,11 @@ int sc__path_swappable(const char *dir, int group, char *bad, size_t n, struct s
         snprintf(bad, n, "%.*s", i ? (int)i : 1, real);
         if (lstat(bad, st) != 0)
             return -1;
-        if (st->st_mode & S_ISVTX)
+        /* The sticky bit keeps others' hands off, not its owner's: root's or ours only. */
+        if ((st->st_mode & S_ISVTX) && (st->st_uid == 0 || st->st_uid == geteuid()))
             continue;
+        if ((st->st_mode & S_ISVTX) && (st->st_mode & 022))
+            return 1;
         if ((st->st_mode & 002) ||
             ((st->st_mode & 020) && !(group && sc__in_group((unsigned)st->st_gid))))
             return 1;

@@ -29,8 +29,9 @@ int sc__in_group(unsigned gid);
 
 /*
  * The first directory on dir's resolved path, from "/" down to dir itself,
- * that users other than its owner may write without the sticky bit (with
- * `group`, the members of one of this process's groups do not count): its
+ * that users other than its owner may write without the sticky bit, or
+ * whose sticky bit is another user's to ignore (with `group`, the members
+ * of one of this process's groups do not count): its
  * path into bad[n] and its stat into *st, and 1; 0 when there is none; -1
  * (errno) when the path cannot be resolved.  Such a directory lets them
  * rename what is below it and put their own in its place.

@@ -151,6 +151,11 @@ expect_fail "an audit trail under a group-writable parent is refused" \
     "output directory '$d/grpout/audit': '$d/grpout' .* may be written by other users" \
     as "$alice" env SC_SOURCE="$d/a.h5" SC_CACHE_DIR="$d/home-$alice/c3" SC_AUDIT_DIR="$d/grpout/audit" \
     SC_SHARD_SIZE=50 "$train" --epochs 1
+as "$bob" mkdir -m 1777 "$d/tmp/bobs"
+expect_fail "...and under a sticky directory another user owns (who may rename in it)" \
+    "output directory '$d/tmp/bobs/audit': '$d/tmp/bobs' .* may be written by other users" \
+    as "$alice" env SC_SOURCE="$d/a.h5" SC_CACHE_DIR="$d/home-$alice/c3" SC_AUDIT_DIR="$d/tmp/bobs/audit" \
+    SC_SHARD_SIZE=50 "$train" --epochs 1
 as "$alice" mkdir -m 700 "$d/home-$alice/audit"
 echo forged >"$d/home-$alice/audit/audit-r0.bin" && chown "$bob" "$d/home-$alice/audit/audit-r0.bin"
 expect_fail "verify refuses a trail file another user owns" "audit-r0.bin' belongs to uid $(id -u "$bob")" \

@@ -133,6 +133,10 @@ expect_ok "a squatted Open MPI session directory: shardcache-run's job runs" \
     "$SC_SOURCE_DIR/launch/shardcache-run" -n 1 -- true
 compgen -G "$t/sticky/shardcache-ompi.*" >/dev/null && failed "the private session directory was left behind" \
     || pass "... and its private directory removed at the end"
+expect_ok "under a TMPDIR the group may rename in, the private session directory goes to /tmp" \
+    "^shardcache-run: Open MPI's session directory in the private /tmp/shardcache-ompi\.[^ ]+ \(removed at the end\)" \
+    as "$vic" env -C "$home" -u OMPI_MCA_orte_tmpdir_base TMPDIR="$proj" HOME="$home" \
+    "$SC_SOURCE_DIR/launch/shardcache-run" -n 1 -- true
 
 # The Slurm scripts, run as Slurm runs them: a copy in a spool directory.
 # An installation of the victim's: the shipped scripts, a shardcache-run
