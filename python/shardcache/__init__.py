@@ -143,6 +143,11 @@ class Batch(collections.abc.Mapping):
     def __len__(self):
         return len(self._loader._fields)
 
+    # A batch is one batch: compared and hashed by identity (Mapping's ==
+    # would compare the tensors, an error for more than one element).
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     def __contains__(self, name):
         return isinstance(name, str) and name.lstrip("/") in self._loader._names
 

@@ -80,6 +80,7 @@ def test_a_batch_is_a_mapping_with_int64_ids(dataset, cache_dir):
             assert dict(batch)["labels"].shape == (16,)
             assert batch.ids.dtype == torch.int64 and torch.as_tensor(batch.ids).shape == (16,)
             assert batch.get("pixels") is None
+            assert batch == batch and len({batch}) == 1  # one batch: identity, hashable
             break
         loader.finish_epoch()
 
