@@ -130,21 +130,25 @@ def test_init_torch_distributed_one_node_listens_nowhere(shared_dir, monkeypatch
     no new socket listens (the TCPStore of before listened on every
     interface).  A TMPDIR others may write without the sticky bit is not
     used (they could swap the file, which torch reopens by path)."""
-    store_dir = os.path.join(shared_dir, "stores")
-    if RANK == 0:
-        os.mkdir(store_dir)
-    COMM.Barrier()
-    monkeypatch.setattr(tempfile, "tempdir", store_dir)
-    for _ in range(2):
+    def fresh(name, mode=0o700):
+        path = os.path.join(shared_dir, name)
+        if RANK == 0:
+            os.mkdir(path)
+            os.chmod(path, mode)
+        COMM.Barrier()
+        monkeypatch.setattr(tempfile, "tempdir", path)
+        return path
+
+    for k in range(2):
+        store_dir = fresh(f"stores{k}")
         before = listening()
         shardcache.init_torch_distributed("gloo")
         try:
             all_reduce_works()
             assert listening() - before == set()
-            dirs = [d for d in os.listdir(store_dir) if d.startswith("shardcache-torch-store-")]
-            assert len(dirs) >= 1
-            private = os.path.join(store_dir, sorted(dirs, key=lambda d: os.stat(
-                os.path.join(store_dir, d)).st_mtime)[-1])
+            dirs = os.listdir(store_dir)
+            assert len(dirs) == 1 and dirs[0].startswith("shardcache-torch-store-")
+            private = os.path.join(store_dir, dirs[0])
             assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
             assert stat.S_IMODE(os.stat(os.path.join(private, "store")).st_mode) == 0o600
         finally:
@@ -152,11 +156,7 @@ def test_init_torch_distributed_one_node_listens_nowhere(shared_dir, monkeypatch
             dist.destroy_process_group()
             COMM.Barrier()
         assert os.listdir(private) == []
-    if RANK == 0:
-        os.chmod(store_dir, 0o775)  # others' to write, no sticky bit: not used
-        for d in os.listdir(store_dir):
-            os.rmdir(os.path.join(store_dir, d))
-    COMM.Barrier()
+    store_dir = fresh("stores-shared", 0o775)  # others' to write, no sticky bit: not used
     shardcache.init_torch_distributed("gloo")
     try:
         all_reduce_works()
