@@ -338,14 +338,92 @@ static int cache_same_file(int fd, int dfd, const char *name)
            a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/*
+ * The entry's HDF5 layout in the file at `at` (ours, made by the caller):
+ * one contiguous dataset a field, space only, their offsets and sizes into
+ * h; the bytes go in by pwrite afterwards, outside the HDF5 lock.
+ */
+static int cache_entry_layout(const sc_cache *c, uint64_t shard, const char *at,
+                              const char *shown, sc__entry *h, sc_error *err)
+{
+    const sc_dataset *ds = c->ds;
+    sc__h5_lock();
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_userblock(fcpl, SC__ENTRY_BYTES);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
+    /* Truncates the file the caller made, exclusive and 0600, and holds. */
+    errno = 0;
+    hid_t f = H5Fcreate(at, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    int sys = f < 0 ? errno : 0; /* why, in the system's words (read-only, full...) */
+    int bad = f < 0;
+    for (int i = 0; !bad && i < ds->nfields; i++) {
+        char name[16];
+        hsize_t n = sc__field_bytes(ds, i, shard);
+        snprintf(name, sizeof name, "f%d", i);
+        hid_t sp = H5Screate_simple(1, &n, NULL);
+        hid_t d = H5Dcreate2(f, name, H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        bad = d < 0;
+        haddr_t off = bad ? HADDR_UNDEF : H5Dget_offset(d);
+        bad = bad || off == HADDR_UNDEF;
+        h->off[i] = (uint64_t)off;
+        h->bytes[i] = n;
+        if (d >= 0)
+            H5Dclose(d);
+        H5Sclose(sp);
+    }
+    if (f >= 0 && H5Fclose(f) < 0)
+        bad = 1;
+    H5Pclose(dcpl);
+    H5Pclose(fcpl);
+    int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed%s%s",
+                              shown, (unsigned long long)shard, sys ? ": " : "",
+                              sys ? strerror(sys) : "")
+                 : SC_OK;
+    sc__h5_unlock();
+    return rc;
+}
+
+/* The fields' bytes and the header into the held file `fd`, and its mode. */
+static int cache_entry_fill(const sc_cache *c, int fd, void *const *bufs, const sc__entry *h,
+                            const char *shown, sc_error *err)
+{
+    unsigned char block[SC__ENTRY_BYTES];
+    sc__entry_encode(h, block);
+    if (fchmod(fd, c->pl.group ? 0640 : 0600) != 0)
+        return sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
+    for (int i = 0; i < c->ds->nfields; i++)
+        if (cache_full_io(fd, bufs[i], h->bytes[i], h->off[i], 1) != 0)
+            return sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", shown, i,
+                              strerror(errno));
+    if (cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0)
+        return sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", shown,
+                          strerror(errno));
+    return SC_OK;
+}
+
+/* The held file `fd`, named tmp, published as name: checked to be it after the rename. */
+static int cache_entry_publish(const sc_cache *c, int fd, const char *tmp, const char *name,
+                               sc_error *err)
+{
+    if (renameat(c->pl.dfd, tmp, c->pl.dfd, name) != 0)
+        return sc__seterr(err, SC_EIO, "cache entry '%s/%s': rename failed: %s", c->pl.dir,
+                          name, strerror(errno));
+    if (!cache_same_file(fd, c->pl.dfd, name)) { /* swapped before the rename */
+        unlinkat(c->pl.dfd, name, 0);
+        return sc__seterr(err, SC_EIO, "cache entry '%s/%s': replaced as it was published",
+                          c->pl.dir, name);
+    }
+    return SC_OK;
+}
+
 /* Writes one entry: temporary file, data, header (the mark), rename. */
 static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                              sc_error *err)
 {
-    const sc_dataset *ds = c->ds;
     char name[32], tmp[96], at[128], shown[SC_PATH_MAX + 96];
-    sc__entry h = {shard, ds->fingerprint, sum, (uint64_t)ds->nfields, {0}, {0}, c->job};
-    int bad;
+    sc__entry h = {shard, c->ds->fingerprint, sum, (uint64_t)c->ds->nfields, {0}, {0}, c->job};
     static _Atomic unsigned long writers; /* names each writer's temporary */
     cache_entry_name(shard, name, sizeof name);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", name, (long)getpid(),
@@ -367,71 +445,16 @@ static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uin
     if (own < 0)
         return sc__seterr(err, SC_EIO, "cache entry '%s' (shard %llu): %s", shown,
                           (unsigned long long)shard, strerror(errno));
-
-    sc__h5_lock();
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    H5Pset_userblock(fcpl, SC__ENTRY_BYTES);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
-    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
-    /* Exclusive: a name planted in the directory (a symlink) is never followed. */
-    errno = 0;
-    hid_t f = H5Fcreate(at, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-    int sys = f < 0 ? errno : 0; /* why, in the system's words (read-only, full...) */
-    bad = f < 0;
-    for (int i = 0; !bad && i < ds->nfields; i++) {
-        char name[16];
-        hsize_t n = sc__field_bytes(ds, i, shard);
-        snprintf(name, sizeof name, "f%d", i);
-        hid_t sp = H5Screate_simple(1, &n, NULL);
-        hid_t d = H5Dcreate2(f, name, H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        /* Space only: the bytes go in by pwrite below, outside the HDF5 lock. */
-        bad = d < 0;
-        haddr_t at = bad ? HADDR_UNDEF : H5Dget_offset(d);
-        bad = bad || at == HADDR_UNDEF;
-        h.off[i] = (uint64_t)at;
-        h.bytes[i] = n;
-        if (d >= 0)
-            H5Dclose(d);
-        H5Sclose(sp);
-    }
-    if (f >= 0 && H5Fclose(f) < 0)
-        bad = 1;
-    H5Pclose(dcpl);
-    H5Pclose(fcpl);
-    int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed%s%s",
-                              shown, (unsigned long long)shard, sys ? ": " : "",
-                              sys ? strerror(sys) : "")
-                 : SC_OK;
-    sc__h5_unlock();
-
+    int rc = cache_entry_layout(c, shard, at, shown, &h, err);
     if (rc == SC_OK && sc__fault("cache-writer-dies"))
         raise(SIGKILL); /* test hook: the writer dies with data but no mark */
     if (rc == SC_OK && !cache_same_file(own, c->pl.dfd, tmp))
         rc = sc__seterr(err, SC_EIO, "cache entry '%s': replaced while it was written (by "
                         "someone who may write the cache directory)", shown);
-    if (rc == SC_OK) {
-        unsigned char block[SC__ENTRY_BYTES];
-        sc__entry_encode(&h, block);
-        int fd = own;
-        if (fchmod(fd, c->pl.group ? 0640 : 0600) != 0)
-            rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
-        for (int i = 0; fd >= 0 && rc == SC_OK && i < ds->nfields; i++)
-            if (cache_full_io(fd, bufs[i], h.bytes[i], h.off[i], 1) != 0)
-                rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", shown,
-                                i, strerror(errno));
-        if (rc == SC_OK && cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0)
-            rc = sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", shown,
-                            strerror(errno));
-    }
-    if (rc == SC_OK && renameat(c->pl.dfd, tmp, c->pl.dfd, name) != 0)
-        rc = sc__seterr(err, SC_EIO, "cache entry '%s/%s': rename failed: %s", c->pl.dir,
-                        name, strerror(errno));
-    else if (rc == SC_OK && !cache_same_file(own, c->pl.dfd, name)) { /* swapped before it */
-        rc = sc__seterr(err, SC_EIO, "cache entry '%s/%s': replaced as it was published",
-                        c->pl.dir, name);
-        unlinkat(c->pl.dfd, name, 0);
-    }
+    if (rc == SC_OK)
+        rc = cache_entry_fill(c, own, bufs, &h, shown, err);
+    if (rc == SC_OK)
+        rc = cache_entry_publish(c, own, tmp, name, err);
     if (close(own) != 0 && rc == SC_OK)
         rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
     if (rc != SC_OK)
