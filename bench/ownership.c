@@ -57,7 +57,7 @@ int main(int argc, char **argv)
             sc_plan *plan = NULL;
             p.epoch = (uint64_t)r;
             sc_plan_create(&p, NULL, &plan, &err);
-            if (mode >= 1 && (sc__ledger_open(MPI_COMM_WORLD, nshards, first, NULL, &l, &err) ||
+            if (mode >= 1 && (sc__ledger_open(MPI_COMM_WORLD, nshards, SC__PLAN_MAX_CUTS(p.world_size), first, NULL, &l, &err) ||
                          sc__ledger_begin(l, plan, &err))) {
                 fprintf(stderr, "bench_ownership: %s\n", err.msg);
                 return 1;

@@ -140,8 +140,10 @@ typedef struct sc_config {
     /* appended for built-in augmentations (room taken from reserved[]) */
     char augment[160];            /* SC_AUGMENT: [FIELD=]STAGE;STAGE;... (docs/api.md) */
     int augment_layout;           /* SC_AUGMENT_LAYOUT: 0 chw | 1 hwc, the stored images' */
+    /* appended for world-size-free plans (room taken from reserved[]) */
+    uint64_t partitions;          /* SC_PARTITIONS: 0, or P canonical partitions */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[7];
+    uint64_t reserved[6];
 } sc_config;
 
 /*

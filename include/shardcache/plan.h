@@ -18,10 +18,15 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /*
- * An epoch plan maps every shard to exactly one rank, gives each rank its
- * shard order, and gives every rank the same number of batches, so that no
- * collective in a training loop can hang on one rank's extra batch.  The
- * same inputs give a byte-identical plan on any machine.
+ * An epoch plan maps every shard to exactly one home rank, gives each rank
+ * its shard order, and gives every rank the same number of batches, so
+ * that no collective in a training loop can hang on one rank's extra
+ * batch.  To make the batch counts equal without dropping or repeating
+ * whole shards, a plan may hand a sample range of a shard (a cut) to
+ * another rank: at most 2 (U - 1) cuts an epoch, U the units (ranks, or
+ * partitions), so that drop leaves out and pad repeats fewer than R x B
+ * samples an epoch.  The same inputs give a byte-identical plan on any
+ * machine.
  */
 
 typedef enum sc_shuffle_mode {
@@ -47,11 +52,20 @@ typedef struct sc_plan_params {
     sc_shuffle_mode mode;
     double exchange;             /* sticky: fraction of shards moved, [0,1] */
     uint64_t fingerprint;        /* the dataset's fingerprint, carried along */
-    uint64_t reserved[8];     /* room for later fields: the size stays */
+    /*
+     * 0: the plan's units are the ranks.  P > 0: P canonical partitions,
+     * planned as if they were ranks with batches of R x B / P samples;
+     * rank r serves partitions [r P/R, (r+1) P/R) and its batch is their
+     * next samples, partition after partition.  The job's global batches
+     * (every rank's k-th, in rank order) then depend on P and R x B, never
+     * on R alone.  R must divide P, P must divide R x B.
+     */
+    uint64_t partitions;
+    uint64_t reserved[7];     /* room for later fields: the size stays */
 } sc_plan_params;
 
 #define SC_PLAN_PARAMS_INIT                                                  \
-    {NULL, 0, 1, 0, 0, 1, SC_REMAINDER_DROP, SC_SHUFFLE_GLOBAL, 0.0, 0, {0}}
+    {NULL, 0, 1, 0, 0, 1, SC_REMAINDER_DROP, SC_SHUFFLE_GLOBAL, 0.0, 0, 0, {0}}
 
 /*
  * Computes the plan for params->epoch.  In sticky mode `prev` is the plan of
@@ -96,14 +110,17 @@ typedef struct sc_plan_info {
     uint64_t max_rank_samples; /* balance: most samples on one rank */
     uint64_t hash;             /* 64-bit hash of the encoded plan */
     uint64_t bytes;            /* size of the encoded plan */
-    uint64_t reserved[8];     /* room for later fields: the size stays */
+    uint64_t partitions;       /* as the params' (0: the units are the ranks) */
+    uint64_t cuts;             /* sample ranges served away from their shard's home */
+    uint64_t reserved[6];     /* room for later fields: the size stays */
 } sc_plan_info;
 
 SC_API int sc_plan_get_info(const sc_plan *plan, sc_plan_info *out);
 
 /*
- * A rank's ordered shard list.  `*shards` points into the plan and lives as
- * long as it does.  `*samples` is the number of samples those shards hold.
+ * A rank's ordered list of home shards.  `*shards` points into the plan and
+ * lives as long as it does.  `*samples` is the number of samples the rank
+ * serves: its shards' less the ranges cut away, plus those cut to it.
  */
 SC_API int sc_plan_rank(const sc_plan *plan, uint32_t rank,
                         const uint32_t **shards, uint64_t *nshards,
@@ -116,8 +133,25 @@ SC_API int sc_plan_rank(const sc_plan *plan, uint32_t rank,
  */
 SC_API int sc_shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard);
 
-/* The owner of one shard (an O(1) lookup). */
+/* The home rank of one shard (an O(1) lookup); cuts may serve part of it elsewhere. */
 SC_API int sc_plan_owner(const sc_plan *plan, uint64_t shard, uint32_t *rank);
+
+/* A sample range [begin, end) of a shard, served by another rank than its home's. */
+typedef struct sc_plan_cut {
+    uint64_t shard, begin, end;   /* samples of the shard, counted from its first */
+    uint32_t from, to;            /* ranks: the shard's home, the one serving the range */
+    uint32_t from_unit, to_unit;  /* the same as partitions (as ranks without them) */
+} sc_plan_cut;
+
+/* Cut i of the plan, i < sc_plan_info.cuts. */
+SC_API int sc_plan_get_cut(const sc_plan *plan, uint64_t i, sc_plan_cut *out);
+
+/*
+ * The rank that serves sample `id`, given each shard's first sample id
+ * (first[nshards + 1]): its shard's home unless a cut hands it elsewhere.
+ */
+SC_API int sc_plan_sample_owner(const sc_plan *plan, const uint64_t *first, uint64_t id,
+                                uint32_t *rank);
 
 /*
  * Serialization: a versioned, self-checking binary form, O(shards) bytes.

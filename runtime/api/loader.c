@@ -700,8 +700,9 @@ static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
     sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
                           cfg->audit_dir[0] ? cfg->audit_dir : NULL};
     ld->nshards = ld->ds->nshards;
-    return loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, ld->ds->shard_first, &lo,
-                                            &ld->ledger, err),
+    uint64_t units = cfg->partitions ? cfg->partitions : (uint64_t)ld->size;
+    return loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, SC__PLAN_MAX_CUTS(units),
+                                            ld->ds->shard_first, &lo, &ld->ledger, err),
                         err);
 }
 

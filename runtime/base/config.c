@@ -56,6 +56,10 @@ static const setting settings[] = {
      "sticky: fraction of shards that change owner per epoch"},
     {"SC_REMAINDER", T_ENUM, F(remainder), "drop", {"drop", "pad"},
      "samples that do not fill equal batches: drop, or pad by repeating"},
+    {"SC_PARTITIONS", T_U64, F(partitions), "0", {0},
+     "0: plans over the ranks; P: over P partitions, so that the global batches (every "
+     "rank's k-th, in rank order) are the same on any world size that divides P, at the "
+     "same global batch R x SC_BATCH_SIZE"},
     {"SC_CACHE_DIR", T_STR, F(cache_dir), "", {0},
      "node-local cache directory; empty: $SLURM_TMPDIR, else $TMPDIR, else /tmp, "
      "then shardcache-<uid>"},

@@ -109,60 +109,65 @@ static int plan_check_sizes(const sc_plan_params *p, uint64_t *total,
     return SC_OK;
 }
 
-/* The smallest shard's samples. */
-static uint64_t plan_smallest(const sc_plan_params *p)
+/*
+ * Partitions: rank r serves partitions [r P/R, (r+1) P/R), each giving
+ * R x B / P samples to every batch of its rank.
+ */
+static int plan_check_partitions(const sc_plan_params *p, uint64_t G, sc_error *err)
 {
-    uint64_t least = UINT64_MAX;
-    for (uint64_t s = 0; s < p->nshards; s++)
-        least = p->shard_sizes[s] < least ? p->shard_sizes[s] : least;
-    return least;
+    uint64_t P = p->partitions, R = p->world_size;
+    if (!P)
+        return SC_OK;
+    if (P > SC__PLAN_MAX_SHARDS || P % R)
+        return sc__seterr(err, SC_EINVAL,
+                          "SC_PARTITIONS=%llu is not a multiple of the %llu ranks: each rank "
+                          "serves P/R of them (use a world size that divides it)",
+                          (unsigned long long)P, (unsigned long long)R);
+    if (P > p->nshards)
+        return sc__seterr(err, SC_EINVAL,
+                          "SC_PARTITIONS=%llu is more than the %llu shards: every partition "
+                          "needs a shard (use smaller shards or fewer partitions)",
+                          (unsigned long long)P, (unsigned long long)p->nshards);
+    if (G % P)
+        return sc__seterr(err, SC_EINVAL,
+                          "the global batch, %llu ranks x %llu = %llu samples, is not a "
+                          "multiple of SC_PARTITIONS=%llu: each partition gives G/P samples "
+                          "to every global batch",
+                          (unsigned long long)R, (unsigned long long)p->batch_size,
+                          (unsigned long long)G, (unsigned long long)P);
+    return SC_OK;
 }
 
 /*
- * Whether every epoch can fill its batches, whatever the plan: every rank
- * holds at least one whole shard, and ranks differ by at most the largest,
- * L, so the smallest of R ranks holds at least the smallest shard and at
- * least (total - (R-1)L) / R samples.  With drop it must fill a batch, or
- * an epoch would have none; R x B slots must not overflow.  The words name
- * what would fit instead.
+ * Whether every epoch can fill its batches: the remainder is cut at sample
+ * granularity (plan_cut.c), so with drop the dataset must fill one global
+ * batch, R x B; with partitions and pad too (a partition's repeats must
+ * fall in its last batch).  R x B must not overflow.
  */
-static int plan_check_fill(const sc_plan_params *p, uint64_t total, uint64_t largest,
-                           sc_error *err)
+static int plan_check_fill(const sc_plan_params *p, uint64_t total, sc_error *err)
 {
-    uint64_t R = p->world_size, B = p->batch_size, L = largest, need = 0, apart = 0;
-    if (__builtin_mul_overflow(R, B, &need))
+    uint64_t R = p->world_size, B = p->batch_size, G = 0;
+    if (__builtin_mul_overflow(R, B, &G))
         return sc__seterr(err, SC_EOVERFLOW, "%llu ranks x batch size %llu overflows 64 bits",
                           (unsigned long long)R, (unsigned long long)B);
-    if (p->remainder != SC_REMAINDER_DROP)
-        return SC_OK;
-    int over = __builtin_mul_overflow(R - 1, L, &apart) ||
-               __builtin_add_overflow(need, apart, &need);
-    uint64_t least = plan_smallest(p);
-    if ((!over && total >= need) || least >= B)
-        return SC_OK;
-    uint64_t most_b = total > apart && !over ? (total - apart) / R : 0;
-    most_b = most_b > least ? most_b : least;
-    uint64_t step = 0, most_r = 0; /* the most r with r B + (r-1) L <= total */
-    if (!__builtin_add_overflow(B, L, &step) && total <= UINT64_MAX - L)
-        most_r = (total + L) / step;
-    char takes[32], fits[160];
-    snprintf(takes, sizeof takes, over ? "more than 2^64" : "%llu", (unsigned long long)need);
-    int n = snprintf(fits, sizeof fits, "remainder=pad");
-    if (most_b)
-        n += snprintf(fits + n, sizeof fits - (size_t)n, ", a batch size of at most %llu",
-                      (unsigned long long)most_b);
-    if (most_r)
-        snprintf(fits + n, sizeof fits - (size_t)n, ", at most %llu rank%s",
-                 (unsigned long long)most_r, most_r == 1 ? "" : "s");
+    int rc = plan_check_partitions(p, G, err);
+    if (rc != SC_OK || total >= G || (p->remainder == SC_REMAINDER_PAD && !p->partitions))
+        return rc;
+    if (p->remainder == SC_REMAINDER_PAD)
+        return sc__seterr(err, SC_EINVAL,
+                          "%llu samples are less than one global batch (%llu ranks x %llu = "
+                          "%llu): with SC_PARTITIONS and remainder=pad an epoch needs one; "
+                          "use a batch size of at most %llu",
+                          (unsigned long long)total, (unsigned long long)R,
+                          (unsigned long long)B, (unsigned long long)G,
+                          (unsigned long long)(total / R));
     return sc__seterr(err, SC_EINVAL,
-                      "%llu samples in %llu shards of at most %llu cannot give each of %llu "
-                      "ranks a batch of %llu in every epoch with remainder=drop: that takes "
-                      "%s samples (%llu x %llu, and %llu x %llu for ranks a shard apart); "
-                      "%s would",
-                      (unsigned long long)total, (unsigned long long)p->nshards,
-                      (unsigned long long)L, (unsigned long long)R, (unsigned long long)B,
-                      takes, (unsigned long long)R, (unsigned long long)B,
-                      (unsigned long long)(R - 1), (unsigned long long)L, fits);
+                      "%llu samples cannot give each of %llu ranks a batch of %llu with "
+                      "remainder=drop: that takes %llu samples (%llu x %llu); remainder=pad, "
+                      "or a batch size of at most %llu, would",
+                      (unsigned long long)total, (unsigned long long)R, (unsigned long long)B,
+                      (unsigned long long)G, (unsigned long long)R, (unsigned long long)B,
+                      (unsigned long long)(total / R));
 }
 
 int sc_plan_params_check(const sc_plan_params *p, sc_error *err)
@@ -173,7 +178,7 @@ int sc_plan_params_check(const sc_plan_params *p, sc_error *err)
         return sc__seterr(err, SC_EINVAL, "plan parameters are NULL");
     if ((rc = plan_check_counts(p, err)) == SC_OK && (rc = plan_check_policy(p, err)) == SC_OK &&
         (rc = plan_check_sizes(p, &total, &largest, err)) == SC_OK &&
-        (rc = plan_check_fill(p, total, largest, err)) == SC_OK)
+        (rc = plan_check_fill(p, total, err)) == SC_OK)
         rc = sc__errok(err);
     return rc;
 }
@@ -183,15 +188,15 @@ static int plan_check_prev(const sc_plan_params *p, const sc_plan *prev,
                            sc_error *err)
 {
     if (prev && p->mode == SC_SHUFFLE_STICKY &&
-        (prev->info.nshards != p->nshards || prev->info.world_size != p->world_size))
+        (prev->info.nshards != p->nshards || prev->units != sc__plan_units_of(p)))
         return sc__seterr(err, SC_EPLAN,
                           "epoch %llu: the previous plan (epoch %llu) has "
-                          "%llu shards on %u ranks, this one %llu on %u",
+                          "%llu shards on %u units, this one %llu on %u",
                           (unsigned long long)p->epoch,
                           (unsigned long long)prev->info.epoch,
                           (unsigned long long)prev->info.nshards,
-                          prev->info.world_size, (unsigned long long)p->nshards,
-                          p->world_size);
+                          prev->units, (unsigned long long)p->nshards,
+                          sc__plan_units_of(p));
     return SC_OK;
 }
 
@@ -204,7 +209,8 @@ static int plan_check_params(const sc_plan_params *p, const sc_plan *prev,
     if (!p)
         return sc__seterr(err, SC_EINVAL, "plan parameters are NULL");
     if ((rc = plan_check_counts(p, err)) != SC_OK || (rc = plan_check_policy(p, err)) != SC_OK ||
-        (rc = plan_check_sizes(p, &sum, &big, err)) != SC_OK)
+        (rc = plan_check_sizes(p, &sum, &big, err)) != SC_OK ||
+        (rc = plan_check_fill(p, sum, err)) != SC_OK)
         return sc__errctx(err, rc, "epoch %llu", (unsigned long long)p->epoch);
     if ((rc = plan_check_prev(p, prev, err)) == SC_OK) {
         *total = sum;
@@ -273,7 +279,7 @@ static void plan_spread(uint32_t *list, uint64_t n, uint32_t *tmp, uint64_t key)
 static void plan_spread_lists(const sc_plan_params *p, sc_plan *plan, uint32_t *tmp)
 {
     for (uint32_t r = 0; r < p->world_size; r++) {
-        uint64_t lo = plan->rank_off[r], cnt = plan->rank_off[r + 1] - lo;
+        uint64_t lo = plan->unit_off[r], cnt = plan->unit_off[r + 1] - lo;
         plan_spread(plan->order + lo, cnt, tmp,
                     sc__rng_key(p->seed, p->epoch, PURPOSE_WITHIN, r));
     }
@@ -290,8 +296,8 @@ static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards, i = 0;
-    uint64_t *start = plan->rank_samples; /* run start in perm, until loads go in */
-    uint64_t *off = plan->rank_off;
+    uint64_t *start = plan->unit_samples; /* run start in perm, until loads go in */
+    uint64_t *off = plan->unit_off;
     sc__rng rng;
 
     plan_stratified_perm(perm, n, R, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0));
@@ -499,59 +505,19 @@ static void plan_build_order(const sc_plan_params *p, sc_plan *plan,
 {
     uint32_t R = p->world_size;
     uint64_t n = p->nshards;
-    uint64_t *off = plan->rank_off;
+    uint64_t *off = plan->unit_off;
 
     memset(off, 0, sizeof *off * (R + 1));
     for (uint64_t s = 0; s < n; s++)
         off[plan->owner[s] + 1]++;
     for (uint32_t r = 0; r < R; r++)
         off[r + 1] += off[r];
-    /* rank_samples doubles as the fill cursor until the loads go in. */
-    uint64_t *fill = plan->rank_samples;
+    /* unit_samples doubles as the fill cursor until the loads go in. */
+    uint64_t *fill = plan->unit_samples;
     memcpy(fill, off, sizeof *fill * R);
     for (uint64_t s = 0; s < n; s++)
         plan->order[fill[plan->owner[s]]++] = (uint32_t)s;
-    memcpy(plan->rank_samples, load, sizeof *load * R);
-}
-
-/* Batches per rank and samples dropped or padded, from per-rank counts. */
-static int plan_count_batches(sc_plan_info *info, const uint64_t *rank_samples,
-                              sc_error *err)
-{
-    uint32_t R = info->world_size;
-    uint64_t lo = UINT64_MAX, hi = 0, B = info->batch_size, cap;
-
-    for (uint32_t r = 0; r < R; r++) {
-        if (rank_samples[r] < lo)
-            lo = rank_samples[r];
-        if (rank_samples[r] > hi)
-            hi = rank_samples[r];
-    }
-    info->min_rank_samples = lo;
-    info->max_rank_samples = hi;
-    if (info->remainder == SC_REMAINDER_DROP) {
-        info->batches_per_rank = lo / B;
-        if (info->batches_per_rank == 0)
-            return sc__seterr(err, SC_EINVAL,
-                              "epoch %llu: batch size %llu is larger than the "
-                              "%llu samples of the smallest rank; with "
-                              "remainder=drop no rank would get a batch",
-                              (unsigned long long)info->epoch,
-                              (unsigned long long)B, (unsigned long long)lo);
-    } else {
-        info->batches_per_rank = hi / B + (hi % B != 0);
-    }
-    if (__builtin_mul_overflow(info->batches_per_rank, B, &cap) ||
-        __builtin_mul_overflow(cap, (uint64_t)R, &cap))
-        return sc__seterr(err, SC_EOVERFLOW,
-                          "epoch %llu: %u ranks x %llu batches x %llu samples "
-                          "overflows 64 bits",
-                          (unsigned long long)info->epoch, R,
-                          (unsigned long long)info->batches_per_rank,
-                          (unsigned long long)B);
-    info->dropped = cap <= info->total_samples ? info->total_samples - cap : 0;
-    info->padded = cap >= info->total_samples ? cap - info->total_samples : 0;
-    return SC_OK;
+    memcpy(plan->unit_samples, load, sizeof *load * R);
 }
 
 /* ---- planning ------------------------------------------------------------ */
@@ -623,20 +589,10 @@ static void plan_assign(const sc_plan_params *p, const sc_plan *prev,
         plan_repair_balance(p, plan->owner, load, R, largest, w->scratch, w->head);
         plan_build_order(p, plan, load);
     } else {
-        memcpy(plan->rank_samples, load, sizeof *load * R);
+        memcpy(plan->unit_samples, load, sizeof *load * R);
         sc__plan_fill_owner(plan);
     }
     plan_spread_lists(p, plan, w->scratch);
-}
-
-/* Without a previous plan of the same size nothing counts as moved. */
-static uint64_t plan_count_moved(const sc_plan *plan, const sc_plan *prev)
-{
-    uint64_t moved = 0, n = plan->info.nshards;
-    if (prev && prev->info.nshards == n)
-        for (uint64_t s = 0; s < n; s++)
-            moved += plan->owner[s] != prev->owner[s];
-    return moved;
 }
 
 static void plan_fill_info(const sc_plan_params *p, const sc_plan *prev,
@@ -650,8 +606,38 @@ static void plan_fill_info(const sc_plan_params *p, const sc_plan *prev,
     info->remainder = p->remainder;
     info->exchange = p->exchange;
     info->batch_size = p->batch_size;
+    info->partitions = p->partitions;
     info->total_samples = total;
-    info->moved = plan_count_moved(plan, prev);
+    info->moved = sc__plan_moved(plan, prev);
+}
+
+/*
+ * The plan over units: the shards assigned as if the units were ranks
+ * with batches of their part of the global batch, then the remainder cut
+ * (plan_cut.c).
+ */
+static int plan_make(const sc_plan_params *params, const sc_plan *prev, sc_plan *plan,
+                     uint64_t total, uint64_t largest, sc_error *err)
+{
+    plan_work w = {0};
+    sc_plan_params q = *params; /* the units' view: U "ranks", batches of bu */
+    q.world_size = plan->units;
+    q.batch_size = params->batch_size * params->world_size / plan->units;
+    plan->unit_batch = q.batch_size;
+    plan->info.remainder = params->remainder;
+    plan->info.epoch = params->epoch;
+    plan->info.batch_size = params->batch_size;
+    int rc = plan_work_alloc(&q, &w, err);
+    if (rc == SC_OK) {
+        plan_assign(&q, prev, plan, &w, total, largest);
+        rc = sc__plan_cut(plan, params->shard_sizes, total, err);
+    }
+    plan_work_free(&w);
+    if (rc == SC_OK) {
+        plan_fill_info(params, prev, plan, total);
+        rc = sc__plan_seal(plan, err);
+    }
+    return rc;
 }
 
 int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
@@ -659,7 +645,6 @@ int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
 {
     uint64_t total = 0, largest = 0;
     sc_plan *plan = NULL;
-    plan_work w = {0};
     int rc;
 
     if (!out)
@@ -667,51 +652,14 @@ int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
     *out = NULL;
     if ((rc = plan_check_params(params, prev, &total, &largest, err)) != SC_OK)
         return rc;
-    if ((rc = sc__plan_alloc(params->world_size, params->nshards, &plan, err)) != SC_OK)
+    if ((rc = sc__plan_alloc(params->world_size, sc__plan_units_of(params), params->nshards,
+                             &plan, err)) != SC_OK)
         return rc;
-    if ((rc = plan_work_alloc(params, &w, err)) == SC_OK) {
-        plan_assign(params, prev, plan, &w, total, largest);
-        plan_fill_info(params, prev, plan, total);
-        if ((rc = plan_count_batches(&plan->info, plan->rank_samples, err)) == SC_OK)
-            rc = sc__plan_seal(plan, err);
-    }
-    plan_work_free(&w);
-    if (rc == SC_OK)
+    if ((rc = plan_make(params, prev, plan, total, largest, err)) == SC_OK)
         *out = plan;
     else
         sc_plan_free(plan);
     return rc;
-}
-
-int sc_plan_get_info(const sc_plan *plan, sc_plan_info *out)
-{
-    if (!plan || !out)
-        return SC_EINVAL;
-    *out = plan->info;
-    return SC_OK;
-}
-
-int sc_plan_rank(const sc_plan *plan, uint32_t rank, const uint32_t **shards,
-                 uint64_t *nshards, uint64_t *samples)
-{
-    if (!plan || rank >= plan->info.world_size)
-        return SC_EINVAL;
-    uint64_t lo = plan->rank_off[rank];
-    if (shards)
-        *shards = plan->order + lo;
-    if (nshards)
-        *nshards = plan->rank_off[rank + 1] - lo;
-    if (samples)
-        *samples = plan->rank_samples[rank];
-    return SC_OK;
-}
-
-int sc_plan_owner(const sc_plan *plan, uint64_t shard, uint32_t *rank)
-{
-    if (!plan || !rank || shard >= plan->info.nshards)
-        return SC_EINVAL;
-    *rank = plan->owner[shard];
-    return SC_OK;
 }
 
 int sc__plan_matches(const sc_plan *plan, const sc_plan_params *p, int rank,
@@ -747,208 +695,13 @@ int sc__plan_matches(const sc_plan *plan, const sc_plan_params *p, int rank,
     if (i->remainder != p->remainder)
         SC__MISMATCH("remainder policy", "%d", (int)i->remainder,
                      (int)p->remainder);
+    if (i->partitions != p->partitions)
+        SC__MISMATCH("partitions", "%llu", (unsigned long long)i->partitions,
+                     (unsigned long long)p->partitions);
     if (i->mode == SC_SHUFFLE_STICKY && i->exchange != p->exchange)
         SC__MISMATCH("exchange fraction", "%g", i->exchange, p->exchange);
 #undef SC__MISMATCH
     return SC_OK;
-}
-
-/* ---- checking ------------------------------------------------------------ */
-
-/*
- * Rank r's list: each shard in range, not listed before, owned by r; the
- * samples add up; the offsets start at 0 and never go back.
- */
-static int plan_check_rank(const sc_plan *plan, const uint64_t *sizes, uint32_t r,
-                           unsigned char *seen, sc_error *err)
-{
-    unsigned long long e = (unsigned long long)plan->info.epoch;
-    uint64_t n = plan->info.nshards, sum = 0;
-
-    for (uint64_t i = plan->rank_off[r]; i < plan->rank_off[r + 1]; i++) {
-        uint32_t s = plan->order[i];
-        if (s >= n)
-            return sc__seterr(err, SC_EPLAN,
-                              "epoch %llu: shard %u is out of range (rank %u, "
-                              "%llu shards)",
-                              e, s, r, (unsigned long long)n);
-        if (seen[s]++)
-            return sc__seterr(err, SC_EPLAN,
-                              "epoch %llu: shard %u is listed twice (rank %u)", e,
-                              s, r);
-        if (plan->owner[s] != r)
-            return sc__seterr(err, SC_EPLAN,
-                              "epoch %llu: shard %u is listed by rank %u, its "
-                              "owner is rank %u",
-                              e, s, r, plan->owner[s]);
-        sum += sizes[s];
-    }
-    if (sum != plan->rank_samples[r])
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: rank %u's shards hold %llu samples, "
-                          "the plan says %llu",
-                          e, r, (unsigned long long)sum,
-                          (unsigned long long)plan->rank_samples[r]);
-    if (r == 0 ? plan->rank_off[0] != 0 : plan->rank_off[r] < plan->rank_off[r - 1])
-        return sc__seterr(err, SC_EPLAN, "epoch %llu: bad offsets", e);
-    return SC_OK;
-}
-
-/* Every shard exactly once, and its owner is the rank whose list has it. */
-static int plan_check_lists(const sc_plan *plan, const uint64_t *sizes,
-                            sc_error *err)
-{
-    uint64_t n = plan->info.nshards;
-    int rc = SC_OK;
-
-    unsigned char *seen = calloc(n, 1);
-    if (!seen)
-        return sc__seterr(err, SC_ENOMEM, "no memory to check the plan");
-    for (uint32_t r = 0; r < plan->info.world_size && rc == SC_OK; r++)
-        rc = plan_check_rank(plan, sizes, r, seen, err);
-    for (uint64_t s = 0; s < n && rc == SC_OK; s++)
-        if (!seen[s])
-            rc = sc__seterr(err, SC_EPLAN, "epoch %llu: shard %llu has no owner",
-                            (unsigned long long)plan->info.epoch,
-                            (unsigned long long)s);
-    free(seen);
-    return rc;
-}
-
-/* Balance: ranks differ by at most the largest shard. */
-static int plan_check_balance(const sc_plan_info *in, uint64_t largest,
-                              sc_error *err)
-{
-    if (in->max_rank_samples - in->min_rank_samples > largest)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: rank sample counts span %llu..%llu, "
-                          "more than the largest shard (%llu)",
-                          (unsigned long long)in->epoch,
-                          (unsigned long long)in->min_rank_samples,
-                          (unsigned long long)in->max_rank_samples,
-                          (unsigned long long)largest);
-    return SC_OK;
-}
-
-/* sum(S_r - min S) with drop, sum(max S - S_r) with pad. */
-static uint64_t plan_imbalance(const sc_plan *plan)
-{
-    const sc_plan_info *in = &plan->info;
-    uint64_t imbalance = 0;
-    for (uint32_t r = 0; r < in->world_size; r++)
-        imbalance += (in->remainder == SC_REMAINDER_DROP)
-                         ? plan->rank_samples[r] - in->min_rank_samples
-                         : in->max_rank_samples - plan->rank_samples[r];
-    return imbalance;
-}
-
-/*
- * Equal batches: with drop every rank can fill them and none could fill
- * one more; with pad every rank needs the last one and pads less than a
- * batch beyond the largest rank.  The waste is then at most R*(B-1)
- * plus the imbalance sum(S_r - min S), which whole-shard ownership
- * cannot avoid (docs/plan.md explains why).
- */
-static int plan_check_batches(const sc_plan *plan, uint64_t total, sc_error *err)
-{
-    const sc_plan_info *in = &plan->info;
-    unsigned long long e = (unsigned long long)in->epoch;
-    uint32_t R = in->world_size;
-    uint64_t b = in->batches_per_rank, B = in->batch_size,
-             lo = in->min_rank_samples, hi = in->max_rank_samples;
-    int drop = in->remainder == SC_REMAINDER_DROP;
-    const char *policy = drop ? "drop" : "pad";
-    uint64_t waste = drop ? in->dropped : in->padded;
-    uint64_t other = drop ? in->padded : in->dropped;
-    uint64_t bound = plan_imbalance(plan) + (uint64_t)R * (B - 1);
-
-    if (drop ? !(b >= 1 && b * B <= lo && (b + 1) * B > lo)
-             : !(b * B >= hi && (b - 1) * B < hi))
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: %llu batches per rank of %llu do not "
-                          "fit %llu..%llu samples per rank with remainder=%s",
-                          e, (unsigned long long)b, (unsigned long long)B,
-                          (unsigned long long)lo, (unsigned long long)hi, policy);
-    if (in->total_samples != total)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: the plan says %llu samples, the shards "
-                          "hold %llu",
-                          e, (unsigned long long)in->total_samples,
-                          (unsigned long long)total);
-    if (other != 0)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: %llu samples %s with remainder=%s", e,
-                          (unsigned long long)other, drop ? "padded" : "dropped",
-                          policy);
-    if (in->total_samples + in->padded - in->dropped != (uint64_t)R * b * B)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: %llu batches per rank of %llu with "
-                          "%llu..%llu samples per rank, %llu dropped, %llu "
-                          "padded: the batch counts do not add up",
-                          e, (unsigned long long)b, (unsigned long long)B,
-                          (unsigned long long)lo, (unsigned long long)hi,
-                          (unsigned long long)in->dropped,
-                          (unsigned long long)in->padded);
-    if (waste > bound)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: %llu samples %s, more than the %llu "
-                          "that rank imbalance and partial batches explain",
-                          e, (unsigned long long)waste,
-                          drop ? "dropped" : "padded", (unsigned long long)bound);
-    return SC_OK;
-}
-
-static int plan_check_moved(const sc_plan *plan, const sc_plan *prev,
-                            sc_error *err)
-{
-    uint64_t moved = plan_count_moved(plan, prev);
-    if (moved != plan->info.moved)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: %llu shards moved, the plan says %llu",
-                          (unsigned long long)plan->info.epoch,
-                          (unsigned long long)moved,
-                          (unsigned long long)plan->info.moved);
-    return SC_OK;
-}
-
-/* Determinism: the same inputs give the same bytes. */
-static int plan_check_replan(const sc_plan *plan, const sc_plan_params *params,
-                             const sc_plan *prev, sc_error *err)
-{
-    unsigned long long e = (unsigned long long)plan->info.epoch;
-    sc_plan *again = NULL;
-
-    int rc = sc_plan_create(params, prev, &again, err);
-    if (rc != SC_OK)
-        return sc__errctx(err, rc, "epoch %llu: re-planning failed", e);
-    int same = again->wire_len == plan->wire_len &&
-               memcmp(again->wire, plan->wire, plan->wire_len) == 0;
-    sc_plan_free(again);
-    if (!same)
-        return sc__seterr(err, SC_EPLAN,
-                          "epoch %llu: re-planning the same inputs gave "
-                          "different bytes (hash %016llx)",
-                          e, (unsigned long long)plan->info.hash);
-    return SC_OK;
-}
-
-int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,
-                  const sc_plan *prev, sc_error *err)
-{
-    uint64_t total = 0, largest = 0;
-    int rc;
-
-    if (!plan)
-        return sc__seterr(err, SC_EINVAL, "plan is NULL");
-    if ((rc = plan_check_params(params, prev, &total, &largest, err)) == SC_OK &&
-        (rc = sc__plan_matches(plan, params, 0, err)) == SC_OK &&
-        (rc = plan_check_lists(plan, params->shard_sizes, err)) == SC_OK &&
-        (rc = plan_check_balance(&plan->info, largest, err)) == SC_OK &&
-        (rc = plan_check_batches(plan, total, err)) == SC_OK &&
-        (rc = plan_check_moved(plan, prev, err)) == SC_OK &&
-        (rc = plan_check_replan(plan, params, prev, err)) == SC_OK)
-        rc = sc__errok(err);
-    return rc;
 }
 
 int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out,

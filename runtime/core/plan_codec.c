@@ -1,8 +1,9 @@
 /*
  * plan_codec.c - the plan's wire format.
  *
- * Little-endian, fixed header, then per-rank sample and shard counts, then
- * the concatenated shard lists as uint32_t (layout in docs/plan-format.md).
+ * Little-endian, fixed header, then per-unit sample and shard counts, then
+ * the concatenated home shard lists as uint32_t, then the cuts, 24 bytes
+ * each (layout in docs/plan-format.md).
  * The hash covers every byte after the hash field, so a decoder that has
  * checked it has checked everything; the structural checks that follow are
  * there so that a hash collision or a buggy encoder still cannot hand the
@@ -25,9 +26,11 @@ enum {
     W_FINGERPRINT = 24, W_EPOCH = 32, W_SEED = 40, W_NSHARDS = 48, W_BATCH = 56,
     W_TOTAL = 64, W_BATCHES = 72, W_DROPPED = 80, W_PADDED = 88, W_MOVED = 96,
     W_EXCHANGE = 104, W_WORLD = 112, W_MODE = 116, W_REMAINDER = 117, W_ZERO = 118,
+    W_PARTITIONS = 120, W_CUTS = 124,
 };
+#define CUT_BYTES 24
 
-_Static_assert(W_ZERO + 2 == SC__PLAN_HEADER_BYTES, "the offsets end where the header does");
+_Static_assert(W_CUTS + 4 == SC__PLAN_HEADER_BYTES, "the offsets end where the header does");
 
 /* The header's 64-bit counts: one table for the encoder and the decoder. */
 static const struct {
@@ -52,11 +55,13 @@ static uint64_t *plan_codec_member(sc_plan_info *in, size_t i)
     return (uint64_t *)((char *)in + plan_codec_u64[i].member);
 }
 
-size_t sc__plan_wire_bytes(uint32_t world_size, uint64_t nshards)
+size_t sc__plan_wire_bytes(uint32_t units, uint64_t nshards, uint64_t ncuts)
 {
     uint64_t body;
     if (__builtin_mul_overflow(nshards, (uint64_t)4, &body) ||
-        __builtin_add_overflow(body, (uint64_t)world_size * 16, &body) ||
+        __builtin_add_overflow(body, (uint64_t)units * 16, &body) ||
+        ncuts > SC__PLAN_MAX_CUTS(units) ||
+        __builtin_add_overflow(body, ncuts * CUT_BYTES, &body) ||
         __builtin_add_overflow(body, (uint64_t)SC__PLAN_HEADER_BYTES, &body) ||
         body > SIZE_MAX)
         return 0;
@@ -66,8 +71,8 @@ size_t sc__plan_wire_bytes(uint32_t world_size, uint64_t nshards)
 int sc__plan_seal(sc_plan *p, sc_error *err)
 {
     const sc_plan_info *in = &p->info;
-    uint32_t R = in->world_size;
-    size_t len = sc__plan_wire_bytes(R, in->nshards);
+    uint32_t R = in->world_size, U = p->units;
+    size_t len = sc__plan_wire_bytes(U, in->nshards, in->cuts);
     unsigned char *w;
 
     if (len == 0)
@@ -95,14 +100,22 @@ int sc__plan_seal(sc_plan *p, sc_error *err)
     w[W_MODE] = (unsigned char)in->mode;
     w[W_REMAINDER] = (unsigned char)in->remainder;
     w[W_ZERO] = w[W_ZERO + 1] = 0;
+    sc__put_u32(w + W_PARTITIONS, (uint32_t)in->partitions);
+    sc__put_u32(w + W_CUTS, (uint32_t)in->cuts);
 
     unsigned char *q = w + SC__PLAN_HEADER_BYTES;
-    for (uint32_t r = 0; r < R; r++, q += 16) {
-        sc__put_u64(q, p->rank_samples[r]);
-        sc__put_u64(q + 8, p->rank_off[r + 1] - p->rank_off[r]);
+    for (uint32_t u = 0; u < U; u++, q += 16) {
+        sc__put_u64(q, p->unit_samples[u]);
+        sc__put_u64(q + 8, p->unit_off[u + 1] - p->unit_off[u]);
     }
     for (uint64_t i = 0; i < in->nshards; i++, q += 4)
         sc__put_u32(q, p->order[i]);
+    for (uint64_t i = 0; i < in->cuts; i++, q += CUT_BYTES) {
+        sc__put_u32(q, p->cuts[i].shard);
+        sc__put_u32(q + 4, p->cuts[i].to);
+        sc__put_u64(q + 8, p->cuts[i].lo);
+        sc__put_u64(q + 16, p->cuts[i].hi);
+    }
 
     p->info.hash = sc__xxh64(w + W_HASHED_FROM, len - W_HASHED_FROM, HASH_SEED);
     sc__put_u64(w + W_HASH, p->info.hash);
@@ -127,15 +140,16 @@ static int plan_codec_check_shape(const unsigned char *w, size_t len,
                                   sc_error *err)
 {
     uint64_t nshards = sc__get_u64(w + W_NSHARDS);
-    uint32_t R = sc__get_u32(w + W_WORLD);
+    uint32_t R = sc__get_u32(w + W_WORLD), P = sc__get_u32(w + W_PARTITIONS);
+    uint32_t U = P ? P : R, ncuts = sc__get_u32(w + W_CUTS);
     unsigned long long e = (unsigned long long)sc__get_u64(w + W_EPOCH);
 
-    if (R == 0 || nshards == 0 || nshards < R || nshards > SC__PLAN_MAX_SHARDS ||
-        sc__plan_wire_bytes(R, nshards) != len)
+    if (R == 0 || U % R || nshards == 0 || nshards < U || nshards > SC__PLAN_MAX_SHARDS ||
+        sc__plan_wire_bytes(U, nshards, ncuts) != len)
         return sc__seterr(err, SC_EFORMAT,
-                          "plan for epoch %llu: %llu shards on %u ranks does "
-                          "not fit its %zu bytes",
-                          e, (unsigned long long)nshards, R, len);
+                          "plan for epoch %llu: %llu shards and %u cuts on %u ranks (%u "
+                          "partitions) do not fit its %zu bytes",
+                          e, (unsigned long long)nshards, ncuts, R, P, len);
     if (w[W_MODE] > SC_SHUFFLE_STICKY || w[W_REMAINDER] > SC_REMAINDER_PAD || w[W_ZERO] ||
         w[W_ZERO + 1])
         return sc__seterr(err, SC_EFORMAT,
@@ -154,38 +168,66 @@ static void plan_codec_read_header(const unsigned char *w, size_t len,
     in->remainder = (sc_remainder)w[W_REMAINDER];
     in->hash = sc__get_u64(w + W_HASH);
     in->bytes = len;
+    in->world_size = sc__get_u32(w + W_WORLD);
+    in->partitions = sc__get_u32(w + W_PARTITIONS);
+    in->cuts = sc__get_u32(w + W_CUTS);
 }
 
-/* Per-rank sample and shard counts; they must add up to the header's. */
-static int plan_codec_read_ranks(const unsigned char *w, sc_plan *p, sc_error *err)
+/* Per-unit sample and shard counts; they must add up to the header's. */
+static int plan_codec_read_units(const unsigned char *w, sc_plan *p, sc_error *err)
 {
     sc_plan_info *in = &p->info;
     unsigned long long e = (unsigned long long)in->epoch;
     const unsigned char *q = w + SC__PLAN_HEADER_BYTES;
-    uint64_t off = 0, sum = 0, lo = UINT64_MAX, hi = 0;
+    uint64_t off = 0, sum = 0;
 
-    p->rank_off[0] = 0;
-    for (uint32_t r = 0; r < in->world_size; r++, q += 16) {
+    p->unit_off[0] = 0;
+    for (uint32_t u = 0; u < p->units; u++, q += 16) {
         uint64_t samples = sc__get_u64(q), cnt = sc__get_u64(q + 8);
         if (cnt > in->nshards - off || __builtin_add_overflow(sum, samples, &sum))
-            return sc__seterr(err, SC_EFORMAT,
-                              "plan for epoch %llu: rank %u's counts overflow", e,
-                              r);
+            return sc__seterr(err, SC_EFORMAT, "plan for epoch %llu: unit %u's counts overflow",
+                              e, u);
         off += cnt;
-        p->rank_off[r + 1] = off;
-        p->rank_samples[r] = samples;
-        lo = samples < lo ? samples : lo;
-        hi = samples > hi ? samples : hi;
+        p->unit_off[u + 1] = off;
+        p->unit_samples[u] = samples;
     }
-    in->min_rank_samples = lo;
-    in->max_rank_samples = hi;
-    if (off != in->nshards || sum != in->total_samples)
+    /* Served samples add up to the total, less drop's extra: at most the total. */
+    if (off != in->nshards || sum > in->total_samples)
         return sc__seterr(err, SC_EFORMAT,
-                          "plan for epoch %llu: ranks list %llu shards and %llu "
-                          "samples, the header says %llu and %llu",
+                          "plan for epoch %llu: units list %llu shards and %llu samples, the "
+                          "header says %llu and %llu",
                           e, (unsigned long long)off, (unsigned long long)sum,
                           (unsigned long long)in->nshards,
                           (unsigned long long)in->total_samples);
+    sc__plan_rank_extremes(p);
+    return SC_OK;
+}
+
+/* The cuts: shards and units in range, ranges non-empty, from home elsewhere. */
+static int plan_codec_read_cuts(const unsigned char *w, sc_plan *p, sc_error *err)
+{
+    const unsigned char *q = w + SC__PLAN_HEADER_BYTES + (size_t)16 * p->units +
+                             (size_t)4 * p->info.nshards;
+    for (uint64_t i = 0; i < p->info.cuts; i++, q += CUT_BYTES) {
+        sc__cut c = {sc__get_u32(q), 0, sc__get_u32(q + 4), sc__get_u64(q + 8),
+                     sc__get_u64(q + 16)};
+        if (c.shard >= p->info.nshards || c.to >= p->units || c.lo >= c.hi ||
+            (c.from = p->owner[c.shard]) == c.to)
+            return sc__seterr(err, SC_EFORMAT,
+                              "plan for epoch %llu: cut %llu (shard %u to unit %u, [%llu, "
+                              "%llu)) is not a range of a shard sent from its home",
+                              (unsigned long long)p->info.epoch, (unsigned long long)i,
+                              c.shard, c.to, (unsigned long long)c.lo,
+                              (unsigned long long)c.hi);
+        p->cuts[i] = c;
+    }
+    sc__plan_index_cuts(p);
+    for (uint64_t i = 1; i < p->info.cuts; i++)
+        if (p->by_shard[i].shard == p->by_shard[i - 1].shard &&
+            p->by_shard[i].lo < p->by_shard[i - 1].hi)
+            return sc__seterr(err, SC_EFORMAT, "plan for epoch %llu: shard %u is cut twice "
+                              "over the same samples", (unsigned long long)p->info.epoch,
+                              p->by_shard[i].shard);
     return SC_OK;
 }
 
@@ -194,8 +236,7 @@ static int plan_codec_read_shards(const unsigned char *w, sc_plan *p,
                                   sc_error *err)
 {
     uint64_t nshards = p->info.nshards;
-    const unsigned char *q =
-        w + SC__PLAN_HEADER_BYTES + (size_t)16 * p->info.world_size;
+    const unsigned char *q = w + SC__PLAN_HEADER_BYTES + (size_t)16 * p->units;
     int rc = SC_OK;
 
     unsigned char *seen = calloc(nshards, 1);
@@ -235,14 +276,15 @@ static int plan_codec_decode_body(const unsigned char *w, size_t len,
 
     if ((rc = plan_codec_check_shape(w, len, err)) != SC_OK)
         return rc;
-    if ((rc = sc__plan_alloc(sc__get_u32(w + W_WORLD), sc__get_u64(w + W_NSHARDS),
-                             &p, err)) != SC_OK)
+    uint32_t R = sc__get_u32(w + W_WORLD), P = sc__get_u32(w + W_PARTITIONS);
+    if ((rc = sc__plan_alloc(R, P ? P : R, sc__get_u64(w + W_NSHARDS), &p, err)) != SC_OK)
         return rc;
     plan_codec_read_header(w, len, &p->info);
-    if ((rc = plan_codec_read_ranks(w, p, err)) == SC_OK &&
+    p->unit_batch = p->info.batch_size * R / p->units;
+    if ((rc = plan_codec_read_units(w, p, err)) == SC_OK &&
         (rc = plan_codec_read_shards(w, p, err)) == SC_OK &&
+        (sc__plan_fill_owner(p), rc = plan_codec_read_cuts(w, p, err)) == SC_OK &&
         (rc = plan_codec_keep_wire(p, w, len, err)) == SC_OK) {
-        sc__plan_fill_owner(p);
         *out = p;
     } else {
         sc_plan_free(p);
@@ -267,8 +309,11 @@ int sc_plan_decode(const void *buf, size_t len, sc_plan **out, sc_error *err)
     unsigned hdr = w[W_HEADER_BYTES] | (unsigned)w[W_HEADER_BYTES + 1] << 8;
     if (version != SC__PLAN_VERSION)
         return sc__seterr(err, SC_EVERSION,
-                          "plan format version %u; this build reads version %u",
-                          version, SC__PLAN_VERSION);
+                          "plan format version %u; this build reads version %u%s",
+                          version, SC__PLAN_VERSION,
+                          version < SC__PLAN_VERSION
+                              ? " (plans before version 3 dropped and padded whole shards)"
+                              : "");
     if (hdr != SC__PLAN_HEADER_BYTES || len < SC__PLAN_HEADER_BYTES)
         return sc__seterr(err, SC_EFORMAT,
                           "plan truncated or malformed: %zu bytes, header of "

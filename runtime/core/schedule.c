@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "hash.h"
+#include "plan.h"
 
 #define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window": the shuffle's random stream */
 
@@ -18,65 +19,42 @@ void sc__sched_free(sc__sched *sc)
     memset(sc, 0, sizeof *sc);
 }
 
-int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank, uint64_t batch,
-                 uint64_t window, uint64_t seed, unsigned faults, sc__sched *out, sc_error *err)
-{
-    const uint32_t *mine;
-    uint64_t n;
-    sc_plan_info in;
-    memset(out, 0, sizeof *out);
-    sc_plan_get_info(plan, &in);
-    sc_plan_rank(plan, rank, &mine, &n, NULL);
+/* A rank's pieces being gathered, unit by unit: (first id, count) pairs. */
+typedef struct sched_pieces {
+    const uint64_t *first;
+    uint64_t *id, *len, n, cap;
+} sched_pieces;
 
-    /* Test-only faults change which shards this rank reads, on purpose. */
-    int dup = (faults & SC__SCHED_DUP_SHARD) && n > 0;
-    int skip = (faults & SC__SCHED_SKIP_SHARD) && n > 1;
-    uint64_t nsh = n + (uint64_t)dup - (uint64_t)skip, m = 0;
-    uint64_t *first = malloc(sizeof *first * (nsh + 1)), *len = malloc(sizeof *len * (nsh + 1));
-    if (!first || !len) {
-        free(first);
-        free(len);
-        return sc__seterr(err, SC_ENOMEM, "rank %u: epoch %llu: no memory for the schedule",
-                          rank, (unsigned long long)in.epoch);
+static int sched_add_piece(void *ctx, uint32_t shard, uint64_t lo, uint64_t hi)
+{
+    sched_pieces *g = ctx;
+    if (g->n == g->cap) {
+        uint64_t cap = g->cap ? 2 * g->cap : 64;
+        uint64_t *a = realloc(g->id, sizeof *a * cap), *b = a ? realloc(g->len, sizeof *b * cap)
+                                                              : NULL;
+        if (a)
+            g->id = a;
+        if (!b)
+            return -1;
+        g->len = b;
+        g->cap = cap;
     }
-    for (uint64_t i = 0; i < nsh; i++) {
-        uint32_t shard = mine[i < (uint64_t)dup ? 0 : i - (uint64_t)dup];
-        first[i] = shard_first[shard];
-        len[i] = shard_first[shard + 1] - shard_first[shard];
-        m += len[i];
-    }
-    uint64_t want = in.batches_per_rank * batch;
-    if (want && !m) {
-        free(first);
-        free(len);
-        return sc__seterr(err, SC_EPLAN, "rank %u: epoch %llu: %llu batches but no samples",
-                          rank, (unsigned long long)in.epoch,
-                          (unsigned long long)in.batches_per_rank);
-    }
-    /* The rank's positions in plan order, then shuffled window by window. */
-    uint64_t *perm = malloc(sizeof *perm * (m + 1));
-    out->nslots = want;
-    out->nreal = m < want ? m : want;
-    out->ndropped = m > want ? m - want : 0;
-    out->ids = malloc(sizeof *out->ids * (want + 1));
-    out->dropped = malloc(sizeof *out->dropped * (out->ndropped + 1));
-    if (!perm || !out->ids || !out->dropped) {
-        free(perm);
-        free(first);
-        free(len);
-        sc__sched_free(out);
-        return sc__seterr(err, SC_ENOMEM, "rank %u: epoch %llu: no memory for the schedule",
-                          rank, (unsigned long long)in.epoch);
-    }
-    for (uint64_t i = 0, p = 0; i < nsh; i++)
-        for (uint64_t off = 0; off < len[i]; off++)
-            perm[p++] = first[i] + off;
-    uint64_t w = window > 1 ? window : 1;
+    g->id[g->n] = g->first[shard] + lo;
+    g->len[g->n++] = hi - lo;
+    return 0;
+}
+
+/* Unit u's positions in plan order, shuffled window by window: perm[0..m). */
+static void sched_unit(const sched_pieces *g, uint64_t p0, uint64_t p1, uint64_t *perm,
+                       uint64_t m, uint64_t w, uint64_t seed, uint64_t epoch, uint32_t u)
+{
+    for (uint64_t i = p0, p = 0; i < p1; i++)
+        for (uint64_t off = 0; off < g->len[i]; off++)
+            perm[p++] = g->id[i] + off;
     for (uint64_t lo = 0, blk = 0; w > 1 && lo < m; lo += w, blk++) {
         uint64_t cnt = m - lo < w ? m - lo : w;
         sc__rng r;
-        sc__rng_init(&r, sc__rng_key(seed, in.epoch, SC__PURPOSE_WINDOW,
-                                     ((uint64_t)rank << 40) ^ blk));
+        sc__rng_init(&r, sc__rng_key(seed, epoch, SC__PURPOSE_WINDOW, ((uint64_t)u << 40) ^ blk));
         for (uint64_t i = cnt - 1; i > 0; i--) {
             uint64_t j = sc__rng_below(&r, i + 1);
             uint64_t t = perm[lo + i];
@@ -84,13 +62,120 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
             perm[lo + j] = t;
         }
     }
-    for (uint64_t q = 0; q < want; q++)
-        out->ids[q] = perm[sc__pad_slot(q, m)];
-    for (uint64_t q = want; q < m; q++)
-        out->dropped[q - want] = perm[q];
-    free(perm);
-    free(first);
-    free(len);
-    return SC_OK;
 }
 
+/*
+ * The rank's pieces, unit by unit (at[k] the first of unit u0 + k's), with
+ * the test faults applied: its first piece twice, its last never.
+ */
+static int sched_gather(const sc_plan *plan, uint32_t u0, uint32_t k, unsigned faults,
+                        sched_pieces *g, uint64_t *at)
+{
+    for (uint32_t i = 0; i < k; i++) {
+        at[i] = g->n;
+        if (sc__plan_visit(plan, u0 + i, g->first, sched_add_piece, g))
+            return -1;
+    }
+    at[k] = g->n;
+    if ((faults & SC__SCHED_DUP_SHARD) && g->n > 0) {
+        if (sched_add_piece(g, 0, 0, 0))
+            return -1;
+        memmove(g->id + 1, g->id, sizeof *g->id * (g->n - 1));
+        memmove(g->len + 1, g->len, sizeof *g->len * (g->n - 1));
+        for (uint32_t i = 1; i <= k; i++)
+            at[i]++;
+    }
+    if ((faults & SC__SCHED_SKIP_SHARD) && g->n > 1 && at[k] - at[k - 1] > 1) {
+        uint64_t big = at[k - 1]; /* the last unit's largest piece: a whole shard */
+        for (uint64_t i = at[k - 1]; i < at[k]; i++)
+            big = g->len[i] >= g->len[big] ? i : big;
+        memmove(g->id + big, g->id + big + 1, sizeof *g->id * (g->n - big - 1));
+        memmove(g->len + big, g->len + big + 1, sizeof *g->len * (g->n - big - 1));
+        g->n--, at[k]--;
+    }
+    return 0;
+}
+
+/*
+ * The rank's slots from its units' shuffled positions: batch j is unit
+ * u0's slots [j bu, (j+1) bu), then u0+1's...; a unit's slots past its
+ * samples repeat them (padding), which the plan puts at the rank's end.
+ */
+static int sched_interleave(const uint64_t *perm, const uint64_t *pm, uint32_t k, uint64_t bu,
+                            uint64_t want_u, sc__sched *out)
+{
+    uint64_t B = bu * k, nreal = 0, d = 0;
+    int padding = 0;
+    for (uint64_t q = 0; q < out->nslots; q++) {
+        uint64_t o = q % B, i = o / bu, us = q / B * bu + o % bu, m = pm[i + 1] - pm[i];
+        out->ids[q] = perm[pm[i] + sc__pad_slot(us, m)];
+        if (us < m && padding)
+            return -1;
+        padding |= us >= m;
+        nreal += us < m;
+    }
+    out->nreal = nreal;
+    for (uint32_t i = 0; i < k; i++)
+        for (uint64_t p = pm[i] + want_u; p < pm[i + 1]; p++)
+            out->dropped[d++] = perm[p];
+    out->ndropped = d;
+    return 0;
+}
+
+int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank, uint64_t batch,
+                 uint64_t window, uint64_t seed, unsigned faults, sc__sched *out, sc_error *err)
+{
+    sc_plan_info in;
+    uint32_t u0, u1;
+    memset(out, 0, sizeof *out);
+    sc_plan_get_info(plan, &in);
+    sc__plan_rank_units(plan, rank, &u0, &u1);
+    uint32_t k = u1 - u0;
+    uint64_t bu = batch / k, want_u = in.batches_per_rank * bu, m = 0;
+    /* Partitions: each shuffles within window / P, so one rank serving all P holds window. */
+    uint64_t w = in.partitions ? window / in.partitions : window;
+    sched_pieces g = {shard_first, NULL, NULL, 0, 0};
+    uint64_t *at = malloc(sizeof *at * (k + 1)), *pm = malloc(sizeof *pm * (k + 1));
+    uint64_t *perm = NULL;
+    int rc = SC_ENOMEM;
+    if (at && pm && !sched_gather(plan, u0, k, faults, &g, at)) {
+        pm[0] = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            uint64_t mu = 0;
+            for (uint64_t p = at[i]; p < at[i + 1]; p++)
+                mu += g.len[p];
+            pm[i + 1] = pm[i] + mu;
+        }
+        m = pm[k];
+        out->nslots = in.batches_per_rank * batch;
+        perm = malloc(sizeof *perm * (m + 1));
+        out->ids = malloc(sizeof *out->ids * (out->nslots + 1));
+        out->dropped = malloc(sizeof *out->dropped * (m + 1));
+    }
+    if (perm && out->ids && out->dropped) {
+        rc = SC_OK;
+        for (uint32_t i = 0; i < k; i++)
+            sched_unit(&g, at[i], at[i + 1], perm + pm[i], pm[i + 1] - pm[i], w, seed, in.epoch,
+                       u0 + i);
+        for (uint32_t i = 0; i < k && rc == SC_OK; i++)
+            if (pm[i + 1] == pm[i] && out->nslots)
+                rc = SC_EPLAN;
+        if (rc == SC_OK && sched_interleave(perm, pm, k, bu, want_u, out))
+            rc = SC_EPLAN;
+    }
+    free(perm);
+    free(at);
+    free(pm);
+    free(g.id);
+    free(g.len);
+    if (rc != SC_OK)
+        sc__sched_free(out);
+    if (rc == SC_ENOMEM)
+        return sc__seterr(err, rc, "rank %u: epoch %llu: no memory for the schedule", rank,
+                          (unsigned long long)in.epoch);
+    if (rc != SC_OK)
+        return sc__seterr(err, rc, "rank %u: epoch %llu: a unit with no samples, or padding "
+                          "before real samples: the plan does not fit its schedule", rank,
+                          (unsigned long long)in.epoch);
+    return SC_OK;
+}

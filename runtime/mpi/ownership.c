@@ -162,8 +162,9 @@ static int ownership_audit_open(sc__ledger *l, const char *dir, sc_error *err)
     return rc == SC_OK ? SC_OK : sc__errctx(err, rc, "rank %d: audit trail", l->rank);
 }
 
-int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first,
-                    const sc__ledger_opts *opts, sc__ledger **out, sc_error *err)
+int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
+                    const uint64_t *shard_first, const sc__ledger_opts *opts, sc__ledger **out,
+                    sc_error *err)
 {
     sc__ledger *l = calloc(1, sizeof *l);
     int rc = SC_OK;
@@ -180,7 +181,8 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first
     if (m == MPI_SUCCESS && (uint64_t)l->size > RANK_MASK)
         rc = sc__seterr(err, SC_EOVERFLOW, "the ledger holds %llu ranks at most",
                         (unsigned long long)RANK_MASK);
-    l->per = (nshards + (uint64_t)l->size - 1) / (uint64_t)l->size;
+    /* A word per shard (claimed by its home), then one per cut a plan can make. */
+    l->per = (nshards + ncuts + (uint64_t)l->size - 1) / (uint64_t)l->size;
     MPI_Aint bytes = (MPI_Aint)(sizeof(uint32_t) * l->per * SC__LEDGER_SLOTS);
     if (m == MPI_SUCCESS && rc == SC_OK) {
         m = MPI_Win_allocate(bytes, sizeof(uint32_t), MPI_INFO_NULL, l->comm, &l->base,
@@ -264,7 +266,17 @@ static slot *ownership_find(sc__ledger *l, uint64_t epoch)
     return NULL;
 }
 
-static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, uint64_t n,
+/* Word w's name in a message: a shard's (its home's claim) or a cut's. */
+static void ownership_word_name(const sc__ledger *l, uint64_t w, char *buf, size_t n)
+{
+    if (w < l->nshards)
+        snprintf(buf, n, "shard %llu", (unsigned long long)w);
+    else
+        snprintf(buf, n, "cut %llu", (unsigned long long)(w - l->nshards));
+}
+
+/* Claims words mine[n]: shards this rank is home to, and nshards + i for its cuts i. */
+static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint64_t *mine, uint64_t n,
                            sc_error *err)
 {
     uint32_t want = ownership_tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
@@ -292,18 +304,20 @@ static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, 
             if (w == want)
                 continue; /* ours already */
             int64_t delta = w ? ownership_epoch_delta(w, epoch) : -1; /* 0: never claimed */
+            char what[48];
+            ownership_word_name(l, mine[i], what, sizeof what);
             if (delta == 0)
                 return sc__seterr(err, SC_EOWNERSHIP,
-                                  "epoch %llu: shard %u claimed by rank %d is already "
+                                  "epoch %llu: %s claimed by rank %d is already "
                                   "owned by rank %u in this epoch",
-                                  (unsigned long long)epoch, mine[i], l->rank,
+                                  (unsigned long long)epoch, what, l->rank,
                                   (unsigned)(w & RANK_MASK));
             if (delta > 0)
                 return sc__seterr(err, SC_EOWNERSHIP,
-                                  "epoch %llu: rank %d claims shard %u, but rank %u "
+                                  "epoch %llu: rank %d claims %s, but rank %u "
                                   "already claimed it for epoch %llu: this rank is "
                                   "more than %d epochs behind",
-                                  (unsigned long long)epoch, l->rank, mine[i],
+                                  (unsigned long long)epoch, l->rank, what,
                                   (unsigned)(w & RANK_MASK),
                                   (unsigned long long)(epoch + (uint64_t)delta),
                                   SC__LEDGER_SLOTS - 1);
@@ -324,36 +338,83 @@ static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint32_t *mine, 
                       (unsigned long long)epoch, l->rank);
 }
 
+/* A piece this rank serves into the expected sketch. */
+typedef struct expect_ctx {
+    const sc__ledger *l;
+    uint64_t key, *sketch;
+} expect_ctx;
+
+static int ownership_expect_piece(void *ctx, uint32_t shard, uint64_t lo, uint64_t hi)
+{
+    expect_ctx *x = ctx;
+    for (uint64_t id = x->l->first[shard] + lo; id < x->l->first[shard] + hi; id++)
+        ownership_sketch_add(x->sketch, ownership_keyed_hash(x->key, id));
+    return 0;
+}
+
+/*
+ * The words this rank claims in `plan`: its home shards, then its cuts
+ * (word nshards + i), into a fresh *words[*n].
+ */
+static int ownership_words(const sc__ledger *l, const sc_plan *plan, uint64_t **words,
+                           uint64_t *n)
+{
+    const uint32_t *mine;
+    uint64_t k = 0;
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    sc_plan_rank(plan, (uint32_t)l->rank, &mine, &k, NULL);
+    if (!(*words = malloc(sizeof **words * (k + in.cuts + 1))))
+        return -1;
+    for (uint64_t i = 0; i < k; i++)
+        (*words)[i] = mine[i];
+    for (uint64_t c = 0; c < in.cuts; c++) {
+        sc_plan_cut cut;
+        sc_plan_get_cut(plan, c, &cut);
+        if (cut.to == (uint32_t)l->rank)
+            (*words)[k++] = l->nshards + c;
+    }
+    *n = k;
+    return 0;
+}
+
 int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
 {
     sc_plan_info in;
     sc_plan_get_info(plan, &in);
-    if (in.world_size != (uint32_t)l->size || in.nshards != l->nshards)
+    if (in.world_size != (uint32_t)l->size || in.nshards != l->nshards ||
+        l->nshards + in.cuts > l->per * (uint64_t)l->size)
         return sc__seterr(err, SC_EPLAN,
-                          "rank %d: epoch %llu: the plan is for %u ranks and %llu shards, "
-                          "the ledger for %d and %llu",
+                          "rank %d: epoch %llu: the plan is for %u ranks, %llu shards and "
+                          "%llu cuts, the ledger for %d and %llu and %llu",
                           l->rank, (unsigned long long)in.epoch, in.world_size,
-                          (unsigned long long)in.nshards, l->size,
-                          (unsigned long long)l->nshards);
+                          (unsigned long long)in.nshards, (unsigned long long)in.cuts, l->size,
+                          (unsigned long long)l->nshards,
+                          (unsigned long long)(l->per * (uint64_t)l->size - l->nshards));
     if (ownership_find(l, in.epoch))
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
                           (unsigned long long)in.epoch);
     slot *s = NULL;
+    uint64_t *words = NULL, n = 0;
     int rc = ownership_open_slot(l, in.epoch, &s, err);
     if (rc != SC_OK)
         return rc;
+    if (ownership_words(l, plan, &words, &n)) {
+        ownership_slot_free(s);
+        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to claim epoch %llu's shards",
+                          l->rank, (unsigned long long)in.epoch);
+    }
     s->plan = plan;
-    const uint32_t *mine;
-    uint64_t n;
-    sc_plan_rank(plan, (uint32_t)l->rank, &mine, &n, NULL);
-    /* The expected sketch: every sample of every shard this rank owns. */
-    uint64_t key = ownership_epoch_key(in.epoch);
-    for (uint64_t i = 0; i < n; i++)
-        for (uint64_t id = l->first[mine[i]]; id < l->first[mine[i] + 1]; id++)
-            ownership_sketch_add(&s->sums[EXP_N], ownership_keyed_hash(key, id));
+    /* The expected sketch: every sample of every piece this rank serves. */
+    expect_ctx x = {l, ownership_epoch_key(in.epoch), &s->sums[EXP_N]};
+    uint32_t u0, u1;
+    sc__plan_rank_units(plan, (uint32_t)l->rank, &u0, &u1);
+    for (uint32_t u = u0; u < u1; u++)
+        sc__plan_visit(plan, u, l->first, ownership_expect_piece, &x);
     s->used = 1;
-    if ((rc = ownership_claim(l, in.epoch, mine, n, err)) != SC_OK)
+    if ((rc = ownership_claim(l, in.epoch, words, n, err)) != SC_OK)
         s->plan = NULL; /* the epoch stays open, to be abandoned */
+    free(words);
     return rc;
 }
 
@@ -479,15 +540,19 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
                               l->rank, (unsigned long long)l->nsamples);
         uint64_t shard = 0;
         sc_shard_of(l->first, l->nshards, ids[i], &shard); /* in range: checked above */
-        sc_plan_owner(s->plan, shard, &owner);
+        sc_plan_sample_owner(s->plan, l->first, ids[i], &owner);
         if (owner != (uint32_t)l->rank)
             return sc__seterr(err, SC_EOWNERSHIP,
                               "epoch %llu: sample %llu (shard %llu) delivered on rank %d "
                               "is owned by rank %u",
                               (unsigned long long)epoch, (unsigned long long)ids[i],
                               (unsigned long long)shard, l->rank, owner);
-        lo = l->first[shard];
-        hi = l->first[shard + 1];
+        /* A shard no cut divides is this rank's whole: skip its other samples. */
+        uint64_t size = l->first[shard + 1] - l->first[shard];
+        if (sc__plan_kept(s->plan, (uint32_t)shard, size) == size) {
+            lo = l->first[shard];
+            hi = l->first[shard + 1];
+        }
     }
     return SC_OK;
 }

@@ -34,15 +34,18 @@ typedef struct sc__ledger_opts {
 
 /*
  * Collective over comm (which it duplicates).  `shard_first` ([nshards+1],
- * the first sample id of each shard) must outlive the ledger.
+ * the first sample id of each shard) must outlive the ledger; `ncuts` is
+ * the most cuts a plan of the job makes (SC__PLAN_MAX_CUTS): each has a
+ * word of its own, claimed by the rank it is cut to.
  */
-int sc__ledger_open(MPI_Comm comm, uint64_t nshards, const uint64_t *shard_first,
-                    const sc__ledger_opts *opts, sc__ledger **out, sc_error *err);
+int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
+                    const uint64_t *shard_first, const sc__ledger_opts *opts, sc__ledger **out,
+                    sc_error *err);
 void sc__ledger_close(sc__ledger *l);
 
 /*
- * Starts an epoch on this rank: claims its shards of `plan` (which must
- * outlive the epoch's verification) in the window.  SC_EOWNERSHIP names the
+ * Starts an epoch on this rank: claims its home shards and the cuts made to
+ * it in `plan` (which must outlive the epoch's verification) in the window.  SC_EOWNERSHIP names the
  * epoch, shard, this rank and the owner on a conflict.  Needs no other
  * rank to be in this epoch.
  */
@@ -81,7 +84,7 @@ int sc__ledger_progress(sc__ledger *l, sc_error *err);
 /* Counts n padding repeats an earlier run delivered in `epoch` (a resume). */
 int sc__ledger_padded_before(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err);
 
-/* Every id must lie in a shard this rank owns in `epoch`; else SC_EOWNERSHIP. */
+/* Every id must lie in a piece this rank serves in `epoch`; else SC_EOWNERSHIP. */
 int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                      sc_error *err);
 

@@ -194,8 +194,10 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
     uint64_t bound = e->want < ds->nshards ? e->want : ds->nshards, cap = 16;
     if (e->plan) {
         const uint32_t *mine;
+        sc_plan_info in;
         sc_plan_rank(e->plan, (uint32_t)s->o.rank, &mine, &bound, NULL);
-        bound++; /* the dup-shard fault reads one twice */
+        sc_plan_get_info(e->plan, &in);
+        bound += in.cuts + 1; /* shards cut to it; the dup-shard fault reads one twice */
     }
     while (cap < 2 * bound)
         cap <<= 1;

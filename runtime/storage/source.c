@@ -1795,6 +1795,7 @@ int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
     p.remainder = cfg->remainder;
     p.mode = cfg->mode;
     p.exchange = cfg->exchange;
+    p.partitions = cfg->partitions;
     p.fingerprint = ds->fingerprint;
     *out = p;
     return SC_OK;

@@ -57,7 +57,7 @@ static void test_clean_epochs_verify(void **state)
     (void)state;
     sc__ledger *l;
     sc_error err;
-    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, NULL, &l, &err), &err);
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, NULL, &l, &err), &err);
     sc_plan *plans[3];
     for (uint64_t e = 0; e < 3; e++) {
         plans[e] = plan_for(e, 5);
@@ -87,7 +87,7 @@ static void test_conflicting_claims(void **state)
         skip();
     sc__ledger *l;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, NULL, &l, &err), &err);
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, NULL, &l, &err), &err);
     /* Rank 1 shuffles with its own seed, the classic bug. */
     sc_plan *plan = plan_for(0, rank == 1 ? 99 : 5);
     /* Everyone else claims first, so that rank 1 is the one to notice. */
@@ -127,7 +127,7 @@ static void test_foreign_sample_refused(void **state)
     (void)state;
     sc__ledger *l;
     sc_error err;
-    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, NULL, &l, &err), &err);
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, NULL, &l, &err), &err);
     sc_plan *plan = plan_for(4, 5);
     SC_ASSERT_OK(sc__ledger_begin(l, plan, &err), &err);
     uint32_t owner = 0;
@@ -169,7 +169,7 @@ static void test_duplicate_and_skip_found(void **state)
         sc__ledger_opts o = {full, NULL};
         sc__ledger *l;
         sc_error err;
-        SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, &o, &l, &err), &err);
+        SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, &o, &l, &err), &err);
         sc_plan *plan = plan_for(7, 5);
         SC_ASSERT_OK(sc__ledger_begin(l, plan, &err), &err);
         int last = rank == size - 1;
@@ -200,7 +200,7 @@ static void test_run_ahead_within_bound(void **state)
     (void)state;
     sc__ledger *l;
     sc_error err;
-    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, NULL, &l, &err), &err);
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, NULL, &l, &err), &err);
     sc_plan *plans[5];
     for (uint64_t e = 0; e < 5; e++) {
         plans[e] = plan_for(e, 11);
@@ -237,7 +237,7 @@ static void test_epochs_across_the_tag_wrap(void **state)
     sc__ledger *l;
     sc_error err = SC_ERROR_INIT;
     sc_exactly_once v;
-    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, first, NULL, &l, &err), &err);
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, NULL, &l, &err), &err);
     const uint64_t wrap = 4095, last = wrap + 8;
     for (uint64_t e = wrap - 7; e < last; e++) {
         sc_plan *plan = plan_for(e, 7);

@@ -14,9 +14,9 @@
 #include "plan.h"
 #include "sc_test.h"
 
-#define SC_T_GOLDEN_E0 0x980574e0ee5462a2
-#define SC_T_GOLDEN_E1 0x89aefb9198b4f346
-#define SC_T_GOLDEN_EQ 0x4ef328cde85ae873
+#define SC_T_GOLDEN_E0 0x4f13b59ce5ffe625
+#define SC_T_GOLDEN_E1 0xf8ac0addba303c09
+#define SC_T_GOLDEN_EQ 0x2f79eb65a9cc027b
 
 typedef struct gen_case {
     uint64_t *sizes;

@@ -39,7 +39,7 @@ static void test_roundtrip(void **state)
     size_t len;
     sc_error err;
     SC_ASSERT_OK(sc_plan_encode(plan, &buf, &len, &err), &err);
-    assert_int_equal(len, sc__plan_wire_bytes(13, 4096));
+    assert_int_equal(len, sc__plan_wire_bytes(13, 4096, plan->info.cuts));
     assert_int_equal(len, plan->info.bytes);
     sc_plan *back;
     SC_ASSERT_OK(sc_plan_decode(buf, len, &back, &err), &err);

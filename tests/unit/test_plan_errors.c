@@ -58,14 +58,24 @@ static void test_refusals(void **state)
     expect_refusal(&p, NULL, SC_EINVAL, "shuffle mode");
     p = base(), p.remainder = (sc_remainder)9;
     expect_refusal(&p, NULL, SC_EINVAL, "remainder");
-    p = base(), p.batch_size = 41; /* each rank holds 40 samples */
-    expect_refusal(&p, NULL, SC_EINVAL, "larger than the 40 samples");
+    p = base(), p.batch_size = 41; /* 160 samples, 4 x 41 = 164 a step */
+    expect_refusal(&p, NULL, SC_EINVAL, "cannot give each of 4 ranks a batch of 41");
     p.remainder = SC_REMAINDER_PAD; /* ...which pad accepts: one padded batch */
     sc_plan *ok = NULL;
     SC_ASSERT_OK(sc_plan_create(&p, NULL, &ok, NULL), NULL);
     assert_int_equal(ok->info.batches_per_rank, 1);
     assert_int_equal(ok->info.padded, 4 * 41 - 160);
     sc_plan_free(ok);
+
+    /* Partitions: R divides P, P divides R x B, P shards at least. */
+    p = base(), p.partitions = 6;
+    expect_refusal(&p, NULL, SC_EINVAL, "SC_PARTITIONS=6 is not a multiple of the 4 ranks");
+    p = base(), p.partitions = 32;
+    expect_refusal(&p, NULL, SC_EINVAL, "more than the 16 shards");
+    p = base(), p.partitions = 16, p.batch_size = 2;
+    expect_refusal(&p, NULL, SC_EINVAL, "4 ranks x 2 = 8 samples, is not a multiple");
+    p = base(), p.partitions = 8, p.batch_size = 42, p.remainder = SC_REMAINDER_PAD;
+    expect_refusal(&p, NULL, SC_EINVAL, "less than one global batch");
 
     uint64_t zero[3] = {5, 0, 5};
     p = base(), p.shard_sizes = zero, p.nshards = 3, p.world_size = 1;
