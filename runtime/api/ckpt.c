@@ -1,10 +1,11 @@
 /*
  * ckpt.c - the checkpoint record's bytes.
  *
- * Little-endian words.  A plain record (version 2) is 16 of them: magic,
- * version, then epoch, consumed, rank, world, seed, mode, exchange (IEEE
- * bits), remainder, batch, window, fingerprint, shards, batches per rank,
- * and XXH64 of the fifteen before it.  A resliced record (version 3) has
+ * Little-endian words.  A plain record (version 4) is 16 of them: magic,
+ * version, then epoch, consumed, rank, world, seed, mode (SC_PARTITIONS in
+ * its high 32 bits), exchange (IEEE bits), remainder, batch, window,
+ * fingerprint, shards, batches per rank, and XXH64 of the fifteen before
+ * it.  A resliced record (version 5) has
  * the same first fifteen, then world0, batches0, run, padded, dropped,
  * npieces, two words a piece (q << 40 | start, end), and XXH64 of all
  * before it.
@@ -15,10 +16,15 @@
 #include "hash.h"
 
 #define CKPT_MAGIC UINT64_C(0x31305450434b4353) /* "SCCKPT01" */
-/* 2: plans spread each rank's share and windows may be auto (resolved). */
-#define CKPT_PLAIN 2
-/* 3: a rank of an epoch dealt out again names what it has left. */
-#define CKPT_RESLICED 3
+/*
+ * 4: plans cut the remainder at sample granularity (plan format 3) and may
+ * have partitions; 2 and 3 were the same records of whole-shard plans,
+ * whose schedules this build no longer computes.
+ */
+#define CKPT_PLAIN 4
+/* 5: a rank of an epoch dealt out again names what it has left. */
+#define CKPT_RESLICED 5
+#define CKPT_WHOLE_SHARDS 3 /* the last version of whole-shard plans */
 #define CKPT_SEED UINT64_C(0x636b7074)
 #define CKPT_HEAD_WORDS 21 /* a resliced record's words before its pieces */
 
@@ -46,6 +52,7 @@ static int ckpt_fields(sc__ckpt *c, uint64_t *f[CKPT_HEAD_WORDS - 2])
 void sc__ckpt_encode(const sc__ckpt *c, const sc__piece *pieces, unsigned char *out)
 {
     sc__ckpt copy = *c;
+    copy.mode |= c->partitions << 32;
     uint64_t *f[CKPT_HEAD_WORDS - 2];
     int n = ckpt_fields(&copy, f);
     sc__put_u64(out, CKPT_MAGIC);
@@ -114,6 +121,14 @@ int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_er
         return sc__seterr(err, SC_EFORMAT, "checkpoint %d: %zu bytes, not a shardcache "
                           "checkpoint", which, buf ? len : 0);
     uint64_t version = sc__get_u64(b + 8);
+    if (version >= 2 && version <= CKPT_WHOLE_SHARDS)
+        return sc__seterr(err, SC_EVERSION,
+                          "checkpoint %d: version %llu, written by a shardcache whose plans "
+                          "dropped and padded whole shards (plan format 2); this build cuts the "
+                          "remainder at sample granularity (plan format 3), so it cannot "
+                          "continue that epoch: begin the next epoch without resuming, or "
+                          "finish this one with the version that wrote it",
+                          which, (unsigned long long)version);
     if (version != CKPT_PLAIN && version != CKPT_RESLICED)
         return sc__seterr(err, SC_EVERSION, "checkpoint %d: version %llu, this build reads %d "
                           "and %d", which, (unsigned long long)version, CKPT_PLAIN,
@@ -129,6 +144,8 @@ int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_er
     int n = ckpt_fields(&c, f);
     for (int i = 0; i < n; i++)
         *f[i] = sc__get_u64(b + 16 + 8 * i);
+    c.partitions = c.mode >> 32;
+    c.mode &= UINT32_MAX;
     if (c.resliced && (rc = ckpt_check_pieces(&c, which, err)) != SC_OK)
         return rc;
     *out = c;

@@ -5,9 +5,10 @@
  * the decoder can be fuzzed on its own (tests/fuzz/fuzz_ckpt_decode.c).
  *
  * Two kinds, told apart by their version word:
- *  - plain (version 2, SC__CKPT_BYTES): a rank of an epoch run on its
- *    plan's ranks: how many of its plan schedule's batches it took;
- *  - resliced (version 3, SC__CKPT_HEAD_BYTES + 16 bytes a piece, at most
+ *  - plain (version 4, SC__CKPT_BYTES): a rank of an epoch run on its
+ *    plan's ranks (or, with partitions, on any number of them): how many of
+ *    its plan schedule's batches it took;
+ *  - resliced (version 5, SC__CKPT_HEAD_BYTES + 16 bytes a piece, at most
  *    SC__CKPT_MAX_BYTES): a rank of an epoch dealt out again after a resume
  *    on another number of ranks: what it has left, named explicitly as
  *    pieces of the epoch's canonical space (below).
@@ -46,6 +47,7 @@ typedef struct sc__ckpt {
                            resliced: of this run's share) */
     uint64_t rank, world; /* the checkpointing job's */
     uint64_t seed, mode, exchange_bits, remainder, batch, window;
+    uint64_t partitions; /* SC_PARTITIONS (stored in mode's high 32 bits) */
     uint64_t fingerprint, nshards;
     uint64_t batches;   /* of `consumed`'s schedule; UINT64_MAX: unknown, never ended */
     /* Resliced records only (resliced = 0: plain, the rest 0): */

@@ -1485,7 +1485,7 @@ static int loader_read_records(sc_loader *ld, const void *const *blobs, const si
         rc = sc__seterr(err, SC_EINVAL, "%d checkpoints of %zu bytes: more than one broadcast "
                         "carries", n, total);
     if (rc == SC_OK)
-        rc = sc__ckpt_check(*ck, n, ld->ds, &ld->cfg, err);
+        rc = sc__ckpt_check(*ck, n, ld->ds, &ld->cfg, (uint64_t)ld->size, err);
     if (rc == SC_OK && !(*wire = malloc(total + 1)))
         rc = sc__seterr(err, SC_ENOMEM, "rank 0: no memory for %d checkpoints", n);
     for (size_t i = 0, at = 0; rc == SC_OK && i < (size_t)n; at += (*ck)[i++].nraw) {
@@ -1538,7 +1538,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
         ld->resume.happened = 1;
         ld->resume.epoch = *epoch = ld->resume.state.epoch;
         ld->resume.resliced = ld->resume.state.resliced;
-        ld->resume.offset = ld->resume.resliced ? 0 : ck[ld->rank].consumed;
+        ld->resume.offset = ld->resume.state.offset;
     } else {
         sc__resume_free(&ld->resume.state);
         if (!ld->failed) /* a stopped loader's message is why it stopped */

@@ -29,29 +29,36 @@ void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c)
     c->remainder = (uint64_t)cfg->remainder;
     c->batch = cfg->batch_size;
     c->window = cfg->shuffle_window;
+    c->partitions = cfg->partitions;
 }
 
-/* The settings a resumed job must share with the checkpointed one, named as the config's. */
-enum { NSETTINGS = 6 };
+/*
+ * The settings a resumed job must share with the checkpointed one, named as
+ * the config's.  With partitions the global batch must stay, world x batch,
+ * not the batch: a job of another size keeps the same global batches.
+ */
+enum { NSETTINGS = 7 };
 static const char *const setting_names[NSETTINGS] = {
-    "SC_SEED", "SC_SHUFFLE", "SC_EXCHANGE", "SC_REMAINDER", "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW"};
+    "SC_SEED",      "SC_SHUFFLE",        "SC_EXCHANGE",  "SC_REMAINDER",
+    "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW", "SC_PARTITIONS"};
 
-static void resume_settings_of(const sc__ckpt *c, uint64_t w[NSETTINGS])
+static void resume_settings_of(const sc__ckpt *c, uint64_t world, uint64_t w[NSETTINGS])
 {
-    const uint64_t v[NSETTINGS] = {c->seed, c->mode, c->exchange_bits, c->remainder, c->batch,
-                                   c->window};
+    uint64_t batch = c->partitions ? c->batch * world : c->batch;
+    const uint64_t v[NSETTINGS] = {c->seed,  c->mode,   c->exchange_bits, c->remainder,
+                                   batch,    c->window, c->partitions};
     memcpy(w, v, sizeof v);
 }
 
 int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *cfg,
-                   sc_error *err)
+                   uint64_t world, sc_error *err)
 {
     if (n < 1)
         return sc__seterr(err, SC_EINVAL, "no checkpoints to resume from");
     qsort(ck, (size_t)n, sizeof *ck, resume_cmp_rank);
     const sc__ckpt *a = &ck[0];
     uint64_t was[NSETTINGS], is[NSETTINGS];
-    resume_settings_of(a, was);
+    resume_settings_of(a, a->world, was);
     if (a->world != (uint64_t)n)
         return sc__seterr(err, SC_EINVAL,
                           "the checkpoints are of a %llu-rank job: all %llu are needed, %d given",
@@ -66,7 +73,7 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                               "checkpoints from different epochs: rank 0's is of epoch %llu, "
                               "rank %d's of epoch %llu",
                               (unsigned long long)a->epoch, i, (unsigned long long)c->epoch);
-        resume_settings_of(c, is);
+        resume_settings_of(c, c->world, is);
         if (c->world != a->world || memcmp(is, was, sizeof is) != 0 ||
             c->fingerprint != a->fingerprint || c->nshards != a->nshards ||
             c->batches != a->batches || c->resliced != a->resliced || c->world0 != a->world0 ||
@@ -95,10 +102,20 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                           (unsigned long long)ds->nshards);
     sc__ckpt now;
     sc__ckpt_settings(cfg, &now);
-    resume_settings_of(&now, is);
+    resume_settings_of(&now, world, is);
     for (int i = 0; i < NSETTINGS; i++) {
         if (was[i] == is[i])
             continue;
+        if (i == 4 && a->partitions) /* SC_BATCH_SIZE: the global batch with partitions */
+            return sc__seterr(err, SC_EINVAL,
+                              "the checkpoints were taken with a global batch of %llu samples "
+                              "(%llu ranks x %llu); on %llu ranks SC_PARTITIONS=%llu keeps the "
+                              "same global batches only with SC_BATCH_SIZE=%llu, not %llu",
+                              (unsigned long long)was[i], (unsigned long long)a->world,
+                              (unsigned long long)a->batch, (unsigned long long)world,
+                              (unsigned long long)a->partitions,
+                              (unsigned long long)(was[i] / world),
+                              (unsigned long long)cfg->batch_size);
         if (!strcmp(setting_names[i], "SC_SHUFFLE_WINDOW")) /* auto hides the number */
             return sc__seterr(err, SC_EINVAL,
                               "the checkpoints were taken with SC_SHUFFLE_WINDOW of %llu "
@@ -391,6 +408,15 @@ static int resume_deal_out(const sc__piece *S, uint64_t nS, const sc__sched *sq,
     return oom;
 }
 
+/*
+ * The batch size of the checkpointed epoch's plan, on its `old` ranks:
+ * the records' own, or with partitions the global batch's share.
+ */
+static uint64_t resume_old_batch(const sc__ckpt *c, uint32_t old)
+{
+    return c->partitions ? c->batch * c->world / old : c->batch;
+}
+
 /* The epoch's plan for `old` ranks, checked against the records' batch count. */
 static int resume_plan(const sc_dataset *ds, const sc_config *cfg, const sc__ckpt *ck,
                        uint32_t old, sc_plan **plan, uint64_t *batches, sc_error *err)
@@ -398,6 +424,7 @@ static int resume_plan(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
     const uint64_t e = ck[0].epoch;
     sc_plan_params p;
     sc_dataset_plan_params(ds, cfg, old, e, &p);
+    p.batch_size = resume_old_batch(&ck[0], old);
     int rc = sc__plan_at(&p, NULL, plan, err);
     if (rc != SC_OK)
         return sc__errctx(err, rc, "resuming epoch %llu of a %u-rank job", (unsigned long long)e,
@@ -416,11 +443,14 @@ static int resume_plan(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
     return SC_OK;
 }
 
-/* The samples left, dealt out again (another world, or resliced records). */
-static int resume_again(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, uint32_t world,
-                        uint32_t rank, sc__resume *out, sc_error *err)
+/*
+ * The samples left, dealt out again (another world, or resliced records),
+ * in this job's batches of B1; B is the checkpointed plan's.
+ */
+static int resume_again(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, uint64_t B,
+                        uint64_t B1, uint32_t world, uint32_t rank, sc__resume *out,
+                        sc_error *err)
 {
-    const uint64_t B = ck[0].batch;
     const int n = (int)ck[0].world;
     sc__piece *S = NULL, *sorted = NULL;
     uint64_t nS = 0;
@@ -435,7 +465,7 @@ static int resume_again(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, u
             rc = resume_account_resliced(ck, n, sq, old, sorted, nS, out, err);
     }
     if (rc == SC_OK && !oom)
-        oom |= resume_deal_out(S, nS, sq, world, rank, B, (sc_remainder)ck[0].remainder, out);
+        oom |= resume_deal_out(S, nS, sq, world, rank, B1, (sc_remainder)ck[0].remainder, out);
     if (rank == 0)
         out->share.padded_before = out->padded_before;
     free(S);
@@ -446,12 +476,55 @@ static int resume_again(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, u
     return rc;
 }
 
+/* Plain records of a partitioned epoch, every rank at the same batch. */
+static int resume_in_step(const sc__ckpt *ck)
+{
+    for (uint64_t i = 0; i < ck[0].world; i++)
+        if (ck[i].consumed != ck[0].consumed)
+            return 0;
+    return ck[0].partitions && !ck[0].resliced;
+}
+
+/*
+ * Partitions, every old rank at batch k: the global batches do not depend
+ * on the world size, so this rank continues its own schedule of the
+ * epoch's plan for `world` ranks at batch k, and the rest of the epoch's
+ * global batches are the uninterrupted run's.
+ */
+static int resume_partitions(const sc_dataset *ds, const sc_config *cfg, const sc__ckpt *ck,
+                             const sc__sched *sq, uint32_t old, uint64_t B, uint32_t world,
+                             uint32_t rank, sc__resume *out, sc_error *err)
+{
+    sc_plan_params p;
+    sc_plan *plan = NULL;
+    sc__sched mine = {0};
+    sc_dataset_plan_params(ds, cfg, world, ck[0].epoch, &p);
+    int rc = sc__plan_at(&p, NULL, &plan, err);
+    if (rc == SC_OK)
+        rc = sc__schedule(ds->shard_first, plan, rank, cfg->batch_size, cfg->shuffle_window,
+                          cfg->seed, 0, &mine, err);
+    if (rc == SC_OK && mine.nslots != ck[0].batches * cfg->batch_size)
+        rc = sc__seterr(err, SC_EFORMAT, "epoch %llu on %u ranks has %llu batches a rank, the "
+                        "checkpoints say %llu: damaged or not shardcache's records",
+                        (unsigned long long)ck[0].epoch, world,
+                        (unsigned long long)(mine.nslots / cfg->batch_size),
+                        (unsigned long long)ck[0].batches);
+    if (rc == SC_OK && ((rank == 0 && resume_account_plain(ck, sq, old, B, 1, out)) ||
+                        resume_continue(&mine, &ck[0], cfg->batch_size, out)))
+        rc = sc__seterr(err, SC_ENOMEM, "rank %u: no memory to resume epoch %llu", rank,
+                        (unsigned long long)ck[0].epoch);
+    out->offset = ck[0].consumed;
+    sc__sched_free(&mine);
+    sc_plan_free(plan);
+    return rc;
+}
+
 int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckpt *ck,
                        uint32_t world, uint32_t rank, sc__resume *out, sc_error *err)
 {
     memset(out, 0, sizeof *out);
     const uint32_t old = (uint32_t)(ck[0].resliced ? ck[0].world0 : ck[0].world);
-    const uint64_t B = ck[0].batch;
+    const uint64_t B = resume_old_batch(&ck[0], old);
     out->epoch = ck[0].epoch;
     sc_plan *plan = NULL;
     sc__sched *sq = NULL;
@@ -460,12 +533,15 @@ int sc__resume_compute(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
     if (rc == SC_OK)
         rc = resume_schedules(ds, cfg, plan, old, B, &sq, err);
     if (rc == SC_OK && !ck[0].resliced && world == old) {
+        out->offset = ck[rank].consumed;
         if ((rank == 0 && resume_account_plain(ck, sq, old, B, 1, out)) ||
             resume_continue(&sq[rank], &ck[rank], B, out))
             rc = sc__seterr(err, SC_ENOMEM, "rank %u: no memory to resume epoch %llu", rank,
                             (unsigned long long)out->epoch);
+    } else if (rc == SC_OK && resume_in_step(ck)) {
+        rc = resume_partitions(ds, cfg, ck, sq, old, B, world, rank, out, err);
     } else if (rc == SC_OK) {
-        rc = resume_again(ck, sq, old, world, rank, out, err);
+        rc = resume_again(ck, sq, old, B, cfg->batch_size, world, rank, out, err);
         out->share.world0 = old;
         out->share.batches0 = batches0;
     }

@@ -7,9 +7,11 @@
  * consumed, and every input its schedule depends on).  Because a rank's
  * schedule is a pure function of them (sc__schedule), a resuming job can
  * recompute what every old rank delivered and what it had left: on the same
- * number of ranks each rank continues its own schedule at its next batch;
- * on another, the samples left are dealt out again in contiguous shares
- * with equal batch counts.  A rank of an epoch dealt out again records
+ * number of ranks each rank continues its own schedule at its next batch,
+ * and so does every rank of a job of any size with partitions when the
+ * old ranks stood at the same batch (the global batches do not depend on
+ * the world size); otherwise the samples left are dealt out again in
+ * contiguous shares with equal batch counts.  A rank of an epoch dealt out again records
  * what it has left explicitly (a resliced record, ckpt.h), so that such an
  * epoch can be checkpointed and dealt out again in turn, on any number of
  * ranks, any number of times.  This module must never decide anything a rank
@@ -28,11 +30,11 @@ void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c);
 
 /*
  * Checks that n checkpoints are one job's, at one moment (same epoch and
- * inputs, every old rank once), and that this job (its dataset and config)
- * can resume them; sorts them by rank.
+ * inputs, every old rank once), and that this job (its dataset and config,
+ * on `world` ranks) can resume them; sorts them by rank.
  */
 int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *cfg,
-                   sc_error *err);
+                   uint64_t world, sc_error *err);
 
 /*
  * This rank's share of an epoch dealt out again (after a resume on another
@@ -53,6 +55,7 @@ typedef struct sc__share {
 /* What one rank of the resuming job does in the interrupted epoch. */
 typedef struct sc__resume {
     uint64_t epoch;
+    uint64_t offset;        /* not dealt out again: batches of its plan schedule taken before */
     int resliced;           /* dealt out again: `share` is this rank's */
     sc__sched sched;        /* its slots and drops */
     sc__share share;

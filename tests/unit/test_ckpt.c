@@ -126,10 +126,10 @@ static void test_records_of_two_runs_are_refused(void **state)
                       {.rank = 1, .world = 2, .resliced = 1, .world0 = 4, .run = 2}};
     sc_error err = SC_ERROR_INIT;
     /* Refused before the dataset and config are looked at. */
-    assert_int_equal(sc__ckpt_check(ck, 2, NULL, NULL, &err), SC_EINVAL);
+    assert_int_equal(sc__ckpt_check(ck, 2, NULL, NULL, 2, &err), SC_EINVAL);
     assert_non_null(strstr(err.msg, "different runs of epoch 0: rank 1's"));
     ck[1].run = 1, ck[1].resliced = 0;
-    assert_int_equal(sc__ckpt_check(ck, 2, NULL, NULL, &err), SC_EINVAL);
+    assert_int_equal(sc__ckpt_check(ck, 2, NULL, NULL, 2, &err), SC_EINVAL);
     assert_non_null(strstr(err.msg, "checkpoints of different jobs"));
 }
 
