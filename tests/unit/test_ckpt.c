@@ -59,13 +59,22 @@ static void test_resliced_bytes(void **state)
     assert_int_equal(sc__ckpt_decode(rec, sc__ckpt_size(&c), 0, &back, &err), SC_EFORMAT);
     assert_non_null(strstr(err.msg, "not a range of the plan's 7 ranks' samples"));
     /* An older build's record is refused by its version, a plain one still read. */
-    sc__ckpt plain = {.epoch = 1, .world = 2, .batches = 3};
+    sc__ckpt plain = {.epoch = 1, .world = 2, .batches = 3, .mode = 1, .partitions = 8};
     sc__ckpt_encode(&plain, NULL, rec);
     SC_ASSERT_OK(sc__ckpt_decode(rec, SC_CHECKPOINT_BYTES, 0, &back, &err), &err);
     assert_false(back.resliced);
+    assert_int_equal(back.mode, 1);
+    assert_int_equal(back.partitions, 8);
     rec[8] = 1;
     assert_int_equal(sc__ckpt_decode(rec, SC_CHECKPOINT_BYTES, 0, &back, &err), SC_EVERSION);
-    assert_non_null(strstr(err.msg, "version 1, this build reads 2 and 3"));
+    assert_non_null(strstr(err.msg, "version 1, this build reads 4 and 5"));
+    /* Whole-shard plans' records (2 plain, 3 resliced) are refused by name. */
+    for (unsigned char v = 2; v <= 3; v++) {
+        rec[8] = v;
+        assert_int_equal(sc__ckpt_decode(rec, SC_CHECKPOINT_BYTES, 0, &back, &err),
+                         SC_EVERSION);
+        assert_non_null(strstr(err.msg, "dropped and padded whole shards"));
+    }
 }
 
 /*
