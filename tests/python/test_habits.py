@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from mpi4py import MPI
 
 import shardcache
 from conftest import COMM
@@ -350,3 +351,31 @@ def test_batch_transform_never_counts_unseen_batches_delivered(dataset, cache_di
         v = loader.verdict(0)
         seen = COMM.allreduce(len(got))
         assert v.delivered == seen and v.caller_skipped == 1000 - seen > 0
+
+
+def test_partitions_give_the_same_global_batches_on_any_world(dataset, cache_dir):
+    """partitions=P: the job's global batches (every rank's k-th, in rank
+    order) are those of one process with the whole global batch."""
+    images, _ = source(dataset)
+    G = 16
+    with open_loader(dataset, cache_dir, batch_size=G // SIZE, partitions=4,
+                     remainder="pad") as loader:
+        mine = [batch.ids.numpy().copy() for batch in loader.epoch(1)]
+        for ids in mine:
+            assert len(ids) == G // SIZE
+        assert loader.verdict(1).ok
+    glob = [np.concatenate(COMM.allgather(ids)) for ids in mine]
+    if RANK == 0:
+        with open_loader(dataset, cache_dir + "-one", comm=MPI.COMM_SELF, batch_size=G,
+                         partitions=4, remainder="pad") as one:
+            want = [(b.ids.numpy().copy(), b["images"].numpy().copy()) for b in one.epoch(1)]
+        assert len(want) == len(glob)
+        for (ids, x), got in zip(want, glob):
+            np.testing.assert_array_equal(ids, got)
+            np.testing.assert_array_equal(x, images[ids])
+    COMM.Barrier()
+    # A world size that does not divide P is refused, naming both.
+    if SIZE == 1:
+        with pytest.raises(shardcache.Error) as e:
+            open_loader(dataset, cache_dir, batch_size=G, partitions=6, comm=MPI.COMM_SELF)
+        assert "SC_PARTITIONS=6" in e.value.message or "multiple of SC_PARTITIONS=6" in e.value.message
