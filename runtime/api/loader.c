@@ -450,13 +450,14 @@ static int loader_release(sc_loader *ld, rec *r, int wait);
  */
 static void loader_plan_next(sc_loader *ld, const rec *r)
 {
-    const uint32_t *mine;
+    uint32_t *mine = NULL;
     uint64_t n;
     if (!ld->ahead_to || r->epoch != ld->ahead_to)
         return; /* no epoch runs, or the cache knows it already */
-    sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &n, NULL);
-    if (sc__cache_plan_extend(ld->cache, mine, n) == SC_OK)
+    if (sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &n) == SC_OK &&
+        sc__cache_plan_extend(ld->cache, mine, n) == SC_OK)
         ld->ahead_to = r->epoch + 1;
+    free(mine);
 }
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
@@ -561,15 +562,19 @@ static void loader_plan_ahead(sc_loader *ld)
         if (!r || !r->plan)
             break;
         ld->ahead_to = e + 1;
-        const uint32_t *mine;
+        uint32_t *mine = NULL;
         uint64_t k;
-        sc_plan_rank(r->plan, (uint32_t)ld->rank, &mine, &k, NULL);
-        uint32_t *grown = realloc(seq, sizeof *seq * (n + k + 1));
+        uint32_t *grown = sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &k) == SC_OK
+                              ? realloc(seq, sizeof *seq * (n + k + 1))
+                              : NULL;
+        if (grown) {
+            seq = grown;
+            memcpy(seq + n, mine, sizeof *seq * k);
+            n += k;
+        }
+        free(mine);
         if (!grown)
             break;
-        seq = grown;
-        memcpy(seq + n, mine, sizeof *seq * k);
-        n += k;
     }
     sc_cache_plan_ahead(ld->cache, seq, n);
     free(seq);

@@ -90,6 +90,13 @@ uint64_t sc__plan_kept(const sc_plan *p, uint32_t s, uint64_t size);
 /* The unit serving sample `off` (from the shard's first) of shard s. */
 uint32_t sc__plan_unit_of(const sc_plan *p, uint32_t s, uint64_t off);
 
+/*
+ * The shards `rank` reads in an epoch, each once, into a fresh *out[*n]:
+ * its units' home shards that keep samples, in order, then the shards cut
+ * to them.  SC_ENOMEM.
+ */
+int sc__plan_reads(const sc_plan *p, uint32_t rank, uint32_t **out, uint64_t *n);
+
 /* Sorts the cuts into by_shard; after the cuts change. */
 void sc__plan_index_cuts(sc_plan *p);
 

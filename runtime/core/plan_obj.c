@@ -146,6 +146,40 @@ uint64_t sc__plan_moved(const sc_plan *plan, const sc_plan *prev)
     return moved;
 }
 
+/* Whether shard s's home keeps none of it (a cut from its sample 0). */
+static int plan_obj_all_cut(const sc_plan *p, uint32_t s)
+{
+    uint64_t i = plan_obj_first_cut(p, s);
+    return i < p->info.cuts && p->by_shard[i].lo == 0;
+}
+
+int sc__plan_reads(const sc_plan *p, uint32_t rank, uint32_t **out, uint64_t *n)
+{
+    uint32_t u0, u1;
+    sc__plan_rank_units(p, rank, &u0, &u1);
+    uint64_t lo = p->unit_off[u0], hi = p->unit_off[u1], k = 0;
+    uint32_t *list = malloc(sizeof *list * (hi - lo + p->info.cuts + 1));
+    if (!list)
+        return SC_ENOMEM;
+    for (uint64_t i = lo; i < hi; i++)
+        if (!p->info.cuts || !plan_obj_all_cut(p, p->order[i]))
+            list[k++] = p->order[i];
+    uint64_t homes = k;
+    for (uint64_t c = 0; c < p->info.cuts; c++) {
+        const sc__cut *x = &p->cuts[c];
+        int dup = x->to < u0 || x->to >= u1 ||
+                  (p->owner[x->shard] >= u0 && p->owner[x->shard] < u1 &&
+                   !plan_obj_all_cut(p, x->shard));
+        for (uint64_t j = homes; j < k && !dup; j++)
+            dup = list[j] == x->shard;
+        if (!dup)
+            list[k++] = x->shard;
+    }
+    *out = list;
+    *n = k;
+    return SC_OK;
+}
+
 /* ---- accessors ------------------------------------------------------------ */
 
 int sc_plan_get_info(const sc_plan *plan, sc_plan_info *out)

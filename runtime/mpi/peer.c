@@ -31,6 +31,7 @@
 #include "mem.h"
 #include "mpierr.h"
 #include "node.h"
+#include "plan.h"
 #include "source.h"
 #include "tring.h"
 
@@ -145,13 +146,14 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
 
 int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_error *err)
 {
-    const uint32_t *mine;
+    uint32_t *mine = NULL;
     uint64_t n;
     sc_plan_info pi;
     if (!p)
         return SC_OK; /* SC_PEERS=off */
     sc_plan_get_info(prev, &pi);
-    sc_plan_rank(next, (uint32_t)p->rank, &mine, &n, NULL);
+    if (sc__plan_reads(next, (uint32_t)p->rank, &mine, &n) != SC_OK)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards", p->rank);
     /*
      * A capped cache takes only what fits without evicting an entry its
      * future reads (this epoch's unread shards, the next's): a transfer
@@ -166,9 +168,11 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
             continue; /* this node's, too large for one message, or no room: the source's */
         ask *a = NULL;
         if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks) ||
-            !(a = calloc(1, sizeof *a)))
+            !(a = calloc(1, sizeof *a))) {
+            free(mine);
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards",
                               p->rank);
+        }
         if (!sc__cache_reserve(p->cache, mine[i])) {
             free(a);
             continue; /* held on this node already, or not to be kept */
@@ -178,6 +182,7 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         a->shard = mine[i], a->epoch = pi.epoch, a->from = (int)from, a->bytes = bytes;
         a->recv = a->send = MPI_REQUEST_NULL;
     }
+    free(mine);
     return SC_OK;
 }
 
