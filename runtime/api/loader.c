@@ -840,6 +840,16 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
                 (unsigned long long)ld->cfg.shuffle_window,
                 cfg->shuffle_window == SC_WINDOW_AUTO
                     ? " (auto: half of SC_STREAM_BYTES' samples, at least 4096)" : "");
+    /* Each partition shuffles within window / P (core/schedule.c): say when that is nothing. */
+    if (ld->rank == 0 && cfg->partitions && ld->cfg.shuffle_window &&
+        ld->cfg.shuffle_window / cfg->partitions < 2)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "SC_SHUFFLE_WINDOW of %llu samples over SC_PARTITIONS=%llu leaves each "
+                "partition a window of %llu: its samples come in plan order, unshuffled; a "
+                "window of at least %llu shuffles them",
+                (unsigned long long)ld->cfg.shuffle_window, (unsigned long long)cfg->partitions,
+                (unsigned long long)(ld->cfg.shuffle_window / cfg->partitions),
+                (unsigned long long)(2 * cfg->partitions));
     sc__stream_opts so = {
         .producers = cfg->producers > 0 ? cfg->producers : producers,
         .depth = cfg->prefetch_batches,
