@@ -11,6 +11,13 @@
  * traffic: a singleton.
  *
  *   bench_scale [--max-shards N] [--sim-shards N] [--epochs E] [--doc FILE] [--svg FILE]
+ *   bench_scale --partitions K [--batch B] [--ranks R1,R2,...] [--sim-shards N]
+ *               [--epochs E] [--doc FILE]
+ *
+ * The second form simulates only the hit rates of SC_PARTITIONS = K x R
+ * (batch B per rank, a multiple of K) beside the same modes without
+ * partitions at the same batch, counting the shards cut to a rank as its
+ * reads too, and writes the block "scale-partitions".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +34,17 @@ static void die(const char *what, const sc_error *err)
     exit(1);
 }
 
+/* One simulated job's settings. */
+typedef struct simcfg {
+    sc_shuffle_mode mode;
+    double q;            /* sticky's exchange */
+    int shared;          /* SC_PEERS=on: the node's and the old owner's caches serve too */
+    uint64_t batch;      /* per rank */
+    uint64_t partitions; /* SC_PARTITIONS, 0 off */
+} simcfg;
+
 static sc_plan_params params(const uint64_t *sizes, uint64_t n, uint32_t R, uint64_t epoch,
-                             sc_shuffle_mode mode, double q)
+                             const simcfg *c)
 {
     sc_plan_params p = SC_PLAN_PARAMS_INIT;
     p.shard_sizes = sizes;
@@ -36,9 +52,10 @@ static sc_plan_params params(const uint64_t *sizes, uint64_t n, uint32_t R, uint
     p.world_size = R;
     p.seed = 11;
     p.epoch = epoch;
-    p.batch_size = 1;
-    p.mode = mode;
-    p.exchange = q;
+    p.batch_size = c->batch;
+    p.mode = c->mode;
+    p.exchange = c->q;
+    p.partitions = c->partitions;
     return p;
 }
 
@@ -59,7 +76,8 @@ static int plan_grid(char *text, size_t cap, uint64_t max_shards)
         for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
             if (ranks[i] > shards)
                 continue;
-            sc_plan_params p = params(sizes, shards, ranks[i], 0, SC_SHUFFLE_GLOBAL, 0);
+            simcfg c = {SC_SHUFFLE_GLOBAL, 0, 0, 1, 0};
+            sc_plan_params p = params(sizes, shards, ranks[i], 0, &c);
             sc_plan *plan = NULL, *back = NULL;
             sc_error err;
             double t0 = bench_now();
@@ -92,6 +110,9 @@ typedef struct sim {
     sc__evict **ev;  /* [R] */
     uint32_t R;
     uint32_t *seq;
+    uint32_t *reads;  /* this epoch's, rank after rank: home shards, then those cut to it */
+    uint64_t *first;  /* [R + 1]: rank r's reads are reads[first[r] .. first[r+1]) */
+    uint64_t *homes;  /* [R]: how many of rank r's reads are its home shards */
 } sim;
 
 enum { SIM_NODE = 8 }; /* ranks a node, where caches are shared */
@@ -127,17 +148,67 @@ static int sim_where(const sim *m, uint32_t r, uint32_t shard, uint64_t e, int s
     return 0;
 }
 
-/* Rank r's reads of epoch e; where[i] says where each comes from (sim_where). */
+/* Whether rank r's cut reads of the epoch so far, reads[from..to), hold `shard`. */
+static int sim_listed(const uint32_t *reads, uint64_t from, uint64_t to, uint32_t shard)
+{
+    for (uint64_t i = from; i < to; i++)
+        if (reads[i] == shard)
+            return 1;
+    return 0;
+}
+
+/*
+ * Every rank's reads of epoch e into m->reads: its home shards in plan
+ * order, then each shard cut to it from another rank's (read whole, as
+ * the cache's unit is the shard; once, however many ranges it gets).
+ * Returns the cut reads.
+ */
+static uint64_t sim_reads(sim *m, uint64_t e)
+{
+    sc_plan_info in;
+    sc_plan_get_info(m->plans[e], &in);
+    /* The cuts by the rank they go to: a counting sort into cut[], by[r] .. by[r+1]. */
+    uint64_t *by = calloc((size_t)m->R + 2, sizeof *by), at = 0, cuts = 0;
+    sc_plan_cut *cut = malloc(sizeof *cut * (in.cuts + 1)), c;
+    if (!by || !cut)
+        die("cuts", NULL);
+    for (uint64_t i = 0; i < in.cuts; i++)
+        sc_plan_get_cut(m->plans[e], i, &c), by[c.to + 2]++;
+    for (uint32_t r = 0; r < m->R; r++)
+        by[r + 2] += by[r + 1];
+    for (uint64_t i = 0; i < in.cuts; i++)
+        sc_plan_get_cut(m->plans[e], i, &c), cut[by[c.to + 1]++] = c;
+    for (uint32_t r = 0; r < m->R; r++) {
+        const uint32_t *a;
+        sc_plan_rank(m->plans[e], r, &a, &m->homes[r], NULL);
+        m->first[r] = at;
+        memcpy(m->reads + at, a, sizeof *a * m->homes[r]);
+        at += m->homes[r];
+        for (uint64_t i = by[r]; i < by[r + 1]; i++)
+            if (cut[i].from != r &&
+                !sim_listed(m->reads, m->first[r] + m->homes[r], at, (uint32_t)cut[i].shard))
+                m->reads[at++] = (uint32_t)cut[i].shard, cuts++;
+    }
+    m->first[m->R] = at;
+    free(by);
+    free(cut);
+    return cuts;
+}
+
+/*
+ * Rank r's reads of epoch e; where[i] says where each comes from
+ * (sim_where).  Its cache's future is its home shards of this epoch and
+ * the next, as the loader gives it (sc_plan_rank): cut reads are off it.
+ */
 static void sim_epoch(sim *m, uint32_t r, uint64_t e, const unsigned char *where,
                       uint64_t *hits, uint64_t *reads)
 {
-    const uint32_t *a, *b;
-    uint64_t na, nb;
-    sc_plan_rank(m->plans[e], r, &a, &na, NULL);
+    const uint32_t *a = m->reads + m->first[r], *b;
+    uint64_t na = m->first[r + 1] - m->first[r], nb;
     sc_plan_rank(m->plans[e + 1], r, &b, &nb, NULL);
-    memcpy(m->seq, a, sizeof *m->seq * na);
-    memcpy(m->seq + na, b, sizeof *m->seq * nb);
-    sc__evict_future(m->ev[r], m->seq, na + nb);
+    memcpy(m->seq, a, sizeof *m->seq * m->homes[r]);
+    memcpy(m->seq + m->homes[r], b, sizeof *m->seq * nb);
+    sc__evict_future(m->ev[r], m->seq, m->homes[r] + nb);
     for (uint64_t i = 0; i < na; i++) {
         /* Its own cache as it is now (an entry held at the start may have gone since). */
         int w = sc__evict_has(m->ev[r], a[i]) ? 1 : where[i] == 1 ? 0 : where[i];
@@ -160,18 +231,20 @@ static void sim_epoch(sim *m, uint32_t r, uint64_t e, const unsigned char *where
  * `shared`, a read is also served by a neighbour's cache (SIM_NODE ranks a
  * node) or sent from its old owner's: what SC_PEERS=on gives.
  */
-static double simulate(const uint64_t *sizes, uint64_t nshards, uint32_t R, sc_shuffle_mode mode,
-                       double q, int shared, uint64_t epochs, double *per_epoch)
+static double simulate(const uint64_t *sizes, uint64_t nshards, uint32_t R, const simcfg *c,
+                       uint64_t epochs, double *per_epoch, double *cut_share)
 {
+    /* Reads of an epoch: every shard at its home, and each cut's shard once more at most. */
+    uint64_t units = c->partitions ? c->partitions : R, most = nshards + 2 * units + 1;
     sim m = {calloc(epochs + 1, sizeof *m.plans), calloc(R, sizeof *m.ev), R,
-             malloc(sizeof *m.seq * (2 * nshards + 1))};
-    unsigned char *where = malloc(nshards + 1);
-    uint64_t *first = malloc(sizeof *first * ((size_t)R + 1));
+             malloc(sizeof *m.seq * (2 * nshards + 1)), malloc(sizeof *m.reads * most),
+             malloc(sizeof *m.first * ((size_t)R + 1)), malloc(sizeof *m.homes * R)};
+    unsigned char *where = malloc(most);
     sc_error err;
-    if (!m.plans || !m.ev || !m.seq || !where || !first)
+    if (!m.plans || !m.ev || !m.seq || !m.reads || !m.first || !m.homes || !where)
         die("simulate", NULL);
     for (uint64_t e = 0; e <= epochs; e++) {
-        sc_plan_params p = params(sizes, nshards, R, e, mode, q);
+        sc_plan_params p = params(sizes, nshards, R, e, c);
         if (sc_plan_create(&p, e ? m.plans[e - 1] : NULL, &m.plans[e], &err) != SC_OK)
             die("plan", &err);
     }
@@ -179,21 +252,19 @@ static double simulate(const uint64_t *sizes, uint64_t nshards, uint32_t R, sc_s
     for (uint32_t r = 0; r < R; r++)
         if (sc__evict_new(SC_CACHE_BELADY, cap * 1024, &m.ev[r]) != SC_OK)
             die("evict", NULL);
-    uint64_t hits[64] = {0}, reads[64] = {0};
+    uint64_t hits[64] = {0}, reads[64] = {0}, cuts = 0, all = 0;
     for (uint64_t e = 0; e < epochs; e++) {
+        cuts += sim_reads(&m, e);
+        all += m.first[R];
         /* Where each read comes from, as the caches stand when the epoch begins. */
-        uint64_t at = 0;
-        for (uint32_t r = 0; r < R; r++) {
-            const uint32_t *a;
-            uint64_t na;
-            sc_plan_rank(m.plans[e], r, &a, &na, NULL);
-            first[r] = at;
-            for (uint64_t i = 0; i < na; i++)
-                where[at++] = (unsigned char)sim_where(&m, r, a[i], e, shared);
-        }
         for (uint32_t r = 0; r < R; r++)
-            sim_epoch(&m, r, e, where + first[r], hits, reads);
+            for (uint64_t i = m.first[r]; i < m.first[r + 1]; i++)
+                where[i] = (unsigned char)sim_where(&m, r, m.reads[i], e, c->shared);
+        for (uint32_t r = 0; r < R; r++)
+            sim_epoch(&m, r, e, where + m.first[r], hits, reads);
     }
+    if (cut_share)
+        *cut_share = all ? 100.0 * (double)cuts / (double)all : 0;
     double later = 0;
     for (uint64_t e = 0; e < epochs; e++) {
         per_epoch[e] = reads[e] ? 100.0 * (double)hits[e] / (double)reads[e] : 0;
@@ -206,8 +277,10 @@ static double simulate(const uint64_t *sizes, uint64_t nshards, uint32_t R, sc_s
     free(m.plans);
     free(m.ev);
     free(m.seq);
+    free(m.reads);
+    free(m.first);
+    free(m.homes);
     free(where);
-    free(first);
     return epochs > 1 ? later / (double)(epochs - 1) : 0;
 }
 
@@ -248,12 +321,100 @@ static void write_svg(const char *path, const uint32_t *ranks, int nr, double hi
     fclose(f);
 }
 
+/* 1024-sample shards, at least 20 a rank: sizes[*n] (free it). */
+static uint64_t *sim_sizes(uint64_t sim_shards, uint32_t R, uint64_t *n)
+{
+    *n = sim_shards > 20 * (uint64_t)R ? sim_shards : 20 * (uint64_t)R;
+    uint64_t *sizes = malloc(sizeof *sizes * *n);
+    if (!sizes)
+        die("sizes", NULL);
+    for (uint64_t k = 0; k < *n; k++)
+        sizes[k] = 1024;
+    return sizes;
+}
+
+/*
+ * --partitions K: the hit rates of SC_PARTITIONS = K x R beside the same
+ * modes without partitions, all at batch B a rank; the share of reads
+ * that are cuts' (global, partitions).  Appends the table to `text`.
+ */
+static int partitions_table(char *text, size_t cap, const int *ranks, int nr, uint64_t K,
+                            uint64_t B, uint64_t sim_shards, uint64_t epochs)
+{
+    static const char *const head[] = {"sticky q=0.1", "sticky q=0.1, P", "global", "global, P",
+                                       "global + transfers", "global, P + transfers"};
+    enum { NM = sizeof head / sizeof head[0] };
+    int n = snprintf(text, cap,
+                     "Cache hit rate, epochs 1..%llu averaged, %llu shards of 1024 samples (at "
+                     "least 20 a rank), batch %llu a rank, P = %llu x ranks partitions, a cache "
+                     "of 1.2x a rank's share, Belady over the current and next epoch's lists.  "
+                     "A rank's reads are its home shards, then each shard cut to it from another "
+                     "rank (read whole: the cache's unit is the shard), which its cache's future "
+                     "does not list (the loader gives it sc_plan_rank's home shards); the last "
+                     "columns are the share of reads that are cut reads (global, without and "
+                     "with P):\n\n| ranks | P |",
+                     (unsigned long long)(epochs - 1), (unsigned long long)sim_shards,
+                     (unsigned long long)B, (unsigned long long)K);
+    for (int m = 0; m < NM; m++)
+        n += snprintf(text + n, cap - (size_t)n, " %s |", head[m]);
+    n += snprintf(text + n, cap - (size_t)n,
+                  " cut reads, global | cut reads, global, P |\n"
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < nr; i++) {
+        uint32_t R = (uint32_t)ranks[i];
+        uint64_t shards, *sizes = sim_sizes(sim_shards, R, &shards);
+        double hit, per_epoch[64], cut[NM] = {0};
+        n += snprintf(text + n, cap - (size_t)n, "| %u | %llu |", R, (unsigned long long)(K * R));
+        for (int m = 0; m < NM; m++) {
+            simcfg c = {m < 2 ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL, m < 2 ? 0.1 : 0, m >= 4,
+                        B, m % 2 ? K * R : 0};
+            hit = simulate(sizes, shards, R, &c, epochs, per_epoch, &cut[m]);
+            n += snprintf(text + n, cap - (size_t)n, " %.1f%% |", hit);
+        }
+        n += snprintf(text + n, cap - (size_t)n, " %.2f%% | %.2f%% |\n", cut[2], cut[3]);
+        fprintf(stderr, "simulated %u ranks, %llu partitions\n", R, (unsigned long long)(K * R));
+        free(sizes);
+    }
+    return n;
+}
+
+/* The second form (--partitions): its table alone, in the block "scale-partitions". */
+static int partitions_main(const char *ranks_arg, uint64_t K, uint64_t B, uint64_t sim_shards,
+                           uint64_t epochs, const char *doc)
+{
+    int ranks[16], nr = bench_int_list(ranks_arg, ranks, 16);
+    if (!nr || !K || !B || B % K) {
+        fprintf(stderr, "bench_scale: --ranks %s --partitions %llu --batch %llu: needs rank "
+                        "counts and a batch that is a multiple of the partitions a rank\n",
+                ranks_arg, (unsigned long long)K, (unsigned long long)B);
+        return 2;
+    }
+    static char text[8192];
+    int n = snprintf(text, sizeof text,
+                     "`bench_scale --partitions %llu --batch %llu --ranks %s --sim-shards %llu "
+                     "--epochs %llu`\n\n", (unsigned long long)K, (unsigned long long)B,
+                     ranks_arg, (unsigned long long)sim_shards, (unsigned long long)epochs);
+    partitions_table(text + n, sizeof text - (size_t)n, ranks, nr, K, B, sim_shards, epochs);
+    printf("%s", text);
+    if (doc && bench_doc_write(doc, "scale-partitions", text) != 0) {
+        fprintf(stderr, "bench_scale: cannot write %s\n", doc);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    uint64_t max_shards = 100000000, sim_shards = 20480, epochs = 5;
-    const char *doc = NULL, *svg = NULL;
+    uint64_t max_shards = 100000000, sim_shards = 20480, epochs = 5, parts = 0, batch = 64;
+    const char *doc = NULL, *svg = NULL, *ranks_arg = "8,32,128,512,1024";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--max-shards"))
+        if (!strcmp(argv[i], "--partitions"))
+            parts = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--batch"))
+            batch = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--ranks"))
+            ranks_arg = argv[i + 1];
+        else if (!strcmp(argv[i], "--max-shards"))
             max_shards = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--sim-shards"))
             sim_shards = strtoull(argv[i + 1], NULL, 10);
@@ -266,6 +427,8 @@ int main(int argc, char **argv)
     }
     if (epochs < 2 || epochs > 60 || sim_shards < 1024 || max_shards < 10000)
         return 2;
+    if (parts)
+        return partitions_main(ranks_arg, parts, batch, sim_shards, epochs, doc);
     MPI_Init(&argc, &argv);
     static char text[16384];
     int n = snprintf(text, sizeof text,
@@ -297,16 +460,11 @@ int main(int argc, char **argv)
                   "| ---: | ---: | ---: | ---: | ---: | ---: |\n",
                   (unsigned long long)(epochs - 1), (unsigned long long)sim_shards, SIM_NODE);
     for (int i = 0; i < NR; i++) {
-        uint64_t shards = sim_shards > 20 * (uint64_t)ranks[i] ? sim_shards : 20 * (uint64_t)ranks[i];
-        uint64_t *sizes = malloc(sizeof *sizes * shards);
-        if (!sizes)
-            die("sizes", NULL);
-        for (uint64_t k = 0; k < shards; k++)
-            sizes[k] = 1024;
-        for (int m = 0; m < NM; m++)
-            hit[m][i] = simulate(sizes, shards, ranks[i],
-                                 m >= 3 ? SC_SHUFFLE_GLOBAL : SC_SHUFFLE_STICKY, qs[m], m == 4,
-                                 epochs, per_epoch);
+        uint64_t shards, *sizes = sim_sizes(sim_shards, ranks[i], &shards);
+        for (int m = 0; m < NM; m++) {
+            simcfg c = {m >= 3 ? SC_SHUFFLE_GLOBAL : SC_SHUFFLE_STICKY, qs[m], m == 4, 1, 0};
+            hit[m][i] = simulate(sizes, shards, ranks[i], &c, epochs, per_epoch, NULL);
+        }
         n += snprintf(text + n, sizeof text - (size_t)n,
                       "| %u | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", ranks[i],
                       hit[0][i], hit[1][i], hit[2][i], hit[3][i], hit[4][i]);

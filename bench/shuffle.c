@@ -10,10 +10,13 @@
  *
  *   bench_shuffle [--samples N] [--classes K] [--shard S] [--batch B]
  *                 [--ranks R] [--window W|auto] [--sample-bytes S] [--epochs E]
- *                 [--doc FILE]
+ *                 [--partitions P1,P2,...] [--doc FILE]
  *
  * --window auto is what SC_SHUFFLE_WINDOW=auto gives a job with the default
  * SC_STREAM_BYTES (256M) and samples of --sample-bytes (3x32x32 + a label).
+ * --partitions adds global-mode rows with SC_PARTITIONS=P (the batch per
+ * rank stays B: each P divides R x B and is a multiple of R; each partition
+ * shuffles within window / P) and writes the block "shuffle-partitions".
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,8 +28,11 @@
 #include "plan.h"
 #include "shardcache/config.h"
 
+enum { MAX_PARTS = 8 };
+
 typedef struct opts {
     uint64_t samples, classes, shard, batch, ranks, window, epochs, sample_bytes;
+    int nparts, parts[MAX_PARTS]; /* --partitions */
 } opts;
 
 /* What the batches look like, averaged over every batch of every epoch. */
@@ -53,8 +59,9 @@ static void mean(sc_quality_figures *f, uint64_t n)
     f->shards /= d, f->moved /= d, f->bits /= d, f->classes /= d;
 }
 
-/* Every rank's batches over the epochs of one mode (sc_plan_quality). */
-static quality measure(const opts *o, sc_shuffle_mode mode, const uint32_t *labels)
+/* Every rank's batches over the epochs of one mode and partitions (sc_plan_quality). */
+static quality measure(const opts *o, sc_shuffle_mode mode, uint64_t partitions,
+                       const uint32_t *labels)
 {
     uint64_t nshards = o->samples / o->shard;
     uint64_t *sizes = malloc(sizeof *sizes * nshards);
@@ -69,6 +76,7 @@ static quality measure(const opts *o, sc_shuffle_mode mode, const uint32_t *labe
         sc_plan_params p = SC_PLAN_PARAMS_INIT;
         p.shard_sizes = sizes, p.nshards = nshards, p.world_size = (uint32_t)o->ranks;
         p.seed = 7, p.epoch = e, p.batch_size = o->batch, p.mode = mode, p.exchange = 0.1;
+        p.partitions = partitions;
         sc_plan *plan = NULL;
         if (sc_plan_create(&p, prev, &plan, &err) != SC_OK)
             die("plan", &err);
@@ -100,9 +108,13 @@ static void parse(int argc, char **argv, opts *o, const char **doc)
              {"--batch", &o->batch},     {"--ranks", &o->ranks},     {"--window", &o->window},
              {"--epochs", &o->epochs},   {"--sample-bytes", &o->sample_bytes}};
     for (int i = 1; i + 1 < argc; i += 2) {
-        int known = !strcmp(argv[i], "--doc");
-        if (known)
+        int known = !strcmp(argv[i], "--doc") || !strcmp(argv[i], "--partitions");
+        if (!strcmp(argv[i], "--doc"))
             *doc = argv[i + 1];
+        else if (known && !(o->nparts = bench_int_list(argv[i + 1], o->parts, MAX_PARTS))) {
+            fprintf(stderr, "bench_shuffle: --partitions %s: a list of counts\n", argv[i + 1]);
+            exit(2);
+        }
         for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
             if (!strcmp(argv[i], f[k].flag))
                 *f[k].v = f[k].v == &o->window && !strcmp(argv[i + 1], "auto")
@@ -119,11 +131,26 @@ static void parse(int argc, char **argv, opts *o, const char **doc)
         fprintf(stderr, "bench_shuffle: settings out of range\n");
         exit(2);
     }
+    for (int k = 0; k < o->nparts; k++)
+        if (o->parts[k] % o->ranks || (o->batch * o->ranks) % (uint64_t)o->parts[k]) {
+            fprintf(stderr, "bench_shuffle: --partitions %d: needs a multiple of --ranks %llu "
+                            "dividing the global batch %llu\n", o->parts[k],
+                    (unsigned long long)o->ranks, (unsigned long long)(o->batch * o->ranks));
+            exit(2);
+        }
+}
+
+/* One row of the table: a layout, an order and its figures. */
+static int row(char *text, size_t cap, const char *layout, const char *name,
+               const sc_quality_figures *f)
+{
+    return snprintf(text, cap, "| %s | %s | %.2f | %.1f | %.1f | %.3f |\n", layout, name, f->bits,
+                    f->classes, f->shards, f->moved);
 }
 
 int main(int argc, char **argv)
 {
-    opts o = {65536, 10, 256, 64, 4, SC_WINDOW_AUTO, 3, 3 * 32 * 32 + 8};
+    opts o = {65536, 10, 256, 64, 4, SC_WINDOW_AUTO, 3, 3 * 32 * 32 + 8, 0, {0}};
     const char *doc = NULL;
     parse(argc, argv, &o, &doc);
     int automatic = o.window == SC_WINDOW_AUTO;
@@ -139,34 +166,42 @@ int main(int argc, char **argv)
         random[i] = (uint32_t)sc__rng_below(&r, o.classes);
         sorted[i] = (uint32_t)(i * o.classes / o.samples);
     }
-    static char text[4096];
-    char window[64];
+    static char text[8192];
+    char window[64], parts[96] = "";
     snprintf(window, sizeof window, automatic ? "auto --sample-bytes %llu" : "%llu",
              (unsigned long long)(automatic ? o.sample_bytes : o.window));
+    for (int k = 0, m = 0; k < o.nparts; k++)
+        m += snprintf(parts + m, sizeof parts - (size_t)m, "%s%d", k ? "," : " --partitions ",
+                      o.parts[k]);
     int n = snprintf(text, sizeof text,
                      "`bench_shuffle --samples %llu --classes %llu --shard %llu --batch %llu "
-                     "--ranks %llu --window %s --epochs %llu` (plans and schedules only; "
+                     "--ranks %llu --window %s --epochs %llu%s` (plans and schedules only; "
                      "window %llu samples)\n\n"
                      "| labels stored | order | label entropy per batch (bits) | classes per "
                      "batch | shards per batch | moved |\n| --- | --- | ---: | ---: | ---: | ---: |\n",
                      (unsigned long long)o.samples, (unsigned long long)o.classes,
                      (unsigned long long)o.shard, (unsigned long long)o.batch,
                      (unsigned long long)o.ranks, window, (unsigned long long)o.epochs,
-                     (unsigned long long)o.window);
+                     parts, (unsigned long long)o.window);
     const char *layout[] = {"random", "class-sorted"};
     const uint32_t *labels[] = {random, sorted};
     for (int l = 0; l < 2; l++) {
-        quality sticky = measure(&o, SC_SHUFFLE_STICKY, labels[l]);
-        quality global = measure(&o, SC_SHUFFLE_GLOBAL, labels[l]);
+        quality sticky = measure(&o, SC_SHUFFLE_STICKY, 0, labels[l]);
+        quality global = measure(&o, SC_SHUFFLE_GLOBAL, 0, labels[l]);
         const sc_quality_figures *f[3] = {&global.uniform, &sticky.plan, &global.plan};
         const char *name[3] = {"uniform permutation", "shardcache sticky", "shardcache global"};
         for (int k = 0; k < 3; k++)
-            n += snprintf(text + n, sizeof text - (size_t)n,
-                          "| %s | %s | %.2f | %.1f | %.1f | %.3f |\n", layout[l], name[k],
-                          f[k]->bits, f[k]->classes, f[k]->shards, f[k]->moved);
+            n += row(text + n, sizeof text - (size_t)n, layout[l], name[k], f[k]);
+        for (int k = 0; k < o.nparts; k++) {
+            quality part = measure(&o, SC_SHUFFLE_GLOBAL, (uint64_t)o.parts[k], labels[l]);
+            char what[64];
+            snprintf(what, sizeof what, "shardcache global, P = %d", o.parts[k]);
+            n += row(text + n, sizeof text - (size_t)n, layout[l], what, &part.plan);
+        }
     }
     printf("%s", text);
-    int rc = doc && bench_doc_write(doc, "shuffle", text) != 0;
+    const char *block = o.nparts ? "shuffle-partitions" : "shuffle";
+    int rc = doc && bench_doc_write(doc, block, text) != 0;
     free(random);
     free(sorted);
     return rc;
