@@ -294,7 +294,8 @@ static int cmd_verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t
         if (sc_plan_sample_owner(plan, first, id, &owner) != SC_OK || owner != rs[i].rank) {
             if (shown++ < 10)
                 printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
-                       "rank %d\n", in.epoch, id, rs[i].rank, owner == UINT32_MAX ? -1 : (int)owner);
+                       "rank %d\n", in.epoch, id, rs[i].rank,
+                       owner == UINT32_MAX ? -1 : (int)owner);
             bad++;
             continue;
         }

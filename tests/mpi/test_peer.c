@@ -152,7 +152,7 @@ static uint64_t sum(const uint64_t *v, int from)
     return s;
 }
 
-/* The most a job may read from the source without re-reading: the dataset once, and its cut shards. */
+/* The most a job reads from the source without re-reading: the dataset once, its cut shards. */
 static uint64_t once(const totals *t)
 {
     return DATASET_BYTES + sum(t->cut, 0);
@@ -221,7 +221,8 @@ static void test_two_ranks_a_node(void **state)
     for (unsigned k = 0; k < sc_test_cases(2); k++) {
         sc_config c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 9, seed + k);
         totals on = run(&c), off = run_off(&c);
-        /* Source bytes beyond one read of the dataset and its cut shards (an epoch's may be the next's). */
+        /* Source bytes beyond one read of the dataset and its cut shards (an epoch's may
+         * be the next's). */
         uint64_t again_on = again(&on), again_off = again(&off);
         if (sum(on.peers, 0) == 0 || 4 * again_on >= again_off)
             fail_msg("seed %llu: %llu bytes read again from the source and %llu from other "
