@@ -35,8 +35,8 @@ typedef enum sc_shuffle_mode {
 } sc_shuffle_mode;
 
 typedef enum sc_remainder {
-    SC_REMAINDER_DROP = 0, /* every rank stops at the smallest rank's batch count */
-    SC_REMAINDER_PAD = 1   /* short ranks repeat samples up to the largest count */
+    SC_REMAINDER_DROP = 0, /* floor(N / (R B)) batches a rank: fewer than R x B left out */
+    SC_REMAINDER_PAD = 1   /* ceil(N / (R B)): fewer than R x B repeats, at ranks' ends */
 } sc_remainder;
 
 typedef struct sc_plan sc_plan;
@@ -80,13 +80,12 @@ SC_API void sc_plan_free(sc_plan *plan);
 /*
  * Whether a job with these parameters can plan every epoch (params->epoch
  * and prev aside): the counts (shards, at least one a rank, batch size),
- * the policy, the shard sizes, and with SC_REMAINDER_DROP enough samples
- * that the smallest rank fills a batch in any epoch (every rank holds a
- * shard, and ranks a shard apart: the smallest shard >= B, or total >=
- * R x B + (R-1) x largest shard).  sc_loader_open
- * refuses what this refuses, on every rank, before any epoch; the words
- * name the sizes and what would fit.  sc_plan_create checks the same at
- * each epoch but the fill, which it finds from that epoch's plan.
+ * the policy, the shard sizes, the partitions (R divides P, P divides
+ * R x B, P <= shards), and with SC_REMAINDER_DROP (or partitions) one
+ * global batch: total >= R x B, whatever the shards, since the remainder
+ * is cut at sample granularity.  sc_loader_open refuses what this
+ * refuses, on every rank, before any epoch; the words name the sizes and
+ * what would fit.  sc_plan_create checks the same at each epoch.
  */
 SC_API int sc_plan_params_check(const sc_plan_params *params, sc_error *err);
 
@@ -166,9 +165,10 @@ SC_API int sc_plan_decode(const void *buf, size_t len, sc_plan **out,
 
 /*
  * Checks every property a plan promises against the inputs it was made
- * from: each shard has exactly one owner, equal batch counts, per-rank sample
- * counts within the largest shard, dropped/padded counts consistent, and
- * that it is byte-identical to a fresh sc_plan_create() of the same inputs.
+ * from: each shard has exactly one home, its cuts valid and with what its
+ * home keeps covering it once, every unit serving its target, equal batch
+ * counts, fewer than R x B samples dropped or padded, and that it is
+ * byte-identical to a fresh sc_plan_create() of the same inputs.
  * Returns SC_EPLAN naming the first property that fails.
  */
 SC_API int sc_plan_check(const sc_plan *plan, const sc_plan_params *params,

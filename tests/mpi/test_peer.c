@@ -2,7 +2,9 @@
  * Shards that move between nodes (mpi/peer.c) under mpiexec -n 1, 2 and 4,
  * each rank its own pretend node (SC_TEST_NODES) with its own cache
  * directory: in global and sticky mode no shard comes from the source
- * twice, the moved shards come from their old owners' caches, every
+ * twice but those the plans cut (read whole by two ranks: the bound is
+ * computed from the plans' cuts), the moved shards come from their old
+ * owners' caches, every
  * batch carries the source's bytes and every epoch is exactly-once; a
  * transfer whose checksum does not match is not served: the shard comes
  * from the source, and the job goes on exactly-once.  Also with two ranks
@@ -22,9 +24,13 @@ static char dir[1024], src[1200];
 enum { NSAMPLES = 576, W = 3, EPOCHS = 4 };
 enum { DATASET_BYTES = NSAMPLES * (W * 4 + 8) }; /* int32 x[W], int64 y */
 
-/* What a job's epochs read, summed over the ranks. */
+/*
+ * What a job's epochs read, summed over the ranks; cut[]: the bytes of the
+ * shards the epoch's plan cuts to another rank than their home's, which
+ * both read whole (the cache's unit is the shard).
+ */
 typedef struct totals {
-    uint64_t source[EPOCHS], peers[EPOCHS];
+    uint64_t source[EPOCHS], peers[EPOCHS], cut[EPOCHS];
 } totals;
 
 static sc_config config(sc_shuffle_mode mode, uint64_t shard, uint64_t seed)
@@ -47,12 +53,58 @@ static void set_nodes(int n)
     nodes = n;
 }
 
+/* The bytes of every field of shard s. */
+static uint64_t shard_bytes(const sc_dataset *ds, uint64_t s)
+{
+    sc_dataset_info di;
+    uint64_t all = 0, b = 0;
+    sc_dataset_get_info(ds, &di);
+    for (int f = 0; f < (int)di.nfields; f++) {
+        assert_int_equal(sc_dataset_shard_bytes(ds, s, f, &b), SC_OK);
+        all += b;
+    }
+    return all;
+}
+
+/*
+ * The plans of the job's epochs, as every rank makes them (sticky chained):
+ * the bytes of each cut's shard where the cut goes to another rank than
+ * the shard's home, a read of the source beyond one of the dataset.
+ */
+static void cut_bytes(const sc_loader *ld, const sc_config *c, uint64_t *out)
+{
+    const sc_dataset *ds = sc_loader_dataset(ld);
+    sc_plan *prev = NULL;
+    for (int e = 0; e < EPOCHS; e++) {
+        sc_plan_params p;
+        sc_plan *plan = NULL;
+        sc_error err = SC_ERROR_INIT;
+        assert_int_equal(sc_dataset_plan_params(ds, c, (uint32_t)size, (uint64_t)e, &p), SC_OK);
+        SC_ASSERT_OK(sc_plan_create(&p, prev, &plan, &err), &err);
+        sc_plan_info in;
+        sc_plan_get_info(plan, &in);
+        assert_true(in.cuts <= 2 * ((uint64_t)size - 1));
+        out[e] = 0;
+        for (uint64_t i = 0; i < in.cuts; i++) {
+            sc_plan_cut cut;
+            assert_int_equal(sc_plan_get_cut(plan, i, &cut), SC_OK);
+            if (cut.from != cut.to)
+                out[e] += shard_bytes(ds, cut.shard);
+        }
+        sc_plan_free(prev);
+        prev = plan;
+    }
+    sc_plan_free(prev);
+}
+
 /* EPOCHS epochs of `c`, every batch checked against the source; the job's totals. */
 static totals run(const sc_config *c)
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    totals t;
+    cut_bytes(ld, c, t.cut);
     uint64_t mine[2 * EPOCHS];
     for (int e = 0; e < EPOCHS; e++) {
         assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
@@ -78,7 +130,6 @@ static totals run(const sc_config *c)
     assert_int_equal(sc_loader_close(ld), SC_OK);
     uint64_t all[2 * EPOCHS];
     MPI_Allreduce(mine, all, 2 * EPOCHS, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    totals t;
     for (int e = 0; e < EPOCHS; e++)
         t.source[e] = all[e], t.peers[e] = all[EPOCHS + e];
     return t;
@@ -101,17 +152,24 @@ static uint64_t sum(const uint64_t *v, int from)
     return s;
 }
 
-/* Bytes read from the source beyond one read of the dataset. */
+/* The most a job reads from the source without re-reading: the dataset once, its cut shards. */
+static uint64_t once(const totals *t)
+{
+    return DATASET_BYTES + sum(t->cut, 0);
+}
+
+/* Bytes read from the source beyond one read of the dataset and its cut shards. */
 static uint64_t again(const totals *t)
 {
     uint64_t all = sum(t->source, 0);
-    return all > DATASET_BYTES ? all - DATASET_BYTES : 0;
+    return all > once(t) ? all - once(t) : 0;
 }
 
 /*
  * Random shard sizes and seeds: no shard comes from the source twice in a
- * job (epoch 0 reads nearly all of them; one it dropped by policy may
- * first be read later).
+ * job but the cut ones, read whole by their home and by the rank a range
+ * is cut to (epoch 0 reads nearly all of them; one it dropped by policy
+ * may first be read later).
  */
 static void check_mode(sc_shuffle_mode mode)
 {
@@ -120,11 +178,12 @@ static void check_mode(sc_shuffle_mode mode)
         uint64_t shard = 4 + (seed + k) % 9;
         sc_config c = config(mode, shard, seed + k);
         totals t = run(&c);
-        if (t.source[0] == 0 || sum(t.source, 0) > DATASET_BYTES)
+        if (t.source[0] == 0 || sum(t.source, 0) > once(&t))
             fail_msg("seed %llu, shard %llu: %llu bytes from the source in epoch 0, %llu "
-                     "after, of a %d-byte dataset", (unsigned long long)(seed + k),
-                     (unsigned long long)shard, (unsigned long long)t.source[0],
-                     (unsigned long long)sum(t.source, 1), DATASET_BYTES);
+                     "after, of a %d-byte dataset whose plans cut shards of %llu bytes",
+                     (unsigned long long)(seed + k), (unsigned long long)shard,
+                     (unsigned long long)t.source[0], (unsigned long long)sum(t.source, 1),
+                     DATASET_BYTES, (unsigned long long)sum(t.cut, 0));
         /* One node has nothing to send; several move shards every epoch. */
         if ((size > 1) != (sum(t.peers, 0) > 0))
             fail_msg("%d ranks: %llu bytes from other nodes", size,
@@ -162,7 +221,8 @@ static void test_two_ranks_a_node(void **state)
     for (unsigned k = 0; k < sc_test_cases(2); k++) {
         sc_config c = config(SC_SHUFFLE_GLOBAL, 4 + (seed + k) % 9, seed + k);
         totals on = run(&c), off = run_off(&c);
-        /* Source bytes beyond one read of the dataset (an epoch's may be the next's). */
+        /* Source bytes beyond one read of the dataset and its cut shards (an epoch's may
+         * be the next's). */
         uint64_t again_on = again(&on), again_off = again(&off);
         if (sum(on.peers, 0) == 0 || 4 * again_on >= again_off)
             fail_msg("seed %llu: %llu bytes read again from the source and %llu from other "
@@ -180,7 +240,7 @@ static void test_one_transfer_at_a_time(void **state)
     sc_config c = config(SC_SHUFFLE_GLOBAL, 5, sc_test_seed());
     c.peer_bytes = 1;
     totals t = run(&c);
-    assert_true(sum(t.source, 0) <= DATASET_BYTES);
+    assert_true(sum(t.source, 0) <= once(&t));
     assert_int_equal(size > 1, sum(t.peers, 0) > 0);
 }
 
@@ -220,7 +280,7 @@ static void test_peers_off(void **state)
      * Over the job, not per epoch: a producer of the next epoch may read a
      * shard before this epoch's does, and the read is the next epoch's.
      */
-    if ((size > 1) != (sum(t.source, 0) > DATASET_BYTES))
+    if ((size > 1) != (sum(t.source, 0) > once(&t)))
         fail_msg("%d ranks: %llu bytes from the source in all, of a %d-byte dataset", size,
                  (unsigned long long)sum(t.source, 0), DATASET_BYTES);
 }
@@ -252,7 +312,7 @@ static void test_corrupt_transfer_is_not_served(void **state)
     totals t = run(&c);
     unsetenv("SC_FAULT");
     assert_int_equal(sum(t.peers, 0), 0);
-    assert_true(sum(t.source, 0) > DATASET_BYTES);
+    assert_true(sum(t.source, 0) > once(&t));
 }
 
 int main(int argc, char **argv)

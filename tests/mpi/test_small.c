@@ -5,7 +5,8 @@
  * world size and the settings (more ranks than shards, too few samples for
  * a batch a rank with remainder=drop) is refused by sc_loader_open, on
  * every rank, with words naming the sizes, never at an epoch's begin; and
- * what opens runs its epochs exactly once.  Randomized within a few
+ * what opens runs its epochs exactly once, dropping or repeating fewer
+ * than one global batch (R x B samples) an epoch.  Randomized within a few
  * seconds: SC_TEST_SEED picks the cases, the failing case prints it.
  */
 #include <stdio.h>
@@ -30,6 +31,29 @@ static void source_of(uint64_t n, char *path, size_t len)
     if (!have)
         assert_int_equal(sc_t_write_samples(path, 0, n, W), 0);
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/*
+ * The remainder is cut at sample granularity: b = floor (drop) or ceil
+ * (pad) of n / (R x B) batches a rank, and drop leaves out, pad repeats,
+ * exactly the difference to b global batches: fewer than one, R x B.
+ * (Whole shards left up to a shard a rank over or under.)
+ */
+static void run_epoch_remainder(const sc_config *cfg, uint64_t n, uint64_t b,
+                                const sc_exactly_once *eo, const char *what)
+{
+    uint64_t G = (uint64_t)size * cfg->batch_size, all = b * G;
+    int drop = cfg->remainder == SC_REMAINDER_DROP;
+    uint64_t want_b = drop ? n / G : (n + G - 1) / G;
+    if (b != want_b || eo->dropped != (drop ? n - all : 0) ||
+        eo->padded != (drop ? 0 : all - n) || eo->dropped >= G || eo->padded >= G)
+        fail_msg("%s: %llu batches a rank, %llu dropped, %llu padded; %llu samples on %d "
+                 "ranks in batches of %llu with remainder=%s want %llu batches and fewer "
+                 "than %llu %s", what, (unsigned long long)b,
+                 (unsigned long long)eo->dropped, (unsigned long long)eo->padded,
+                 (unsigned long long)n, size, (unsigned long long)cfg->batch_size,
+                 drop ? "drop" : "pad", (unsigned long long)want_b, (unsigned long long)G,
+                 drop ? "dropped" : "padded");
 }
 
 /* Epoch e to its end on every rank: the data, equal batches, the job's verdict. */
@@ -61,6 +85,7 @@ static void run_epoch(sc_loader *ld, const sc_config *cfg, uint64_t n, uint64_t 
     if (!rep.exactly_once.verified || !rep.exactly_once.ok)
         fail_msg("%s: epoch %llu: %s", what, (unsigned long long)e, rep.exactly_once.detail);
     assert_int_equal(rep.exactly_once.delivered + rep.exactly_once.dropped, n);
+    run_epoch_remainder(cfg, n, info.batches, &rep.exactly_once, what);
 }
 
 /*
@@ -93,18 +118,16 @@ static void test_thousand_samples_default_size(void **state)
 static const char *verdict_of(uint64_t n, uint64_t s, uint64_t R, uint64_t B, int drop,
                               char *words, size_t len)
 {
-    uint64_t shards = (n + s - 1) / s, largest = s < n ? s : n;
+    uint64_t shards = (n + s - 1) / s;
     if (R > shards) {
         snprintf(words, len, "more ranks (%llu) than shards (%llu)", (unsigned long long)R,
                  (unsigned long long)shards);
         return words;
     }
-    uint64_t smallest = n % s ? n % s : largest; /* the last shard */
-    if (drop && n < R * B + (R - 1) * largest && smallest < B) {
-        snprintf(words, len, "%llu samples in %llu shards of at most %llu cannot give each of "
-                 "%llu ranks a batch of %llu", (unsigned long long)n,
-                 (unsigned long long)shards, (unsigned long long)largest, (unsigned long long)R,
-                 (unsigned long long)B);
+    if (drop && n < R * B) { /* one global batch is enough, whatever the shards */
+        snprintf(words, len, "%llu samples cannot give each of %llu ranks a batch of %llu "
+                 "with remainder=drop: that takes %llu samples", (unsigned long long)n,
+                 (unsigned long long)R, (unsigned long long)B, (unsigned long long)(R * B));
         return words;
     }
     return NULL;

@@ -385,8 +385,11 @@ def test_close_after_a_caught_error(shared_dir, cache_dir):
 def test_default_shard_size_fits_the_small_set(dataset, cache_dir):
     """1,000 samples with SC_SHARD_SIZE's default: 334 auto shards of 3 (one
     1,024-sample shard before, which epoch 0 refused on 2 ranks); every
-    sample once; a batch no rank can fill is refused by Loader(), not by
-    the epoch, naming the sizes."""
+    sample once; with remainder=drop a batch that R ranks cannot fill from
+    N samples (N < R x B) is refused by Loader(), not by the epoch, naming
+    the sizes, and the largest batch they can fill (B = N // R: the
+    remainder is cut at sample granularity, whatever the shards) opens and
+    drops fewer than R x B samples."""
     settings = dict(source=dataset, cache_dir=cache_dir, batch_size=32, log=0)
     with shardcache.Loader(**settings) as loader:
         ids = []
@@ -395,11 +398,23 @@ def test_default_shard_size_fits_the_small_set(dataset, cache_dir):
         assert loader.info["shards"] > 0
         counts = all_ids(ids)
         assert counts.max() <= 1 and loader.verdict(0)["ok"]
+    big = SAMPLES // SIZE + 1
     with pytest.raises(shardcache.Error) as e:
-        shardcache.Loader(**dict(settings, batch_size=SAMPLES + 1))
+        shardcache.Loader(**dict(settings, batch_size=big))
     assert e.value.status == "SC_EINVAL"
-    assert f"{SAMPLES} samples in 334 shards of at most 3 cannot give each of {SIZE}" \
-        in e.value.message
+    assert (f"{SAMPLES} samples cannot give each of {SIZE} ranks a batch of {big} with "
+            f"remainder=drop: that takes {SIZE * big} samples") in e.value.message
+    fits = SAMPLES // SIZE
+    with shardcache.Loader(**dict(settings, batch_size=fits)) as loader:
+        ids = []
+        for batch in loader.epoch(0):
+            assert batch.size == fits and batch.padded == 0
+            ids.extend(batch.ids[:batch.size])
+        assert len(ids) == fits  # one batch on every rank
+        counts = all_ids(ids)
+        v = loader.verdict(0)
+        assert v["ok"] and counts.max() == 1 and v["dropped"] == SAMPLES - SIZE * fits
+        assert v["dropped"] < SIZE * fits
 
 
 @pytest.mark.parametrize("samples,rows", [(100_000, 64), (1_000, 100)])

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hash.h"
 #include "plan.h"
@@ -151,6 +152,189 @@ static void test_properties_randomized(void **state)
     }
     /* Most cases must really have been checked, not refused. */
     assert_true(checked >= cases);
+}
+
+/* ---- the remainder at sample granularity ---------------------------------- */
+
+/* A case of the remainder test: shards of 1..4096 samples, R, B, P. */
+typedef struct rem_case {
+    uint64_t sizes[256], first[257], n, total;
+    sc_plan_params p;
+} rem_case;
+
+/* P: 0, or R k with k | B (so P | R B) and P <= the shards, picked at random. */
+static uint64_t rem_partitions(sc__rng *r, uint32_t R, uint64_t B, uint64_t n)
+{
+    uint64_t ks[64], nk = 0;
+    for (uint64_t k = 1; k <= B && (uint64_t)R * k <= n && nk < 64; k++)
+        if (B % k == 0)
+            ks[nk++] = k;
+    return sc__rng_below(r, 2) && nk ? R * ks[sc__rng_below(r, nk)] : 0;
+}
+
+static void rem_gen(rem_case *c, sc__rng *r)
+{
+    uint32_t R = (uint32_t)log_uniform(r, 1, 64);
+    c->n = R + sc__rng_below(r, sc__rng_below(r, 2) ? 8 : 256 - R);
+    int small = sc__rng_below(r, 4) == 0; /* shards of 1..64: a rank's share near B */
+    c->first[0] = 0;
+    for (uint64_t i = 0; i < c->n; i++) {
+        c->sizes[i] = small ? log_uniform(r, 1, 64)
+                      : sc__rng_below(r, 4) ? log_uniform(r, 1, 4096) : 1 + sc__rng_below(r, 4096);
+        c->first[i + 1] = c->first[i] + c->sizes[i];
+    }
+    c->total = c->first[c->n];
+    /* Mostly a few global batches an epoch, where the remainder matters; some too few. */
+    uint64_t most = c->total / R + c->total / R / 4 + 1, B;
+    if (sc__rng_below(r, 4))
+        B = log_uniform(r, 1, most < 512 ? most : 512);
+    else /* about one global batch: N just above or below R x B */
+        B = c->total / R + sc__rng_below(r, 2);
+    B = B < 1 ? 1 : B > 512 ? 512 : B;
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = c->sizes;
+    p.nshards = c->n;
+    p.world_size = R;
+    p.batch_size = B;
+    p.seed = sc__rng_next(r);
+    p.epoch = sc__rng_below(r, 100);
+    p.remainder = sc__rng_below(r, 2) ? SC_REMAINDER_PAD : SC_REMAINDER_DROP;
+    p.mode = sc__rng_below(r, 2) ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL;
+    p.exchange = (double)sc__rng_below(r, 1001) / 1000.0;
+    p.partitions = rem_partitions(r, R, B, c->n);
+    c->p = p;
+}
+
+/* Drop refuses exactly N < R B; with partitions pad does too. */
+static int rem_refused(const rem_case *c)
+{
+    uint64_t G = (uint64_t)c->p.world_size * c->p.batch_size;
+    return c->total < G && (c->p.remainder == SC_REMAINDER_DROP || c->p.partitions);
+}
+
+/*
+ * Every sample is served by exactly one rank: sc_plan_sample_owner over
+ * all ids counts each rank's, which are its sc_plan_rank samples, which
+ * add up to the dataset; each rank fills its batches (drop), or all but
+ * the last with real samples and at least one (pad).
+ */
+static void rem_check_owners(const rem_case *c, const sc_plan *plan, const sc_plan_info *in)
+{
+    uint64_t count[64] = {0}, sum = 0, b = in->batches_per_rank, B = in->batch_size;
+    for (uint64_t id = 0; id < c->total; id++) {
+        uint32_t o = UINT32_MAX;
+        SC_ASSERT_OK(sc_plan_sample_owner(plan, c->first, id, &o), NULL);
+        assert_true(o < in->world_size);
+        count[o]++;
+    }
+    for (uint32_t k = 0; k < in->world_size; k++) {
+        uint64_t samples = 0;
+        SC_ASSERT_OK(sc_plan_rank(plan, k, NULL, NULL, &samples), NULL);
+        assert_int_equal(samples, count[k]);
+        sum += samples;
+        if (in->remainder == SC_REMAINDER_DROP)
+            assert_true(samples >= b * B);
+        else
+            assert_true(samples <= b * B && samples >= 1 && (b == 1 || samples + B >= b * B));
+    }
+    assert_int_equal(sum, c->total);
+}
+
+/* At most 2 (U - 1) cuts, each a tail range of a shard, from its home to another unit. */
+static void rem_check_cuts(const rem_case *c, const sc_plan *plan, const sc_plan_info *in)
+{
+    uint64_t U = in->partitions ? in->partitions : in->world_size;
+    assert_true(in->cuts <= 2 * (U - 1));
+    for (uint64_t i = 0; i < in->cuts; i++) {
+        sc_plan_cut cut;
+        uint32_t home;
+        SC_ASSERT_OK(sc_plan_get_cut(plan, i, &cut), NULL);
+        SC_ASSERT_OK(sc_plan_owner(plan, cut.shard, &home), NULL);
+        assert_true(cut.begin < cut.end && cut.end <= c->sizes[cut.shard]);
+        assert_true(cut.from_unit != cut.to_unit && cut.to_unit < U && cut.from == home);
+        assert_int_equal(cut.to, cut.to_unit / (U / in->world_size));
+    }
+    assert_int_equal(sc_plan_get_cut(plan, in->cuts, &(sc_plan_cut){0}), SC_EINVAL);
+}
+
+/* One epoch's plan against the bounds; returns it for the next (sticky chains). */
+static sc_plan *rem_epoch(const rem_case *c, const sc_plan *prev, unsigned t)
+{
+    sc_plan *plan = NULL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_plan_create(&c->p, prev, &plan, &err);
+    if (rc != SC_OK)
+        print_error("case %u: N=%llu in %llu shards, R=%u B=%llu P=%llu %s %s epoch %llu\n", t,
+                    (unsigned long long)c->total, (unsigned long long)c->n, c->p.world_size,
+                    (unsigned long long)c->p.batch_size, (unsigned long long)c->p.partitions,
+                    c->p.remainder ? "pad" : "drop", c->p.mode ? "sticky" : "global",
+                    (unsigned long long)c->p.epoch);
+    SC_ASSERT_OK(rc, &err);
+    SC_ASSERT_OK(sc_plan_check(plan, &c->p, prev, &err), &err);
+    sc_plan_info in;
+    SC_ASSERT_OK(sc_plan_get_info(plan, &in), NULL);
+    uint64_t G = (uint64_t)in.world_size * in.batch_size;
+    int drop = in.remainder == SC_REMAINDER_DROP;
+    assert_int_equal(in.batches_per_rank, drop ? c->total / G : (c->total + G - 1) / G);
+    assert_int_equal(in.dropped, drop ? c->total - in.batches_per_rank * G : 0);
+    assert_int_equal(in.padded, drop ? 0 : in.batches_per_rank * G - c->total);
+    assert_true(in.dropped < G && in.padded < G);
+    rem_check_cuts(c, plan, &in);
+    rem_check_owners(c, plan, &in);
+    return plan;
+}
+
+/*
+ * The remainder, randomized: shards of 1..4096 samples, 1..64 ranks,
+ * batches of 1..512, drop and pad, global and sticky (chained over the
+ * epochs), with and without partitions.  Drop refuses exactly N < R x B
+ * (pad with partitions too), naming the sizes; otherwise every epoch's
+ * plan passes sc_plan_check, drops or pads fewer than R x B samples with
+ * equal batch counts, cuts at most 2 (U - 1) ranges, and serves every
+ * sample from exactly one rank.  (Whole shards left up to a shard a rank
+ * over or under.)
+ */
+static void test_remainder_randomized(void **state)
+{
+    (void)state;
+    unsigned cases = sc_test_cases(200), refused = 0, cut = 0, parts = 0, few = 0;
+    clock_t t0 = clock();
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 32));
+    rem_case *c = malloc(sizeof *c);
+    assert_non_null(c);
+    for (unsigned t = 0; t < cases; t++) {
+        rem_gen(c, &r);
+        sc_error err = SC_ERROR_INIT;
+        int rc = sc_plan_params_check(&c->p, &err);
+        if (rem_refused(c)) {
+            char want[128];
+            snprintf(want, sizeof want, "%llu samples", (unsigned long long)c->total);
+            if (rc != SC_EINVAL || !strstr(err.msg, want) ||
+                (c->p.remainder == SC_REMAINDER_DROP && !strstr(err.msg, "with remainder=drop")))
+                fail_msg("case %u: N=%llu < %u x %llu: %s '%s'", t,
+                         (unsigned long long)c->total, c->p.world_size,
+                         (unsigned long long)c->p.batch_size, sc_status_name(rc), err.msg);
+            refused++;
+            continue;
+        }
+        SC_ASSERT_OK(rc, &err);
+        sc_plan *prev = NULL;
+        for (int e = 0; e < 4; e++, c->p.epoch++) {
+            sc_plan *plan = rem_epoch(c, prev, t);
+            cut += plan->info.cuts > 0;
+            parts += plan->info.partitions > 0;
+            few += plan->info.batches_per_rank <= 3;
+            sc_plan_free(prev);
+            prev = plan;
+        }
+        sc_plan_free(prev);
+    }
+    free(c);
+    print_message("%u cases, %u refused; epochs: %u with cuts, %u partitioned, %u of at most "
+                  "3 batches (%.2f s)\n", cases, refused, cut, parts, few,
+                  (double)(clock() - t0) / CLOCKS_PER_SEC);
+    assert_true(refused < cases / 2 + 1 && (cases < 100 || cut > cases));
 }
 
 /* Wilson-Hilferty: a chi-square value as a standard normal deviate. */
@@ -426,6 +610,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_properties_randomized),
+        cmocka_unit_test(test_remainder_randomized),
         cmocka_unit_test(test_global_uniform_equal),
         cmocka_unit_test(test_global_uniform_skewed),
         cmocka_unit_test(test_sticky_exchange_fraction),
