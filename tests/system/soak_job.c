@@ -6,7 +6,9 @@
  * Each job runs on a random sub-communicator of 1..8 ranks with random
  * shard counts and sizes, seeds, modes, remainder policies, batch sizes,
  * shuffle windows, ring depths, cache capacities, verification modes and a
- * straggler rank, on host memory or the simulated device; it checks every
+ * straggler rank, on host memory or the simulated device, a third of them
+ * over SC_PARTITIONS (resumed on other world sizes at the same global
+ * batch); it checks every
  * sample's bytes, equal batch counts on
  * every rank, the runtime's verdicts, and (clean runs) its audit trail
  * with `shardcache verify`, which re-derives the plans independently.
@@ -50,6 +52,7 @@ static const uint64_t b_files[NB] = {90, 40}, b_max[NB] = {40, 30};
 typedef struct job {
     uint64_t id, seed, nshards, batch, epochs, shard_size, window, depth;
     uint64_t cache_bytes;
+    uint64_t partitions; /* 0, or a multiple of every world size the job runs on */
     uint64_t *sizes;
     int dataset; /* -1: layout A; else the layout-B directory */
     uint32_t world;
@@ -120,7 +123,14 @@ static sc_plan_params params(const job *j, uint64_t epoch)
     p.mode = j->mode;
     p.exchange = j->q;
     p.remainder = j->remainder;
+    p.partitions = j->partitions;
     return p;
+}
+
+/* The batch on n ranks: the job's, or with partitions the global batch's share. */
+static uint64_t batch_on(const job *j, uint32_t n)
+{
+    return j->partitions ? j->batch * j->world / n : j->batch;
 }
 
 /*
@@ -133,6 +143,7 @@ static void settle_remainder(job *j)
     for (int w = 0; w < 2; w++) {
         sc_plan_params p = params(j, 0);
         p.world_size = w ? j->world2 : j->world;
+        p.batch_size = batch_on(j, p.world_size);
         if (sc_plan_params_check(&p, NULL) == SC_EINVAL) {
             j->remainder = SC_REMAINDER_PAD;
             return;
@@ -164,6 +175,29 @@ static void group_files(job *j, const uint64_t *files, uint64_t n)
         else
             j->sizes[j->nshards++] = files[k];
     }
+}
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+    return b ? gcd(b, a % b) : a;
+}
+
+/*
+ * Partitions: P a multiple of every world size the job runs on (at most 64
+ * and the shards), the batch P / world x m, so every world's batch is whole.
+ */
+static void pick_partitions(job *j, sc__rng *r)
+{
+    uint64_t P = 1;
+    const uint32_t worlds[3] = {j->world, j->world2, j->world3};
+    for (int i = 0; i < 3; i++)
+        if (worlds[i])
+            P = P / gcd(P, worlds[i]) * worlds[i];
+    P *= 1 + sc__rng_below(r, 2);
+    if (P > 64 || P > j->nshards)
+        return;
+    j->partitions = P;
+    j->batch = P / j->world * (1 + sc__rng_below(r, 2));
 }
 
 static void make_job(job *j, sc__rng *r, int max_world, int force_world, const char *fault)
@@ -207,11 +241,13 @@ static void make_job(job *j, sc__rng *r, int max_world, int force_world, const c
     j->world2 = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
     /* A third of the jobs take their batches through the simulated GPU. */
     j->device = sc__rng_below(r, 3) == 0 ? SC_DEVICE_SIM : SC_DEVICE_HOST;
-    settle_remainder(j);
     if (!strcmp(fault, "resume") && sc__rng_below(r, 2)) {
         j->kill_batch2 = sc__rng_below(r, 12);
         j->world3 = 1 + (uint32_t)sc__rng_below(r, (uint64_t)max_world);
     }
+    if (!faulty && sc__rng_below(r, 3) == 0)
+        pick_partitions(j, r);
+    settle_remainder(j);
 }
 
 static sc_config job_config(const job *j, const char *dir)
@@ -236,6 +272,7 @@ static sc_config job_config(const job *j, const char *dir)
     c.mode = j->mode;
     c.exchange = j->q;
     c.remainder = j->remainder;
+    c.partitions = j->partitions;
     c.shuffle_window = j->window;
     c.prefetch_batches = j->depth;
     c.producers = j->producers;
@@ -424,8 +461,10 @@ static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *au
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     uint64_t e0 = 0;
-    int rc = sc_loader_open_err(comm, &c, &ld, &err), n;
+    int n;
     MPI_Comm_size(comm, &n);
+    c.batch_size = batch_on(j, (uint32_t)n);
+    int rc = sc_loader_open_err(comm, &c, &ld, &err);
     if (rc == SC_OK && in) {
         const void *ptrs[8];
         for (uint32_t i = 0; i < in->n; i++)
