@@ -55,6 +55,17 @@ expect_ok "SC_PARTITIONS applies" "^partitions: 16, 2 a rank, each giving 16 sam
     env SC_PARTITIONS=16 "$sc" plan --samples 60000 --shard-size 100 --ranks 8 --batch 32 --check
 expect_ok "--list-cuts names partitions" "^  cut 0: shard [0-9]+ \[[0-9]+, [0-9]+\) from rank [0-3] -> rank [0-3] \(partition [0-7] -> [0-7]\)$" \
     "$sc" plan --samples 6000 --shard-size 100 --ranks 4 --batch 64 --partitions 8 --list-cuts --epochs 1
+# Over partitions the plan is the world size's no more: at the same R x B,
+# 2, 4 and 8 ranks get the same cuts between the same partitions.
+for rb in "2 64" "4 32" "8 16"; do
+    set -- $rb
+    "$sc" plan --samples 6000 --shard-size 100 --ranks "$1" --batch "$2" --partitions 8 --epochs 3 \
+        --mode sticky --list-cuts | grep '^  cut' | sed 's/from rank [0-9]* -> rank [0-9]*//' \
+        > "$SC_T_TMP/cuts-$1"
+done
+[ -s "$SC_T_TMP/cuts-2" ] && cmp -s "$SC_T_TMP/cuts-2" "$SC_T_TMP/cuts-4" &&
+    cmp -s "$SC_T_TMP/cuts-2" "$SC_T_TMP/cuts-8" &&
+    pass "partitions: the same cuts on 2, 4 and 8 ranks" || failed "partitions: cuts differ by world size"
 expect_fail "partitions not a multiple of the ranks" "SC_PARTITIONS=6 is not a multiple of the 4 ranks" \
     "$sc" plan --shards 100 --ranks 4 --batch 64 --partitions 6
 expect_fail "more partitions than shards" "SC_PARTITIONS=16 is more than the 8 shards: every partition needs a shard" \
