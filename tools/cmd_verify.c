@@ -256,7 +256,8 @@ static uint64_t cmd_verify_consumed(const sc_plan *plan, const uint64_t *first, 
         if (owner != rs[i].rank) {
             if ((*shown)++ < 10)
                 printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
-                       "rank %d\n", in.epoch, id, rs[i].rank, owner == UINT32_MAX ? -1 : (int)owner);
+                       "rank %d\n", in.epoch, id, rs[i].rank,
+                       owner == UINT32_MAX ? -1 : (int)owner);
             bad++;
         } else if (!(rs[i].id & SC_AUDIT_PADDED)) {
             count[id]++;
