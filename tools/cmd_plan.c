@@ -43,12 +43,18 @@ static const char plan_usage[] =
     "                      (default global)\n"
     "  --exchange Q        sticky: fraction of shards moved per epoch, [0,1]\n"
     "                      (default 0.1)\n"
-    "  --remainder POLICY  drop: stop every rank at the smallest rank's batch\n"
-    "                      count; pad: repeat samples up to the largest\n"
-    "                      (default drop)\n"
+    "  --remainder POLICY  drop: leave out fewer than ranks x batch samples an\n"
+    "                      epoch; pad: repeat fewer than that (default drop)\n"
+    "  --partitions P      plan over P partitions, rank r serving P/R of them,\n"
+    "                      so that the global batches are the same on any\n"
+    "                      world size dividing P (default: SC_PARTITIONS, 0:\n"
+    "                      over the ranks); R must divide P, P divide R x B\n"
     "output:\n"
-    "  --check             verify every plan property; ends with the line\n"
-    "                      'plan check: ok', or exits 1 naming what failed\n"
+    "  --check             verify every plan property, and sample by sample\n"
+    "                      that each is served by one rank; ends with the\n"
+    "                      line 'plan check: ok', or exits 1 naming what failed\n"
+    "  --list-cuts         after each epoch, every cut: a sample range of a\n"
+    "                      shard served by another rank than its home\n"
     "  --save FILE         write the last epoch's encoded plan to FILE\n"
     "  --quality           after each epoch, how well its order mixes the\n"
     "                      dataset beside a uniform random permutation of it:\n"
@@ -65,15 +71,16 @@ static const char plan_usage[] =
     "  -h, --help          this text\n"
     "\n"
     "What no epoch could plan (more ranks than shards, too few samples for a\n"
-    "batch on every rank with drop) is refused first, as a job's open does.\n"
-    "Each epoch prints: batches per rank, samples dropped or padded, the\n"
-    "balance (fewest..most samples on one rank), shards moved since the\n"
-    "previous epoch, the plan message's size and the time to compute it.\n";
+    "global batch with drop, partitions that do not divide) is refused first,\n"
+    "as a job's open does.  Each epoch prints: batches per rank, samples\n"
+    "dropped or padded, the balance (fewest..most samples on one rank), shards\n"
+    "moved since the previous epoch, the cuts, the plan message's size and\n"
+    "the time to compute it.\n";
 
 /* getopt_long codes of the long flags, above every short option character. */
 enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
        EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION, QUALITY, LABELS, WINDOW,
-       SAMPLE_BYTES, SAMPLES };
+       SAMPLE_BYTES, SAMPLES, PARTITIONS, LIST_CUTS };
 
 /* Applies one flag other than --help to *o; 0, or 2 after saying what is wrong. */
 static int cmd_plan_parse_flag(int c, plan_opts *o)
@@ -95,6 +102,8 @@ static int cmd_plan_parse_flag(int c, plan_opts *o)
     case BATCH: bad = cli_u64("--batch", optarg, 1, UINT64_MAX, &o->batch); break;
     case EXCHANGE: bad = cli_double("--exchange", optarg, 0.0, 1.0, &o->exchange); break;
     case CHECK: o->check = 1; break;
+    case LIST_CUTS: o->list_cuts = 1; break;
+    case PARTITIONS: o->partitions_arg = optarg; break;
     case SAVE: o->save = optarg; break;
     case AUDIT:
         if (o->naudit == 8) {
@@ -131,6 +140,24 @@ static int cmd_plan_parse_flag(int c, plan_opts *o)
     return bad;
 }
 
+/*
+ * The partitions: --partitions, else SC_PARTITIONS, parsed as a job's
+ * settings are (one parser, the config's); 0, or 2 after saying why.
+ */
+static int cmd_plan_partitions(plan_opts *o)
+{
+    sc_config cfg;
+    sc_error err = SC_ERROR_INIT;
+    if (cli_config(&cfg))
+        return 2;
+    if (o->partitions_arg && sc_config_set(&cfg, "SC_PARTITIONS", o->partitions_arg, &err)) {
+        fprintf(stderr, "shardcache: --partitions: %s\n", err.msg);
+        return 2;
+    }
+    o->partitions = cfg.partitions;
+    return 0;
+}
+
 int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
 {
     static const struct option longopts[] = {
@@ -154,6 +181,8 @@ int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
         {"sample-bytes", required_argument, 0, SAMPLE_BYTES},
         {"samples", required_argument, 0, SAMPLES},
         {"plan-seed", required_argument, 0, SEED},
+        {"partitions", required_argument, 0, PARTITIONS},
+        {"list-cuts", no_argument, 0, LIST_CUTS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c, bad = 0;
@@ -172,6 +201,8 @@ int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
         fprintf(stderr, "shardcache plan: unexpected argument '%s'\n", argv[optind]);
         bad = 2;
     }
+    if (!bad)
+        bad = cmd_plan_partitions(o);
     if (bad)
         fprintf(stderr, "see `shardcache %s --help`\n", argv[0]);
     return bad;
@@ -238,6 +269,7 @@ sc_plan_params cmd_plan_params(const plan_opts *o, const uint64_t *sizes, uint64
     p.mode = o->mode;
     p.exchange = o->exchange;
     p.remainder = o->remainder;
+    p.partitions = o->partitions;
     p.fingerprint = cmd_plan_sizes_fingerprint(sizes, n);
     return p;
 }
@@ -286,7 +318,22 @@ static void cmd_plan_print_epoch(const sc_plan_info *in, double ms, int first)
         printf("moved -, ");
     else
         printf("moved %" PRIu64 " shards (%.1f%%), ", in->moved, moved);
-    printf("plan %.1f KiB, %.2f ms\n", (double)in->bytes / 1024.0, ms);
+    printf("cuts %" PRIu64 ", plan %.1f KiB, %.2f ms\n", in->cuts, (double)in->bytes / 1024.0,
+           ms);
+}
+
+/* --list-cuts: one line a cut, its samples counted from the shard's first. */
+static void cmd_plan_print_cuts(const sc_plan *plan, const sc_plan_info *in)
+{
+    for (uint64_t i = 0; i < in->cuts; i++) {
+        sc_plan_cut c;
+        sc_plan_get_cut(plan, i, &c);
+        printf("  cut %" PRIu64 ": shard %" PRIu64 " [%" PRIu64 ", %" PRIu64 ") from rank %u "
+               "-> rank %u", i, c.shard, c.begin, c.end, c.from, c.to);
+        if (in->partitions)
+            printf(" (partition %u -> %u)", c.from_unit, c.to_unit);
+        printf("\n");
+    }
 }
 
 /*
@@ -304,6 +351,108 @@ static int cmd_plan_check_moved(const sc_plan_info *in, sc_error *err)
              "fraction %g asks for %.0f +- 2%% of %" PRIu64,
              in->epoch, in->moved, in->exchange, want, in->nshards);
     return err->code = SC_EPLAN;
+}
+
+static int cmd_plan_cmp_cut(const void *a, const void *b)
+{
+    const sc_plan_cut *x = a, *y = b;
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/*
+ * The rank that must serve sample `off` of shard s, read from the plan's
+ * lists: the cut's that holds it (cuts sorted by shard and begin, *j
+ * walking them as s and off grow), else the shard's home.
+ */
+static uint32_t cmd_plan_expected(const sc_plan *plan, const sc_plan_cut *cuts, uint64_t ncuts,
+                                  uint64_t *j, uint64_t s, uint64_t off)
+{
+    while (*j < ncuts && (cuts[*j].shard < s || (cuts[*j].shard == s && cuts[*j].end <= off)))
+        (*j)++;
+    if (*j < ncuts && cuts[*j].shard == s && cuts[*j].begin <= off)
+        return cuts[*j].to;
+    uint32_t home = 0;
+    sc_plan_owner(plan, s, &home);
+    return home;
+}
+
+/* Counts each rank's samples by sc_plan_sample_owner, which must agree with the lists. */
+static int cmd_plan_count_owners(const sc_plan *plan, const uint64_t *first, uint64_t nshards,
+                                 const sc_plan_cut *cuts, uint64_t *count, sc_error *err)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    uint64_t j = 0;
+    for (uint64_t s = 0; s < nshards; s++)
+        for (uint64_t id = first[s]; id < first[s + 1]; id++) {
+            uint32_t want = cmd_plan_expected(plan, cuts, in.cuts, &j, s, id - first[s]);
+            uint32_t got = UINT32_MAX;
+            if (sc_plan_sample_owner(plan, first, id, &got) != SC_OK || got != want) {
+                snprintf(err->msg, sizeof err->msg, "epoch %" PRIu64 ": sample %" PRIu64
+                         " (shard %" PRIu64 ") is served by rank %d, the plan's lists and "
+                         "cuts say rank %u", in.epoch, id, s, got == UINT32_MAX ? -1 : (int)got,
+                         want);
+                return err->code = SC_EPLAN;
+            }
+            count[got]++;
+        }
+    return SC_OK;
+}
+
+/* Every rank serves, sample by sample, what the plan says it does. */
+static int cmd_plan_compare_counts(const sc_plan *plan, const uint64_t *count, sc_error *err)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    for (uint32_t r = 0; r < in.world_size; r++) {
+        uint64_t samples = 0;
+        sc_plan_rank(plan, r, NULL, NULL, &samples);
+        if (count[r] != samples) {
+            snprintf(err->msg, sizeof err->msg, "epoch %" PRIu64 ": rank %u serves %" PRIu64
+                     " samples counted one by one, the plan says %" PRIu64,
+                     in.epoch, r, count[r], samples);
+            return err->code = SC_EPLAN;
+        }
+    }
+    return SC_OK;
+}
+
+/*
+ * --check, sample by sample: sc_plan_sample_owner names one rank for every
+ * sample id; it must be the rank a cut hands the sample to, else its
+ * shard's home, and each rank must count the samples the plan says it
+ * serves, so that every sample is served by exactly one rank.  *served
+ * adds the samples counted.
+ */
+static int cmd_plan_check_samples(const sc_plan *plan, const sc_plan_params *p,
+                                  uint64_t *served, sc_error *err)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    uint64_t *first = malloc(sizeof *first * (p->nshards + 1));
+    uint64_t *count = calloc(in.world_size, sizeof *count);
+    sc_plan_cut *cuts = malloc(sizeof *cuts * (in.cuts + 1));
+    int rc = first && count && cuts ? SC_OK : SC_ENOMEM;
+    if (rc != SC_OK) {
+        snprintf(err->msg, sizeof err->msg, "no memory to check %" PRIu64 " shards", p->nshards);
+        err->code = rc;
+    }
+    for (uint64_t k = 0; rc == SC_OK && k <= p->nshards; k++)
+        first[k] = k ? first[k - 1] + p->shard_sizes[k - 1] : 0;
+    for (uint64_t i = 0; rc == SC_OK && i < in.cuts; i++)
+        sc_plan_get_cut(plan, i, &cuts[i]);
+    if (rc == SC_OK) {
+        qsort(cuts, in.cuts, sizeof *cuts, cmd_plan_cmp_cut);
+        rc = cmd_plan_count_owners(plan, first, p->nshards, cuts, count, err);
+    }
+    if (rc == SC_OK && (rc = cmd_plan_compare_counts(plan, count, err)) == SC_OK)
+        *served += first[p->nshards];
+    free(first);
+    free(count);
+    free(cuts);
+    return rc;
 }
 
 /*
@@ -337,11 +486,17 @@ static void cmd_plan_print_header(const plan_opts *o, uint64_t n, int world)
            o->seed, o->mode == SC_SHUFFLE_STICKY ? "sticky" : "global",
            o->mode == SC_SHUFFLE_STICKY ? (o->exchange > 0 ? "" : ", static") : "",
            o->batch, o->remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+    uint64_t G = 0, P = o->partitions;
+    /* What does not divide is refused next, in the planner's words. */
+    if (P && P % o->ranks == 0 && !__builtin_mul_overflow(o->ranks, o->batch, &G) && G % P == 0)
+        printf("partitions: %" PRIu64 ", %" PRIu64 " a rank, each giving %" PRIu64
+               " samples to every global batch of %" PRIu64 "\n", P, P / o->ranks, G / P, G);
 }
 
 /* Computes (under MPI: shares) one epoch's plan, timed, and checks it if asked. */
 static int cmd_plan_make(const plan_opts *o, const sc_plan_params *p, const sc_plan *prev,
-                         int world, sc_plan **plan, double *ms, sc_error *err)
+                         int world, sc_plan **plan, double *ms, uint64_t *served,
+                         sc_error *err)
 {
     double t0 = MPI_Wtime();
     int rc = world > 1 ? sc_plan_share(MPI_COMM_WORLD, p, prev, plan, err)
@@ -353,6 +508,8 @@ static int cmd_plan_make(const plan_opts *o, const sc_plan_params *p, const sc_p
         rc = sc_plan_check(*plan, p, prev, err);
         if (rc == SC_OK && o->mode == SC_SHUFFLE_STICKY && prev)
             rc = cmd_plan_check_moved(&in, err);
+        if (rc == SC_OK)
+            rc = cmd_plan_check_samples(*plan, p, served, err);
     }
     return rc;
 }
@@ -362,14 +519,15 @@ static int cmd_plan_make(const plan_opts *o, const sc_plan_params *p, const sc_p
  * Returns the exit status: 1 as soon as any rank failed.
  */
 static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, const cmd_labels *l,
-                           int rank, int world, sc_plan **last, sc_error *err)
+                           int rank, int world, sc_plan **last, uint64_t *served,
+                           sc_error *err)
 {
     sc_plan *prev = NULL, *plan = NULL;
     int status = 0;
     for (uint64_t e = 0; e < o->epochs && status == 0; e++) {
         double ms;
         p->epoch = e;
-        int rc = cmd_plan_make(o, p, prev, world, &plan, &ms, err);
+        int rc = cmd_plan_make(o, p, prev, world, &plan, &ms, served, err);
         if (rc != SC_OK)
             cli_report("plan", rank, world, err);
         /* Everyone learns whether anyone failed, so that no rank runs ahead. */
@@ -389,6 +547,8 @@ static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, const cmd_labe
         }
         if (rank == 0)
             cmd_plan_print_epoch(&in, ms, prev == NULL);
+        if (rank == 0 && o->list_cuts)
+            cmd_plan_print_cuts(plan, &in);
         if (rank == 0 && o->quality &&
             cmd_quality_print(o, plan, p->shard_sizes, p->nshards, l, err) != SC_OK) {
             cli_report("plan --quality", rank, 1, err);
@@ -447,16 +607,16 @@ static int cmd_plan_inputs(plan_opts *o, int rank, int world, uint64_t **sizes, 
 
 /* --save and the --check verdict, on rank 0, once every epoch went well. */
 static int cmd_plan_finish(const plan_opts *o, uint64_t n, int rank, int world,
-                           const sc_plan *last, sc_error *err)
+                           const sc_plan *last, uint64_t served, sc_error *err)
 {
     if (o->save && rank == 0 && cmd_plan_save(o->save, last, err) != SC_OK) {
         cli_report("plan", rank, 1, err);
         return 1;
     }
     if (o->check && rank == 0)
-        printf("checked: %" PRIu64 " epochs, %" PRIu64 " shards, %" PRIu64
-               " ranks%s\nplan check: ok\n",
-               o->epochs, n, o->ranks, world > 1 ? ", same plan on every rank" : "");
+        printf("checked: %" PRIu64 " epochs, %" PRIu64 " shards, %" PRIu64 " ranks%s; %" PRIu64
+               " samples, each served by exactly one rank\nplan check: ok\n",
+               o->epochs, n, o->ranks, world > 1 ? ", same plan on every rank" : "", served);
     return 0;
 }
 
@@ -486,14 +646,15 @@ int cmd_plan(int argc, char **argv)
 
     sc_plan *last = NULL;
     sc_error err = SC_ERROR_INIT;
+    uint64_t served = 0; /* samples --check counted, every epoch's */
     if (sc_plan_params_check(&p, &err) != SC_OK) { /* what a job's open refuses */
         cli_report("plan", rank, world, &err);
         status = 1;
     }
     if (status == 0)
-        status = cmd_plan_epochs(&o, &p, &labels, rank, world, &last, &err);
+        status = cmd_plan_epochs(&o, &p, &labels, rank, world, &last, &served, &err);
     if (status == 0)
-        status = cmd_plan_finish(&o, n, rank, world, last, &err);
+        status = cmd_plan_finish(&o, n, rank, world, last, served, &err);
     sc_plan_free(last);
     free(sizes);
     free(labels.labels);

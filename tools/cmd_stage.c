@@ -17,8 +17,9 @@ static const char usage[] =
     "usage: shardcache stage --source PATH [options]   (under mpirun/srun)\n"
     "\n"
     "Computes the plans of the coming epochs exactly as the training job will\n"
-    "and fills each rank's node-local cache with the shards it will own, in\n"
-    "order of first use, until the cache is full.  Prints per-rank counters.\n"
+    "and fills each rank's node-local cache with the shards it will read (its\n"
+    "own, and those of the sample ranges cut to it), in order of first use,\n"
+    "until the cache is full.  Prints per-rank counters.\n"
     "SC_* environment variables apply; flags override them.\n"
     "\n"
     "  --source PATH      HDF5 file, directory or list of files (SC_SOURCE)\n"
@@ -32,6 +33,7 @@ static const char usage[] =
     "  --batch B          batch size (SC_BATCH_SIZE)\n"
     "  --mode MODE        global or sticky (SC_SHUFFLE)\n"
     "  --exchange Q       sticky exchange fraction (SC_EXCHANGE)\n"
+    "  --partitions P     plan over P partitions (SC_PARTITIONS)\n"
     "  --cache-dir DIR    cache directory (SC_CACHE_DIR)\n"
     "  --cache-bytes N    capacity per rank, K/M/G suffixes, auto or unbounded (SC_CACHE_BYTES)\n"
     "  --fields LIST      the fields, by path, comma-separated (SC_FIELDS)\n"
@@ -48,7 +50,7 @@ typedef struct stage_opts {
 static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
 {
     enum { SOURCE = 256, RANKS, EPOCHS, FIRST, SHARD_SIZE, SEED, BATCH, MODE,
-           EXCHANGE, CACHE_DIR, CACHE_BYTES, FIELDS, SAMPLE_AXIS, CHECK };
+           EXCHANGE, CACHE_DIR, CACHE_BYTES, FIELDS, SAMPLE_AXIS, PARTITIONS, CHECK };
     static const struct option longopts[] = {
         {"source", required_argument, 0, SOURCE},
         {"ranks", required_argument, 0, RANKS},
@@ -63,6 +65,7 @@ static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
         {"cache-bytes", required_argument, 0, CACHE_BYTES},
         {"fields", required_argument, 0, FIELDS},
         {"sample-axis", required_argument, 0, SAMPLE_AXIS},
+        {"partitions", required_argument, 0, PARTITIONS},
         {"check", no_argument, 0, CHECK},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -72,7 +75,8 @@ static int cmd_stage_parse(int argc, char **argv, sc_config *cfg, stage_opts *o)
         [SEED - SOURCE] = "SC_SEED", [BATCH - SOURCE] = "SC_BATCH_SIZE",
         [MODE - SOURCE] = "SC_SHUFFLE", [EXCHANGE - SOURCE] = "SC_EXCHANGE",
         [CACHE_DIR - SOURCE] = "SC_CACHE_DIR", [CACHE_BYTES - SOURCE] = "SC_CACHE_BYTES",
-        [FIELDS - SOURCE] = "SC_FIELDS", [SAMPLE_AXIS - SOURCE] = "SC_SAMPLE_AXIS"};
+        [FIELDS - SOURCE] = "SC_FIELDS", [SAMPLE_AXIS - SOURCE] = "SC_SAMPLE_AXIS",
+        [PARTITIONS - SOURCE] = "SC_PARTITIONS"};
     int c, bad = 0;
     sc_error err = SC_ERROR_INIT;
 
@@ -138,6 +142,60 @@ typedef struct todo {
     uint64_t nseq, nfirst, moved; /* moved: later first uses left to the job */
 } todo;
 
+/*
+ * The shards `rank` reads in one epoch, in its order: its home shards,
+ * then those of the cuts made to it from another rank (a cut shard is read
+ * whole by both ranks: the cache's unit is the shard).  *out is malloc'd.
+ */
+static int cmd_stage_epoch_shards(const sc_plan *plan, uint32_t rank, uint32_t **out,
+                                  uint64_t *n)
+{
+    sc_plan_info in;
+    const uint32_t *mine;
+    uint64_t nmine;
+    sc_plan_get_info(plan, &in);
+    sc_plan_rank(plan, rank, &mine, &nmine, NULL);
+    uint32_t *list = malloc(sizeof *list * (nmine + in.cuts + 1));
+    if (!(*out = list))
+        return SC_ENOMEM;
+    memcpy(list, mine, sizeof *list * nmine);
+    *n = nmine;
+    for (uint64_t i = 0; i < in.cuts; i++) {
+        sc_plan_cut c;
+        sc_plan_get_cut(plan, i, &c);
+        uint64_t k = nmine;
+        while (k < *n && list[k] != c.shard) /* two cuts of one shard: one read */
+            k++;
+        if (c.to == rank && c.from != rank && k == *n)
+            list[(*n)++] = (uint32_t)c.shard;
+    }
+    return SC_OK;
+}
+
+/* Appends an epoch's shards to the sequence, and their first uses to stage. */
+static int cmd_stage_add_epoch(todo *t, unsigned char *seen, const uint32_t *list, uint64_t n,
+                               int later_to_peers)
+{
+    uint32_t *seq = realloc(t->seq, sizeof *seq * (t->nseq + n + 1));
+    if (seq)
+        t->seq = seq;
+    uint32_t *fu = realloc(t->first_use, sizeof *fu * (t->nfirst + n + 1));
+    if (fu)
+        t->first_use = fu;
+    if (!seq || !fu)
+        return SC_ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        t->seq[t->nseq++] = list[i];
+        if (seen[list[i]]++)
+            continue;
+        if (later_to_peers)
+            t->moved++;
+        else
+            t->first_use[t->nfirst++] = list[i];
+    }
+    return SC_OK;
+}
+
 static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
                                  const stage_opts *o, int rank, int world, todo *t,
                                  sc_error *err)
@@ -147,38 +205,21 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
     sc_plan *prev = NULL;
     unsigned char *seen = calloc(di.nshards, 1);
     int rc = seen ? SC_OK : SC_ENOMEM;
+    /* auto: the free space's bound, which on a node's disk is rarely reached */
+    int uncapped = !cfg->cache_bytes || cfg->cache_bytes == SC_CACHE_AUTO;
     memset(t, 0, sizeof *t);
     for (uint64_t e = o->first; rc == SC_OK && e < o->first + o->epochs; e++) {
         sc_plan_params p;
         sc_plan *plan = NULL;
-        const uint32_t *mine;
-        uint64_t n;
+        uint32_t *list = NULL;
+        uint64_t n = 0;
         sc_dataset_plan_params(ds, cfg, (uint32_t)world, e, &p);
         if ((rc = sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, err)) != SC_OK)
             break;
-        sc_plan_rank(plan, (uint32_t)rank, &mine, &n, NULL);
-        uint32_t *seq = realloc(t->seq, sizeof *seq * (t->nseq + n));
-        uint32_t *fu = realloc(t->first_use, sizeof *fu * (t->nfirst + n));
-        if (seq)
-            t->seq = seq;
-        if (fu)
-            t->first_use = fu;
-        if (!seq || !fu) {
-            rc = SC_ENOMEM;
-            sc_plan_free(plan);
-            break;
-        }
-        for (uint64_t i = 0; i < n; i++) {
-            t->seq[t->nseq++] = mine[i];
-            if (seen[mine[i]]++)
-                continue;
-            /* auto: the free space's bound, which on a node's disk is rarely reached */
-            if (e > o->first && cfg->peers == SC_PEERS_ON &&
-                (!cfg->cache_bytes || cfg->cache_bytes == SC_CACHE_AUTO))
-                t->moved++;
-            else
-                t->first_use[t->nfirst++] = mine[i];
-        }
+        if ((rc = cmd_stage_epoch_shards(plan, (uint32_t)rank, &list, &n)) == SC_OK)
+            rc = cmd_stage_add_epoch(t, seen, list, n,
+                                     e > o->first && cfg->peers == SC_PEERS_ON && uncapped);
+        free(list);
         sc_plan_free(prev);
         prev = plan;
     }

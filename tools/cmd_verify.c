@@ -20,10 +20,10 @@ static const char verify_usage[] =
     "Checks exactly-once from a job's audit trail alone (SC_AUDIT_DIR: one\n"
     "audit-r<rank>.bin per rank): re-derives every epoch's plan from the flags,\n"
     "which must be the job's (--shards/--shard-size or --shard-sizes, --ranks,\n"
-    "--batch, --mode, --exchange, --remainder), and checks that each sample was\n"
-    "delivered once per epoch, on the rank that served it (its shard's owner, or\n"
-    "the rank a range of the shard was cut to), apart from the samples the\n"
-    "remainder policy drops or pads.  Prints\n"
+    "--batch, --mode, --exchange, --remainder, --partitions), and checks that\n"
+    "each sample was delivered once per epoch, on the rank that served it (its\n"
+    "shard's home, or the rank a cut hands its range to), apart from the\n"
+    "samples the remainder policy drops or pads.  Prints\n"
     "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
     "offending sample ids, and exits 1 then.\n"
     "\n"
@@ -229,30 +229,63 @@ static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uin
     return 0;
 }
 
+/* The rank serving sample id this epoch (a cut's, else its shard's home); UINT32_MAX outside. */
+static uint32_t cmd_verify_owner(const sc_plan *plan, const uint64_t *first, uint64_t id)
+{
+    uint32_t owner = UINT32_MAX;
+    sc_plan_sample_owner(plan, first, id, &owner);
+    return owner;
+}
+
 /*
- * Each rank may leave out exactly what the drop policy drops: what it
- * serves beyond its batches.  A sample's rank is its shard's home unless
- * a cut hands its range to another (sc_plan_sample_owner).
+ * Counts the epoch's deliveries into count[], each on the rank that serves
+ * its sample; prints and counts those consumed elsewhere.
  */
-static uint64_t cmd_verify_left_out(const sc_plan *plan, const uint64_t *first,
-                                    const uint32_t *count, uint64_t *dup, uint64_t *shown)
+static uint64_t cmd_verify_consumed(const sc_plan *plan, const uint64_t *first, const rec *rs,
+                                    uint64_t nrec, uint32_t *count, uint64_t *delivered,
+                                    uint64_t *shown)
 {
     sc_plan_info in;
     sc_plan_get_info(plan, &in);
-    uint64_t nsamples = first[in.nshards], skip = 0;
-    uint64_t *zeros = calloc((size_t)in.world_size + 1, sizeof *zeros);
-    if (!zeros)
-        return UINT64_MAX;
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < nrec; i++) {
+        if (rs[i].epoch != in.epoch || (rs[i].id & SC_AUDIT_DROPPED))
+            continue; /* a policy drop: the plan says which are allowed (missing, below) */
+        uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
+        uint32_t owner = cmd_verify_owner(plan, first, id);
+        if (owner != rs[i].rank) {
+            if ((*shown)++ < 10)
+                printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
+                       "rank %d\n", in.epoch, id, rs[i].rank,
+                       owner == UINT32_MAX ? -1 : (int)owner);
+            bad++;
+        } else if (!(rs[i].id & SC_AUDIT_PADDED)) {
+            count[id]++;
+            (*delivered)++;
+        }
+    }
+    return bad;
+}
+
+/*
+ * Duplicates, and samples not delivered beyond what each rank's drop
+ * leaves out (what it serves less its batches); zeros[] is per rank.
+ */
+static void cmd_verify_missing(const sc_plan *plan, const uint64_t *first, uint64_t nsamples,
+                               const uint32_t *count, uint64_t *zeros, uint64_t *dup,
+                               uint64_t *skip, uint64_t *shown)
+{
+    sc_plan_info in;
+    sc_plan_get_info(plan, &in);
+    memset(zeros, 0, sizeof *zeros * in.world_size);
     for (uint64_t id = 0; id < nsamples; id++) {
-        uint32_t r = 0;
-        sc_plan_sample_owner(plan, first, id, &r);
         if (count[id] > 1) {
             *dup += count[id] - 1;
             if ((*shown)++ < 10)
                 printf("epoch %" PRIu64 ": sample %" PRIu64 " delivered %u times\n", in.epoch,
                        id, count[id]);
         }
-        zeros[r] += count[id] == 0;
+        zeros[cmd_verify_owner(plan, first, id)] += count[id] == 0;
     }
     for (uint32_t r = 0; r < in.world_size; r++) {
         uint64_t samples = 0;
@@ -261,56 +294,23 @@ static uint64_t cmd_verify_left_out(const sc_plan *plan, const uint64_t *first,
                                ? samples - in.batches_per_rank * in.batch_size : 0;
         if (zeros[r] <= allowed)
             continue;
-        skip += zeros[r] - allowed;
-        for (uint64_t id = 0; id < nsamples && *shown < 10; id++) {
-            uint32_t o = 0;
-            sc_plan_sample_owner(plan, first, id, &o);
-            if (o == r && !count[id])
+        *skip += zeros[r] - allowed;
+        for (uint64_t id = 0; id < nsamples && *shown < 10; id++)
+            if (!count[id] && cmd_verify_owner(plan, first, id) == r)
                 printf("epoch %" PRIu64 ": sample %" PRIu64 " (rank %u) not delivered\n",
                        in.epoch, id, r), (*shown)++;
-        }
     }
-    free(zeros);
-    return skip;
 }
 
 /* Checks one epoch's records against its plan; prints offenders; 0 if ok. */
 static int cmd_verify_epoch(const sc_plan *plan, const uint64_t *first, uint64_t nshards,
-                            const rec *rs, uint64_t nrec, uint32_t *count, uint64_t *dup,
-                            uint64_t *skip, uint64_t *delivered)
+                            const rec *rs, uint64_t nrec, uint32_t *count, uint64_t *zeros,
+                            uint64_t *dup, uint64_t *skip, uint64_t *delivered)
 {
-    sc_plan_info in;
-    sc_plan_get_info(plan, &in);
-    uint64_t nsamples = first[nshards], shown = 0, bad = 0;
+    uint64_t nsamples = first[nshards], shown = 0;
     memset(count, 0, sizeof *count * nsamples);
-    for (uint64_t i = 0; i < nrec; i++) {
-        if (rs[i].epoch != in.epoch)
-            continue;
-        if (rs[i].id & SC_AUDIT_DROPPED)
-            continue; /* a policy drop: the plan says which are allowed, below */
-        uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
-        int padded = !!(rs[i].id & SC_AUDIT_PADDED);
-        uint32_t owner = UINT32_MAX;
-        if (sc_plan_sample_owner(plan, first, id, &owner) != SC_OK || owner != rs[i].rank) {
-            if (shown++ < 10)
-                printf("epoch %" PRIu64 ": sample %" PRIu64 " consumed on rank %u, owned by "
-                       "rank %d\n", in.epoch, id, rs[i].rank,
-                       owner == UINT32_MAX ? -1 : (int)owner);
-            bad++;
-            continue;
-        }
-        if (!padded) {
-            count[id]++;
-            (*delivered)++;
-        }
-    }
-    uint64_t left = cmd_verify_left_out(plan, first, count, dup, &shown);
-    if (left == UINT64_MAX) {
-        fprintf(stderr, "shardcache verify: no memory to count epoch %" PRIu64 "'s ranks\n",
-                in.epoch);
-        return 1;
-    }
-    *skip += left;
+    uint64_t bad = cmd_verify_consumed(plan, first, rs, nrec, count, delivered, &shown);
+    cmd_verify_missing(plan, first, nsamples, count, zeros, dup, skip, &shown);
     return bad || *dup || *skip;
 }
 
@@ -359,22 +359,31 @@ static int cmd_verify_union_report(const plan_opts *o, const rec *rs, uint64_t n
     return rc;
 }
 
+/* Each shard's first sample id, first[n] the total (sc_plan_sample_owner's); NULL: no memory. */
+static uint64_t *cmd_verify_offsets(const uint64_t *sizes, uint64_t n)
+{
+    uint64_t *first = malloc(sizeof *first * (n + 1));
+    for (uint64_t k = 0; first && k <= n; k++)
+        first[k] = k ? first[k - 1] + sizes[k - 1] : 0;
+    return first;
+}
+
 /* One trail, epoch by epoch, against the plans the flags re-derive. */
 static int cmd_verify_plans(const plan_opts *o, const rec *rs, uint64_t nrec,
                             const uint64_t *sizes, uint64_t n)
 {
-    uint64_t *first = malloc(sizeof *first * (n + 1)), epochs = 0;
-    first[0] = 0;
-    for (uint64_t k = 0; k < n; k++)
-        first[k + 1] = first[k] + sizes[k];
+    uint64_t *first = cmd_verify_offsets(sizes, n), epochs = 0;
+    uint64_t *zeros = calloc(o->ranks, sizeof *zeros); /* per rank, an epoch's */
+    uint32_t *count = first ? malloc(sizeof *count * (first[n] + 1)) : NULL;
     for (uint64_t i = 0; i < nrec; i++)
         epochs = rs[i].epoch + 1 > epochs ? rs[i].epoch + 1 : epochs;
-    uint32_t *count = malloc(sizeof *count * (first[n] + 1));
     sc_plan_params p = cmd_plan_params(o, sizes, n);
     sc_plan *prev = NULL;
     uint64_t dup = 0, skip = 0, delivered = 0;
-    int bad = 0, rc = 0;
+    int bad = 0, rc = first && zeros && count ? 0 : 2;
     sc_error err = SC_ERROR_INIT;
+    if (rc)
+        fprintf(stderr, "shardcache verify: no memory for %" PRIu64 " shards\n", n);
     for (uint64_t e = 0; e < epochs && rc == 0; e++) {
         sc_plan *plan = NULL;
         p.epoch = e;
@@ -383,7 +392,7 @@ static int cmd_verify_plans(const plan_opts *o, const rec *rs, uint64_t nrec,
             rc = 1;
             break;
         }
-        bad |= cmd_verify_epoch(plan, first, n, rs, nrec, count, &dup, &skip, &delivered);
+        bad |= cmd_verify_epoch(plan, first, n, rs, nrec, count, zeros, &dup, &skip, &delivered);
         sc_plan_free(prev);
         prev = plan;
     }
@@ -393,6 +402,7 @@ static int cmd_verify_plans(const plan_opts *o, const rec *rs, uint64_t nrec,
                " duplicated, %" PRIu64 " skipped)\n",
                bad ? "FAILED" : "ok", epochs, delivered, dup, skip);
     free(count);
+    free(zeros);
     free(first);
     return rc ? rc : bad;
 }

@@ -36,6 +36,18 @@ np.testing.assert_array_equal(b, u8 > 127)
 PY
 expect_ok "stage --check on float16 and bool" "cache check: ok" \
     "$sc" stage --fields /images --source "$d/t-float16.h5" --shard-size 100 --cache-dir "$d/tcache" --check
+# stage reads what the job will: a rank's own shards and those of the sample
+# ranges cut to it (1,000 samples in 10 shards of 100 on 3 ranks, batch 10:
+# each rank serves 330, so shards are cut), each cut shard on both ranks.
+"$sc" make-dataset --out "$d/cut.h5" --samples 1000 --shape 4 >/dev/null 2>&1 || failed "make-dataset cut.h5"
+cuts=$("$sc" plan --shards 10 --shard-size 100 --ranks 3 --batch 10 --mode global --epochs 1 \
+       --list-cuts | awk '/^  cut / { print $4, $12 }' | sort -u | wc -l)
+out=$("$MPIEXEC" -n 3 --oversubscribe "$sc" stage --source "$d/cut.h5" --shard-size 100 \
+      --batch 10 --mode global --cache-dir "$d/cutcache" --cache-bytes unbounded 2>&1)
+staged=$(awk '/^rank [0-9]+: [0-9]+ shards staged/ { n += $3 } END { print n + 0 }' <<<"$out")
+[ "$cuts" -gt 0 ] && [ "$staged" -eq $((10 + cuts)) ] &&
+    pass "stage: the shards of the cuts to a rank too ($cuts cut shards)" ||
+    { failed "stage: $staged shards staged, want 10 + $cuts cut shards"; echo "$out" | tail; }
 # --encode jpeg: each image a JPEG (h5py's vlen uint8) that PIL decodes back to
 # the pixels make-dataset writes raw from the same seed, in both layouts;
 # the loader does not carry variable-length fields yet and says so.

@@ -6,7 +6,7 @@ sc=$SC_BIN
 expect_ok "help names every flag" "--shard-sizes.*" "$sc" plan --help
 for flag in --shards --shard-size --shard-sizes --ranks --epochs --seed --batch \
             --mode --exchange --remainder --check --save --quality --labels --window \
-            --sample-bytes; do
+            --sample-bytes --partitions --list-cuts; do
     expect_ok "help documents $flag" "^  $flag" "$sc" plan --help
 done
 expect_ok "top-level help lists plan" "plan +compute" "$sc" --help
@@ -23,7 +23,7 @@ expect_ok "pad check" "^plan check: ok$" \
 out=$("$sc" plan --shards 300 --ranks 7 --epochs 2 --check 2>&1)
 last=$(tail -n 1 <<<"$out")
 [ "$last" = "plan check: ok" ] && pass "check ends with the line" || failed "last line was '$last'"
-expect_ok "one line per epoch" "^epoch 2: .* batches/rank .* dropped .* padded .* balance .* moved .* plan .* KiB, .* ms$" \
+expect_ok "one line per epoch" "^epoch 2: .* batches/rank .* dropped .* padded .* balance .* moved .* cuts [0-9]+, plan .* KiB, .* ms$" \
     "$sc" plan --shards 100 --ranks 4 --epochs 3
 
 printf '%s\n' 5 100 3 70 2000 1 1 1 > "$SC_T_TMP/sizes.txt"
@@ -32,6 +32,51 @@ expect_ok "shard sizes from a file" "^plan check: ok$" \
 expect_ok "save writes the plan" "plan check: ok" \
     "$sc" plan --shards 40 --ranks 3 --save "$SC_T_TMP/p.plan" --check
 [ "$(head -c 4 "$SC_T_TMP/p.plan")" = "SCPL" ] && pass "saved plan has its magic" || failed "saved plan lacks SCPL"
+
+# The remainder is cut at sample granularity: 6,000 samples in shards of
+# 1,024 on 4 ranks with batch 64 drop 112 (< R x B = 256; whole shards
+# dropped 1,904) and pad repeats 144, each by cutting sample ranges of shards.
+expect_ok "drop leaves out fewer than R x B" "^epoch 0: 23 batches/rank of 64, dropped 112, padded 0, .* cuts [1-9]" \
+    "$sc" plan --samples 6000 --shard-size 1024 --ranks 4 --batch 64 --epochs 1
+expect_ok "pad repeats fewer than R x B" "^epoch 0: 24 batches/rank of 64, dropped 0, padded 144, " \
+    "$sc" plan --samples 6000 --shard-size 1024 --ranks 4 --batch 64 --epochs 1 --remainder pad
+out=$("$sc" plan --samples 6000 --shard-size 1024 --ranks 4 --batch 64 --epochs 4 --mode sticky \
+      --remainder pad --list-cuts --check 2>&1)
+awk '/^epoch / { split($0, a, "cuts "); c = a[2] + 0; total += c; if (c > 6) bad = 1 }
+     /^  cut [0-9]+: shard [0-9]+ \[[0-9]+, [0-9]+\) from rank [0-3] -> rank [0-3]$/ { listed++ }
+     END { exit bad || total == 0 || listed != total }' <<<"$out" &&
+    pass "--list-cuts: each cut, at most 2 (R-1) an epoch" || failed "--list-cuts: $out"
+grep -q "^checked: 4 epochs, 6 shards, 4 ranks; 24000 samples, each served by exactly one rank$" \
+    <<<"$out" && pass "--check counts every sample's rank" || failed "--check: $out"
+# Partitions: the flag, or SC_PARTITIONS as a job reads it.
+expect_ok "--partitions check" "^partitions: 8, 2 a rank, each giving 32 samples to every global batch of 256$" \
+    "$sc" plan --samples 60000 --shard-size 100 --ranks 4 --batch 64 --partitions 8 --check
+expect_ok "SC_PARTITIONS applies" "^partitions: 16, 2 a rank, each giving 16 samples" \
+    env SC_PARTITIONS=16 "$sc" plan --samples 60000 --shard-size 100 --ranks 8 --batch 32 --check
+expect_ok "--list-cuts names partitions" "^  cut 0: shard [0-9]+ \[[0-9]+, [0-9]+\) from rank [0-3] -> rank [0-3] \(partition [0-7] -> [0-7]\)$" \
+    "$sc" plan --samples 6000 --shard-size 100 --ranks 4 --batch 64 --partitions 8 --list-cuts --epochs 1
+# Over partitions the plan is the world size's no more: at the same R x B,
+# 2, 4 and 8 ranks get the same cuts between the same partitions.
+for rb in "2 64" "4 32" "8 16"; do
+    set -- $rb
+    "$sc" plan --samples 6000 --shard-size 100 --ranks "$1" --batch "$2" --partitions 8 --epochs 3 \
+        --mode sticky --list-cuts | grep '^  cut' | sed 's/from rank [0-9]* -> rank [0-9]*//' \
+        > "$SC_T_TMP/cuts-$1"
+done
+[ -s "$SC_T_TMP/cuts-2" ] && cmp -s "$SC_T_TMP/cuts-2" "$SC_T_TMP/cuts-4" &&
+    cmp -s "$SC_T_TMP/cuts-2" "$SC_T_TMP/cuts-8" &&
+    pass "partitions: the same cuts on 2, 4 and 8 ranks" || failed "partitions: cuts differ by world size"
+expect_fail "partitions not a multiple of the ranks" "SC_PARTITIONS=6 is not a multiple of the 4 ranks" \
+    "$sc" plan --shards 100 --ranks 4 --batch 64 --partitions 6
+expect_fail "more partitions than shards" "SC_PARTITIONS=16 is more than the 8 shards: every partition needs a shard" \
+    "$sc" plan --shards 8 --ranks 4 --batch 64 --partitions 16
+expect_fail "a global batch the partitions do not divide" "the global batch, 4 ranks x 6 = 24 samples, is not a multiple of SC_PARTITIONS=16" \
+    "$sc" plan --shards 100 --ranks 4 --batch 6 --partitions 16
+expect_fail "pad with partitions and less than a global batch" "with SC_PARTITIONS and remainder=pad an epoch needs one" \
+    "$sc" plan --shards 8 --shard-size 10 --ranks 4 --batch 64 --partitions 8 --remainder pad
+expect_fail "--partitions that is no number" "--partitions: SC_PARTITIONS='x' is not a non-negative integer" \
+    "$sc" plan --partitions x
+expect_fail "SC_PARTITIONS that is no number" "SC_PARTITIONS='-1'" env SC_PARTITIONS=-1 "$sc" plan
 
 # --quality on class-sorted labels: an auto window (half of SC_STREAM_BYTES)
 # reaches a uniform order's label entropy within 0.05 bits; window 1 is far off.
@@ -75,7 +120,7 @@ printf '%s\n' 18446744073709551615 5 > "$SC_T_TMP/huge.txt"
 expect_fail "sizes that overflow" "SC_EOVERFLOW.*overflow 64 bits at shard 1" \
     "$sc" plan --shard-sizes "$SC_T_TMP/huge.txt" --ranks 1
 # Refused before any epoch, as a job's open refuses it, naming what would fit.
-expect_fail "batch larger than a rank" "SC_EINVAL: 800 samples in 8 shards of at most 100 cannot give each of 4 ranks a batch of 5000.*a batch size of at most 125" \
+expect_fail "batch larger than a rank" "SC_EINVAL: 800 samples cannot give each of 4 ranks a batch of 5000 with remainder=drop: that takes 20000 samples \(4 x 5000\); remainder=pad, or a batch size of at most 200, would" \
     "$sc" plan --shards 8 --shard-size 100 --ranks 4 --batch 5000
 expect_fail "a small set on more ranks than its shards" "more ranks \(9\) than shards \(7\)" \
     "$sc" plan --samples 7 --ranks 9
@@ -88,6 +133,9 @@ expect_ok "mpirun -np 4 broadcast check" "broadcast from rank 0" \
     "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --shards 2000 --epochs 3 --mode sticky --check
 expect_ok "mpirun -np 4 same plan everywhere" "same plan on every rank" \
     "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --shards 2000 --epochs 2 --check
+expect_ok "mpirun -np 4 with partitions" "same plan on every rank; 60000 samples" \
+    "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --shards 300 --shard-size 100 --partitions 8 \
+    --batch 16 --epochs 2 --mode sticky --check
 expect_fail "mpirun with --ranks that disagree" "--ranks 3 but running on 4 MPI ranks" \
     "$MPIEXEC" -n 4 --oversubscribe "$sc" plan --ranks 3
 finish

@@ -28,6 +28,33 @@ head -c 40 "$d/moved/audit-r0.bin" | tail -c 16 >> "$d/moved/audit-r1.bin"
 f=$d/moved/audit-r0.bin; { head -c 24 "$f"; tail -c +41 "$f"; } > "$f.new" && mv "$f.new" "$f"
 expect_fail "a sample on the wrong rank" "consumed on rank 1, owned by rank 0" verify "$d/moved"
 
+# A sample of a cut (a range of a shard served by another rank than its
+# home) belongs to the rank it is cut to: consumed on the home rank instead,
+# it is named (whole-shard ownership would take it for the home's).
+cut=$("$SC_BIN" plan $flags --epochs 1 --list-cuts | sed -n 's/^  cut 0: shard \([0-9]*\) \[\([0-9]*\), [0-9]*) from rank \([0-9]*\) -> rank \([0-9]*\)$/\1 \2 \3 \4/p')
+if [ -n "$cut" ]; then
+    read -r cs cb cfrom cto <<<"$cut"
+    cid=$(awk -v s="$cs" -v b="$cb" 'NR <= s { n += $1 } END { print n + b }' "$job/sizes.txt")
+    cp -r "$job" "$d/cut"
+    python3 - "$d/cut" "$cid" "$cfrom" "$cto" <<'PY'
+import struct, sys
+d, sid, src, dst = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def load(r):
+    b = open(f"{d}/audit-r{r}.bin", "rb").read()
+    return b[:24], [b[i:i + 16] for i in range(24, len(b) - 15, 16)]
+hd, ds = load(dst)
+rec = next(x for x in ds if struct.unpack("<QQ", x) == (0, sid))
+ds.remove(rec)
+hs, ss = load(src)
+open(f"{d}/audit-r{dst}.bin", "wb").write(hd + b"".join(ds))
+open(f"{d}/audit-r{src}.bin", "wb").write(hs + b"".join(ss + [rec]))
+PY
+    expect_fail "a cut sample on its shard's home rank" \
+        "epoch 0: sample $cid consumed on rank $cfrom, owned by rank $cto" verify "$d/cut"
+else
+    failed "the job's epoch 0 has no cut: pick another seed (plan: $("$SC_BIN" plan $flags --epochs 1))"
+fi
+
 # One damaged record claims epoch 2^50: refused at once, not walked epoch by epoch.
 cp -r "$job" "$d/far"
 python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack("<QQ", 1 << 50, 0))' \
