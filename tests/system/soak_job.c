@@ -582,10 +582,11 @@ static int cli_verify(const job *j, const char *dir, const char *shardcache, cha
     /* The job's plan flags, also kept in the job's directory for tests. */
     snprintf(flags, sizeof flags,
              "--plan-seed %llu --shard-sizes %s --ranks %u --batch %llu --mode %s "
-             "--exchange %g --remainder %s",
+             "--exchange %g --remainder %s --partitions %llu",
              (unsigned long long)j->seed, sizes, j->world, (unsigned long long)j->batch,
              j->mode == SC_SHUFFLE_STICKY ? "sticky" : "global", j->q,
-             j->remainder == SC_REMAINDER_PAD ? "pad" : "drop");
+             j->remainder == SC_REMAINDER_PAD ? "pad" : "drop",
+             (unsigned long long)j->partitions);
     snprintf(cmd, sizeof cmd, "%s/job%llu/flags", dir, (unsigned long long)j->id);
     if ((f = fopen(cmd, "w"))) {
         fprintf(f, "%s\n", flags);
@@ -643,7 +644,7 @@ int main(int argc, char **argv)
     make_datasets(dir, seed);
     sc__rng r;
     sc__rng_init(&r, sc__rng_key(seed, 0, 42, 0));
-    uint64_t passed = 0, failed = 0;
+    uint64_t passed = 0, failed = 0, parted = 0;
     for (uint64_t t = 0; t < jobs; t++) {
         job j = {0};
         j.id = t;
@@ -668,17 +669,21 @@ int main(int argc, char **argv)
         int all = good;
         MPI_Allreduce(&good, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (world_rank == 0 && (!all || *why))
-            printf("job %llu (%u ranks, %llu shards, %s, %s, B=%llu, window %llu, "
-                   "depth %llu, %d producers%s%s): %s %s\n",
-                   (unsigned long long)t, j.world, (unsigned long long)j.nshards,
+            printf("job %llu (%u ranks, %llu partitions, %llu shards, %s, %s, B=%llu, "
+                   "window %llu, depth %llu, %d producers%s%s): %s %s\n",
+                   (unsigned long long)t, j.world, (unsigned long long)j.partitions,
+                   (unsigned long long)j.nshards,
                    j.mode == SC_SHUFFLE_STICKY ? "sticky" : "global",
                    j.remainder == SC_REMAINDER_PAD ? "pad" : "drop",
                    (unsigned long long)j.batch, (unsigned long long)j.window,
                    (unsigned long long)j.depth, j.producers, j.full ? ", full" : "",
                    j.cache_bytes ? ", capped cache" : "", all ? "ok" : "FAILED", why);
         all ? passed++ : failed++;
+        parted += j.partitions > 0;
         free(j.sizes);
     }
+    if (world_rank == 0)
+        printf("(%llu of the jobs over SC_PARTITIONS)\n", (unsigned long long)parted);
     if (world_rank == 0)
         printf("%llu passed, %llu failed\n", (unsigned long long)passed,
                (unsigned long long)failed);
