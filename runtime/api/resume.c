@@ -4,6 +4,7 @@
  */
 #include "resume.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,18 +37,66 @@ void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c)
  * The settings a resumed job must share with the checkpointed one, named as
  * the config's.  With partitions the global batch must stay, world x batch,
  * not the batch: a job of another size keeps the same global batches.
+ * SC_PARTITIONS comes first: the batch's meaning depends on it.
  */
-enum { NSETTINGS = 7 };
+enum { S_PARTITIONS, S_SEED, S_SHUFFLE, S_EXCHANGE, S_REMAINDER, S_BATCH, S_WINDOW, NSETTINGS };
 static const char *const setting_names[NSETTINGS] = {
-    "SC_SEED",      "SC_SHUFFLE",        "SC_EXCHANGE",  "SC_REMAINDER",
-    "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW", "SC_PARTITIONS"};
+    "SC_PARTITIONS", "SC_SEED",       "SC_SHUFFLE",       "SC_EXCHANGE",
+    "SC_REMAINDER",  "SC_BATCH_SIZE", "SC_SHUFFLE_WINDOW"};
 
 static void resume_settings_of(const sc__ckpt *c, uint64_t world, uint64_t w[NSETTINGS])
 {
     uint64_t batch = c->partitions ? c->batch * world : c->batch;
-    const uint64_t v[NSETTINGS] = {c->seed,  c->mode,   c->exchange_bits, c->remainder,
-                                   batch,    c->window, c->partitions};
+    const uint64_t v[NSETTINGS] = {c->partitions, c->seed,  c->mode,  c->exchange_bits,
+                                   c->remainder,  batch,    c->window};
     memcpy(w, v, sizeof v);
+}
+
+/* Setting i's value v in words: the config's names for modes and policies. */
+static void resume_setting_text(int i, uint64_t v, char *buf, size_t n)
+{
+    if (i == S_SHUFFLE)
+        snprintf(buf, n, "%s", v == SC_SHUFFLE_STICKY ? "sticky" : "global");
+    else if (i == S_REMAINDER)
+        snprintf(buf, n, "%s", v == SC_REMAINDER_PAD ? "pad" : "drop");
+    else if (i == S_EXCHANGE)
+        snprintf(buf, n, "%g", sc__bits_double(v));
+    else
+        snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+/* This job's settings against the records' (rank 0's, a), naming the first that differs. */
+static int resume_same_settings(const sc__ckpt *a, const sc_config *cfg, uint64_t world,
+                                sc_error *err)
+{
+    uint64_t was[NSETTINGS], is[NSETTINGS];
+    sc__ckpt now;
+    sc__ckpt_settings(cfg, &now);
+    resume_settings_of(a, a->world, was);
+    resume_settings_of(&now, world, is);
+    for (int i = 0; i < NSETTINGS; i++) {
+        if (was[i] == is[i])
+            continue;
+        if (i == S_BATCH && a->partitions)
+            return sc__seterr(err, SC_EINVAL,
+                              "the checkpoints were taken with a global batch of %llu samples "
+                              "(%llu ranks x %llu); on %llu ranks SC_PARTITIONS=%llu keeps the "
+                              "same global batches only with SC_BATCH_SIZE=%llu, not %llu",
+                              (unsigned long long)was[i], (unsigned long long)a->world,
+                              (unsigned long long)a->batch, (unsigned long long)world,
+                              (unsigned long long)a->partitions,
+                              (unsigned long long)(was[i] / world),
+                              (unsigned long long)cfg->batch_size);
+        char then[32], here[32];
+        resume_setting_text(i, was[i], then, sizeof then);
+        resume_setting_text(i, is[i], here, sizeof here);
+        return sc__seterr(err, SC_EINVAL,
+                          "the checkpoints were taken with %s=%s, this job's is %s%s: resume "
+                          "with the same settings", setting_names[i], then, here,
+                          i == S_WINDOW ? " (samples; auto is half of SC_STREAM_BYTES' "
+                                          "samples)" : "");
+    }
+    return SC_OK;
 }
 
 int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *cfg,
@@ -100,34 +149,7 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
                           (unsigned long long)a->fingerprint, (unsigned long long)a->nshards,
                           ds->path, (unsigned long long)ds->fingerprint,
                           (unsigned long long)ds->nshards);
-    sc__ckpt now;
-    sc__ckpt_settings(cfg, &now);
-    resume_settings_of(&now, world, is);
-    for (int i = 0; i < NSETTINGS; i++) {
-        if (was[i] == is[i])
-            continue;
-        if (i == 4 && a->partitions) /* SC_BATCH_SIZE: the global batch with partitions */
-            return sc__seterr(err, SC_EINVAL,
-                              "the checkpoints were taken with a global batch of %llu samples "
-                              "(%llu ranks x %llu); on %llu ranks SC_PARTITIONS=%llu keeps the "
-                              "same global batches only with SC_BATCH_SIZE=%llu, not %llu",
-                              (unsigned long long)was[i], (unsigned long long)a->world,
-                              (unsigned long long)a->batch, (unsigned long long)world,
-                              (unsigned long long)a->partitions,
-                              (unsigned long long)(was[i] / world),
-                              (unsigned long long)cfg->batch_size);
-        if (!strcmp(setting_names[i], "SC_SHUFFLE_WINDOW")) /* auto hides the number */
-            return sc__seterr(err, SC_EINVAL,
-                              "the checkpoints were taken with SC_SHUFFLE_WINDOW of %llu "
-                              "samples, this job's is %llu (auto is half of SC_STREAM_BYTES' "
-                              "samples): resume with the same settings",
-                              (unsigned long long)was[i], (unsigned long long)is[i]);
-        return sc__seterr(err, SC_EINVAL,
-                          "the checkpoints were taken with another %s than this job's: "
-                          "resume with the same settings",
-                          setting_names[i]);
-    }
-    return SC_OK;
+    return resume_same_settings(a, cfg, world, err);
 }
 
 void sc__share_free(sc__share *s)

@@ -288,13 +288,19 @@ static void test_bad_records_are_refused(void **state)
     other.seed++;
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
     if (rank == 0)
-        assert_non_null(strstr(msg, "SC_SEED"));
+        assert_non_null(strstr(msg, "SC_SEED="));
+    other = c; /* partitions the records did not have: named first, with both values */
+    other.partitions = (uint64_t)size;
+    other.batch_size = B;
+    assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
+    if (rank == 0)
+        assert_non_null(strstr(msg, "taken with SC_PARTITIONS=0, this job's is"));
     other = c; /* an auto window that comes to another number of samples than 32 */
     other.shuffle_window = SC_WINDOW_AUTO;
     assert_true(sc_config_window(&other, 1) != 32);
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
     if (rank == 0)
-        assert_non_null(strstr(msg, "SC_SHUFFLE_WINDOW of 32 samples, this job's is"));
+        assert_non_null(strstr(msg, "SC_SHUFFLE_WINDOW=32, this job's is"));
     other = c;
     other.shard_size = SHARD + 1; /* another dataset (its fingerprint) */
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
