@@ -118,7 +118,10 @@ static int plan_check_partitions(const sc_plan_params *p, uint64_t G, sc_error *
     uint64_t P = p->partitions, R = p->world_size;
     if (!P)
         return SC_OK;
-    if (P > SC__PLAN_MAX_SHARDS || P % R)
+    if (P > SC__PLAN_MAX_SHARDS)
+        return sc__seterr(err, SC_EINVAL, "SC_PARTITIONS=%llu is more than the %llu a plan can "
+                          "hold", (unsigned long long)P, (unsigned long long)SC__PLAN_MAX_SHARDS);
+    if (P % R)
         return sc__seterr(err, SC_EINVAL,
                           "SC_PARTITIONS=%llu is not a multiple of the %llu ranks: each rank "
                           "serves P/R of them (use a world size that divides it)",
@@ -153,14 +156,16 @@ static int plan_check_fill(const sc_plan_params *p, uint64_t total, sc_error *er
     int rc = plan_check_partitions(p, G, err);
     if (rc != SC_OK || total >= G || (p->remainder == SC_REMAINDER_PAD && !p->partitions))
         return rc;
-    if (p->remainder == SC_REMAINDER_PAD)
+    if (p->partitions) /* the batch that fits: R x B <= total, and P/R divides B */
         return sc__seterr(err, SC_EINVAL,
                           "%llu samples are less than one global batch (%llu ranks x %llu = "
-                          "%llu): with SC_PARTITIONS and remainder=pad an epoch needs one; "
-                          "use a batch size of at most %llu",
+                          "%llu): with SC_PARTITIONS=%llu an epoch needs one, under drop and "
+                          "pad; use a batch size of at most %llu (a multiple of P/R = %llu)",
                           (unsigned long long)total, (unsigned long long)R,
                           (unsigned long long)B, (unsigned long long)G,
-                          (unsigned long long)(total / R));
+                          (unsigned long long)p->partitions,
+                          (unsigned long long)(total / p->partitions * (p->partitions / R)),
+                          (unsigned long long)(p->partitions / R));
     return sc__seterr(err, SC_EINVAL,
                       "%llu samples cannot give each of %llu ranks a batch of %llu with "
                       "remainder=drop: that takes %llu samples (%llu x %llu); remainder=pad, "

@@ -72,7 +72,7 @@ expect_fail "more partitions than shards" "SC_PARTITIONS=16 is more than the 8 s
     "$sc" plan --shards 8 --ranks 4 --batch 64 --partitions 16
 expect_fail "a global batch the partitions do not divide" "the global batch, 4 ranks x 6 = 24 samples, is not a multiple of SC_PARTITIONS=16" \
     "$sc" plan --shards 100 --ranks 4 --batch 6 --partitions 16
-expect_fail "pad with partitions and less than a global batch" "with SC_PARTITIONS and remainder=pad an epoch needs one" \
+expect_fail "pad with partitions and less than a global batch" "with SC_PARTITIONS=8 an epoch needs one, under drop and pad; use a batch size of at most 20 \\(a multiple of P/R = 2\\)" \
     "$sc" plan --shards 8 --shard-size 10 --ranks 4 --batch 64 --partitions 8 --remainder pad
 expect_fail "--partitions that is no number" "--partitions: SC_PARTITIONS='x' is not a non-negative integer" \
     "$sc" plan --partitions x

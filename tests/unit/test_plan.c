@@ -310,8 +310,10 @@ static void test_remainder_randomized(void **state)
         if (rem_refused(c)) {
             char want[128];
             snprintf(want, sizeof want, "%llu samples", (unsigned long long)c->total);
+            const char *why = c->p.partitions ? "with SC_PARTITIONS" : "with remainder=drop";
             if (rc != SC_EINVAL || !strstr(err.msg, want) ||
-                (c->p.remainder == SC_REMAINDER_DROP && !strstr(err.msg, "with remainder=drop")))
+                ((c->p.partitions || c->p.remainder == SC_REMAINDER_DROP) &&
+                 !strstr(err.msg, why)))
                 fail_msg("case %u: N=%llu < %u x %llu: %s '%s'", t,
                          (unsigned long long)c->total, c->p.world_size,
                          (unsigned long long)c->p.batch_size, sc_status_name(rc), err.msg);
