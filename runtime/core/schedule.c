@@ -11,12 +11,48 @@
 #include "plan.h"
 
 #define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window": the shuffle's random stream */
+#define SC__PURPOSE_DROPS 0x64726f7073ULL    /* "drops": which samples drop leaves out */
 
 void sc__sched_free(sc__sched *sc)
 {
     free(sc->ids);
     free(sc->dropped);
     memset(sc, 0, sizeof *sc);
+}
+
+/*
+ * Drop leaves out d of a unit's m shuffled positions: drawn at random over
+ * all of them (seeded by seed, epoch and unit), not its last window's, so
+ * that a unit above its target epoch after epoch (sticky plans) does not
+ * leave out the same shards every time.  The kept ones move to the front,
+ * in order; the drops after them.
+ */
+static int sched_pick_drops(uint64_t *perm, uint64_t m, uint64_t d, uint64_t seed,
+                            uint64_t epoch, uint32_t u)
+{
+    unsigned char *out = calloc(m, 1);
+    uint64_t *tmp = malloc(sizeof *tmp * d);
+    if (!out || !tmp) {
+        free(out);
+        free(tmp);
+        return -1;
+    }
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(seed, epoch, SC__PURPOSE_DROPS, u));
+    for (uint64_t j = m - d; j < m; j++) { /* Floyd: d distinct positions of m */
+        uint64_t t = sc__rng_below(&r, j + 1);
+        out[out[t] ? j : t] = 1;
+    }
+    for (uint64_t i = 0, keep = 0, k = 0; i < m; i++) {
+        if (out[i])
+            tmp[k++] = perm[i];
+        else
+            perm[keep++] = perm[i];
+    }
+    memcpy(perm + m - d, tmp, sizeof *tmp * d);
+    free(out);
+    free(tmp);
+    return 0;
 }
 
 /* A rank's pieces being gathered, unit by unit: (first id, count) pairs. */
@@ -157,9 +193,14 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
         for (uint32_t i = 0; i < k; i++)
             sched_unit(&g, at[i], at[i + 1], perm + pm[i], pm[i + 1] - pm[i], w, seed, in.epoch,
                        u0 + i);
-        for (uint32_t i = 0; i < k && rc == SC_OK; i++)
-            if (pm[i + 1] == pm[i] && out->nslots)
+        for (uint32_t i = 0; i < k && rc == SC_OK; i++) {
+            uint64_t mu = pm[i + 1] - pm[i];
+            if (!mu && out->nslots)
                 rc = SC_EPLAN;
+            else if (mu > want_u &&
+                     sched_pick_drops(perm + pm[i], mu, mu - want_u, seed, in.epoch, u0 + i))
+                rc = SC_ENOMEM;
+        }
         if (rc == SC_OK && sched_interleave(perm, pm, k, bu, want_u, out))
             rc = SC_EPLAN;
     }
