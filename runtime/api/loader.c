@@ -474,6 +474,8 @@ static int loader_arrive(sc_loader *ld, rec *r)
     if (got)
         r->plan = got;
     const sc_plan *use = r->plan;
+    if (rc == SC_OK && got)
+        rc = sc__plan_check_pieces(got, ld->ds->shard_sizes, ld->ds->shard_first, &err);
     if (rc == SC_OK)
         rc = loader_fault_plan(ld, r, &p, &use, &err);
     if (rc == SC_OK)
@@ -840,16 +842,21 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
                 (unsigned long long)ld->cfg.shuffle_window,
                 cfg->shuffle_window == SC_WINDOW_AUTO
                     ? " (auto: half of SC_STREAM_BYTES' samples, at least 4096)" : "");
-    /* Each partition shuffles within window / P (core/schedule.c): say when that is nothing. */
-    if (ld->rank == 0 && cfg->partitions && ld->cfg.shuffle_window &&
-        ld->cfg.shuffle_window / cfg->partitions < 2)
+    /*
+     * Each partition shuffles within window / P (core/schedule.c): say when
+     * that holds fewer than two of the blocks it gives each batch.
+     */
+    uint64_t block = cfg->partitions ? cfg->batch_size * (uint64_t)ld->size / cfg->partitions : 0;
+    if (ld->rank == 0 && block && ld->cfg.shuffle_window &&
+        ld->cfg.shuffle_window / cfg->partitions < 2 * block)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "SC_SHUFFLE_WINDOW of %llu samples over SC_PARTITIONS=%llu leaves each "
-                "partition a window of %llu: its samples come in plan order, unshuffled; a "
-                "window of at least %llu shuffles them",
+                "partition a window of %llu, fewer than two of the %llu-sample blocks it "
+                "gives each global batch: batches mix little; a window of %llu or more would",
                 (unsigned long long)ld->cfg.shuffle_window, (unsigned long long)cfg->partitions,
                 (unsigned long long)(ld->cfg.shuffle_window / cfg->partitions),
-                (unsigned long long)(2 * cfg->partitions));
+                (unsigned long long)block,
+                (unsigned long long)(2 * block * cfg->partitions));
     sc__stream_opts so = {
         .producers = cfg->producers > 0 ? cfg->producers : producers,
         .depth = cfg->prefetch_batches,

@@ -49,6 +49,7 @@ struct sc_plan {
     uint32_t *owner;         /* [nshards]: each shard's home unit, derived from order */
     sc__cut *cuts;           /* [info.cuts], in the order made */
     sc__cut *by_shard;       /* the same sorted by (shard, lo), for lookups */
+    sc__cut *by_to;          /* the same sorted by (to, shard, lo): what each unit receives */
     unsigned char *wire;     /* the canonical encoding; info.hash hashes it */
     size_t wire_len;
 };
@@ -97,7 +98,7 @@ uint32_t sc__plan_unit_of(const sc_plan *p, uint32_t s, uint64_t off);
  */
 int sc__plan_reads(const sc_plan *p, uint32_t rank, uint32_t **out, uint64_t *n);
 
-/* Sorts the cuts into by_shard; after the cuts change. */
+/* Sorts the cuts into by_shard and by_to; after the cuts change. */
 void sc__plan_index_cuts(sc_plan *p);
 
 /*
@@ -117,6 +118,17 @@ uint64_t sc__plan_target(const sc_plan *p, uint32_t u, uint64_t total);
 
 /* Shards whose home unit differs from prev's (0 without a comparable prev). */
 uint64_t sc__plan_moved(const sc_plan *plan, const sc_plan *prev);
+
+/*
+ * What a received plan's cuts must hold, for the shard sizes the receiver
+ * knows (O(shards + cuts)): each cut a range of its shard sent from its
+ * home, a shard's cuts and its kept part covering it once, every unit
+ * serving what the plan says and its target.  SC_EPLAN naming the first
+ * that fails.  (The decoder sees no sizes; a hash collision or a buggy
+ * encoder must still not hand the loader a sample served twice.)
+ */
+int sc__plan_check_pieces(const sc_plan *plan, const uint64_t *sizes, const uint64_t *first,
+                          sc_error *err);
 
 /* Per-rank min/max served samples into info. */
 void sc__plan_rank_extremes(sc_plan *p);

@@ -187,9 +187,15 @@ static int check_replan(const sc_plan *plan, const sc_plan_params *params,
     return SC_OK;
 }
 
+int sc__plan_check_pieces(const sc_plan *plan, const uint64_t *sizes, const uint64_t *first,
+                          sc_error *err)
+{
+    int rc = check_cuts(plan, sizes, err);
+    return rc == SC_OK ? check_served(plan, first, first[plan->info.nshards], err) : rc;
+}
+
 /* The checks that need each shard's first sample id. */
-static int check_samples(const sc_plan *plan, const sc_plan_params *params, uint64_t total,
-                         sc_error *err)
+static int check_samples(const sc_plan *plan, const sc_plan_params *params, sc_error *err)
 {
     uint64_t n = params->nshards;
     uint64_t *first = malloc(sizeof *first * (n + 1));
@@ -198,9 +204,7 @@ static int check_samples(const sc_plan *plan, const sc_plan_params *params, uint
     first[0] = 0;
     for (uint64_t s = 0; s < n; s++)
         first[s + 1] = first[s] + params->shard_sizes[s];
-    int rc = check_cuts(plan, params->shard_sizes, err);
-    if (rc == SC_OK)
-        rc = check_served(plan, first, total, err);
+    int rc = sc__plan_check_pieces(plan, params->shard_sizes, first, err);
     free(first);
     return rc;
 }
@@ -219,7 +223,7 @@ int sc_plan_check(const sc_plan *plan, const sc_plan_params *params, const sc_pl
     if ((rc = sc__plan_matches(plan, params, 0, err)) == SC_OK &&
         (rc = check_lists(plan, err)) == SC_OK &&
         (rc = check_batches(plan, total, err)) == SC_OK &&
-        (rc = check_samples(plan, params, total, err)) == SC_OK &&
+        (rc = check_samples(plan, params, err)) == SC_OK &&
         (rc = check_moved(plan, prev, err)) == SC_OK &&
         (rc = check_replan(plan, params, prev, err)) == SC_OK)
         rc = sc__errok(err);

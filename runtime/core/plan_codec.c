@@ -144,8 +144,10 @@ static int plan_codec_check_shape(const unsigned char *w, size_t len,
     uint32_t U = P ? P : R, ncuts = sc__get_u32(w + W_CUTS);
     unsigned long long e = (unsigned long long)sc__get_u64(w + W_EPOCH);
 
+    uint64_t B = sc__get_u64(w + W_BATCH), G = 0;
     if (R == 0 || U % R || nshards == 0 || nshards < U || nshards > SC__PLAN_MAX_SHARDS ||
-        sc__plan_wire_bytes(U, nshards, ncuts) != len)
+        sc__plan_wire_bytes(U, nshards, ncuts) != len || B == 0 ||
+        __builtin_mul_overflow(B, (uint64_t)R, &G) || G % U)
         return sc__seterr(err, SC_EFORMAT,
                           "plan for epoch %llu: %llu shards and %u cuts on %u ranks (%u "
                           "partitions) do not fit its %zu bytes",

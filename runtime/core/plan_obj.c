@@ -26,10 +26,34 @@ static int plan_obj_cmp_cut(const void *a, const void *b)
     return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
+static int plan_obj_cmp_to(const void *a, const void *b)
+{
+    const sc__cut *x = a, *y = b;
+    if (x->to != y->to)
+        return (x->to > y->to) - (x->to < y->to);
+    return plan_obj_cmp_cut(a, b);
+}
+
 void sc__plan_index_cuts(sc_plan *p)
 {
     memcpy(p->by_shard, p->cuts, sizeof *p->cuts * p->info.cuts);
     qsort(p->by_shard, p->info.cuts, sizeof *p->by_shard, plan_obj_cmp_cut);
+    memcpy(p->by_to, p->cuts, sizeof *p->cuts * p->info.cuts);
+    qsort(p->by_to, p->info.cuts, sizeof *p->by_to, plan_obj_cmp_to);
+}
+
+/* The first cut to unit u in by_to, or info.cuts when none is. */
+static uint64_t plan_obj_first_to(const sc_plan *p, uint32_t u)
+{
+    uint64_t lo = 0, hi = p->info.cuts;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (p->by_to[mid].to < u)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* The first of shard s's cuts in by_shard, or info.cuts when it has none. */
@@ -73,9 +97,9 @@ int sc__plan_visit(const sc_plan *p, uint32_t u, const uint64_t *first, sc__piec
         if (kept)
             rc = fn(ctx, s, 0, kept);
     }
-    for (uint64_t c = 0; c < p->info.cuts && !rc; c++)
-        if (p->cuts[c].to == u)
-            rc = fn(ctx, p->cuts[c].shard, p->cuts[c].lo, p->cuts[c].hi);
+    for (uint64_t c = plan_obj_first_to(p, u); c < p->info.cuts && p->by_to[c].to == u && !rc;
+         c++)
+        rc = fn(ctx, p->by_to[c].shard, p->by_to[c].lo, p->by_to[c].hi);
     return rc;
 }
 
@@ -107,9 +131,10 @@ int sc__plan_alloc(uint32_t world_size, uint32_t units, uint64_t nshards, sc_pla
         p->unit_samples = malloc(sizeof *p->unit_samples * units);
         p->cuts = malloc(sizeof *p->cuts * maxcuts);
         p->by_shard = malloc(sizeof *p->by_shard * maxcuts);
+        p->by_to = malloc(sizeof *p->by_to * maxcuts);
     }
     if (!p || !p->order || !p->owner || !p->unit_off || !p->unit_samples || !p->cuts ||
-        !p->by_shard) {
+        !p->by_shard || !p->by_to) {
         sc_plan_free(p);
         return sc__seterr(err, SC_ENOMEM,
                           "no memory for a plan of %llu shards on %u units",
@@ -132,6 +157,7 @@ void sc_plan_free(sc_plan *plan)
     free(plan->unit_samples);
     free(plan->cuts);
     free(plan->by_shard);
+    free(plan->by_to);
     free(plan->wire);
     free(plan);
 }
@@ -153,30 +179,38 @@ static int plan_obj_all_cut(const sc_plan *p, uint32_t s)
     return i < p->info.cuts && p->by_shard[i].lo == 0;
 }
 
+static int plan_obj_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 int sc__plan_reads(const sc_plan *p, uint32_t rank, uint32_t **out, uint64_t *n)
 {
     uint32_t u0, u1;
     sc__plan_rank_units(p, rank, &u0, &u1);
     uint64_t lo = p->unit_off[u0], hi = p->unit_off[u1], k = 0;
-    uint32_t *list = malloc(sizeof *list * (hi - lo + p->info.cuts + 1));
+    uint64_t c0 = plan_obj_first_to(p, u0), c1 = plan_obj_first_to(p, u1);
+    uint32_t *list = malloc(sizeof *list * (hi - lo + c1 - c0 + 1));
     if (!list)
         return SC_ENOMEM;
     for (uint64_t i = lo; i < hi; i++)
         if (!p->info.cuts || !plan_obj_all_cut(p, p->order[i]))
             list[k++] = p->order[i];
+    /* The shards cut to its units that it does not read as a home: each once. */
     uint64_t homes = k;
-    for (uint64_t c = 0; c < p->info.cuts; c++) {
-        const sc__cut *x = &p->cuts[c];
-        int dup = x->to < u0 || x->to >= u1 ||
-                  (p->owner[x->shard] >= u0 && p->owner[x->shard] < u1 &&
-                   !plan_obj_all_cut(p, x->shard));
-        for (uint64_t j = homes; j < k && !dup; j++)
-            dup = list[j] == x->shard;
-        if (!dup)
-            list[k++] = x->shard;
+    for (uint64_t c = c0; c < c1; c++) {
+        uint32_t s = p->by_to[c].shard;
+        if (p->owner[s] < u0 || p->owner[s] >= u1 || plan_obj_all_cut(p, s))
+            list[k++] = s;
     }
+    qsort(list + homes, k - homes, sizeof *list, plan_obj_cmp_u32);
+    uint64_t m = homes;
+    for (uint64_t i = homes; i < k; i++)
+        if (i == homes || list[i] != list[i - 1])
+            list[m++] = list[i];
     *out = list;
-    *n = k;
+    *n = m;
     return SC_OK;
 }
 

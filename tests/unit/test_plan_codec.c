@@ -120,12 +120,37 @@ static void test_forged_duplicate_owner(void **state)
     sc_plan_free(plan);
 }
 
+/*
+ * A well-hashed plan whose cut runs past its shard's end decodes (the
+ * decoder sees no sizes), and the receiver's check against the sizes
+ * refuses it: its samples would be the next shard's, served twice.
+ */
+static void test_forged_cut_past_its_shard(void **state)
+{
+    (void)state;
+    uint64_t sizes[40], first[41] = {0};
+    for (int i = 0; i < 40; i++)
+        sizes[i] = 3 + (uint64_t)i % 5, first[i + 1] = first[i] + sizes[i];
+    sc_plan *plan = make(40, 3, SC_SHUFFLE_GLOBAL), *out = NULL;
+    sc_error err;
+    assert_true(plan->info.cuts > 0); /* 3 ranks of uneven shards, batch 2: cut */
+    SC_ASSERT_OK(sc__plan_check_pieces(plan, sizes, first, &err), &err);
+    plan->cuts[0].hi = sizes[plan->cuts[0].shard] + 1;
+    SC_ASSERT_OK(sc__plan_seal(plan, NULL), NULL);
+    SC_ASSERT_OK(sc_plan_decode(plan->wire, plan->wire_len, &out, &err), &err);
+    SC_ASSERT_RC(sc__plan_check_pieces(out, sizes, first, &err), SC_EPLAN, &err);
+    assert_non_null(strstr(err.msg, "is not a range of its shard"));
+    sc_plan_free(out);
+    sc_plan_free(plan);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_every_truncation_and_byte_flip),
         cmocka_unit_test(test_forged_duplicate_owner),
+        cmocka_unit_test(test_forged_cut_past_its_shard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
