@@ -1,6 +1,6 @@
 /*
  * cmd_plan.c - `shardcache plan`: compute the epoch plans a job would use,
- * print what they cost and, with --check, prove their properties.
+ * print what they cost and, with --check, check their properties.
  *
  * Run alone it plans for --ranks simulated ranks.  Under mpirun it does
  * what a job does: rank 0 computes each epoch's plan and broadcasts it,
@@ -54,7 +54,8 @@ static const char plan_usage[] =
     "                      that each is served by one rank; ends with the\n"
     "                      line 'plan check: ok', or exits 1 naming what failed\n"
     "  --list-cuts         after each epoch, every cut: a sample range of a\n"
-    "                      shard served by another rank than its home\n"
+    "                      shard served by another unit than its home (with\n"
+    "                      partitions, possibly another partition of one rank)\n"
     "  --save FILE         write the last epoch's encoded plan to FILE\n"
     "  --quality           after each epoch, how well its order mixes the\n"
     "                      dataset beside a uniform random permutation of it:\n"
