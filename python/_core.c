@@ -497,9 +497,10 @@ static PyObject *core_report(core_loader *self, PyObject *args)
 }
 
 /*
- * plan_batches(epoch) -> batches per rank of `epoch`'s plan, computed here
- * (as rank 0 does) with no plan before it: the job's first epoch, or any
- * epoch in global mode, without beginning it.
+ * plan_batches(epoch) -> batches per rank of `epoch`'s plan, without
+ * beginning it.  The count is floor or ceil of samples over ranks x batch
+ * (the remainder is cut at sample granularity), the same in every epoch and
+ * mode: a global plan of the epoch gives it with no sticky chain before.
  */
 static PyObject *core_plan_batches(core_loader *self, PyObject *arg)
 {
@@ -511,6 +512,7 @@ static PyObject *core_plan_batches(core_loader *self, PyObject *arg)
     sc_error err = SC_ERROR_INIT;
     int rc = sc_dataset_plan_params(sc_loader_dataset(self->ld), &self->cfg,
                                     (uint32_t)self->size, epoch, &p);
+    p.mode = SC_SHUFFLE_GLOBAL;
     if (rc == SC_OK)
         CORE_UNLOCKED(self, rc = sc_plan_create(&p, NULL, &plan, &err));
     if (rc != SC_OK)
@@ -602,14 +604,7 @@ static PyObject *core_device(core_loader *self, void *closure)
     return PyLong_FromLong(self->ld ? sc_loader_device(self->ld) : -1);
 }
 
-static PyObject *core_global_mode(core_loader *self, void *closure)
-{
-    (void)closure;
-    return PyBool_FromLong(self->cfg.mode == SC_SHUFFLE_GLOBAL);
-}
-
 static PyGetSetDef core_loader_getset[] = {
-    {"global_mode", (getter)core_global_mode, NULL, "SC_SHUFFLE=global", NULL},
     {"resumed_epoch", (getter)core_resumed, NULL, "the epoch to begin after resume", NULL},
     {"depth", (getter)core_depth, NULL, "ring slots (SC_PREFETCH_BATCHES)", NULL},
     {"device", (getter)core_device, NULL, "the loader's device, -1 for host", NULL},

@@ -427,7 +427,6 @@ class Loader:
         self._set = None  # the epoch set_epoch named, until its pass begins
         self._next_epoch, self._left = None, 0
         self._warned_copy = False
-        self._global = self._c.global_mode  # its plans need no plan before them
         self.info = None
         self._note_types()
 
@@ -591,13 +590,14 @@ class Loader:
         """Batches this rank gets in an epoch, as DataLoader's len(): the
         epoch in progress's (all of them, as its pass began; after a resume,
         the ones the resumed pass had), else the one `for batch in loader`
-        runs next, its plan's, computed here without beginning it (the first
-        epoch, or global mode) or by beginning it (a resumed epoch; sticky
-        mode after the first).  len(loader.epoch(e)) counts what is left."""
+        runs next, computed here without beginning it (every epoch of a
+        plan has the same count: floor or ceil of samples over ranks x
+        batch_size), or by beginning it (a resumed epoch).
+        len(loader.epoch(e)) counts what is left."""
         if self._more:
             return self.info["batches"]
         e = self._current()
-        if self.resumed_epoch is None and (self._epoch is None or self._global):
+        if self.resumed_epoch is None or e != self.resumed_epoch:
             return self._do(self._c.plan_batches, e)
         self.epoch(e)
         self._next_epoch = self._set = e  # the pass that follows goes on with it
