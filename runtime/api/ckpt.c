@@ -52,7 +52,7 @@ static int ckpt_fields(sc__ckpt *c, uint64_t *f[CKPT_HEAD_WORDS - 2])
 void sc__ckpt_encode(const sc__ckpt *c, const sc__piece *pieces, unsigned char *out)
 {
     sc__ckpt copy = *c;
-    copy.mode |= c->partitions << 32;
+    copy.mode = (c->mode & UINT32_MAX) | c->partitions << 32;
     uint64_t *f[CKPT_HEAD_WORDS - 2];
     int n = ckpt_fields(&copy, f);
     sc__put_u64(out, CKPT_MAGIC);

@@ -4,7 +4,8 @@
  * why, with the status it returns; a record it accepts, plain or resliced,
  * re-encodes to the very bytes it came from, which decode to the same
  * record.  Random bytes rarely carry a good hash, so the input's first 152
- * bytes are also read as a record's nineteen fields (its first byte: plain
+ * bytes are also read as a record's nineteen fields (the mode word's high
+ * half its partitions, as records store them; its first byte: plain
  * or resliced, its second: how many pieces, from the bytes after), which
  * must survive encode and decode, and whose encoding must be refused once
  * any one bit of it is flipped.
@@ -32,7 +33,7 @@ static uint64_t *fields(sc__ckpt *c, int i)
 /* Two records with the same fields and pieces. */
 static int same(sc__ckpt *a, const sc__piece *pa, sc__ckpt *b)
 {
-    if (a->resliced != b->resliced)
+    if (a->resliced != b->resliced || a->partitions != b->partitions)
         return 0;
     for (int i = 0; i < NFIELDS; i++)
         if (*fields(a, i) != *fields(b, i))
@@ -75,6 +76,8 @@ static int made_up(const unsigned char *data, size_t size, sc__ckpt *c, sc__piec
     for (int i = 0; i < NFIELDS; i++)
         *fields(c, i) = sc__get_u64(data + 8 * i);
     c->resliced = data[0] & 1;
+    c->partitions = c->mode >> 32; /* the mode word's high half, as records hold them */
+    c->mode &= UINT32_MAX;
     if (!c->resliced) {
         for (int i = 13; i < NFIELDS; i++)
             *fields(c, i) = 0;

@@ -30,7 +30,10 @@ mkdir -p "$artifacts"
 # The target itself is built with ASan+UBSan; leaks count as crashes, and
 # an input taking over 10 s is a hang.
 rc=0
+# A crash exits 1, not libFuzzer's 77: ctest takes 77 for a skip, and a
+# crash must fail the test.
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -max_len=4096 -print_final_stats=1 \
+    -error_exitcode=1 \
     -artifact_prefix="$artifacts/$name-" "$@" "$work/corpus" 2>"$work/log" || rc=$?
 cat "$work/log"
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
