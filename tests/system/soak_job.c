@@ -472,6 +472,16 @@ static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *au
         rc = sc_loader_resume(ld, ptrs, in->lens, world_rank == 0 ? (int)in->n : 0, &e0);
         stop = e0;
     }
+    if (rc == SC_OK && in && e0 >= j->epochs) {
+        /* The run before ended the job's last epoch: nothing is left, its records stand. */
+        if (kill && world_rank == 0) {
+            memcpy(out->bytes, in->bytes, (size_t)in->n * SC_CHECKPOINT_MAX_BYTES);
+            memcpy(out->lens, in->lens, sizeof in->lens);
+            out->n = in->n;
+        }
+        sc_loader_close(ld);
+        return SC_OK;
+    }
     uint64_t last = kill ? stop : j->epochs - 1;
     for (uint64_t e = e0; rc == SC_OK && e <= last; e++) {
         sc_batch b;
