@@ -21,6 +21,7 @@
 #include "error.h"
 #include "h5.h"
 #include "hash.h"
+#include "io.h"
 #include "log.h"
 #include "manifest.h"
 #include "mem.h"
@@ -1539,23 +1540,6 @@ static int source_read_part(const sc_dataset *ds, hid_t d, const sc__field *f, i
                              path, shard, err);
 }
 
-/* All of n bytes at off (see source.h). */
-const char *sc__pread_all(int fd, void *to, uint64_t n, uint64_t off)
-{
-    unsigned char *buf = to;
-    while (n > 0) {
-        ssize_t got = pread(fd, buf, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 ? strerror(errno) : "the file ends early";
-        buf += got;
-        off += (uint64_t)got;
-        n -= (uint64_t)got;
-    }
-    return NULL;
-}
-
 /*
  * Layout B: a file whose fields lie in it as delivered (file_off), read
  * with pread outside HDF5 and its lock, once its stamp (size, mtime,
@@ -1584,7 +1568,7 @@ static int source_read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uin
         why = "it changed since the dataset was opened";
     for (int i = 0; !why && i < nfields; i++) {
         field = fields[i].name;
-        why = sc__pread_all(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
+        why = sc__io_pread(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
                                n * fields[i].sample_bytes, off[i]);
     }
     if (fd >= 0)

@@ -128,9 +128,6 @@ static inline uint64_t sc__part_bytes(const sc_dataset *ds, const sc__field *f, 
     return 8 * (n + 1) + off[n] - off[0];
 }
 
-/* All of n bytes at off into buf (EINTR and short reads resumed): NULL, or why not in words. */
-const char *sc__pread_all(int fd, void *buf, uint64_t n, uint64_t off);
-
 /* A field as the public API describes it. */
 void sc__field_info(const sc__field *f, sc_field_info *out);
 
