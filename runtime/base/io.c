@@ -14,11 +14,14 @@ static const char *io_loop(int fd, unsigned char *buf, uint64_t n, uint64_t off,
 {
     while (n > 0) {
         size_t step = n > IO_STEP ? IO_STEP : (size_t)n;
-        ssize_t got = write ? pwrite(fd, buf, step, (off_t)off) : pread(fd, buf, step, (off_t)off);
+        ssize_t got = write ? pwrite(fd, buf, step, (off_t)off)
+                            : pread(fd, buf, step, (off_t)off);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got <= 0)
-            return got < 0 ? strerror(errno) : write ? "nothing was written" : "the file ends early";
+        if (got < 0)
+            return strerror(errno);
+        if (got == 0)
+            return write ? "nothing was written" : "the file ends early";
         buf += got;
         off += (uint64_t)got;
         n -= (uint64_t)got;
