@@ -260,22 +260,26 @@ int sc__scan_decode(sc_dataset *ds, const void *buf, size_t len, sc_error *err)
 
 /* ---- saved beside the files (manifest.c) ------------------------------------------ */
 
+void sc__scan_free(sc_dataset *ds)
+{
+    for (uint64_t k = 0; k < ds->nfiles; k++)
+        free(ds->files[k]);
+    free(ds->files);
+    free(ds->file_sizes);
+    free(ds->file_stamp);
+    free(ds->file_off);
+    for (int i = 0; i < SC_MAX_FIELDS; i++)
+        free(ds->vlen_off[i]);
+}
+
 /*
  * A scan parsed from a saved blob, freed: it holds no HDF5 ids, and
  * sc_dataset_close would take the HDF5 lock that its callers hold.
  */
 static void scan_free_saved(sc_dataset *s)
 {
-    for (uint64_t k = 0; s && k < s->nfiles; k++)
-        free(s->files[k]);
-    if (s) {
-        free(s->files);
-        free(s->file_sizes);
-        free(s->file_stamp);
-        free(s->file_off);
-        for (int i = 0; i < SC_MAX_FIELDS; i++)
-            free(s->vlen_off[i]);
-    }
+    if (s)
+        sc__scan_free(s);
     free(s);
 }
 

@@ -33,4 +33,7 @@ int sc__scan_reuse(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 /* One more file at the end of ds->files (*cap its room, grown by doubling). */
 int sc__scan_add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err);
 
+/* Frees what a scan (or its bytes, taken) allocated: the files and their arrays, the offsets. */
+void sc__scan_free(sc_dataset *ds);
+
 #endif /* SC_SCAN_H */

@@ -537,17 +537,10 @@ int sc_dataset_close(sc_dataset *ds)
     if (ds->file >= 0)
         H5Fclose(ds->file);
     sc__h5_unlock();
-    for (uint64_t k = 0; k < ds->nfiles; k++)
-        free(ds->files[k]);
-    free(ds->files);
+    sc__scan_free(ds);
     free(ds->shard_sizes);
     free(ds->shard_first);
-    free(ds->file_sizes);
     free(ds->file_first);
-    free(ds->file_stamp);
-    free(ds->file_off);
-    for (int i = 0; i < SC_MAX_FIELDS; i++)
-        free(ds->vlen_off[i]);
     sc__aug_free(ds->aug);
     sc__decode_free(ds->decode);
     free(ds);
