@@ -33,6 +33,7 @@
 #include "mem.h"
 #include "plan.h"
 #include "source.h"
+#include "vlen.h"
 
 #define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
 #define SC__PURPOSE_DECODE 0x6465636f6465ULL    /* "decode" */

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
 #include "hash.h"
 
 enum { AUG_CROP, AUG_HFLIP, AUG_VFLIP, AUG_NORM, AUG_NCHW, AUG_NHWC };
@@ -597,62 +596,53 @@ void sc__aug_run(const sc__aug *a, const uint8_t *in, void *out, uint64_t key)
 /* ---- the dataset's setting -------------------------------------------------------- */
 
 /* The field spec names (FIELD= prefix: "/x" and "x" alike), or the one 3-D uint8 one. */
-static int aug_field(const sc_dataset *ds, const char *spec, const char *name, sc_error *err)
+static int aug_field(const char *path, const sc__field *fields, int n, const char *spec,
+                     const char *name, sc_error *err)
 {
-    int hit = -1, n = 0;
-    for (int i = 0; i < ds->nfields; i++) {
-        const sc__field *f = &ds->fields[i];
+    int hit = -1, found = 0;
+    for (int i = 0; i < n; i++) {
+        const sc__field *f = &fields[i];
         int take = name[0] ? !strcmp(f->name + (f->name[0] == '/'), name + (name[0] == '/'))
                            : !f->vlen && f->dtype == SC__DT_U8 && f->ndims == 3;
         if (take)
-            hit = i, n++;
+            hit = i, found++;
     }
-    if (n == 1)
+    if (found == 1)
         return hit;
     if (name[0])
         sc__seterr(err, SC_EINVAL, "source '%s': SC_AUGMENT='%s' names field '%s': the source "
-                   "has no such field (SC_FIELDS chooses them)", ds->path, spec, name);
+                   "has no such field (SC_FIELDS chooses them)", path, spec, name);
     else
         sc__seterr(err, SC_EINVAL, "source '%s': SC_AUGMENT='%s': %s 3-D uint8 fields: name "
-                   "one, as FIELD=%s", ds->path, spec, n ? "several" : "the source has no",
+                   "one, as FIELD=%s", path, spec, found ? "several" : "the source has no",
                    spec);
     return -1;
 }
 
-int sc__augment_setup(sc_dataset *ds, const sc_config *cfg, sc_error *err)
+int sc__aug_setup(const char *path, const sc__field *fields, int n, const unsigned char *epoch,
+                  const sc_config *cfg, sc__aug **out, int *field, sc_error *err)
 {
     const char *spec = cfg->augment, *open = spec + strcspn(spec, "(;");
     const char *eq = memchr(spec, '=', (size_t)(open - spec));
     char name[256];
     snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - spec) : 0, spec);
+    *out = NULL;
     if (!spec[0])
         return SC_OK;
     if (cfg->transform && cfg->transform->augment)
         return sc__seterr(err, SC_EINVAL, "source '%s': SC_AUGMENT and transform '%s', which "
-                          "augments too: augment in one place", ds->path, cfg->transform->name);
-    int f = aug_field(ds, spec, name, err);
+                          "augments too: augment in one place", path, cfg->transform->name);
+    int f = aug_field(path, fields, n, spec, name, err);
     if (f < 0)
         return SC_EINVAL;
-    sc__field in = ds->fields[f];
-    if (sc__decode_crop(ds, f).width) /* its cached samples are JPEG bytes */
+    sc__field in = fields[f];
+    if (epoch[f]) /* its cached samples are JPEG bytes */
         return sc__seterr(err, SC_EINVAL, "source '%s': SC_AUGMENT='%s': field '%s' is decoded "
                           "every epoch (SC_DECODE=jpeg), which crops and flips itself; "
-                          "jpeg-once's images can be augmented", ds->path, spec, in.name);
-    int rc = sc__aug_compile(eq ? eq + 1 : spec, &in, cfg->augment_layout == 1, &ds->aug, err);
+                          "jpeg-once's images can be augmented", path, spec, in.name);
+    int rc = sc__aug_compile(eq ? eq + 1 : spec, &in, cfg->augment_layout == 1, out, err);
     if (rc != SC_OK)
-        return sc__errctx(err, rc, "source '%s': field '%s'", ds->path, in.name);
-    ds->aug_field = f;
+        return sc__errctx(err, rc, "source '%s': field '%s'", path, in.name);
+    *field = f;
     return SC_OK;
-}
-
-const sc__aug *sc__augment_of(const sc_dataset *ds, int i)
-{
-    return ds->aug && ds->aug_field == i ? ds->aug : NULL;
-}
-
-void sc__augment_field(const sc_dataset *ds, int i, sc__field *inout)
-{
-    const sc__aug *a = sc__augment_of(ds, i);
-    if (a)
-        sc__aug_output(a, inout);
 }

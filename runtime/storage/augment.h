@@ -26,7 +26,7 @@
 
 #include "dtype.h"
 #include "error.h"
-#include "source.h"
+#include "field.h"
 
 #define SC__AUG_STAGES 8    /* stages in one pipeline */
 #define SC__AUG_CHANNELS 16 /* an image's channels, at most */
@@ -59,17 +59,14 @@ void sc__aug_draw(const sc__aug *a, uint64_t key, sc__aug_draws *d);
 void sc__aug_run(const sc__aug *a, const uint8_t *in, void *out, uint64_t key);
 
 /*
- * After the dataset's fields are final (sc__dataset_finish): reads
- * cfg->augment against them into ds->aug, refusing by name a field that is
- * not a fixed-shape 3-D uint8 one (or is decoded every epoch), a user
- * transform with its own augmentation, and every bad stage.
+ * SC_AUGMENT against a source's delivered fields[n] (path names it in
+ * errors; epoch[i] nonzero: field i is decoded every epoch, and crops and
+ * flips itself): the field it names into *field, its compiled stages into
+ * *out (NULL when unset).  Refuses by name a field that is not a
+ * fixed-shape 3-D uint8 one, a user transform with its own augmentation,
+ * and every bad stage.
  */
-int sc__augment_setup(sc_dataset *ds, const sc_config *cfg, sc_error *err);
-
-/* Field i's pipeline, or NULL when it is delivered as stored. */
-const sc__aug *sc__augment_of(const sc_dataset *ds, int i);
-
-/* Delivered field i after its stages (in: as stored, or as SC_DECODE delivers it). */
-void sc__augment_field(const sc_dataset *ds, int i, sc__field *inout);
+int sc__aug_setup(const char *path, const sc__field *fields, int n, const unsigned char *epoch,
+                  const sc_config *cfg, sc__aug **out, int *field, sc_error *err);
 
 #endif /* SC_AUGMENT_H */

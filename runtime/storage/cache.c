@@ -48,6 +48,7 @@
 #include "fault.h"
 #include "h5.h"
 #include "hash.h"
+#include "io.h"
 #include "log.h"
 #include "source.h"
 
@@ -313,21 +314,10 @@ static uint64_t cache_checksum(const sc_dataset *ds, uint64_t shard, void *const
     return sc__xxh64_final(&s);
 }
 
-/* pread()/pwrite() until done; 0 on success. */
+/* pread()/pwrite() until done (io.h); 0 on success. */
 static int cache_full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
 {
-    unsigned char *p = buf;
-    while (n) {
-        ssize_t k = write ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (uint64_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
+    return (write ? sc__io_pwrite(fd, buf, n, off) : sc__io_pread(fd, buf, n, off)) ? -1 : 0;
 }
 
 /* Whether `name` in directory dfd is the very file open at fd (never following a link). */

@@ -11,7 +11,7 @@
 
 #include "codec.h"
 #include "error.h"
-#include "source.h"
+#include "field.h"
 
 typedef struct sc__chunking {
     sc__pipeline pipe;

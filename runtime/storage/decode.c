@@ -1,5 +1,5 @@
 /*
- * decode.c - SC_DECODE: which fields are decoded and when; decode-once's transform.
+ * decode.c - SC_DECODE: which fields are decoded, and when (see decode.h).
  */
 #include "decode.h"
 
@@ -8,8 +8,20 @@
 #include <string.h>
 
 #include "error.h"
+#include "vlen.h"
 
 #define DECODE_NAME "shardcache-decode-once"
+
+/* SC_DECODE for one open source: made at its open, read-only after. */
+struct sc__decode {
+    unsigned char mode[SC_MAX_FIELDS]; /* per source field, SC__DECODE_* */
+    uint32_t size;                     /* the decoded images' side */
+    int n;                             /* the source's fields, as scanned */
+    sc__field src[SC_MAX_FIELDS];
+    const char *path;                  /* the source's, for messages: the dataset's */
+    sc_transform tf;                   /* decode-once's; tf.shard NULL: none decoded once */
+    char version[64];
+};
 
 /* One item of the list: its field (empty: every other one) and its decoder, or NULL. */
 static const char *decode_item(const char *item, size_t len, char *field, size_t n, int *mode)
@@ -37,29 +49,29 @@ static int decode_takes(const sc__field *f)
 }
 
 /* One item applied to the source fields: named, or every variable-length uint8 one left. */
-static int decode_apply(sc_dataset *ds, const char *field, int mode, sc_error *err)
+static int decode_apply(sc__decode *d, const char *field, int mode, sc_error *err)
 {
     int hit = 0;
-    for (int i = 0; i < ds->nfields; i++) {
-        const sc__field *f = &ds->fields[i];
-        if (field[0] ? !decode_names(f, field) : !decode_takes(f) || ds->decode[i])
+    for (int i = 0; i < d->n; i++) {
+        const sc__field *f = &d->src[i];
+        if (field[0] ? !decode_names(f, field) : !decode_takes(f) || d->mode[i])
             continue;
-        if (ds->decode[i])
+        if (d->mode[i])
             return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE names field '%s' twice",
-                              ds->path, f->name);
+                              d->path, f->name);
         if (!decode_takes(f))
             return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE names field '%s', which "
                               "holds %s %s samples; a decoder takes variable-length uint8 "
-                              "fields (encoded bytes, h5py's vlen_dtype(uint8))", ds->path,
+                              "fields (encoded bytes, h5py's vlen_dtype(uint8))", d->path,
                               f->name, f->vlen ? "variable-length" : "fixed-shape",
                               sc__dtype_name(f->dtype));
-        ds->decode[i] = (unsigned char)mode;
+        d->mode[i] = (unsigned char)mode;
         hit = 1;
     }
-    for (int i = 0; !hit && !field[0] && i < ds->nfields; i++)
-        hit = ds->decode[i] != 0; /* a bare one with every field named: nothing left */
+    for (int i = 0; !hit && !field[0] && i < d->n; i++)
+        hit = d->mode[i] != 0; /* a bare one with every field named: nothing left */
     if (!hit)
-        return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE%s%s%s: %s", ds->path,
+        return sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE%s%s%s: %s", d->path,
                           field[0] ? " names field '" : "", field, field[0] ? "'" : "",
                           field[0] ? "the source has no such field (SC_FIELDS chooses them)"
                                    : "the source has no variable-length uint8 field");
@@ -67,7 +79,7 @@ static int decode_apply(sc_dataset *ds, const char *field, int mode, sc_error *e
 }
 
 /* The list's named items first, then its bare ones (for every field not named). */
-static int decode_parse(sc_dataset *ds, const char *spec, sc_error *err)
+static int decode_parse(sc__decode *d, const char *spec, sc_error *err)
 {
     int rc = SC_OK;
     for (int bare = 0; bare < 2; bare++)
@@ -84,7 +96,7 @@ static int decode_parse(sc_dataset *ds, const char *spec, sc_error *err)
                                 "every epoch; jpeg-once: once, into the cache)", spec,
                                 (int)(len - (size_t)(bad - p)), bad);
             else if ((field[0] == 0) == bare)
-                rc = decode_apply(ds, field, mode, err);
+                rc = decode_apply(d, field, mode, err);
             p += len + (p[len] == ',');
         }
     return rc;
@@ -101,16 +113,18 @@ static sc__crop decode_centre(uint32_t side)
 static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
                         const void *const *in, void *const *out, char *msg, size_t msglen)
 {
-    const sc_dataset *ds = arg;
-    sc__crop crop = decode_centre(ds->decode_size);
+    const sc__decode *d = arg;
+    sc__crop crop = decode_centre(d->size);
     uint64_t image = sc__crop_bytes(&crop);
     sc_error e = SC_ERROR_INIT;
     sc__jpeg *j = NULL;
     int rc = sc__jpeg_new(&j, &e);
-    for (int i = 0; rc == SC_OK && i < ds->nsrc; i++) {
+    (void)shard;
+    for (int i = 0; rc == SC_OK && i < d->n; i++) {
         const unsigned char *blob = in[i];
-        if (ds->decode[i] != SC__DECODE_ONCE) {
-            memcpy(out[i], blob, sc__part_bytes(ds, &ds->src[i], i, shard));
+        if (d->mode[i] != SC__DECODE_ONCE) {
+            memcpy(out[i], blob, d->src[i].vlen ? sc__vlen_blob_bytes(blob, n)
+                                                 : n * d->src[i].sample_bytes);
             continue;
         }
         for (uint64_t k = 0; rc == SC_OK && k < n; k++) {
@@ -119,7 +133,7 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
                                       (unsigned char *)out[i] + k * image, &e);
             if (rc != SC_OK)
                 snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s",
-                         (unsigned long long)(first + k), ds->src[i].name,
+                         (unsigned long long)(first + k), d->src[i].name,
                          (unsigned long long)len, e.msg);
         }
     }
@@ -144,37 +158,35 @@ static void decode_mirror(unsigned char *img, uint32_t side)
 static int decode_flip(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed,
                        void *const *fields, char *msg, size_t msglen)
 {
-    const sc_dataset *ds = arg;
+    const sc__decode *d = arg;
     (void)epoch, (void)sample, (void)msg, (void)msglen;
-    for (int i = 0; i < ds->nsrc; i++)
-        if (ds->decode[i] == SC__DECODE_ONCE && (seed >> 63))
-            decode_mirror(fields[i], ds->decode_size);
+    for (int i = 0; i < d->n; i++)
+        if (d->mode[i] == SC__DECODE_ONCE && (seed >> 63))
+            decode_mirror(fields[i], d->size);
     return 0;
 }
 
-/* Field f as its decoded images: 3 x side x side uint8. */
-static void decode_image(const sc_dataset *ds, const sc__field *f, sc__field *out)
+void sc__decode_image(const sc__decode *d, const sc__field *f, sc__field *out)
 {
-    sc__crop c = decode_centre(ds->decode_size);
+    sc__crop c = decode_centre(d->size);
     *out = (sc__field){.dtype = SC__DT_U8, .ndims = 3, .dims = {3, c.height, c.width},
                        .sample_bytes = sc__crop_bytes(&c)};
     snprintf(out->name, sizeof out->name, "%s", f->name);
 }
 
 /* The transform for decode-once fields: every source field out, those decoded. */
-static void decode_once(sc_dataset *ds)
+static void decode_once(sc__decode *d)
 {
-    sc_transform *t = &ds->decode_tf;
-    snprintf(ds->decode_version, sizeof ds->decode_version, "1 jpeg centre %u",
-             ds->decode_size);
-    *t = (sc_transform){.name = DECODE_NAME, .version = ds->decode_version, .nout = ds->nfields,
-                        .shard = decode_shard, .augment = decode_flip, .arg = ds};
-    for (int i = 0; i < ds->nfields; i++) {
-        const sc__field *f = &ds->fields[i];
+    sc_transform *t = &d->tf;
+    snprintf(d->version, sizeof d->version, "1 jpeg centre %u", d->size);
+    *t = (sc_transform){.name = DECODE_NAME, .version = d->version, .nout = d->n,
+                        .shard = decode_shard, .augment = decode_flip, .arg = d};
+    for (int i = 0; i < d->n; i++) {
+        const sc__field *f = &d->src[i];
         sc_field_info *o = &t->out[i];
         sc__field out = *f;
-        if (ds->decode[i] == SC__DECODE_ONCE)
-            decode_image(ds, f, &out);
+        if (d->mode[i] == SC__DECODE_ONCE)
+            sc__decode_image(d, f, &out);
         o->vlen = (uint64_t)out.vlen; /* one not decoded passes through, as its blob */
         snprintf(o->name, sizeof o->name, "%s", out.name);
         snprintf(o->dtype, sizeof o->dtype, "%s", sc__dtype_name(out.dtype));
@@ -183,49 +195,61 @@ static void decode_once(sc_dataset *ds)
     }
 }
 
-int sc__decode_setup(sc_dataset *ds, const sc_config *cfg, const sc_transform **tf,
-                     sc_error *err)
+/* SC_DECODE read into d; decode-once's transform made when a field asks for it. */
+static int decode_setup(sc__decode *d, const sc_config *cfg, sc_error *err)
 {
-    *tf = cfg->transform;
-    if (!cfg->decode[0])
-        return SC_OK;
     if (cfg->decode_size < 1 || cfg->decode_size > 8192)
         return sc__seterr(err, SC_EINVAL, "SC_DECODE_SIZE=%llu: the decoded images' side must "
                           "be 1 to 8192 pixels", (unsigned long long)cfg->decode_size);
-    ds->decode_size = (uint32_t)cfg->decode_size;
-    int rc = decode_parse(ds, cfg->decode, err), once = 0, mode = 0;
-    for (int i = 0; i < ds->nfields; i++)
-        once |= ds->decode[i] == SC__DECODE_ONCE, mode |= ds->decode[i];
+    d->size = (uint32_t)cfg->decode_size;
+    int rc = decode_parse(d, cfg->decode, err), once = 0, mode = 0;
+    for (int i = 0; i < d->n; i++)
+        once |= d->mode[i] == SC__DECODE_ONCE, mode |= d->mode[i];
     if (rc == SC_OK && mode && cfg->transform)
         rc = sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE and transform '%s' together: "
                         "decode in the transform instead (its input is the field's offsets "
-                        "and values, source.h)", ds->path, cfg->transform->name);
+                        "and values, vlen.h)", d->path, cfg->transform->name);
     sc__jpeg *j = NULL;
     if (rc == SC_OK && (rc = sc__jpeg_new(&j, err)) != SC_OK) /* a build without JPEG says so */
-        sc__errctx(err, rc, "source '%s': SC_DECODE='%s'", ds->path, cfg->decode);
+        sc__errctx(err, rc, "source '%s': SC_DECODE='%s'", d->path, cfg->decode);
     sc__jpeg_free(j);
     if (rc == SC_OK && once)
-        decode_once(ds);
-    *tf = sc__decode_transform(ds, cfg);
+        decode_once(d);
     return rc;
 }
 
-const sc_transform *sc__decode_transform(const sc_dataset *ds, const sc_config *cfg)
+int sc__decode_new(const char *path, const sc__field *fields, int n, const sc_config *cfg,
+                   sc__decode **out, sc_error *err)
 {
-    return ds->decode_tf.shard ? &ds->decode_tf : cfg->transform;
+    *out = NULL;
+    if (!cfg->decode[0])
+        return SC_OK;
+    sc__decode *d = calloc(1, sizeof *d);
+    if (!d)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory for SC_DECODE", path);
+    d->path = path;
+    d->n = n;
+    memcpy(d->src, fields, sizeof *fields * (size_t)n);
+    int rc = decode_setup(d, cfg, err);
+    if (rc != SC_OK)
+        free(d);
+    else
+        *out = d;
+    return rc;
 }
 
-sc__crop sc__decode_crop(const sc_dataset *ds, int i)
+void sc__decode_free(sc__decode *d)
 {
-    /* fields[] are the source's: no transform, or decode-once's (which keeps their order) */
-    int own = !ds->tf || !ds->tf->shard || ds->tf == &ds->decode_tf;
-    int epoch = own && ds->decode[i] == SC__DECODE_EPOCH;
-    return epoch ? sc__crop_default(ds->decode_size, ds->decode_size) : (sc__crop){0};
+    free(d);
 }
 
-void sc__decode_field(const sc_dataset *ds, int i, sc__field *out)
+const sc_transform *sc__decode_once(const sc__decode *d)
 {
-    *out = ds->fields[i];
-    if (sc__decode_crop(ds, i).width)
-        decode_image(ds, &ds->fields[i], out);
+    return d && d->tf.shard ? &d->tf : NULL;
+}
+
+sc__crop sc__decode_epoch(const sc__decode *d, int i)
+{
+    int epoch = d && i < d->n && d->mode[i] == SC__DECODE_EPOCH;
+    return epoch ? sc__crop_default(d->size, d->size) : (sc__crop){0};
 }

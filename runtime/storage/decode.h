@@ -12,28 +12,37 @@
 #ifndef SC_DECODE_H
 #define SC_DECODE_H
 
+#include "error.h"
+#include "field.h"
 #include "jpeg.h"
-#include "source.h"
 
 enum { SC__DECODE_NONE, SC__DECODE_EPOCH, SC__DECODE_ONCE };
 
 /*
- * After the scan, before the fields are final (sc__dataset_finish): reads
- * cfg->decode against the source's fields into ds->decode[], refusing a
- * field that is not variable-length uint8 or a build without JPEG, and
- * for decode-once fields makes ds->decode_tf, the transform that decodes
- * them (*tf then points at it; else at cfg->transform).
+ * SC_DECODE for one source: per field its decoder, the output's side and
+ * decode-once's transform.  Made by the dataset's open between its scan
+ * and its final fields (fields.c), from the source's fields alone, so that
+ * decode knows no dataset; the dataset keeps it to the close.
  */
-int sc__decode_setup(sc_dataset *ds, const sc_config *cfg, const sc_transform **tf,
-                     sc_error *err);
+typedef struct sc__decode sc__decode;
 
-/* The transform the dataset's shards go through: decode-once's, or cfg's own. */
-const sc_transform *sc__decode_transform(const sc_dataset *ds, const sc_config *cfg);
+/*
+ * Reads cfg->decode against the source's fields[n] (path names the source
+ * in errors; it must outlive *out), refusing a field that is not
+ * variable-length uint8, a user transform beside it, or a build without
+ * JPEG.  *out is NULL when SC_DECODE is unset.
+ */
+int sc__decode_new(const char *path, const sc__field *fields, int n, const sc_config *cfg,
+                   sc__decode **out, sc_error *err);
+void sc__decode_free(sc__decode *d);
 
-/* The crop delivered field i is decoded with at every delivery; width 0: none. */
-sc__crop sc__decode_crop(const sc_dataset *ds, int i);
+/* Decode-once's shard transform, or NULL when no field is decoded once (or d is NULL). */
+const sc_transform *sc__decode_once(const sc__decode *d);
 
-/* Delivered field i as the consumer sees it (decoded every epoch: 3 x side x side uint8). */
-void sc__decode_field(const sc_dataset *ds, int i, sc__field *out);
+/* Source field i's crop when it is decoded every epoch; width 0: it is not. */
+sc__crop sc__decode_epoch(const sc__decode *d, int i);
+
+/* Field f as the images d decodes it into: 3 x side x side uint8. */
+void sc__decode_image(const sc__decode *d, const sc__field *f, sc__field *out);
 
 #endif /* SC_DECODE_H */

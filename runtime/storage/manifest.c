@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "hash.h"
+#include "io.h"
 
 #define MAGIC "SCMANIF1"
 #define HEAD 32                      /* magic, format, key, length */
@@ -53,17 +54,6 @@ static const char *manifest_trusted(int fd, const char *dir, uint64_t *size)
         return "it is damaged";
     *size = (uint64_t)st.st_size;
     return NULL;
-}
-
-static int manifest_read_all(int fd, unsigned char *buf, uint64_t n)
-{
-    for (uint64_t at = 0; at < n;) {
-        ssize_t got = pread(fd, buf + at, (size_t)(n - at), (off_t)at);
-        if (got <= 0 && !(got < 0 && errno == EINTR))
-            return -1;
-        at += got > 0 ? (uint64_t)got : 0;
-    }
-    return 0;
 }
 
 /* Why buf[n] is not the scan saved under key and format, or NULL. */
@@ -98,7 +88,7 @@ void *sc__manifest_load(const char *dir, uint64_t key, uint64_t format, size_t *
     uint64_t n = 0;
     unsigned char *buf = NULL;
     if (!(*why = manifest_trusted(fd, dir, &n)) &&
-        (!(buf = malloc((size_t)n)) || manifest_read_all(fd, buf, n) != 0))
+        (!(buf = malloc((size_t)n)) || sc__io_pread(fd, buf, n, 0)))
         *why = "it cannot be read";
     close(fd);
     if (!*why)

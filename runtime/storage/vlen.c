@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "h5.h"
+#include "io.h"
 
 /* Samples read through HDF5 at a time: their hvl_t array stays small. */
 #define VLEN_BLOCK 4096
@@ -85,7 +86,7 @@ static int vlen_header_lengths(hid_t d, const char *path, const sc__field *f, ui
         return 0;
     unsigned char *raw = malloc(n * each);
     int fd = raw ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    *why = !raw ? "no memory" : fd < 0 ? strerror(errno) : sc__pread_all(fd, raw, n * each, at);
+    *why = !raw ? "no memory" : fd < 0 ? strerror(errno) : sc__io_pread(fd, raw, n * each, at);
     size_t esize = sc__dtype_size(f->dtype);
     for (uint64_t k = 0; !*why && k < n; k++) {
         const unsigned char *p = raw + k * each;

@@ -4,8 +4,9 @@
 1. By reading: every #include in runtime/<layer>/ names a header of its own
    layer or one below, a public header, or a system header the layer may
    use (<hdf5.h> only in storage; <mpi.h> nowhere below storage; no threads
-   or atomics in core; CUDA and NCCL only in base/features.c and
-   pipeline/dev_cuda.c, the CUDA backend).
+   or atomics in core or codec; the compression and JPEG libraries only in
+   codec; CUDA and NCCL only in base/features.c and pipeline/dev_cuda.c,
+   the CUDA backend).
 2. By building: with the compile command CMake uses for each layer, a
    probe file that includes what the layer must not see is compiled, and
    must fail (and the layer's own sources must compile with the same
@@ -20,12 +21,14 @@ Usage: layers.py SOURCE_DIR BUILD_DIR.  Prints one line per check and
 """
 import json, os, re, shlex, subprocess, sys, tempfile
 
-LAYERS = ["base", "core", "storage", "mpi", "pipeline", "api"]
+LAYERS = ["base", "core", "codec", "storage", "mpi", "pipeline", "api"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # System headers a layer may include, beyond libc/POSIX: lowest layer allowed.
 SYSTEM_FLOOR = {"hdf5.h": "storage", "mpi.h": "storage", "pthread.h": "storage",
                 "stdatomic.h": "base"}
-NOT_IN = {"stdatomic.h": {"core"}, "pthread.h": {"core"}}
+NOT_IN = {"stdatomic.h": {"core", "codec"}, "pthread.h": {"core", "codec"}}
+# The codecs' libraries: codec/ alone wraps them (byte work, no HDF5 or MPI).
+CODEC_ONLY = {"libdeflate.h", "turbojpeg.h", "jpeglib.h", "jerror.h"}
 CUDA_FILES = {"base/features.c", "pipeline/dev_cuda.c"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
@@ -73,6 +76,8 @@ def read_rules(src):
                         bad.append(f"<{name}> is only for {', '.join(sorted(CUDA_FILES))}")
                     if name == "hdf5.h" and layer != "storage":
                         bad.append("<hdf5.h> is only for storage")
+                    if name in CODEC_ONLY and layer != "codec":
+                        bad.append(f"<{name}> is only for codec")
             check(not bad, f"{rel} includes only what its layer may" +
                   ("" if not bad else ": " + "; ".join(bad)))
     return home
@@ -127,6 +132,8 @@ def build_rules(src, build):
                  '#include "shardcache.h"'],
         "core": ['#include <mpi.h>', '#include <hdf5.h>', '#include "cache.h"',
                  '#include "shardcache/plan_share.h"', '#include "shardcache.h"'],
+        "codec": ['#include <mpi.h>', '#include <hdf5.h>', '#include "h5.h"',
+                  '#include "source.h"', '#include "shardcache.h"'],
         "storage": ['#include "comm.h"', '#include "stream.h"'],
         "mpi": ['#include <hdf5.h>', '#include "stream.h"', '#include "resume.h"'],
         "pipeline": ['#include <hdf5.h>', '#include "resume.h"'],
@@ -141,7 +148,7 @@ def build_rules(src, build):
         check(ok, f"{layer}: {os.path.basename(file)} compiles with its layer's command"
               + ("" if ok else ": " + err.strip().splitlines()[0]))
         flags = " ".join(argv)
-        if layer in ("base", "core"):
+        if layer in ("base", "core", "codec"):
             check("mpi" not in flags.lower() and "hdf5" not in flags.lower(),
                   f"{layer}: no MPI or HDF5 include path or flag")
         for probe in probes[layer]:

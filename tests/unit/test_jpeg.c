@@ -1,5 +1,5 @@
 /*
- * test_jpeg.c - JPEG samples (runtime/storage/jpeg.c): an encoded image
+ * test_jpeg.c - JPEG samples (runtime/codec/jpeg.c): an encoded image
  * decodes back to itself within JPEG's loss, a full-image crop is the
  * image and its flip is its mirror, random resized crops depend on the
  * seed alone (the same seed, the same bytes), and damaged, truncated,

@@ -1,0 +1,298 @@
+/*
+ * read.c - a shard's bytes from the source (see read.h).
+ */
+#include "read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunks.h"
+#include "fields.h"
+#include "h5.h"
+#include "io.h"
+#include "mem.h"
+#include "vlen.h"
+
+#define STAMP SC__STAMP_WORDS /* words of a file's stamp */
+
+/* Reads `count` samples from `first` of an open dataset into buf. */
+static int read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
+                            void *buf, const char *path, uint64_t shard, sc_error *err)
+{
+    hsize_t start[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
+    cnt[0] = count;
+    start[0] = first;
+    for (int i = 0; i < f->ndims; i++)
+        cnt[i + 1] = f->dims[i];
+    hid_t fs = H5Dget_space(d), ft = H5Dget_type(d);
+    hid_t mt = ft >= 0 ? sc__h5_mem_type(ft, f->dtype) : H5I_INVALID_HID;
+    int nd = f->ndims + 1 - (ft >= 0 && sc__h5_string_width(ft)); /* a string's width is no axis */
+    hid_t ms = f->no_axis ? H5Scopy(fs) : H5Screate_simple(nd, cnt, NULL); /* no axis: all of it */
+    herr_t h = fs < 0 || ms < 0 || mt < 0 ? -1
+               : f->no_axis ? H5Sselect_all(fs)
+                            : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    if (h >= 0)
+        h = H5Dread(d, mt, ms, fs, H5P_DEFAULT, buf);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
+    int rc = h < 0 ? sc__h5_err(err, SC_EHDF5,
+                                "source '%s': reading shard %llu of field '%s' failed",
+                                path, (unsigned long long)shard, f->name)
+                   : SC_OK;
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return rc;
+}
+
+/*
+ * Testing builds: a source as slow as a busy shared filesystem, for the
+ * benchmarks of transfers between nodes (SC_TEST_SOURCE_MBPS=R: each
+ * process reads R MB/s).  It sleeps under the HDF5 lock, as a slow read
+ * would block there.
+ */
+#ifdef SC_TESTING
+static void read_throttle(const sc_dataset *ds, uint64_t shard, const sc__field *fields,
+                            int nfields)
+{
+    if (ds->slow_bps <= 0.0)
+        return;
+    uint64_t bytes = 0;
+    for (int i = 0; i < nfields; i++)
+        bytes += sc__part_bytes(ds, &fields[i], i, shard);
+    double s = (double)bytes / ds->slow_bps;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+#else
+#define read_throttle(ds, shard, fields, nfields) ((void)0)
+#endif
+
+/*
+ * One field's rows of an open dataset, called without the lock: chunk by
+ * chunk, decoded outside the lock (chunks.c), where the filters allow;
+ * else one H5Dread under it.
+ */
+static int read_field(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
+                             void *buf, const char *path, uint64_t shard, sc_error *err)
+{
+    sc__chunking c;
+    sc__h5_lock();
+    int direct = sc__chunks_direct(d, f, &c);
+    sc__h5_unlock();
+    int rc = direct ? sc__chunks_read(d, f, &c, first, count, buf, path, shard, err)
+                    : SC__CHUNK_UNSTORED;
+    if (rc == SC__CHUNK_UNSTORED) { /* HDF5 reads what it must decode or fill */
+        sc__h5_lock();
+        rc = read_rows(d, f, first, count, buf, path, shard, err);
+        sc__h5_unlock();
+    }
+    if (rc == SC_EHDF5 && !direct) { /* HDF5's own words name the plugins it tried */
+        sc__h5_lock();
+        sc__chunks_missing(d, &c);
+        sc__h5_unlock();
+        if (c.missing)
+            rc = sc__seterr(err, SC_ENOTSUP, "source '%s': shard %llu of field '%s': a chunk "
+                            "needs HDF5 filter %u (%s), which this HDF5 library cannot load: "
+                            "put the filter's plugin in HDF5_PLUGIN_PATH", path,
+                            (unsigned long long)shard, f->name, c.missing,
+                            sc__filter_name(c.missing));
+    }
+    return rc;
+}
+
+/*
+ * Field i's rows [first, first + count) of dataset d, as rows [row, row +
+ * count) of a shard's buffer for it: at row's bytes, or into a
+ * variable-length field's blob.  Called without the lock.
+ */
+static int read_part(const sc_dataset *ds, hid_t d, const sc__field *f, int i,
+                            uint64_t first, uint64_t count, uint64_t row, uint64_t shard,
+                            void *buf, const char *path, sc_error *err)
+{
+    if (f->vlen)
+        return sc__vlen_read(d, f, first, count, ds->vlen_off[i] + ds->shard_first[shard],
+                             ds->shard_sizes[shard], row, buf, path, shard,
+                             ds->shard_first[shard], err);
+    return read_field(d, f, first, count, (unsigned char *)buf + row * f->sample_bytes,
+                             path, shard, err);
+}
+
+/*
+ * Layout B: a file whose fields lie in it as delivered (file_off), read
+ * with pread outside HDF5 and its lock, once its stamp (size, mtime,
+ * inode, change time) says it is the file this open saw: an HDF5 open costs more than
+ * reading a sample of tens of KiB, and one-sample files are read one each.
+ * READ_VIA_HDF5 when a field is not so stored.
+ */
+#define READ_VIA_HDF5 1
+static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
+                              const sc__field *fields, int nfields, void *const *bufs,
+                              sc_error *err)
+{
+    const uint64_t *off = ds->file_off + file * (uint64_t)nfields, n = ds->file_sizes[file];
+    for (int i = 0; i < nfields; i++)
+        if (off[i] == UINT64_MAX)
+            return READ_VIA_HDF5;
+    const char *path = ds->files[file], *why = NULL, *field = NULL;
+    struct stat st;
+    uint64_t now[SC__STAMP_WORDS] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else
+        sc__fp_stamp(&st, now);
+    if (!why && memcmp(now, ds->file_stamp + STAMP * file, sizeof now) != 0)
+        why = "it changed since the dataset was opened";
+    for (int i = 0; !why && i < nfields; i++) {
+        field = fields[i].name;
+        why = sc__io_pread(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
+                               n * fields[i].sample_bytes, off[i]);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (!why)
+        return SC_OK;
+    return sc__seterr(err, SC_EIO, "source file '%s' (shard %llu)%s%s%s: %s", path,
+                      (unsigned long long)shard, field ? ": field '" : "", field ? field : "",
+                      field ? "'" : "", why);
+}
+
+/* Layout B: one file of a shard, each field checked against the dataset's, read at `row`. */
+static int read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
+                            const sc__field *fields, int nfields, void *const *bufs,
+                            sc_error *err)
+{
+    const char *path = ds->files[file];
+    int rc = read_direct(ds, shard, file, row, fields, nfields, bufs, err);
+    if (rc != READ_VIA_HDF5)
+        return rc;
+    sc__h5_lock();
+    hid_t f = sc__fields_open_file(path, MPI_COMM_SELF, 0, err);
+    sc__h5_unlock();
+    rc = f < 0 ? (err ? err->code : SC_EHDF5) : SC_OK;
+    for (int i = 0; rc == SC_OK && i < nfields; i++) {
+        sc__field now;
+        uint64_t n = 0;
+        hid_t d = H5I_INVALID_HID;
+        sc__h5_lock();
+        rc = sc__fields_describe(f, path, fields[i].name, fields[i].no_axis, &now, &n, &d, err);
+        sc__h5_unlock();
+        if (rc == SC_OK && (!sc__field_same(&now, &fields[i]) || n != ds->file_sizes[file]))
+            rc = sc__seterr(err, SC_EIO,
+                            "source file '%s' (shard %llu) changed since the "
+                            "dataset was opened: field '%s'",
+                            path, (unsigned long long)shard, now.name);
+        if (rc == SC_OK)
+            rc = read_part(ds, d, &fields[i], i, 0, n, row, shard, bufs[i], path, err);
+        sc__h5_lock();
+        if (d >= 0)
+            H5Dclose(d);
+        sc__h5_unlock();
+    }
+    sc__h5_lock();
+    if (f >= 0)
+        H5Fclose(f);
+    sc__h5_unlock();
+    return rc;
+}
+
+/* Layout B: a shard's run of files, one after another into the same buffers. */
+static int read_files(sc_dataset *ds, uint64_t shard, const sc__field *fields,
+                             int nfields, void *const *bufs, sc_error *err)
+{
+    int rc = SC_OK;
+    uint64_t row = 0;
+    for (uint64_t k = ds->file_first[shard]; rc == SC_OK && k < ds->file_first[shard + 1]; k++) {
+        rc = read_file(ds, shard, k, row, fields, nfields, bufs, err);
+        row += ds->file_sizes[k];
+    }
+    return rc;
+}
+
+/* The source's own fields of one shard (src[], or fields[] without a transform). */
+static int read_source(sc_dataset *ds, uint64_t shard, const sc__field *fields, int nfields,
+                              void *const *bufs, sc_error *err)
+{
+    int rc = SC_OK;
+    if (ds->layout == 'A') {
+        for (int i = 0; rc == SC_OK && i < nfields; i++)
+            rc = read_part(ds, ds->dset[i], &fields[i], i, ds->shard_first[shard],
+                                  ds->shard_sizes[shard], 0, shard, bufs[i], ds->path, err);
+    } else {
+        rc = read_files(ds, shard, fields, nfields, bufs, err);
+    }
+    if (rc == SC_OK) {
+        sc__h5_lock();
+        read_throttle(ds, shard, fields, nfields);
+        sc__h5_unlock();
+    }
+    return rc;
+}
+
+static int read_transformed(sc_dataset *ds, uint64_t shard, void *const *bufs, sc_error *err)
+{
+    const sc_transform *tf = ds->tf;
+    uint64_t n = ds->shard_sizes[shard], at[SC_MAX_FIELDS + 1] = {0};
+    /* Each input 8-aligned: a transform may read a blob's uint64 offsets, or
+       int64 samples after a variable-length field's odd count of bytes. */
+    for (int i = 0; i < ds->nsrc; i++)
+        at[i + 1] = (at[i] + sc__part_bytes(ds, &ds->src[i], i, shard) + 7) / 8 * 8;
+    unsigned char *scratch = sc__big_alloc(at[ds->nsrc] + 1);
+    if (!scratch)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory to transform it",
+                          ds->path, (unsigned long long)shard);
+    void *in[SC_MAX_FIELDS];
+    for (int i = 0; i < ds->nsrc; i++)
+        in[i] = scratch + at[i];
+    int rc = read_source(ds, shard, ds->src, ds->nsrc, in, err);
+    char msg[256] = "";
+    if (rc == SC_OK && tf->shard(tf->arg, shard, ds->shard_first[shard], n,
+                                 (const void *const *)in, bufs, msg, sizeof msg) != 0)
+        rc = sc__seterr(err, SC_ETRANSFORM,
+                        "source '%s': shard %llu (samples %llu..%llu): transform '%s' "
+                        "version %s failed: %s",
+                        ds->path, (unsigned long long)shard,
+                        (unsigned long long)ds->shard_first[shard],
+                        (unsigned long long)(ds->shard_first[shard] + n - 1), tf->name,
+                        tf->version, msg[0] ? msg : "(no reason given)");
+    free(scratch);
+    return rc;
+}
+
+int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard, void *const *bufs,
+                          sc_error *err)
+{
+    if (!ds || !bufs)
+        return sc__seterr(err, SC_EINVAL, "sc_dataset_read_shard: NULL argument");
+    if (shard >= ds->nshards)
+        return sc__seterr(err, SC_EINVAL, "source '%s': shard %llu of %llu",
+                          ds->path, (unsigned long long)shard,
+                          (unsigned long long)ds->nshards);
+    return ds->tf ? read_transformed(ds, shard, bufs, err)
+                  : read_source(ds, shard, ds->fields, ds->nfields, bufs, err);
+}
+
+int sc__read_vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *const *bufs)
+{
+    uint64_t n = ds->shard_sizes[shard], first = ds->shard_first[shard];
+    for (int i = 0; i < ds->nfields; i++) {
+        if (!ds->fields[i].vlen)
+            continue; /* (its vlen_off is NULL: no arithmetic on it) */
+        const uint64_t *off = ds->vlen_off[i] + first;
+        for (uint64_t k = 0; k <= n; k++)
+            if (sc__vlen_off(bufs[i], k) != off[k] - off[0])
+                return i;
+    }
+    return -1;
+}
