@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd_trace.h"
+#include "cmd_trace_model.h"
 
 static const char trace_usage[] =
     "usage: shardcache trace merge DIR|FILE... -o job.json\n"

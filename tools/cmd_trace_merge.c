@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd_trace.h"
+#include "cmd_trace_model.h"
 
 static int cmd_trace_cmp_str(const void *a, const void *b)
 {

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd_trace.h"
+#include "cmd_trace_model.h"
 
 const char *const cmd_trace_stages[] = {
 #define ST_NAME(id, name) name,

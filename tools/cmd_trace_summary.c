@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd_trace.h"
+#include "cmd_trace_model.h"
 
 /* Why a stage starves the consumer, for the verdict line. */
 static const char *const why[] = {

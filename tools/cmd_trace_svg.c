@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd_trace.h"
+#include "cmd_trace_model.h"
 
 static const char *const colors[] = {
     "#9e9e9e", "#616161", "#e65100", "#1e88e5", "#8e24aa", "#fdd835",

@@ -1,11 +1,12 @@
 /*
- * cmd_trace.h - what the parts of `shardcache trace` share: the model a
- * trace document is read into (cmd_trace_model.c), and the subcommands
- * merge and check (cmd_trace_merge.c), summary (cmd_trace_summary.c) and
- * plot (cmd_trace_svg.c) that cmd_trace.c dispatches to.
+ * cmd_trace_model.h - the model a trace document is read into
+ * (cmd_trace_model.c), which every part of `shardcache trace` shares, and
+ * the subcommands that read it: merge and check (cmd_trace_merge.c),
+ * summary (cmd_trace_summary.c) and plot (cmd_trace_svg.c), which
+ * cmd_trace.c dispatches to.
  */
-#ifndef SC_CMD_TRACE_H
-#define SC_CMD_TRACE_H
+#ifndef SC_CMD_TRACE_MODEL_H
+#define SC_CMD_TRACE_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -90,4 +91,4 @@ int cmd_trace_check(const char *path);
 int cmd_trace_summary(const char *path);
 int cmd_trace_plot(const char *path, const char *out);
 
-#endif /* SC_CMD_TRACE_H */
+#endif /* SC_CMD_TRACE_MODEL_H */
