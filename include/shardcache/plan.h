@@ -1,8 +1,9 @@
 /*
  * shardcache/plan.h - epoch plans: which rank owns which shard, as a pure
- * function of the inputs (no MPI, no I/O), their binary form and their
- * check.  Tools and tests that plan without a job include this alone;
- * sharing a plan over MPI is <shardcache/plan_share.h>.
+ * function of the inputs (no MPI, no I/O), their binary form, validating
+ * their inputs (sc_plan_params_check) and verifying a plan once made
+ * (sc_plan_check).  Tools and tests that plan without a job include this
+ * alone; sharing a plan over MPI is <shardcache/plan_share.h>.
  */
 #ifndef SHARDCACHE_PLAN_H
 #define SHARDCACHE_PLAN_H
@@ -78,14 +79,15 @@ SC_API int sc_plan_create(const sc_plan_params *params, const sc_plan *prev,
 SC_API void sc_plan_free(sc_plan *plan);
 
 /*
- * Whether a job with these parameters can plan every epoch (params->epoch
- * and prev aside): the counts (shards, at least one a rank, batch size),
+ * Validates the parameters (no plan is made or read: verifying a plan is
+ * sc_plan_check): whether a job with these parameters can plan every
+ * epoch (params->epoch and prev aside): the counts (shards, at least one a rank, batch size),
  * the policy, the shard sizes, the partitions (R divides P, P divides
  * R x B, P <= shards), and with SC_REMAINDER_DROP (or partitions) one
  * global batch: total >= R x B, whatever the shards, since the remainder
  * is cut at sample granularity.  sc_loader_open refuses what this
  * refuses, on every rank, before any epoch; the words name the sizes and
- * what would fit.  sc_plan_create checks the same at each epoch.
+ * what would fit.  sc_plan_create validates the same at each epoch.
  */
 SC_API int sc_plan_params_check(const sc_plan_params *params, sc_error *err);
 
@@ -164,8 +166,9 @@ SC_API int sc_plan_decode(const void *buf, size_t len, sc_plan **out,
                           sc_error *err);
 
 /*
- * Checks every property a plan promises against the inputs it was made
- * from: each shard has exactly one home, its cuts valid and with what its
+ * Verifies a plan (its inputs are assumed valid: validating them alone is
+ * sc_plan_params_check): every property it promises, against the inputs
+ * it was made from: each shard has exactly one home, its cuts valid and with what its
  * home keeps covering it once, every unit serving its target, equal batch
  * counts, fewer than R x B samples dropped or padded, and that it is
  * byte-identical to a fresh sc_plan_create() of the same inputs.

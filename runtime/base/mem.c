@@ -15,6 +15,9 @@
  * Only the buffer's whole 2 MiB pages are advised: a tail in a huge page
  * of its own would hold up to 2 MiB more than the bytes asked for, and
  * the loader counts the bytes against SC_STREAM_BYTES.
+ *
+ * The pool keeps such buffers once freed, so that later epochs reuse warm
+ * ones instead of faulting fresh ones in.
  */
 #define _GNU_SOURCE
 #include "mem.h"
@@ -41,4 +44,48 @@ void *sc__big_alloc(size_t bytes)
         (void)madvise(p, len & ~(HUGE_BYTES - 1), MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap)
+{
+    uint64_t best = p->n;
+    for (uint64_t k = 0; k < p->n; k++)
+        if (p->cap[k] >= bytes && (best == p->n || p->cap[k] < p->cap[best]))
+            best = k;
+    if (best == p->n)
+        return NULL;
+    void *b = p->buf[best];
+    *cap = p->cap[best];
+    p->bytes -= *cap;
+    p->n--;
+    p->buf[best] = p->buf[p->n];
+    p->cap[best] = p->cap[p->n];
+    return b;
+}
+
+void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit)
+{
+    if (p->bytes + cap <= limit) {
+        void **v = realloc(p->buf, sizeof *v * (p->n + 1));
+        if (v)
+            p->buf = v;
+        uint64_t *c = v ? realloc(p->cap, sizeof *c * (p->n + 1)) : NULL;
+        if (c) {
+            p->cap = c;
+            p->buf[p->n] = b;
+            p->cap[p->n++] = cap;
+            p->bytes += cap;
+            return;
+        }
+    }
+    free(b);
+}
+
+void sc__pool_free(sc__pool *p)
+{
+    for (uint64_t k = 0; k < p->n; k++)
+        free(p->buf[k]);
+    free(p->buf);
+    free(p->cap);
+    *p = (sc__pool){0};
 }

@@ -1,10 +1,12 @@
 /*
- * mem.h - buffers of megabytes that fault in 2 MiB at a time.
+ * mem.h - buffers of megabytes that fault in 2 MiB at a time, and a pool
+ * that keeps freed ones for the next use.
  */
 #ifndef SC_MEM_H
 #define SC_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * At least `bytes` for a shard, a chunk or a batch, aligned to a page;
@@ -12,5 +14,24 @@
  * Freed with free(); NULL when out of memory.
  */
 void *sc__big_alloc(size_t bytes);
+
+/*
+ * Freed buffers kept for reuse: a fresh buffer of megabytes faults on
+ * every first touch, which costs more than filling it, while a reused one
+ * is warm.  Not thread-safe: its owner serializes (the stream, under its
+ * mutex).  Zero-initialized it is empty.
+ */
+typedef struct sc__pool {
+    void **buf;
+    uint64_t *cap; /* buf[k] holds cap[k] bytes */
+    uint64_t n, bytes;
+} sc__pool;
+
+/* The smallest pooled buffer of at least `bytes` (its size in *cap), or NULL. */
+void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap);
+/* Keeps b (cap bytes) while the pool holds at most `limit` bytes; else frees it. */
+void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit);
+/* Frees every pooled buffer; the pool is empty again. */
+void sc__pool_free(sc__pool *p);
 
 #endif

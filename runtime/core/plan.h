@@ -137,6 +137,15 @@ void sc__plan_rank_extremes(sc_plan *p);
 size_t sc__plan_wire_bytes(uint32_t units, uint64_t nshards, uint64_t ncuts);
 
 /*
+ * Validates the parameters of one epoch (plan_params.c): what
+ * sc_plan_params_check validates, named with the epoch, and a sticky
+ * `prev` of the same shape.  On SC_OK *total is the samples and *largest
+ * the largest shard's.
+ */
+int sc__plan_params_validate(const sc_plan_params *p, const sc_plan *prev, uint64_t *total,
+                             uint64_t *largest, sc_error *err);
+
+/*
  * Checks that a plan was made for the inputs a rank holds: world size,
  * epoch, seed, fingerprint, mode, remainder, batch size, shard count.
  * `rank` only names the checking rank in the message.

@@ -1,7 +1,7 @@
 /*
  * plan_check.c - verifying a plan (sc_plan_check): every property it
  * promises, against the inputs it was made from.  (Validating the inputs
- * themselves, sc_plan_params_check, is the planner's, in plan.c.)
+ * themselves, sc_plan_params_check, is plan_params.c's.)
  */
 #include <stdlib.h>
 #include <string.h>

@@ -16,6 +16,7 @@
 #include "error.h"
 #include "hash.h"
 #include "plan.h"
+#include "quality.h"
 #include "schedule.h"
 
 #define PURPOSE_UNIFORM 0x756e69666f726dULL /* "uniform" */
@@ -24,6 +25,7 @@ typedef struct qwork {
     const sc_quality_params *p;
     const uint64_t *first;  /* [nshards + 1] */
     unsigned char *seen;    /* [nshards] */
+    uint32_t *shard;        /* [batch_size]: a batch's samples' shards */
     uint64_t *count;        /* [nclasses] */
     uint64_t total;
 } qwork;
@@ -35,17 +37,24 @@ static uint64_t quality_shard(const qwork *w, uint64_t id)
     return s;
 }
 
+uint64_t sc__quality_distinct(const uint32_t *keys, uint64_t n, unsigned char *seen)
+{
+    uint64_t distinct = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        distinct += !seen[keys[i]];
+        seen[keys[i]] = 1;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        seen[keys[i]] = 0;
+    return distinct;
+}
+
 static void quality_batch(qwork *w, const uint64_t *ids, sc_quality_figures *f)
 {
-    uint64_t B = w->p->batch_size, nshards = 0, nclasses = 0;
-    for (uint64_t i = 0; i < B; i++) {
-        uint64_t s = quality_shard(w, ids[i]);
-        nshards += !w->seen[s];
-        w->seen[s] = 1;
-    }
+    uint64_t B = w->p->batch_size, nclasses = 0;
     for (uint64_t i = 0; i < B; i++)
-        w->seen[quality_shard(w, ids[i])] = 0;
-    f->shards += (double)nshards;
+        w->shard[i] = (uint32_t)quality_shard(w, ids[i]); /* plans' shards are uint32 */
+    f->shards += (double)sc__quality_distinct(w->shard, B, w->seen);
     if (!w->p->labels)
         return;
     for (uint64_t i = 0; i < B; i++)
@@ -166,7 +175,8 @@ int sc_plan_quality(const sc_plan *plan, const sc_quality_params *p, sc_quality 
     uint64_t *first = malloc(sizeof *first * (p->nshards + 1));
     w.seen = calloc(p->nshards + 1, 1);
     w.count = calloc(p->labels ? (size_t)p->nclasses + 1 : 1, sizeof *w.count);
-    if (!first || !w.seen || !w.count)
+    w.shard = malloc(sizeof *w.shard * (p->batch_size + 1));
+    if (!first || !w.seen || !w.count || !w.shard)
         rc = sc__seterr(err, SC_ENOMEM, "epoch %llu: no memory to measure the shuffle",
                         (unsigned long long)in.epoch);
     for (uint64_t k = 0; rc == SC_OK && k <= p->nshards; k++)
@@ -176,6 +186,6 @@ int sc_plan_quality(const sc_plan *plan, const sc_quality_params *p, sc_quality 
         rc = quality_plan(&w, plan, out, err);
     if (rc == SC_OK)
         rc = quality_uniform(&w, in.epoch, out, err);
-    free(first), free(w.seen), free(w.count);
+    free(first), free(w.seen), free(w.count), free(w.shard);
     return rc;
 }

@@ -15,9 +15,10 @@
  * of the plan and the settings); here they become work: the shards to
  * load, in order of first use, and per slot where to copy from.  Padding
  * repeats the last samples backwards, which are the ones still in memory
- * when the padding is built.
+ * when the padding is built.  Assembling a batch into its slot is
+ * batch.c's (stream_impl.h holds what the two share).
  */
-#include "stream.h"
+#include "stream_impl.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -25,92 +26,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "augment.h"
-#include "cache.h"
 #include "error.h"
 #include "hash.h"
 #include "jpeg.h"
-#include "mem.h"
 #include "plan.h"
+#include "quality.h"
 #include "source.h"
 #include "vlen.h"
-
-#define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
-#define SC__PURPOSE_DECODE 0x6465636f6465ULL    /* "decode" */
-#define SC__PURPOSE_STAGES 0x737461676573ULL    /* "stages": SC_AUGMENT's draws */
-#define FIELD_ALIGN 256
-
-enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
-enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD };
-enum { PREP_NO, PREP_BUSY, PREP_DONE };
-
-typedef struct ep {
-    struct ep *next;
-    uint64_t epoch, seq0, nb, want, m;
-    const sc_plan *plan;
-    unsigned faults;
-    int prep;
-    /* shards in load order */
-    uint32_t *shards;
-    uint64_t nsh;
-    uint64_t *start;         /* [nsh + 1]: first position of each shard */
-    unsigned char *state;    /* [nsh] SH_* */
-    uint64_t *refs;          /* [nsh] sample copies still to be built from it */
-    /* A shard in memory is a mapped cache entry (a warm hit: no copy) or a
-     * heap buffer holding its fields one after another (read from the source). */
-    sc__mapping *map;        /* [nsh] */
-    unsigned char **buf;     /* [nsh] */
-    uint64_t *cap;           /* [nsh] bytes allocated for buf[i] (a pooled one may be larger) */
-    const unsigned char **fp; /* [nsh * nfields] where each field of each shard is */
-    uint64_t next_load, loaded_prefix;
-    /* the delivered order: position q of the epoch reads src_shard[q], src_off[q] */
-    uint32_t *src_shard, *src_off;
-    sc__sched sched;         /* the ids, slot by slot, and the drops */
-    uint64_t *need;          /* [nb]: highest shard index batch b reads */
-    uint64_t next_build;
-    sc__stream_counts counts;
-} ep;
-
-typedef struct rslot {
-    int state;
-    uint64_t seq, epoch, index, padded;
-    uint64_t *ids;
-    unsigned char *host;
-    unsigned char *dev;
-    const uint64_t *offs[SC_MAX_FIELDS]; /* a variable-length field's offsets in host; else NULL */
-    void *event;    /* after the slot's copy to the device */
-    void *consumed; /* after its consumer's last read (recorded at release) */
-} rslot;
-
-struct sc__stream {
-    sc_dataset *ds;
-    sc_cache *cache;
-    sc__stream_opts o;
-    int nfields;
-    uint64_t fsb[SC_MAX_FIELDS];  /* a delivered sample's bytes (variable-length: the most) */
-    uint64_t foff[SC_MAX_FIELDS]; /* field offset within a ring slot */
-    uint64_t fval[SC_MAX_FIELDS]; /* its values' (after a variable-length field's offsets) */
-    int vlen[SC_MAX_FIELDS];      /* 1: delivered as offsets and values */
-    sc__crop crop[SC_MAX_FIELDS]; /* width 0: not decoded; else the decode's output */
-    uint64_t slot_bytes;
-
-    pthread_mutex_t mu;
-    pthread_cond_t work, ready;
-    ep *head, *tail, *retired;
-    uint64_t next_seq, take, held, resident;
-    rslot *ring;
-    pthread_t *threads;
-    int nthreads, named, stop, failed;
-    sc_error err;
-    /*
-     * Shard buffers freed by builders, kept for the next loads: a fresh
-     * malloc of a shard-sized block is an mmap whose every page faults on
-     * first touch, which costs more than the copy into it (bench/stream).
-     * At most mem_bytes are pooled.
-     */
-    unsigned char **pool;
-    uint64_t *pool_cap, npool, pool_bytes;
-};
 
 /* ---- an epoch's work, from its schedule ---------------------------------------- */
 
@@ -150,22 +72,18 @@ static void stream_ep_free(ep *e)
 
 /*
  * The distinct shards each full batch of real samples draws from, summed
- * (the epoch summary's shards_per_batch): last[i] is the batch that last
- * met shard i, plus one.
+ * (the epoch summary's shards_per_batch, counted as sc_plan_quality
+ * counts them).
  */
 static int stream_count_spread(ep *e, uint64_t B, sc_error *err)
 {
-    uint64_t *last = calloc(e->nsh + 1, sizeof *last);
-    if (!last)
+    unsigned char *seen = calloc(e->nsh + 1, 1);
+    if (!seen)
         return sc__seterr(err, SC_ENOMEM, "epoch %llu: no memory to count shards per batch",
                           (unsigned long long)e->epoch);
     for (uint64_t b = 0; (b + 1) * B <= e->m; b++, e->counts.full_batches++)
-        for (uint64_t q = b * B; q < (b + 1) * B; q++)
-            if (last[e->src_shard[q]] != b + 1) {
-                last[e->src_shard[q]] = b + 1;
-                e->counts.batch_shards++;
-            }
-    free(last);
+        e->counts.batch_shards += sc__quality_distinct(e->src_shard + b * B, B, seen);
+    free(seen);
     return SC_OK;
 }
 
@@ -268,42 +186,6 @@ typedef struct task {
     int ring_full;      /* nothing picked: the next batch waits for a free slot */
 } task;
 
-/* The smallest pooled buffer of at least `bytes`, or NULL. */
-static unsigned char *stream_pool_take(sc__stream *s, uint64_t bytes, uint64_t *cap)
-{
-    uint64_t best = s->npool;
-    for (uint64_t k = 0; k < s->npool; k++)
-        if (s->pool_cap[k] >= bytes && (best == s->npool || s->pool_cap[k] < s->pool_cap[best]))
-            best = k;
-    if (best == s->npool)
-        return NULL;
-    unsigned char *b = s->pool[best];
-    *cap = s->pool_cap[best];
-    s->pool_bytes -= *cap;
-    s->npool--;
-    s->pool[best] = s->pool[s->npool];
-    s->pool_cap[best] = s->pool_cap[s->npool];
-    return b;
-}
-
-static void stream_pool_put(sc__stream *s, unsigned char *b, uint64_t cap)
-{
-    if (s->pool_bytes + cap <= s->o.mem_bytes) {
-        unsigned char **p = realloc(s->pool, sizeof *p * (s->npool + 1));
-        if (p)
-            s->pool = p;
-        uint64_t *c = p ? realloc(s->pool_cap, sizeof *c * (s->npool + 1)) : NULL;
-        if (c) {
-            s->pool_cap = c;
-            s->pool[s->npool] = b;
-            s->pool_cap[s->npool++] = cap;
-            s->pool_bytes += cap;
-            return;
-        }
-    }
-    free(b);
-}
-
 static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
 {
     return sc__shard_bytes(s->ds, e->shards[i]);
@@ -375,7 +257,7 @@ static int stream_pick(sc__stream *s, task *t)
             load->next_load++;
             s->resident += bytes;
             *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
-            t->buf = stream_pool_take(s, bytes, &t->cap);
+            t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
             return 1;
         }
     }
@@ -434,172 +316,6 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     return SC_OK;
 }
 
-/*
- * The user's augmentation, on every sample of a built batch, in place; its
- * seed depends on (seed, epoch, sample) only, so the bytes delivered do
- * not depend on which thread built the batch.
- */
-static int stream_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
-{
-    const sc_transform *tf = s->o.tf;
-    if (!tf || !tf->augment)
-        return SC_OK;
-    for (uint64_t k = 0; k < s->o.batch_size; k++) {
-        void *fields[SC_MAX_FIELDS];
-        for (int f = 0; f < s->nfields; f++)
-            fields[f] = slot->host + s->fval[f] + (s->vlen[f] ? slot->offs[f][k] : k * s->fsb[f]);
-        uint64_t id = e->sched.ids[b * s->o.batch_size + k];
-        uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
-        char msg[256] = "";
-        if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
-            return sc__seterr(err, SC_ETRANSFORM,
-                              "rank %d: epoch %llu: batch %llu: sample %llu: augmentation of "
-                              "'%s' version %s failed: %s",
-                              s->o.rank, (unsigned long long)e->epoch, (unsigned long long)b,
-                              (unsigned long long)id, tf->name, tf->version,
-                              msg[0] ? msg : "(no reason given)");
-    }
-    return SC_OK;
-}
-
-/*
- * A variable-length field's sample, JPEG-decoded into out with a random
- * resized crop and flip drawn from (seed, epoch, sample, field) alone: the
- * same bytes for any producer count, and on resume.  `jp` is the calling
- * producer's decoder, made at its first image.  A corrupt image stops the
- * job, naming the sample (no policy skips it: an epoch short of a sample
- * is not the epoch the plan proved).
- */
-static int stream_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
-                         const unsigned char *src, uint64_t len, unsigned char *out,
-                         sc__jpeg **jp, sc_error *err)
-{
-    uint64_t id = e->sched.ids[q];
-    uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_DECODE + (unsigned)f, id);
-    int rc = *jp ? SC_OK : sc__jpeg_new(jp, err);
-    if (rc == SC_OK)
-        rc = sc__jpeg_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out, err);
-    if (rc != SC_OK)
-        sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
-                   "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
-                   e->shards[e->src_shard[q]], s->ds->fields[f].name, (unsigned long long)len);
-    return rc;
-}
-
-/*
- * A fixed-shape field's sample into a batch: copied, or through SC_AUGMENT's
- * stages with draws keyed as stream_decode's are, by (seed, epoch, field,
- * sample) alone.
- */
-static void stream_copy_sample(const sc__stream *s, const ep *e, uint64_t q, int f,
-                               const unsigned char *from, unsigned char *to)
-{
-    const sc__aug *a = sc__augment_of(s->ds, f);
-    if (a)
-        sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
-                                             SC__PURPOSE_STAGES + (unsigned)f, e->sched.ids[q]));
-    else
-        memcpy(to, from, s->fsb[f]);
-}
-
-/*
- * Position q of the epoch into sample k of a batch, field by field: copied,
- * or decoded; a variable-length field's values after the batch's earlier
- * samples' (end[f]: its bytes so far), its offset recorded.
- */
-static int stream_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
-                             rslot *slot, uint64_t *end, sc__jpeg **jp, sc_error *err)
-{
-    uint64_t off = e->src_off[q], i = e->src_shard[q];
-    const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
-    uint64_t n = s->ds->shard_sizes[e->shards[i]];
-    for (int f = 0; f < s->nfields; f++) {
-        unsigned char *to = slot->host + s->fval[f];
-        if (!s->ds->fields[f].vlen) {
-            stream_copy_sample(s, e, q, f, fp[f] + off * s->ds->fields[f].sample_bytes,
-                               to + k * s->fsb[f]);
-            continue;
-        }
-        uint64_t at = sc__vlen_off(fp[f], off), len = sc__vlen_off(fp[f], off + 1) - at;
-        const unsigned char *from = sc__vlen_values(fp[f], n) + at;
-        if (s->crop[f].width) {
-            int rc = stream_decode(s, e, q, f, from, len, to + k * s->fsb[f], jp, err);
-            if (rc != SC_OK)
-                return rc;
-            continue;
-        }
-        if (len > s->fsb[f]) /* the dataset's largest: no shard in memory can exceed it */
-            return sc__seterr(err, SC_EFORMAT, "rank %d: epoch %llu: sample %llu: field '%s' "
-                              "holds %llu bytes, more than its largest at open (%llu)",
-                              s->o.rank, (unsigned long long)e->epoch,
-                              (unsigned long long)e->sched.ids[q], s->ds->fields[f].name,
-                              (unsigned long long)len, (unsigned long long)s->fsb[f]);
-        memcpy(to + end[f], from, len);
-        ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
-        end[f] += len;
-    }
-    return SC_OK;
-}
-
-/*
- * A built slot to the device.  The fields lie one after another in the
- * slot: one DMA for them all; but a variable-length field's room is B of
- * its largest sample, so with one each field's used bytes go on their own.
- */
-static int stream_copy(const sc__stream *s, rslot *slot, const uint64_t *vend, sc_error *err)
-{
-    int some = 0, rc = SC_OK;
-    for (int f = 0; f < s->nfields; f++)
-        some |= s->vlen[f];
-    if (!some)
-        return sc__dev_copy(s->o.dev, slot->dev, slot->host, s->slot_bytes, slot->consumed,
-                            slot->event, err);
-    for (int f = 0; rc == SC_OK && f < s->nfields; f++) {
-        uint64_t used = s->vlen[f] ? vend[f] : s->o.batch_size * s->fsb[f];
-        rc = sc__dev_copy(s->o.dev, slot->dev + s->foff[f], slot->host + s->foff[f],
-                          s->fval[f] - s->foff[f] + used, slot->consumed, slot->event, err);
-    }
-    return rc;
-}
-
-static int stream_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                        sc__jpeg **jp, sc_error *err)
-{
-    uint64_t B = s->o.batch_size, q0 = b * B, vend[SC_MAX_FIELDS] = {0};
-    uint64_t t0 = sc__trace_now(tr);
-    int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
-    if (rc != SC_OK)
-        return rc;
-    sc__trace_slow(tr, SC__ST_ASSEMBLY);
-    for (uint64_t k = 0; k < B; k++)
-        if ((rc = stream_put_sample(s, e, q0 + k, k, slot, vend, jp, err)) != SC_OK)
-            return rc;
-    for (int f = 0; f < s->nfields; f++)
-        if (s->vlen[f])
-            ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
-    memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
-    if ((rc = stream_augment(s, e, b, slot, err)) != SC_OK)
-        return rc;
-    slot->epoch = e->epoch;
-    slot->index = b;
-    uint64_t end = q0 + B;
-    slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
-    uint64_t t1 = sc__trace_now(tr);
-    sc__trace_span(tr, SC__ST_ASSEMBLY, t0, t1, e->epoch, -1, (int64_t)b,
-                   B * s->ds->sample_bytes);
-    t0 = t1;
-    if (s->o.device >= 0) {
-        rc = stream_copy(s, slot, vend, err);
-        /* With CUDA this is the copy's issue; the copy itself overlaps. */
-        sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
-                       B * s->ds->sample_bytes);
-        if (rc != SC_OK)
-            return sc__errctx(err, rc, "rank %d: epoch %llu: batch %llu", s->o.rank,
-                              (unsigned long long)e->epoch, (unsigned long long)b);
-    }
-    return SC_OK;
-}
-
 /* Retires a task's work (mutex held). */
 static void stream_finish(sc__stream *s, const task *t, int hit)
 {
@@ -622,7 +338,7 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
                 if (e->map[i].base)
                     sc__cache_unmap(&e->map[i]);
                 else
-                    stream_pool_put(s, e->buf[i], e->cap[i]);
+                    sc__pool_put(&s->pool, e->buf[i], e->cap[i], s->o.mem_bytes);
                 e->buf[i] = NULL;
                 e->state[i] = SH_FREED;
                 s->resident -= stream_shard_bytes(s, e, i);
@@ -667,10 +383,10 @@ static void *stream_producer(void *arg)
         else if (t.kind == T_LOAD)
             rc = stream_load(s, &t, tr, &hit, &err);
         else
-            rc = stream_build(s, t.e, t.i, t.slot, tr, &jp, &err);
+            rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
-            stream_pool_put(s, t.buf, t.cap);
+            sc__pool_put(&s->pool, t.buf, t.cap, s->o.mem_bytes);
         if (rc != SC_OK)
             stream_fail(s, &err);
         else
@@ -682,34 +398,6 @@ static void *stream_producer(void *arg)
 }
 
 /* ---- the caller's side -------------------------------------------------------- */
-
-/*
- * A ring slot: each field's batch, aligned; a variable-length one's B + 1
- * offsets, then room for B of its largest sample.
- */
-static int stream_layout(sc__stream *s, uint64_t B, sc_error *err)
-{
-    uint64_t at = 0;
-    for (int f = 0; f < s->nfields; f++) {
-        s->crop[f] = s->o.crop[f];
-        s->vlen[f] = s->ds->fields[f].vlen && !s->crop[f].width;
-        sc__field as = s->ds->fields[f];
-        sc__augment_field(s->ds, f, &as); /* SC_AUGMENT's delivered size */
-        s->fsb[f] = s->crop[f].width ? sc__crop_bytes(&s->crop[f]) : as.sample_bytes;
-        s->foff[f] = at;
-        s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);
-        uint64_t bytes;
-        if (__builtin_mul_overflow(B, s->fsb[f], &bytes) ||
-            __builtin_add_overflow(s->fval[f], bytes + FIELD_ALIGN, &at))
-            return sc__seterr(err, SC_EOVERFLOW, "rank %d: batches of %llu samples of field "
-                              "'%s' (%llu bytes at most a sample) do not fit in memory",
-                              s->o.rank, (unsigned long long)B, s->ds->fields[f].name,
-                              (unsigned long long)s->fsb[f]);
-        at = (at - 1) / FIELD_ALIGN * FIELD_ALIGN;
-    }
-    s->slot_bytes = at;
-    return SC_OK;
-}
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
                     sc__stream **out, sc_error *err)
@@ -731,7 +419,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->ready, NULL);
-    int rc = stream_layout(s, o->batch_size, err);
+    int rc = sc__batch_layout(s, o->batch_size, err);
     s->ring = calloc(o->depth, sizeof *s->ring);
     s->threads = calloc((size_t)o->producers, sizeof *s->threads);
     if (!s->ring || !s->threads)
@@ -1067,10 +755,7 @@ void sc__stream_close(sc__stream *s)
         sc__dev_host_free(s->o.dev, r->host);
         free(r->ids);
     }
-    for (uint64_t k = 0; k < s->npool; k++)
-        free(s->pool[k]);
-    free(s->pool);
-    free(s->pool_cap);
+    sc__pool_free(&s->pool);
     free(s->ring);
     free(s->threads);
     pthread_cond_destroy(&s->work);

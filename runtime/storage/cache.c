@@ -1,8 +1,10 @@
 /*
  * cache.c - the node-local shard cache.
  *
- * One directory per (dataset fingerprint, node-local rank), one HDF5 file
- * per shard entry, one raw uint8 dataset per field.  An entry is written
+ * One directory per (dataset fingerprint, node-local rank: cachedir.c
+ * owns its format, cacheplace.c where it lives), one HDF5 file per shard
+ * entry, one raw uint8 dataset per field (entry_io.c writes and reads
+ * them; this file is the index, admission and what may be served).  An entry is written
  * under a temporary name; after HDF5 has closed it, a header naming the
  * shard, the dataset, the XXH64 checksum of the bytes and where each
  * field's bytes lie goes into the HDF5 user block (the file's first 512
@@ -29,12 +31,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdatomic.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,11 +43,9 @@
 #include "config.h"
 #include "error.h"
 #include "entry.h"
+#include "entry_io.h"
 #include "evict.h"
-#include "fault.h"
-#include "h5.h"
 #include "hash.h"
-#include "io.h"
 #include "log.h"
 #include "source.h"
 
@@ -116,17 +113,11 @@ static struct seen cache_identity(uint64_t shard, const struct stat *st)
 /* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
 enum { ENTRY_WRITING = 2 };
 
-/* An entry's name in its directory. */
-static void cache_entry_name(uint64_t shard, char *out, size_t n)
-{
-    snprintf(out, n, "s%llu.h5", (unsigned long long)shard);
-}
-
 /* Deletes an entry that cannot be served, and says so. */
 static void cache_repair(sc_cache *c, uint64_t shard, const char *why)
 {
     char name[32];
-    cache_entry_name(shard, name, sizeof name);
+    sc__entry_name(shard, name, sizeof name);
     unlinkat(c->pl.dfd, name, 0);
     sc__evict_remove(c->ev, (uint32_t)shard);
     c->st.repairs++;
@@ -144,7 +135,7 @@ static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes)
     int rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
     for (uint64_t i = 0; i < nv; i++) {
         char name[32];
-        cache_entry_name(victims[i], name, sizeof name);
+        sc__entry_name(victims[i], name, sizeof name);
         unlinkat(c->pl.dfd, name, 0);
         c->st.evictions++;
     }
@@ -164,10 +155,9 @@ static int cache_scan(sc_cache *c, sc_error *err)
         return sc__seterr(err, SC_EIO, "cache directory '%s': %s", c->pl.dir, strerror(why));
     }
     while ((e = readdir(d))) {
-        unsigned long long shard;
-        char tail[16] = "";
-        int n = sscanf(e->d_name, "s%llu.h5%15s", &shard, tail);
-        if (n < 1)
+        uint64_t shard;
+        int n = sc__entry_name_parse(e->d_name, &shard);
+        if (n == 0)
             continue;
         if (n == 2 || shard >= c->ds->nshards) {
             unlinkat(c->pl.dfd, e->d_name, 0);
@@ -314,144 +304,6 @@ static uint64_t cache_checksum(const sc_dataset *ds, uint64_t shard, void *const
     return sc__xxh64_final(&s);
 }
 
-/* pread()/pwrite() until done (io.h); 0 on success. */
-static int cache_full_io(int fd, void *buf, uint64_t n, uint64_t off, int write)
-{
-    return (write ? sc__io_pwrite(fd, buf, n, off) : sc__io_pread(fd, buf, n, off)) ? -1 : 0;
-}
-
-/* Whether `name` in directory dfd is the very file open at fd (never following a link). */
-static int cache_same_file(int fd, int dfd, const char *name)
-{
-    struct stat a, b;
-    return fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-/*
- * The entry's HDF5 layout in the file at `at` (ours, made by the caller):
- * one contiguous dataset a field, space only, their offsets and sizes into
- * h; the bytes go in by pwrite afterwards, outside the HDF5 lock.
- */
-static int cache_entry_layout(const sc_cache *c, uint64_t shard, const char *at,
-                              const char *shown, sc__entry *h, sc_error *err)
-{
-    const sc_dataset *ds = c->ds;
-    sc__h5_lock();
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    H5Pset_userblock(fcpl, SC__ENTRY_BYTES);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
-    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY); /* an offset exists at once */
-    /* Truncates the file the caller made, exclusive and 0600, and holds. */
-    errno = 0;
-    hid_t f = H5Fcreate(at, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-    int sys = f < 0 ? errno : 0; /* why, in the system's words (read-only, full...) */
-    int bad = f < 0;
-    for (int i = 0; !bad && i < ds->nfields; i++) {
-        char name[16];
-        hsize_t n = sc__field_bytes(ds, i, shard);
-        snprintf(name, sizeof name, "f%d", i);
-        hid_t sp = H5Screate_simple(1, &n, NULL);
-        hid_t d = H5Dcreate2(f, name, H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        bad = d < 0;
-        haddr_t off = bad ? HADDR_UNDEF : H5Dget_offset(d);
-        bad = bad || off == HADDR_UNDEF;
-        h->off[i] = (uint64_t)off;
-        h->bytes[i] = n;
-        if (d >= 0)
-            H5Dclose(d);
-        H5Sclose(sp);
-    }
-    if (f >= 0 && H5Fclose(f) < 0)
-        bad = 1;
-    H5Pclose(dcpl);
-    H5Pclose(fcpl);
-    int rc = bad ? sc__h5_err(err, SC_EHDF5, "cache entry '%s' (shard %llu): write failed%s%s",
-                              shown, (unsigned long long)shard, sys ? ": " : "",
-                              sys ? strerror(sys) : "")
-                 : SC_OK;
-    sc__h5_unlock();
-    return rc;
-}
-
-/* The fields' bytes and the header into the held file `fd`, and its mode. */
-static int cache_entry_fill(const sc_cache *c, int fd, void *const *bufs, const sc__entry *h,
-                            const char *shown, sc_error *err)
-{
-    unsigned char block[SC__ENTRY_BYTES];
-    sc__entry_encode(h, block);
-    if (fchmod(fd, c->pl.group ? 0640 : 0600) != 0)
-        return sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
-    for (int i = 0; i < c->ds->nfields; i++)
-        if (cache_full_io(fd, bufs[i], h->bytes[i], h->off[i], 1) != 0)
-            return sc__seterr(err, SC_EIO, "cache entry '%s': writing field %d: %s", shown, i,
-                              strerror(errno));
-    if (cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 1) != 0)
-        return sc__seterr(err, SC_EIO, "cache entry '%s': writing its header: %s", shown,
-                          strerror(errno));
-    return SC_OK;
-}
-
-/* The held file `fd`, named tmp, published as name: checked to be it after the rename. */
-static int cache_entry_publish(const sc_cache *c, int fd, const char *tmp, const char *name,
-                               sc_error *err)
-{
-    if (renameat(c->pl.dfd, tmp, c->pl.dfd, name) != 0)
-        return sc__seterr(err, SC_EIO, "cache entry '%s/%s': rename failed: %s", c->pl.dir,
-                          name, strerror(errno));
-    if (!cache_same_file(fd, c->pl.dfd, name)) { /* swapped before the rename */
-        unlinkat(c->pl.dfd, name, 0);
-        return sc__seterr(err, SC_EIO, "cache entry '%s/%s': replaced as it was published",
-                          c->pl.dir, name);
-    }
-    return SC_OK;
-}
-
-/* Writes one entry: temporary file, data, header (the mark), rename. */
-static int cache_write_entry(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
-                             sc_error *err)
-{
-    char name[32], tmp[96], at[128], shown[SC_PATH_MAX + 96];
-    sc__entry h = {shard, c->ds->fingerprint, sum, (uint64_t)c->ds->nfields, {0}, {0}, c->job};
-    static _Atomic unsigned long writers; /* names each writer's temporary */
-    cache_entry_name(shard, name, sizeof name);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", name, (long)getpid(),
-             (unsigned long)atomic_fetch_add(&writers, 1));
-    snprintf(shown, sizeof shown, "%s/%s", c->pl.dir, tmp);
-    /*
-     * HDF5 creates by path: this one reaches the directory held open,
-     * wherever its name points now (a name swapped since the open reaches
-     * nothing of ours).
-     */
-    snprintf(at, sizeof at, "/proc/self/fd/%d/%s", c->pl.dfd, tmp);
-    /*
-     * Made here first, 0600 and exclusive, and held: HDF5 would create it
-     * 0666 less the umask, which a group member could open for writing
-     * before it is published; every write and the rename are checked to
-     * reach this very file.
-     */
-    int own = openat(c->pl.dfd, tmp, O_CREAT | O_EXCL | O_NOFOLLOW | O_RDWR | O_CLOEXEC, 0600);
-    if (own < 0)
-        return sc__seterr(err, SC_EIO, "cache entry '%s' (shard %llu): %s", shown,
-                          (unsigned long long)shard, strerror(errno));
-    int rc = cache_entry_layout(c, shard, at, shown, &h, err);
-    if (rc == SC_OK && sc__fault("cache-writer-dies"))
-        raise(SIGKILL); /* test hook: the writer dies with data but no mark */
-    if (rc == SC_OK && !cache_same_file(own, c->pl.dfd, tmp))
-        rc = sc__seterr(err, SC_EIO, "cache entry '%s': replaced while it was written (by "
-                        "someone who may write the cache directory)", shown);
-    if (rc == SC_OK)
-        rc = cache_entry_fill(c, own, bufs, &h, shown, err);
-    if (rc == SC_OK)
-        rc = cache_entry_publish(c, own, tmp, name, err);
-    if (close(own) != 0 && rc == SC_OK)
-        rc = sc__seterr(err, SC_EIO, "cache entry '%s': %s", shown, strerror(errno));
-    if (rc != SC_OK)
-        unlinkat(c->pl.dfd, tmp, 0);
-    return rc;
-}
-
 /* One traced stage of a shard's read, for the caller's thread. */
 static void cache_span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t shard,
                        uint64_t bytes)
@@ -464,41 +316,6 @@ static void cache_span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t s
 static sc__tring *cache_ring_of(const sc__tctx *tc)
 {
     return tc ? tc->ring : NULL;
-}
-
-/* The entry open at fd mapped read-only into m: NULL, or why not. */
-static const char *cache_map_entry(int fd, const struct stat *st, const sc__entry *h, int nfields,
-                                   sc__mapping *m)
-{
-    m->len = (size_t)st->st_size;
-    m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (m->base == MAP_FAILED) {
-        m->base = NULL;
-        return "it cannot be mapped";
-    }
-    for (int i = 0; i < nfields; i++)
-        m->field[i] = (const unsigned char *)m->base + h->off[i];
-    return NULL;
-}
-
-/* The fields of the entry open at fd read into memory of m's own: NULL, or why not. */
-static const char *cache_copy_entry(int fd, const sc__entry *h, int nfields, sc__mapping *m)
-{
-    uint64_t total = 0;
-    for (int i = 0; i < nfields; i++)
-        total += h->bytes[i];
-    unsigned char *p = malloc(total ? total : 1);
-    if (!p)
-        return "there is no memory to read it";
-    m->base = p;
-    m->len = (size_t)total;
-    m->copied = 1;
-    for (int i = 0; i < nfields; p += h->bytes[i], i++) {
-        m->field[i] = p;
-        if (cache_full_io(fd, p, h->bytes[i], h->off[i], 0))
-            return "its data does not read back"; /* truncated meanwhile */
-    }
-    return NULL;
 }
 
 /*
@@ -527,40 +344,14 @@ static const char *cache_read_entry(sc_cache *c, int dirfd, uint64_t shard,
     uint64_t t0 = sc__trace_now(cache_ring_of(tc));
     sc__trace_slow(cache_ring_of(tc), SC__ST_CACHE_READ);
     const sc_dataset *ds = c->ds;
-    unsigned char block[SC__ENTRY_BYTES];
-    const char *why = NULL;
     sc__entry h = {0};
     struct stat st;
-    char name[32];
-
-    cache_entry_name(shard, name, sizeof name);
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* a symlink: repaired */
-    if (fd < 0 || fstat(fd, &st) != 0)
-        why = "it cannot be opened";
-    else if (cache_full_io(fd, block, SC__ENTRY_BYTES, 0, 0) || sc__entry_decode(block, &h))
-        why = "it has no complete mark (or a damaged header)";
-    else if (h.shard != shard)
-        why = "it belongs to another shard";
-    else if (h.fingerprint != ds->fingerprint || h.nfields != (uint64_t)ds->nfields)
-        why = "it belongs to another dataset";
-    int foreign = !why && st.st_uid != getuid();
+    int foreign = 0;
+    const char *why = sc__entry_read(dirfd, ds, shard, bufs, m, &h, &st, &foreign);
+    if (!why && m)
+        bufs = (void *const *)m->field;
     if (foreign)
         verified = 0, seen = NULL; /* its owner may change it at any time: checked each read */
-    for (int i = 0; !why && i < ds->nfields; i++) {
-        uint64_t want = sc__field_bytes(ds, i, shard);
-        if (h.bytes[i] != want)
-            why = "a field has the wrong size";
-        else if (h.off[i] < SC__ENTRY_BYTES || h.off[i] + want > (uint64_t)st.st_size)
-            why = "it is truncated";
-        else if (!m && cache_full_io(fd, bufs[i], want, h.off[i], 0))
-            why = "its data does not read back";
-    }
-    if (!why && m) {
-        why = foreign ? cache_copy_entry(fd, &h, ds->nfields, m) : cache_map_entry(fd, &st, &h, ds->nfields, m);
-        bufs = (void *const *)m->field;
-    }
-    if (fd >= 0)
-        close(fd);
     cache_span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
     if (!why && sc__vlen_disagrees(ds, shard, (const void *const *)bufs) >= 0)
@@ -725,7 +516,7 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
             c->pause_until = cache_now() + CACHE_PAUSE_S;
     } else if (!held) {
         char name[32]; /* evicted while it was written */
-        cache_entry_name(shard, name, sizeof name);
+        sc__entry_name(shard, name, sizeof name);
         unlinkat(c->pl.dfd, name, 0);
     } else {
         sc__evict_set_flag(c->ev, s32, 1);
@@ -757,7 +548,7 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
         uint64_t sum = cache_checksum(c->ds, shard, bufs);
         cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
         t0 = sc__trace_now(cache_ring_of(tc));
-        wrc = cache_write_entry(c, shard, bufs, sum, &werr);
+        wrc = sc__entry_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
     if (kept == SC_OK)
@@ -773,7 +564,7 @@ static int cache_on_node(const sc_cache *c, uint64_t shard)
     char name[32];
     struct stat st;
     int on = 0;
-    cache_entry_name(shard, name, sizeof name);
+    sc__entry_name(shard, name, sizeof name);
     for (int lr = 0; lr < c->local_size && !on; lr++) {
         int dfd = lr == c->pl.local_rank ? -1 : sc__cache_place_neighbor(&c->pl, lr);
         on = dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
@@ -819,7 +610,7 @@ int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
     int wrc = rc;
     if (rc == SC_OK) {
         t0 = sc__trace_now(cache_ring_of(tc));
-        wrc = cache_write_entry(c, shard, bufs, sum, &werr);
+        wrc = sc__entry_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
     if (wrc == SC_OK) {

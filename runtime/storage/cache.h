@@ -11,6 +11,7 @@
 #ifndef SC_CACHE_H
 #define SC_CACHE_H
 
+#include "entry.h"
 #include "shardcache/cache.h"
 #include "tring.h"
 
@@ -44,19 +45,6 @@ int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *
  */
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
                    const sc__tctx *tc, sc_error *err);
-
-/*
- * A cache entry mapped read-only: field[i] is the shard's field i.  An
- * entry another user wrote (a group member's) is read into memory of the
- * mapping's own instead (`copied`): its owner could truncate it under a
- * mapping.
- */
-typedef struct sc__mapping {
-    void *base;
-    size_t len;
-    int copied; /* base is malloc'd (freed by sc__cache_unmap), not mapped */
-    const unsigned char *field[SC_MAX_FIELDS];
-} sc__mapping;
 
 /*
  * A warm hit without a copy: maps the entry (checked as a read would be)

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "entry.h"
 #include "error.h"
 #include "output.h"
 #include "log.h"
@@ -40,13 +41,15 @@ static int cachedir_same(const struct stat *a, const struct stat *b)
 static int cachedir_lock_at(int dfd, int how)
 {
     /* To remove, there is always a lock to hold: made if missing. */
-    int fd = openat(dfd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (how == LOCK_EX ? O_CREAT : 0),
+    int fd = openat(dfd, SC__CACHEDIR_LOCK,
+                    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (how == LOCK_EX ? O_CREAT : 0),
                     0600);
     struct stat held, now;
     if (fd < 0)
         return -2;
     if (flock(fd, how | LOCK_NB) == 0 && fstat(fd, &held) == 0 &&
-        fstatat(dfd, "lock", &now, AT_SYMLINK_NOFOLLOW) == 0 && cachedir_same(&held, &now))
+        fstatat(dfd, SC__CACHEDIR_LOCK, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        cachedir_same(&held, &now))
         return fd;
     close(fd);
     return -1;
@@ -69,7 +72,8 @@ static int cachedir_is_it(int dfd, uint64_t dev, uint64_t ino, int held)
         return 0;
     if (held >= 0)
         return fstat(held, &mine) == 0 &&
-               fstatat(dfd, "lock", &lock, AT_SYMLINK_NOFOLLOW) == 0 && cachedir_same(&mine, &lock);
+               fstatat(dfd, SC__CACHEDIR_LOCK, &lock, AT_SYMLINK_NOFOLLOW) == 0 &&
+               cachedir_same(&mine, &lock);
     return (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
 }
 
@@ -94,10 +98,11 @@ static int cachedir_empty_at(int rootfd, const char *name, int dfd)
     }
     rewinddir(d); /* a dup shares its offset with dfd, which may have been read */
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock"))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            strcmp(e->d_name, SC__CACHEDIR_LOCK))
             unlinkat(dfd, e->d_name, 0);
     closedir(d);
-    unlinkat(dfd, "lock", 0);
+    unlinkat(dfd, SC__CACHEDIR_LOCK, 0);
     if (fstat(dfd, &was) != 0 || fstatat(rootfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0)
         return -1;
     if (!cachedir_same(&was, &now)) {
@@ -219,6 +224,17 @@ int sc__cachedir_check_ancestors(const char *dir, int group, sc_error *err)
                             : ", or one with the sticky bit, like /tmp");
 }
 
+void sc__cachedir_prefix(uint64_t fingerprint, char *buf, size_t n)
+{
+    snprintf(buf, n, "shardcache-%016llx-l", (unsigned long long)fingerprint);
+}
+
+void sc__cachedir_private(char *dir, size_t n)
+{
+    size_t len = strlen(dir);
+    snprintf(dir + len, n - len, "-p%ld.XXXXXX", (long)getpid());
+}
+
 /*
  * Exactly shardcache-<16 hex>-l<rank>[-p<pid>[.XXXXXX]] (the suffix a
  * private directory's mkdtemp adds): nothing else is ours to remove.
@@ -324,7 +340,8 @@ static void cachedir_count(sc_cache_dir_info *d, int dfd)
         struct stat st;
         if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (e->d_name[0] == 's' && strstr(e->d_name, ".h5") && !strstr(e->d_name, ".tmp.")) {
+        uint64_t shard;
+        if (sc__entry_name_parse(e->d_name, &shard) == 1) {
             d->entries++;
             d->bytes += (uint64_t)st.st_size;
         }

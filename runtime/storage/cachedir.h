@@ -16,6 +16,19 @@
 #include "shardcache.h"
 
 /*
+ * A cache directory's names, which sc__cachedir_describe reads back:
+ * shardcache-<16 hex fingerprint>-l<local rank>, a private one (a second
+ * process on a busy directory) with -p<pid>.XXXXXX after it, made by
+ * mkdtemp.  It holds the lock file (a live owner's flock), the note of
+ * its source, and the entries (entry.h names them).
+ */
+#define SC__CACHEDIR_LOCK "lock"
+/* A directory's name less its local rank, shardcache-<16 hex>-l, into buf. */
+void sc__cachedir_prefix(uint64_t fingerprint, char *buf, size_t n);
+/* Appends a private directory's suffix to dir (of n bytes), as mkdtemp's template. */
+void sc__cachedir_private(char *dir, size_t n);
+
+/*
  * Removes cache directory `dir` while holding its lock: its files (never
  * a subdirectory, never through a symlink), the lock last (an opener
  * that finds it gone tries again), then the directory.  The one removal

@@ -168,13 +168,14 @@ static int place_lock(sc__cache_place *p, const char *name, const struct stat *d
                       size_t n)
 {
     struct stat st, now;
-    p->lock_fd = openat(p->dfd, "lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+    p->lock_fd = openat(p->dfd, SC__CACHEDIR_LOCK,
+                        O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                         p->group ? 0660 : 0600);
     if (p->lock_fd < 0 && errno == ENOENT)
         return place_untake(p), GONE;
     if (p->lock_fd < 0 || fstat(p->lock_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         const char *e = p->lock_fd < 0 ? strerror(errno) : "not a plain file";
-        if (fstatat(p->dfd, "lock", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (fstatat(p->dfd, SC__CACHEDIR_LOCK, &st, AT_SYMLINK_NOFOLLOW) == 0) {
             char what[200];
             place_describe(&st, what, sizeof what);
             snprintf(why, n, "has a lock that is %s (%s)", what, e);
@@ -191,7 +192,8 @@ static int place_lock(sc__cache_place *p, const char *name, const struct stat *d
         return e == EWOULDBLOCK ? BUSY : FAILED;
     }
     /* The lock still at its name, the directory still at its: else removed meanwhile. */
-    if (fstatat(p->dfd, "lock", &now, AT_SYMLINK_NOFOLLOW) != 0 || !place_same(&st, &now) ||
+    if (fstatat(p->dfd, SC__CACHEDIR_LOCK, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !place_same(&st, &now) ||
         fstatat(p->rootfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 || !place_same(dir, &now))
         return place_untake(p), GONE;
     return TAKEN;
@@ -251,8 +253,7 @@ static int place_fall_back(sc__cache_place *p, const char *why, sc_error *err)
 {
     char shared[SC_PATH_MAX], again[320];
     memcpy(shared, p->dir, sizeof shared);
-    size_t len = strlen(shared);
-    snprintf(p->dir + len, sizeof p->dir - len, "-p%ld.XXXXXX", (long)getpid());
+    sc__cachedir_private(p->dir, sizeof p->dir);
     if (!mkdtemp(p->dir))
         return sc__seterr(err, SC_EIO, "cache '%s' %s, and no private directory could be made "
                           "beside it: %s", shared, why, strerror(errno));
@@ -320,7 +321,7 @@ int sc__cache_place_open(sc__cache_place *p, const char *cache_dir, uint64_t fin
     int rc = place_root(p, cache_dir, err);
     if (rc != SC_OK)
         return rc;
-    snprintf(p->node, sizeof p->node, "shardcache-%016llx-l", (unsigned long long)fingerprint);
+    sc__cachedir_prefix(fingerprint, p->node, sizeof p->node);
     /* Room for the rank and the private suffix (-p<pid>.XXXXXX), and an entry's name after. */
     if (strlen(p->root) + strlen(p->node) + 96 > sizeof p->dir)
         return sc__seterr(err, SC_EINVAL, "cache directory '%s' is too long", p->root);

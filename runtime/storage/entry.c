@@ -1,8 +1,9 @@
 /*
- * entry.c - a cache entry's header bytes (see entry.h).
+ * entry.c - a cache entry's name and header bytes (see entry.h).
  */
 #include "entry.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "hash.h"
@@ -48,4 +49,20 @@ int sc__entry_decode(const unsigned char *b, sc__entry *h)
                  ? sc__get_u64(b + H_JOB_AT)
                  : 0;
     return h->nfields <= SC_MAX_FIELDS ? 0 : -1;
+}
+
+void sc__entry_name(uint64_t shard, char *out, size_t n)
+{
+    snprintf(out, n, "s%llu.h5", (unsigned long long)shard);
+}
+
+int sc__entry_name_parse(const char *name, uint64_t *shard)
+{
+    unsigned long long v;
+    char tail[16] = "";
+    int n = sscanf(name, "s%llu.h5%15s", &v, tail);
+    if (n < 1)
+        return 0;
+    *shard = v;
+    return n == 2 ? 2 : 1;
 }

@@ -1,12 +1,14 @@
 /*
- * entry.h - the header of a cache entry: its bytes, encoded and decoded
- * without HDF5 or I/O, so that the decoder is fuzzed alone
- * (tests/fuzz/fuzz_entry_decode.c).  A header that does not decode is not
- * a complete entry: the cache repairs it, never serves it.
+ * entry.h - a cache entry's name in its directory and its header: their
+ * bytes, encoded and decoded without HDF5 or I/O, so that the decoder is
+ * fuzzed alone (tests/fuzz/fuzz_entry_decode.c).  A header that does not
+ * decode is not a complete entry: the cache repairs it, never serves it.
+ * Writing and reading an entry's file is entry_io.c's.
  */
 #ifndef SC_ENTRY_H
 #define SC_ENTRY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shardcache/base.h"
@@ -42,5 +44,28 @@ typedef struct sc__entry {
 void sc__entry_encode(const sc__entry *h, unsigned char *b);
 /* 0, or -1 when b[SC__ENTRY_BYTES] is no whole, self-consistent header. */
 int sc__entry_decode(const unsigned char *b, sc__entry *h);
+
+/*
+ * A cache entry mapped read-only: field[i] is the shard's field i.  An
+ * entry another user wrote (a group member's) is read into memory of the
+ * mapping's own instead (`copied`): its owner could truncate it under a
+ * mapping.
+ */
+typedef struct sc__mapping {
+    void *base;
+    size_t len;
+    int copied; /* base is malloc'd (freed by sc__cache_unmap), not mapped */
+    const unsigned char *field[SC_MAX_FIELDS];
+} sc__mapping;
+
+/* Shard's entry's name in its directory: s<shard>.h5. */
+void sc__entry_name(uint64_t shard, char *out, size_t n);
+
+/*
+ * What a name in a cache directory is: 1 an entry (*shard filled), 2 what
+ * a writer left behind (an entry's name with a tail: a temporary, *shard
+ * filled), 0 not an entry's.
+ */
+int sc__entry_name_parse(const char *name, uint64_t *shard);
 
 #endif /* SC_ENTRY_H */

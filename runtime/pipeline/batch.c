@@ -1,0 +1,213 @@
+/*
+ * batch.c - a batch assembled into a ring slot: each sample of the epoch's
+ * delivered order copied from its shard in memory (or JPEG-decoded, or
+ * through SC_AUGMENT's stages), a variable-length field's values packed
+ * after their offsets, the user's augmentation, and the copy to the
+ * device.  Runs on a producer thread without the stream's mutex: the slot
+ * and the shards it reads are the builder's until it retires the build
+ * (stream.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "augment.h"
+#include "error.h"
+#include "hash.h"
+#include "jpeg.h"
+#include "source.h"
+#include "stream_impl.h"
+#include "vlen.h"
+
+/*
+ * The user's augmentation, on every sample of a built batch, in place; its
+ * seed depends on (seed, epoch, sample) only, so the bytes delivered do
+ * not depend on which thread built the batch.
+ */
+static int batch_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
+{
+    const sc_transform *tf = s->o.tf;
+    if (!tf || !tf->augment)
+        return SC_OK;
+    for (uint64_t k = 0; k < s->o.batch_size; k++) {
+        void *fields[SC_MAX_FIELDS];
+        for (int f = 0; f < s->nfields; f++)
+            fields[f] = slot->host + s->fval[f] + (s->vlen[f] ? slot->offs[f][k] : k * s->fsb[f]);
+        uint64_t id = e->sched.ids[b * s->o.batch_size + k];
+        uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
+        char msg[256] = "";
+        if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
+            return sc__seterr(err, SC_ETRANSFORM,
+                              "rank %d: epoch %llu: batch %llu: sample %llu: augmentation of "
+                              "'%s' version %s failed: %s",
+                              s->o.rank, (unsigned long long)e->epoch, (unsigned long long)b,
+                              (unsigned long long)id, tf->name, tf->version,
+                              msg[0] ? msg : "(no reason given)");
+    }
+    return SC_OK;
+}
+
+/*
+ * A variable-length field's sample, JPEG-decoded into out with a random
+ * resized crop and flip drawn from (seed, epoch, sample, field) alone: the
+ * same bytes for any producer count, and on resume.  `jp` is the calling
+ * producer's decoder, made at its first image.  A corrupt image stops the
+ * job, naming the sample (no policy skips it: an epoch short of a sample
+ * is not the epoch the plan proved).
+ */
+static int batch_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
+                         const unsigned char *src, uint64_t len, unsigned char *out,
+                         sc__jpeg **jp, sc_error *err)
+{
+    uint64_t id = e->sched.ids[q];
+    uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_DECODE + (unsigned)f, id);
+    int rc = *jp ? SC_OK : sc__jpeg_new(jp, err);
+    if (rc == SC_OK)
+        rc = sc__jpeg_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out, err);
+    if (rc != SC_OK)
+        sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
+                   "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
+                   e->shards[e->src_shard[q]], s->ds->fields[f].name, (unsigned long long)len);
+    return rc;
+}
+
+/*
+ * A fixed-shape field's sample into a batch: copied, or through SC_AUGMENT's
+ * stages with draws keyed as batch_decode's are, by (seed, epoch, field,
+ * sample) alone.
+ */
+static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t q, int f,
+                               const unsigned char *from, unsigned char *to)
+{
+    const sc__aug *a = sc__augment_of(s->ds, f);
+    if (a)
+        sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
+                                             SC__PURPOSE_STAGES + (unsigned)f, e->sched.ids[q]));
+    else
+        memcpy(to, from, s->fsb[f]);
+}
+
+/*
+ * Position q of the epoch into sample k of a batch, field by field: copied,
+ * or decoded; a variable-length field's values after the batch's earlier
+ * samples' (end[f]: its bytes so far), its offset recorded.
+ */
+static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
+                             rslot *slot, uint64_t *end, sc__jpeg **jp, sc_error *err)
+{
+    uint64_t off = e->src_off[q], i = e->src_shard[q];
+    const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
+    uint64_t n = s->ds->shard_sizes[e->shards[i]];
+    for (int f = 0; f < s->nfields; f++) {
+        unsigned char *to = slot->host + s->fval[f];
+        if (!s->ds->fields[f].vlen) {
+            batch_copy_sample(s, e, q, f, fp[f] + off * s->ds->fields[f].sample_bytes,
+                               to + k * s->fsb[f]);
+            continue;
+        }
+        uint64_t at = sc__vlen_off(fp[f], off), len = sc__vlen_off(fp[f], off + 1) - at;
+        const unsigned char *from = sc__vlen_values(fp[f], n) + at;
+        if (s->crop[f].width) {
+            int rc = batch_decode(s, e, q, f, from, len, to + k * s->fsb[f], jp, err);
+            if (rc != SC_OK)
+                return rc;
+            continue;
+        }
+        if (len > s->fsb[f]) /* the dataset's largest: no shard in memory can exceed it */
+            return sc__seterr(err, SC_EFORMAT, "rank %d: epoch %llu: sample %llu: field '%s' "
+                              "holds %llu bytes, more than its largest at open (%llu)",
+                              s->o.rank, (unsigned long long)e->epoch,
+                              (unsigned long long)e->sched.ids[q], s->ds->fields[f].name,
+                              (unsigned long long)len, (unsigned long long)s->fsb[f]);
+        memcpy(to + end[f], from, len);
+        ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
+        end[f] += len;
+    }
+    return SC_OK;
+}
+
+/*
+ * A built slot to the device.  The fields lie one after another in the
+ * slot: one DMA for them all; but a variable-length field's room is B of
+ * its largest sample, so with one each field's used bytes go on their own.
+ */
+static int batch_copy(const sc__stream *s, rslot *slot, const uint64_t *vend, sc_error *err)
+{
+    int some = 0, rc = SC_OK;
+    for (int f = 0; f < s->nfields; f++)
+        some |= s->vlen[f];
+    if (!some)
+        return sc__dev_copy(s->o.dev, slot->dev, slot->host, s->slot_bytes, slot->consumed,
+                            slot->event, err);
+    for (int f = 0; rc == SC_OK && f < s->nfields; f++) {
+        uint64_t used = s->vlen[f] ? vend[f] : s->o.batch_size * s->fsb[f];
+        rc = sc__dev_copy(s->o.dev, slot->dev + s->foff[f], slot->host + s->foff[f],
+                          s->fval[f] - s->foff[f] + used, slot->consumed, slot->event, err);
+    }
+    return rc;
+}
+
+int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                    sc__jpeg **jp, sc_error *err)
+{
+    uint64_t B = s->o.batch_size, q0 = b * B, vend[SC_MAX_FIELDS] = {0};
+    uint64_t t0 = sc__trace_now(tr);
+    int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
+    if (rc != SC_OK)
+        return rc;
+    sc__trace_slow(tr, SC__ST_ASSEMBLY);
+    for (uint64_t k = 0; k < B; k++)
+        if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, jp, err)) != SC_OK)
+            return rc;
+    for (int f = 0; f < s->nfields; f++)
+        if (s->vlen[f])
+            ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
+    memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
+    if ((rc = batch_augment(s, e, b, slot, err)) != SC_OK)
+        return rc;
+    slot->epoch = e->epoch;
+    slot->index = b;
+    uint64_t end = q0 + B;
+    slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
+    uint64_t t1 = sc__trace_now(tr);
+    sc__trace_span(tr, SC__ST_ASSEMBLY, t0, t1, e->epoch, -1, (int64_t)b,
+                   B * s->ds->sample_bytes);
+    t0 = t1;
+    if (s->o.device >= 0) {
+        rc = batch_copy(s, slot, vend, err);
+        /* With CUDA this is the copy's issue; the copy itself overlaps. */
+        sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
+                       B * s->ds->sample_bytes);
+        if (rc != SC_OK)
+            return sc__errctx(err, rc, "rank %d: epoch %llu: batch %llu", s->o.rank,
+                              (unsigned long long)e->epoch, (unsigned long long)b);
+    }
+    return SC_OK;
+}
+
+/*
+ * A ring slot: each field's batch, aligned; a variable-length one's B + 1
+ * offsets, then room for B of its largest sample.
+ */
+int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err)
+{
+    uint64_t at = 0;
+    for (int f = 0; f < s->nfields; f++) {
+        s->crop[f] = s->o.crop[f];
+        s->vlen[f] = s->ds->fields[f].vlen && !s->crop[f].width;
+        sc__field as = s->ds->fields[f];
+        sc__augment_field(s->ds, f, &as); /* SC_AUGMENT's delivered size */
+        s->fsb[f] = s->crop[f].width ? sc__crop_bytes(&s->crop[f]) : as.sample_bytes;
+        s->foff[f] = at;
+        s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);
+        uint64_t bytes;
+        if (__builtin_mul_overflow(B, s->fsb[f], &bytes) ||
+            __builtin_add_overflow(s->fval[f], bytes + FIELD_ALIGN, &at))
+            return sc__seterr(err, SC_EOVERFLOW, "rank %d: batches of %llu samples of field "
+                              "'%s' (%llu bytes at most a sample) do not fit in memory",
+                              s->o.rank, (unsigned long long)B, s->ds->fields[f].name,
+                              (unsigned long long)s->fsb[f]);
+        at = (at - 1) / FIELD_ALIGN * FIELD_ALIGN;
+    }
+    s->slot_bytes = at;
+    return SC_OK;
+}

@@ -1,0 +1,111 @@
+/*
+ * stream_impl.h - what the stream's two halves share: the epoch's work
+ * (ep), the ring's slots and the stream itself.  stream.c schedules the
+ * producers (prepare, load, pick, retire, the caller's side); batch.c
+ * assembles a batch into a slot (put, decode, augment, copy to the
+ * device).  Private to the pipeline: nothing outside stream.c and batch.c
+ * includes it.
+ */
+#ifndef SC_STREAM_IMPL_H
+#define SC_STREAM_IMPL_H
+
+#include <pthread.h>
+
+#include "cache.h"
+#include "mem.h"
+#include "stream.h"
+
+/* RNG purposes of the draws batch assembly makes (sc__rng_key). */
+#define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
+#define SC__PURPOSE_DECODE 0x6465636f6465ULL    /* "decode" */
+#define SC__PURPOSE_STAGES 0x737461676573ULL    /* "stages": SC_AUGMENT's draws */
+#define FIELD_ALIGN 256 /* each field of a ring slot starts on this boundary */
+
+enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
+enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD };
+enum { PREP_NO, PREP_BUSY, PREP_DONE };
+
+typedef struct ep {
+    struct ep *next;
+    uint64_t epoch, seq0, nb, want, m;
+    const sc_plan *plan;
+    unsigned faults;
+    int prep;
+    /* shards in load order */
+    uint32_t *shards;
+    uint64_t nsh;
+    uint64_t *start;         /* [nsh + 1]: first position of each shard */
+    unsigned char *state;    /* [nsh] SH_* */
+    uint64_t *refs;          /* [nsh] sample copies still to be built from it */
+    /* A shard in memory is a mapped cache entry (a warm hit: no copy) or a
+     * heap buffer holding its fields one after another (read from the source). */
+    sc__mapping *map;        /* [nsh] */
+    unsigned char **buf;     /* [nsh] */
+    uint64_t *cap;           /* [nsh] bytes allocated for buf[i] (a pooled one may be larger) */
+    const unsigned char **fp; /* [nsh * nfields] where each field of each shard is */
+    uint64_t next_load, loaded_prefix;
+    /* the delivered order: position q of the epoch reads src_shard[q], src_off[q] */
+    uint32_t *src_shard, *src_off;
+    sc__sched sched;         /* the ids, slot by slot, and the drops */
+    uint64_t *need;          /* [nb]: highest shard index batch b reads */
+    uint64_t next_build;
+    sc__stream_counts counts;
+} ep;
+
+typedef struct rslot {
+    int state;
+    uint64_t seq, epoch, index, padded;
+    uint64_t *ids;
+    unsigned char *host;
+    unsigned char *dev;
+    const uint64_t *offs[SC_MAX_FIELDS]; /* a variable-length field's offsets in host; else NULL */
+    void *event;    /* after the slot's copy to the device */
+    void *consumed; /* after its consumer's last read (recorded at release) */
+} rslot;
+
+struct sc__stream {
+    sc_dataset *ds;
+    sc_cache *cache;
+    sc__stream_opts o;
+    int nfields;
+    uint64_t fsb[SC_MAX_FIELDS];  /* a delivered sample's bytes (variable-length: the most) */
+    uint64_t foff[SC_MAX_FIELDS]; /* field offset within a ring slot */
+    uint64_t fval[SC_MAX_FIELDS]; /* its values' (after a variable-length field's offsets) */
+    int vlen[SC_MAX_FIELDS];      /* 1: delivered as offsets and values */
+    sc__crop crop[SC_MAX_FIELDS]; /* width 0: not decoded; else the decode's output */
+    uint64_t slot_bytes;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work, ready;
+    ep *head, *tail, *retired;
+    uint64_t next_seq, take, held, resident;
+    rslot *ring;
+    pthread_t *threads;
+    int nthreads, named, stop, failed;
+    sc_error err;
+    /*
+     * Shard buffers freed by builders, kept for the next loads: a fresh
+     * malloc of a shard-sized block is an mmap whose every page faults on
+     * first touch, which costs more than the copy into it (bench/stream).
+     * At most mem_bytes are pooled.
+     */
+    sc__pool pool;
+};
+
+/*
+ * The slot layout (s->fsb, foff, fval, vlen, crop, slot_bytes) for batches
+ * of B: each field's batch, aligned; a variable-length one's B + 1
+ * offsets, then room for B of its largest sample.
+ */
+int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err);
+
+/*
+ * Batch b of epoch e into `slot` (mutex not held): every sample put,
+ * decoded or copied, the user's augmentation run, and the slot copied to
+ * the device when one is in use; traced into tr.  `jp` is the calling
+ * producer's JPEG decoder, made at its first image.
+ */
+int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                    sc__jpeg **jp, sc_error *err);
+
+#endif /* SC_STREAM_IMPL_H */
