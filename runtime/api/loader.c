@@ -1,5 +1,5 @@
 /*
- * loader.c - the epoch and batch API of the loader (loader_impl.h says
+ * loader.c - the epoch and batch API of the loader (loader_state.h says
  * how the loader's files divide it): an epoch's begin (its plan waited
  * for, its shards claimed in the ledger), every batch handed out checked
  * and recorded, the epoch's end (its verification posted), and its report
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "loader_impl.h"
+#include "loader_state.h"
 #include "plan.h"
 
 /* The end of `ld->cur` on this rank: its verification goes out, never waited for. */

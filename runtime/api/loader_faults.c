@@ -3,13 +3,13 @@
  * SC_FAULT_EPOCH): a rank that plans or runs another plan than rank 0's,
  * reads a shard twice or never, or makes an MPI call MPI refuses, so that
  * the tests can see the loader catch each.  Compiled only into testing
- * builds (SC_TESTING, CMakeLists.txt); release builds get loader_impl.h's
+ * builds (SC_TESTING, CMakeLists.txt); release builds get loader_state.h's
  * no-op stand-ins.
  */
 #include <stdlib.h>
 
 #include "fault.h"
-#include "loader_impl.h"
+#include "loader_state.h"
 #include "mpierr.h"
 #include "plan.h"
 

@@ -1,5 +1,5 @@
 /*
- * loader_open.c - a loader's open and close (loader_impl.h says how the
+ * loader_open.c - a loader's open and close (loader_state.h says how the
  * loader's files divide it), and what it opened.
  *
  * Open is collective step by step: a step that fails on one rank fails on
@@ -20,7 +20,7 @@
 #include "decode.h"
 #include "error.h"
 #include "jobwide.h"
-#include "loader_impl.h"
+#include "loader_state.h"
 #include "log.h"
 #include "mpierr.h"
 #include "node.h"
@@ -29,7 +29,7 @@
 /* A step of open, agreed on by every rank (agree.h). */
 static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
 {
-    return sc__agree(ld->comm, rc, "open its loader", err);
+    return sc__agree(ld->comm, rc, "failed to open its loader", err);
 }
 
 /* The least and the greatest of every rank's v, in one reduction. */

@@ -1,5 +1,5 @@
 /*
- * loader_plans.c - the loader's epoch records (loader_impl.h): each epoch's
+ * loader_plans.c - the loader's epoch records (loader_state.h): each epoch's
  * plan broadcast, posted one epoch ahead and tested while the one before
  * runs; its arrival, checked and held back until the shards it moves from
  * other nodes are in, then queued in the stream; its verdict, picked up
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "loader_impl.h"
+#include "loader_state.h"
 #include "plan.h"
 
 /*

@@ -14,7 +14,7 @@
 #include "agree.h"
 #include "error.h"
 #include "hash.h"
-#include "loader_impl.h"
+#include "loader_state.h"
 #include "mpierr.h"
 
 int sc_loader_checkpoint(sc_loader *ld, void *buf, size_t cap, size_t *len)
@@ -167,7 +167,7 @@ int sc_loader_resume(sc_loader *ld, const void *const *blobs, const size_t *lens
                                     (uint32_t)ld->rank, &ld->resume.state, &err);
         /* The run its records name: records of another run may not be mixed in. */
         ld->resume.state.share.run = sc__xxh64(wire, at, 0x72756e);
-        rc = sc__agree(ld->comm, rc, "resume from the checkpoints", &err);
+        rc = sc__agree(ld->comm, rc, "could not resume from the checkpoints", &err);
     }
     if (rc == SC_OK && loader_all_ended(ck, n)) {
         /* Every rank had taken its last batch: nothing of the epoch is left. */

@@ -11,7 +11,7 @@ int sc__agree(MPI_Comm comm, int rc, const char *what, sc_error *err)
     MPI_Comm_rank(comm, &rank);
     SC_MPI_CHECK(err, sc__agree_min(comm, rc, &worst));
     if (rc == SC_OK && worst != SC_OK)
-        return sc__seterr(err, worst, "rank %d: another rank could not %s (%s)", rank, what,
+        return sc__seterr(err, worst, "rank %d: another rank %s (%s)", rank, what,
                           sc_status_name(worst));
     return rc;
 }

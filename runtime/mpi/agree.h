@@ -26,7 +26,8 @@ static inline int sc__agree_min(MPI_Comm comm, int mine, int *least)
 /*
  * Every rank's status `rc` of a step, agreed.  A rank that failed keeps its
  * own status and message; a rank that did not gets the worst status, and
- * err says "rank R: another rank could not <what> (STATUS)".  Collective.
+ * err says "rank R: another rank <what> (STATUS)", `what` saying what
+ * went wrong there ("could not find the source").  Collective.
  */
 int sc__agree(MPI_Comm comm, int rc, const char *what, sc_error *err);
 

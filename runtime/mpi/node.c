@@ -221,7 +221,7 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
         return sc__seterr(err, SC_EINVAL, "sc_dataset_open: NULL argument");
     *out = NULL;
     sc_dataset *ds = NULL;
-    int rc = sc__agree(comm, sc__dataset_new(comm, cfg, &ds, err), "find the source", err);
+    int rc = sc__agree(comm, sc__dataset_new(comm, cfg, &ds, err), "could not find the source", err);
     if (rc == SC_OK) {
         rc = sc__dataset_scan(ds, cfg, err);
         /* Rank 0's failure to scan travels in the manifest: every rank fails with it. */

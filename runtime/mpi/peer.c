@@ -127,7 +127,7 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
                         !(p->got_from = calloc((size_t)p->size, sizeof *p->got_from))))
         rc = sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
     /* Every rank takes part in the gather, or none: a failure above is everyone's. */
-    rc = sc__agree(comm, rc, "open peer transfers", err);
+    rc = sc__agree(comm, rc, "could not open peer transfers", err);
     if (rc == SC_OK)
         rc = sc__node_ids(p->comm, p->node_of, err);
     if (rc != SC_OK) {

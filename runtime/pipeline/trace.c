@@ -131,7 +131,7 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
         rc = trace_create(t, err);
     }
     /* Every rank takes part in the ping-pong, or none does: agree first. */
-    rc = sc__agree(comm, rc, "open its trace file", err);
+    rc = sc__agree(comm, rc, "could not open its trace file", err);
     if (rc == SC_OK)
         rc = trace_measure_offset(comm, rank, world, &t->offset_ns, &t->error_ns, err);
     if (rc != SC_OK) {

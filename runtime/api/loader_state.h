@@ -1,5 +1,5 @@
 /*
- * loader_impl.h - what the loader's files share (private to runtime/api/).
+ * loader_state.h - what the loader's files share (private to runtime/api/).
  *
  * The public loader (include/shardcache.h: sc_loader_*, sc_epoch_*,
  * sc_next_batch, sc_batch_*) is the glue between the plan broadcast, the
@@ -26,8 +26,8 @@
  * the epoch is abandoned in the ledger (so no other rank waits on it) and
  * every later call returns the same status.
  */
-#ifndef SC_LOADER_IMPL_H
-#define SC_LOADER_IMPL_H
+#ifndef SC_LOADER_STATE_H
+#define SC_LOADER_STATE_H
 
 #include <stdint.h>
 
@@ -219,4 +219,4 @@ uint64_t sc__loader_ckpt_max_pieces(void);
 #define sc__loader_ckpt_max_pieces() ((uint64_t)SC__CKPT_MAX_PIECES)
 #endif
 
-#endif /* SC_LOADER_IMPL_H */
+#endif /* SC_LOADER_STATE_H */
