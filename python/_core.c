@@ -1,6 +1,7 @@
 /*
  * _core.c - shardcache._core, the CPython extension under the Python
- * package: a thin, typed skin over the public C API, and nothing else.
+ * package: a thin, typed skin over the public C API, and nothing else
+ * (but for runtime/mpi/agree.h's inline sc__agree_min: one way to agree).
  *
  * Why a C extension rather than ctypes or cffi: the loader's structs
  * (sc_config, sc_batch, sc_epoch_summary) would otherwise be restated in
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "shardcache.h"
+#include "agree.h" /* runtime/mpi: the one "agree on failure", inline */
 
 static PyObject *core_error; /* shardcache.Error */
 
@@ -113,7 +115,7 @@ static int core_resume(core_loader *self, MPI_Comm comm, PyObject *records)
     }
     int rc = SC_OK;
     Py_BEGIN_ALLOW_THREADS
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    sc__agree_min(comm, ok, &all);
     if (all)
         rc = sc_loader_resume(self->ld, blobs, lens, (int)n, &self->resumed);
     Py_END_ALLOW_THREADS
@@ -161,7 +163,7 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
     sc_transform *tf = calloc(1, sizeof *tf);
     int mine = make && tf, all = 0, rc = SC_OK, worst = SC_OK;
     Py_BEGIN_ALLOW_THREADS
-    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+    sc__agree_min(comm, mine, &all);
     sc_dataset *ds = NULL;
     if (all)
         rc = sc_dataset_open(comm, cfg, &ds, &err);
@@ -169,7 +171,7 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
         rc = make(ds, arg ? arg : "", tf, err.msg, sizeof err.msg);
     sc_dataset_close(ds);
     if (all) /* a factory that refuses on one rank fails them all */
-        MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
+        sc__agree_min(comm, rc, &worst);
     Py_END_ALLOW_THREADS
     if (!all || worst != SC_OK)
         free(tf);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "config.h"
 #include "error.h"
 #include "hash.h"
@@ -88,7 +89,7 @@ int sc__jobwide_check(MPI_Comm comm, const sc_config *cfg, sc_error *err)
     MPI_Comm_rank(comm, &rank);
     char *theirs = malloc(NJOBWIDE * JOBWIDE_TEXT); /* only on this rare path */
     have = theirs != NULL;
-    SC_MPI_CHECK(err, MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm));
+    SC_MPI_CHECK(err, sc__agree_min(comm, have, &all));
     if (!all) {
         free(theirs);
         return sc__seterr(err, SC_EINVAL, "rank %d: the ranks' job-wide settings differ "

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agree.h"
 #include "cache.h"
 #include "hash.h"
 #include "mpierr.h"
@@ -70,7 +71,7 @@ static int node_gather(MPI_Comm comm, const void *mine, int bytes, unsigned char
     if (e == MPI_SUCCESS && mine)
         have = (*all = malloc((size_t)*n * (size_t)bytes)) != NULL;
     if (e == MPI_SUCCESS)
-        e = MPI_Allreduce(&have, &every, 1, MPI_INT, MPI_MIN, node);
+        e = sc__agree_min(node, have, &every);
     if (e == MPI_SUCCESS && every)
         e = MPI_Allgather(mine, bytes, MPI_BYTE, *all, bytes, MPI_BYTE, node);
     MPI_Comm_free(&node);
@@ -178,22 +179,6 @@ int sc_cache_open(sc_dataset *ds, MPI_Comm comm, const sc_config *cfg,
 }
 
 /*
- * Every rank's status of a step, agreed: a step that failed on one rank
- * fails on all, before the next collective, so that no rank waits in one
- * alone (a source missing on one node, say).
- */
-static int node_agree(MPI_Comm comm, int rc, const char *what, sc_error *err)
-{
-    int worst = rc, rank = 0;
-    MPI_Comm_rank(comm, &rank);
-    SC_MPI_CHECK(err, MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
-    if (rc == SC_OK && worst != SC_OK)
-        return sc__seterr(err, worst, "rank %d: another rank could not %s (%s)", rank, what,
-                          sc_status_name(worst));
-    return rc;
-}
-
-/*
  * Layout B: rank 0's scan, or its error, to every rank in one broadcast
  * (rc is rank 0's status; the others' is what arrives).
  */
@@ -209,7 +194,7 @@ static int node_share_manifest(sc_dataset *ds, MPI_Comm comm, int rc, sc_error *
     SC_MPI_CHECK(err, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
     /* Every rank has room for the manifest, or none takes part in its broadcast. */
     int got = rank == 0 || !n || (buf = malloc(n)) != NULL, all = got;
-    int e = MPI_Allreduce(&got, &all, 1, MPI_INT, MPI_MIN, comm);
+    int e = sc__agree_min(comm, got, &all);
     if (e == MPI_SUCCESS && all && n)
         e = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, comm);
     if (e != MPI_SUCCESS) {
@@ -236,7 +221,7 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
         return sc__seterr(err, SC_EINVAL, "sc_dataset_open: NULL argument");
     *out = NULL;
     sc_dataset *ds = NULL;
-    int rc = node_agree(comm, sc__dataset_new(comm, cfg, &ds, err), "find the source", err);
+    int rc = sc__agree(comm, sc__dataset_new(comm, cfg, &ds, err), "could not find the source", err);
     if (rc == SC_OK) {
         rc = sc__dataset_scan(ds, cfg, err);
         /* Rank 0's failure to scan travels in the manifest: every rank fails with it. */

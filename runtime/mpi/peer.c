@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "fault.h"
 #include "log.h"
 #include "mem.h"
@@ -107,10 +108,10 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
     sc__peer *p = calloc(1, sizeof *p);
     if (!p) { /* the others' collectives are met, and told */
         MPI_Comm c;
-        int zero = 0, all = 0;
+        int worst = SC_OK;
         if (sc__comm_own(comm, &c, NULL, NULL) == MPI_SUCCESS)
             MPI_Comm_free(&c);
-        MPI_Allreduce(&zero, &all, 1, MPI_INT, MPI_MIN, comm);
+        sc__agree_min(comm, SC_ENOMEM, &worst);
         return sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
     }
     p->ds = ds, p->cache = cache, p->o = *o;
@@ -126,13 +127,9 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
                         !(p->got_from = calloc((size_t)p->size, sizeof *p->got_from))))
         rc = sc__seterr(err, SC_ENOMEM, "no memory for peer transfers");
     /* Every rank takes part in the gather, or none: a failure above is everyone's. */
-    int ok = rc == SC_OK, all = 0;
-    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all) {
-        if (rc == SC_OK)
-            rc = sc__seterr(err, SC_EMPI, "another rank could not open peer transfers");
-    } else {
+    rc = sc__agree(comm, rc, "could not open peer transfers", err);
+    if (rc == SC_OK)
         rc = sc__node_ids(p->comm, p->node_of, err);
-    }
     if (rc != SC_OK) {
         sc__peer_close(p);
         return rc;

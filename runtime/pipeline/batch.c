@@ -78,7 +78,7 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
 static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t q, int f,
                                const unsigned char *from, unsigned char *to)
 {
-    const sc__aug *a = sc__augment_of(s->ds, f);
+    const sc__aug *a = sc__fields_aug(s->ds, f);
     if (a)
         sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
                                              SC__PURPOSE_STAGES + (unsigned)f, e->sched.ids[q]));
@@ -195,7 +195,7 @@ int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err)
         s->crop[f] = s->o.crop[f];
         s->vlen[f] = s->ds->fields[f].vlen && !s->crop[f].width;
         sc__field as = s->ds->fields[f];
-        sc__augment_field(s->ds, f, &as); /* SC_AUGMENT's delivered size */
+        sc__fields_augmented(s->ds, f, &as); /* SC_AUGMENT's delivered size */
         s->fsb[f] = s->crop[f].width ? sc__crop_bytes(&s->crop[f]) : as.sample_bytes;
         s->foff[f] = at;
         s->fval[f] = at + (s->vlen[f] ? 8 * (B + 1) : 0);

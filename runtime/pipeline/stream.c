@@ -20,6 +20,7 @@
  */
 #include "stream_impl.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 
 #include "error.h"
 #include "hash.h"
+#include "invariant.h"
 #include "jpeg.h"
 #include "plan.h"
 #include "quality.h"
@@ -174,6 +176,27 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
 
 /* ---- picking work (mutex held) ------------------------------------------------ */
 
+/* Debug builds make the mutex error-checking: its owner locking it again
+   is refused, which is how SC__ASSERT(stream_held(s)) knows it holds it. */
+static void stream_mutex_init(sc__stream *s)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+#ifndef NDEBUG
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+    pthread_mutex_init(&s->mu, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+static int stream_held(sc__stream *s)
+{
+    int rc = pthread_mutex_lock(&s->mu);
+    if (rc == 0) /* it was not held here: the assertion fails */
+        pthread_mutex_unlock(&s->mu);
+    return rc == EDEADLK;
+}
+
 typedef enum { T_NONE, T_PREPARE, T_LOAD, T_BUILD } task_kind;
 
 typedef struct task {
@@ -215,6 +238,7 @@ static rslot *stream_slot_with(const sc__stream *s, int state, uint64_t seq)
 
 static int stream_pick(sc__stream *s, task *t)
 {
+    SC__ASSERT(stream_held(s));
     ep *build = NULL, *load = NULL;
     t->ring_full = 0;
     for (ep *e = s->head; e; e = e->next) {
@@ -319,6 +343,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
 /* Retires a task's work (mutex held). */
 static void stream_finish(sc__stream *s, const task *t, int hit)
 {
+    SC__ASSERT(stream_held(s));
     ep *e = t->e;
     if (t->kind == T_PREPARE) {
         e->prep = PREP_DONE;
@@ -416,7 +441,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     s->cache = cache;
     s->o = *o;
     s->nfields = ds->nfields;
-    pthread_mutex_init(&s->mu, NULL);
+    stream_mutex_init(s);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->ready, NULL);
     int rc = sc__batch_layout(s, o->batch_size, err);
@@ -525,6 +550,7 @@ static double stream_now(void)
 /* One wait for a built batch (mutex held); with an idle hook, 1 ms at a time. */
 static void stream_wait_ready(sc__stream *s)
 {
+    SC__ASSERT(stream_held(s));
     if (!s->o.idle) {
         pthread_cond_wait(&s->ready, &s->mu);
         return;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agree.h"
 #include "error.h"
 #include "mpierr.h"
 
@@ -110,8 +111,7 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
     int rank, world, on = prefix && *prefix, all_on = 0, any_on = 0;
     SC_MPI_CHECK(err, MPI_Comm_rank(comm, &rank));
     SC_MPI_CHECK(err, MPI_Comm_size(comm, &world));
-    SC_MPI_CHECK(err, MPI_Allreduce(&on, &all_on, 1, MPI_INT, MPI_MIN, comm));
-    SC_MPI_CHECK(err, MPI_Allreduce(&on, &any_on, 1, MPI_INT, MPI_MAX, comm));
+    SC_MPI_CHECK(err, sc__agree_range(comm, on, &all_on, &any_on));
     if (all_on != any_on)
         return sc__seterr(err, SC_EINVAL,
                           "rank %d: SC_TRACE is %s here but not on every rank: set it "
@@ -131,15 +131,9 @@ int sc__trace_open(MPI_Comm comm, const char *prefix, uint64_t ring_events,
         rc = trace_create(t, err);
     }
     /* Every rank takes part in the ping-pong, or none does: agree first. */
-    int ok = rc == SC_OK, all_ok = 0;
-    int e = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-    if (e != MPI_SUCCESS)
-        rc = sc__mpi_err(err, e, "MPI_Allreduce of the trace files' status", __FILE__, __LINE__);
-    else if (all_ok)
+    rc = sc__agree(comm, rc, "could not open its trace file", err);
+    if (rc == SC_OK)
         rc = trace_measure_offset(comm, rank, world, &t->offset_ns, &t->error_ns, err);
-    else if (rc == SC_OK)
-        rc = sc__seterr(err, SC_EIO, "rank %d: another rank could not open its trace file",
-                        rank);
     if (rc != SC_OK) {
         if (t && t->f)
             fclose(t->f);

@@ -354,7 +354,7 @@ static const char *cache_read_entry(sc_cache *c, int dirfd, uint64_t shard,
         verified = 0, seen = NULL; /* its owner may change it at any time: checked each read */
     cache_span(tc, SC__ST_CACHE_READ, t0, shard, sc__shard_bytes(ds, shard));
 
-    if (!why && sc__vlen_disagrees(ds, shard, (const void *const *)bufs) >= 0)
+    if (!why && sc__read_vlen_disagrees(ds, shard, (const void *const *)bufs) >= 0)
         why = "its variable-length samples are not the source's (rewritten in place?)";
     if (!why && h.job == c->job && !foreign)
         verified = 1; /* written in this job: see header */
@@ -602,7 +602,7 @@ int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                  ? SC_OK
                  : sc__seterr(err, SC_ECHECKSUM, "shard %llu: its checksum does not match "
                               "its bytes", (unsigned long long)shard);
-    if (rc == SC_OK && sc__vlen_disagrees(c->ds, shard, (const void *const *)bufs) >= 0)
+    if (rc == SC_OK && sc__read_vlen_disagrees(c->ds, shard, (const void *const *)bufs) >= 0)
         rc = sc__seterr(err, SC_ECHECKSUM, "shard %llu: its variable-length samples are not "
                         "this dataset's", (unsigned long long)shard);
     cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);

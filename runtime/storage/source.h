@@ -40,17 +40,4 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
 int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err);
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
-/*
- * The names loader.c, stream.c and cache.c call today, each the function
- * beside it: issue 33 splits those files at the same time as this one,
- * so their calls move with them and are renamed after; drop a line once
- * nothing calls its old name.
- */
-#define sc__decode_transform sc__fields_shard_tf
-#define sc__decode_crop sc__fields_crop
-#define sc__decode_field sc__fields_decoded
-#define sc__augment_of sc__fields_aug
-#define sc__augment_field sc__fields_augmented
-#define sc__vlen_disagrees sc__read_vlen_disagrees
-
 #endif /* SC_SOURCE_H */

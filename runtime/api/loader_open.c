@@ -1,0 +1,466 @@
+/*
+ * loader_open.c - a loader's open and close (loader_state.h says how the
+ * loader's files divide it), and what it opened.
+ *
+ * Open is collective step by step: a step that fails on one rank fails on
+ * all before the next collective step (sc__agree), so that no rank waits in
+ * one alone.  Close is collective too: ranks may close in different
+ * epochs, and each finishes the broadcasts and verifications of the
+ * furthest one.
+ */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agree.h"
+#include "augment.h"
+#include "decode.h"
+#include "error.h"
+#include "jobwide.h"
+#include "loader_state.h"
+#include "log.h"
+#include "mpierr.h"
+#include "node.h"
+#include "plan.h"
+
+/* A step of open, agreed on by every rank (agree.h). */
+static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
+{
+    return sc__agree(ld->comm, rc, "failed to open its loader", err);
+}
+
+/* The least and the greatest of every rank's v, in one reduction. */
+static int loader_range(const sc_loader *ld, int v, int *lo, int *hi, sc_error *err)
+{
+    SC_MPI_CHECK(err, sc__agree_range(ld->comm, v, lo, hi));
+    return SC_OK;
+}
+
+/*
+ * This rank's share of the cores it may run on: the cores of its affinity
+ * mask over the node-local ranks whose masks meet it (a launcher that gives
+ * each rank a block of cores leaves it the whole block; Open MPI's default
+ * binding to a socket shares the socket).  At least 2: a lone producer
+ * stalls the ring while it maps or reads a shard (bench/deliver, 4 ranks on
+ * 2 cores: 4.0 GB/s with one producer per rank, 12.2 GB/s with two), and at
+ * most 8.  Collective.
+ */
+static int loader_default_producers(const sc_loader *ld, int *producers, sc_error *err)
+{
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long c = 0; c < (online > 0 ? online : 1) && c < CPU_SETSIZE; c++)
+            CPU_SET(c, &mask);
+    }
+    int sharers = 1;
+    int rc = sc__node_overlap(ld->comm, &mask, (int)sizeof mask, &sharers, err);
+    int n = CPU_COUNT(&mask) / (sharers > 0 ? sharers : 1);
+    *producers = n < 2 ? 2 : n > 8 ? 8 : n;
+    return rc;
+}
+
+/* A loader with its own communicators, nothing opened yet. */
+static int loader_new(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
+{
+    sc_loader *ld = *out = calloc(1, sizeof *ld);
+    if (!ld)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a loader");
+    ld->cfg = *cfg;
+    ld->comm = ld->hdr = ld->data = MPI_COMM_NULL;
+    ld->device = -1;
+    SC_MPI_CHECK(err, MPI_Comm_rank(comm, &ld->rank));
+    SC_MPI_CHECK(err, MPI_Comm_size(comm, &ld->size));
+    sc__loader_read_faults(ld);
+    int level = MPI_THREAD_SINGLE;
+    SC_MPI_CHECK(err, MPI_Query_thread(&level));
+    if (level == MPI_THREAD_SINGLE)
+        sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
+                "MPI was initialized with MPI_THREAD_SINGLE; the loader runs producer "
+                "threads (which never call MPI): MPI_THREAD_FUNNELED says so");
+    MPI_Comm *own[3] = {&ld->comm, &ld->hdr, &ld->data};
+    for (int i = 0; i < 3; i++)
+        SC_MPI_CHECK(err, sc__comm_own(comm, own[i], NULL, NULL));
+    return sc__node_local(ld->comm, &ld->local_rank, &ld->local_size, err);
+}
+
+/*
+ * What the data, the world size and the settings rule out for every epoch
+ * (more ranks than shards, too few samples for a batch a rank with drop),
+ * refused here, not at an epoch's begin: sc_plan_params_check's words,
+ * after the source and its shards.  Agreed on, so that no rank waits alone.
+ */
+static int loader_check_plans(const sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    sc_plan_params p;
+    sc_dataset_info di;
+    sc_dataset_plan_params(ld->ds, cfg, (uint32_t)ld->size, 0, &p);
+    sc_dataset_get_info(ld->ds, &di);
+    int rc = sc_plan_params_check(&p, err);
+    if (rc != SC_OK)
+        sc__errctx(err, rc, "rank %d: source '%s' (%llu samples, SC_SHARD_SIZE=%llu%s) on %d ranks",
+                   ld->rank, cfg->source, (unsigned long long)di.nsamples,
+                   (unsigned long long)di.shard_size,
+                   cfg->shard_size == SC_SHARD_AUTO ? " by auto" : "", ld->size);
+    return loader_agree(ld, rc, err);
+}
+
+/* The source, the cache and the ownership ledger, each agreed on by every rank. */
+static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int rc = loader_agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    if (rc == SC_OK)
+        rc = loader_check_plans(ld, cfg, err);
+    if (rc == SC_OK)
+        rc = loader_agree(ld, sc_cache_open(ld->ds, ld->comm, cfg, &ld->cache, err), err);
+    if (rc != SC_OK)
+        return rc;
+    sc__ledger_opts lo = {cfg->verify == SC_VERIFY_FULL,
+                          cfg->audit_dir[0] ? cfg->audit_dir : NULL};
+    ld->nshards = ld->ds->nshards;
+    uint64_t units = cfg->partitions ? cfg->partitions : (uint64_t)ld->size;
+    return loader_agree(ld, sc__ledger_open(ld->comm, ld->nshards, SC__PLAN_MAX_CUTS(units),
+                                            ld->ds->shard_first, &lo, &ld->ledger, err),
+                        err);
+}
+
+static const char *loader_device_name(int mode)
+{
+    static const char *names[] = {"auto", "host", "cuda", "sim"};
+    return mode >= 0 && mode < 4 ? names[mode] : "unknown";
+}
+
+/*
+ * Every rank must ask for the same device, and "auto" means the GPU only
+ * when every rank has one: a rank left on host memory beside ranks on GPUs
+ * would meet their NCCL set-up with its own MPI all-reduce, and the job
+ * would hang.
+ */
+static int loader_resolve_device(sc_loader *ld, const sc_config *cfg, sc_device_mode *mode,
+                                 sc_error *err)
+{
+    /* Ranks on different paths would meet each other's collectives. */
+    int lo = 0, hi = 0, rc = loader_range(ld, (int)*mode, &lo, &hi, err);
+    if (rc == SC_OK && lo != hi)
+        rc = sc__seterr(err, SC_EINVAL,
+                        "rank %d: SC_DEVICE is %s here, and differs between ranks (from %s "
+                        "to %s): every rank must ask for the same",
+                        ld->rank, loader_device_name(*mode), loader_device_name(lo),
+                        loader_device_name(hi));
+    if (rc != SC_OK || *mode != SC_DEVICE_AUTO)
+        return rc;
+    int n = 0;
+    rc = loader_agree(ld, sc__dev_probe(*mode, &n, err), err);
+    if (rc == SC_OK) /* lo: every rank has a GPU; hi: some rank has one */
+        rc = loader_range(ld, n > 0, &lo, &hi, err);
+    if (rc != SC_OK)
+        return rc;
+    if (ld->rank == 0 && lo != hi)
+        sc__log(cfg->log_level, SC__LOG_WARN, ld->rank,
+                "SC_DEVICE=auto: some ranks see a GPU and some do not; batches stay in host "
+                "memory on every rank (SC_DEVICE=cuda makes this an error)");
+    *mode = lo ? SC_DEVICE_CUDA : SC_DEVICE_HOST;
+    return SC_OK;
+}
+
+/* Two ranks of a node on one GPU is an error: NCCL refuses it later, worse. */
+static int loader_own_device(sc_loader *ld, sc_error *err)
+{
+    char id[SC__DEV_ID_BYTES] = "";
+    int distinct = 0, twin = -1;
+    int rc = ld->device >= 0 ? sc__dev_identity(ld->dev, id, err) : SC_OK;
+    rc = loader_agree(ld, rc, err);
+    if (rc == SC_OK) /* every rank, on a device or not: it is collective */
+        rc = sc__node_same(ld->comm, id, (int)sizeof id, &distinct, &twin, err);
+    if (rc == SC_OK && twin >= 0 && ld->device >= 0)
+        rc = sc__seterr(err, SC_ECUDA,
+                        "rank %d: %d ranks on this node share %d GPU%s of %d visible (GPU %d, "
+                        "%s, is rank %d's too): each rank needs its own; select a different "
+                        "device on each rank before opening (or none: the loader takes "
+                        "node-local rank modulo the visible count), start at most %d ranks "
+                        "per node, or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+                        ld->rank, ld->local_size, distinct, distinct == 1 ? "" : "s",
+                        sc__dev_visible(ld->dev), ld->device, id, twin,
+                        sc__dev_visible(ld->dev));
+    return loader_agree(ld, rc, err);
+}
+
+/* Where batches land, agreed on by every rank. */
+static int loader_open_device(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    sc_device_mode mode = cfg->device;
+    int rc = loader_resolve_device(ld, cfg, &mode, err);
+    if (rc == SC_OK) {
+        rc = sc__dev_open(mode, ld->local_rank, &ld->dev, &ld->device, err);
+        if (rc != SC_OK)
+            sc__errctx(err, rc, "rank %d", ld->rank);
+        rc = loader_agree(ld, rc, err);
+    }
+    if (rc == SC_OK)
+        rc = loader_own_device(ld, err);
+    return rc;
+}
+
+/* Transfers between nodes, unless SC_PEERS=off (which every rank must say alike). */
+static int loader_open_peers(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int lo = 0, hi = 0, rc = loader_range(ld, (int)cfg->peers, &lo, &hi, err);
+    if (rc == SC_OK && cfg->peers != SC_PEERS_ON && cfg->peers != SC_PEERS_OFF)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.peers is %d, neither SC_PEERS_ON "
+                        "nor SC_PEERS_OFF", ld->rank, (int)cfg->peers);
+    else if (rc == SC_OK && lo != hi)
+        rc = sc__seterr(err, SC_EINVAL,
+                        "rank %d: SC_PEERS is %s here, and differs between ranks: every rank "
+                        "must say the same (a rank asking another that does not answer would "
+                        "wait for nothing)",
+                        ld->rank, cfg->peers == SC_PEERS_ON ? "on" : "off");
+    if (rc != SC_OK || cfg->peers != SC_PEERS_ON)
+        return rc;
+    sc__peer_opts po = {cfg->peer_bytes, LOADER_PEER_WAIT_S, cfg->log_level, ld->tr};
+    return loader_agree(ld, sc__peer_open(ld->comm, ld->ds, ld->cache, &po, &ld->peer, err),
+                        err);
+}
+
+/*
+ * While the caller waits for a batch: transfers from peers go on (a batch
+ * may need one), and this rank answers the others' asks and claims.  Errors
+ * wait for the next call that can return them.
+ */
+static void loader_idle(void *arg)
+{
+    sc_loader *ld = arg;
+    sc__peer_pump(ld->peer, NULL);
+    sc__ledger_progress(ld->ledger, NULL);
+    sc__loader_release_next(ld);
+}
+
+/* Tracing, the device ring and the producers, each agreed on by every rank. */
+static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int rc = sc__trace_open(ld->comm, cfg->trace, cfg->trace_events, &ld->trace, err);
+    rc = loader_agree(ld, rc, err);
+    ld->tr = sc__trace_ring(ld->trace, "consumer");
+    if (rc == SC_OK)
+        rc = loader_open_peers(ld, cfg, err);
+    if (rc == SC_OK)
+        rc = loader_open_device(ld, cfg, err);
+    int producers = 2;
+    if (rc == SC_OK) /* collective: every rank, whatever SC_PRODUCERS says */
+        rc = loader_agree(ld, loader_default_producers(ld, &producers, err), err);
+    if (rc != SC_OK)
+        return rc;
+    /* Resolved here, so that checkpoints record (and resumes compare) samples. */
+    ld->cfg.shuffle_window = sc_config_window(cfg, ld->ds->sample_bytes);
+    if (ld->rank == 0)
+        sc__log(cfg->log_level, SC__LOG_INFO, 0, "shuffle window: %llu samples%s",
+                (unsigned long long)ld->cfg.shuffle_window,
+                cfg->shuffle_window == SC_WINDOW_AUTO
+                    ? " (auto: half of SC_STREAM_BYTES' samples, at least 4096)" : "");
+    /*
+     * Each partition shuffles within window / P (core/schedule.c): say when
+     * that holds fewer than two of the blocks it gives each batch.
+     */
+    uint64_t block = cfg->partitions ? cfg->batch_size * (uint64_t)ld->size / cfg->partitions : 0;
+    if (ld->rank == 0 && block && ld->cfg.shuffle_window &&
+        ld->cfg.shuffle_window / cfg->partitions < 2 * block)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "SC_SHUFFLE_WINDOW of %llu samples over SC_PARTITIONS=%llu leaves each "
+                "partition a window of %llu, fewer than two of the %llu-sample blocks it "
+                "gives each global batch: batches mix little; a window of %llu or more would",
+                (unsigned long long)ld->cfg.shuffle_window, (unsigned long long)cfg->partitions,
+                (unsigned long long)(ld->cfg.shuffle_window / cfg->partitions),
+                (unsigned long long)block,
+                (unsigned long long)(2 * block * cfg->partitions));
+    sc__stream_opts so = {
+        .producers = cfg->producers > 0 ? cfg->producers : producers,
+        .depth = cfg->prefetch_batches,
+        .batch_size = cfg->batch_size,
+        .window = ld->cfg.shuffle_window,
+        .mem_bytes = cfg->stream_bytes,
+        .seed = cfg->seed,
+        .rank = ld->rank,
+        .dev = ld->dev,
+        .device = ld->device,
+        .trace = ld->trace,
+        .tf = sc__fields_shard_tf(ld->ds, cfg),
+        .idle = loader_idle,
+        .idle_arg = ld,
+    };
+    int decodes = 0;
+    for (int f = 0; f < ld->ds->nfields; f++)
+        so.crop[f] = sc__fields_crop(ld->ds, f), decodes |= so.crop[f].width > 0;
+    /* A producer builds one batch at a time into a free slot: fewer slots than
+       producers leave producers idle, which a decode-bound loader shows. */
+    if (decodes && ld->rank == 0 && so.depth < (uint64_t)so.producers)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "SC_DECODE decodes in the producers as they build batches, and "
+                "SC_PREFETCH_BATCHES=%llu lets only %llu of the %d producers build at once: "
+                "SC_PREFETCH_BATCHES=%d keeps them all busy",
+                (unsigned long long)so.depth, (unsigned long long)so.depth, so.producers,
+                2 * so.producers);
+    return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+}
+
+int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                       sc_error *err)
+{
+    if (!cfg || !out)
+        return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
+    *out = NULL;
+    sc_loader *ld = NULL;
+    int rc = loader_new(comm, cfg, &ld, err);
+    if (rc == SC_OK) /* before any work, on every rank: a rank refused alone would hang the rest */
+        rc = loader_agree(ld, sc_launcher_check(cfg, err), err);
+    if (rc == SC_OK)
+        rc = sc__jobwide_check(ld->comm, cfg, err);
+    if (rc == SC_OK)
+        rc = loader_open_data(ld, cfg, err);
+    if (rc == SC_OK)
+        rc = loader_open_pipeline(ld, cfg, err);
+    if (rc != SC_OK) {
+        sc_error keep = err ? *err : (sc_error)SC_ERROR_INIT;
+        if (ld) {
+            ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
+            sc_loader_close(ld);
+        }
+        if (err)
+            *err = keep;
+        return rc;
+    }
+    *out = ld;
+    return sc__errok(err);
+}
+
+int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
+{
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_loader_open_err(comm, cfg, out, &err);
+    if (rc != SC_OK) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), err.msg);
+    }
+    return rc;
+}
+
+int sc_loader_device(const sc_loader *ld)
+{
+    return ld ? ld->device : -1;
+}
+
+const sc_dataset *sc_loader_dataset(const sc_loader *ld)
+{
+    return ld ? ld->ds : NULL;
+}
+
+int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out)
+{
+    if (!ld || !out || i < 0 || i >= ld->ds->nfields)
+        return SC_EINVAL;
+    sc__field f;
+    sc__fields_decoded(ld->ds, i, &f);
+    sc__fields_augmented(ld->ds, i, &f);
+    sc__field_info(&f, out);
+    return SC_OK;
+}
+
+const char *sc_last_error(const sc_loader *ld)
+{
+    return ld ? ld->err.msg : "no loader";
+}
+
+/*
+ * At close, rank 0 names every epoch that was not exactly-once, so that a
+ * job whose loop never asked for a verdict (a rank that ran fewer epochs,
+ * an epoch left in the middle) does not end as if all were well.
+ */
+static void loader_say_failed_epochs(sc_loader *ld)
+{
+    for (uint64_t i = 0; ld->rank == 0 && ld->started && i < ld->nreps; i++) {
+        const sc_exactly_once *v = &ld->reps[i].exactly_once;
+        if (v->verified && !v->ok)
+            sc__log(ld->cfg.log_level, SC__LOG_WARN, 0, "at close: epoch %llu was not "
+                    "exactly-once in this run: %s (an epoch left at a checkpoint is completed "
+                    "by the job that resumes from it)", (unsigned long long)v->epoch, v->detail);
+    }
+}
+
+int sc_loader_close(sc_loader *ld)
+{
+    if (!ld)
+        return SC_OK;
+    int rc = ld->failed ? ld->fatal.code : SC_OK;
+    /* No producer may wait for a transfer while it is joined: reservations withdrawn. */
+    sc__peer_give_up(ld->peer, UINT64_MAX, NULL);
+    sc__stream_close(ld->stream);
+    ld->stream = NULL;
+    /* The producers are joined: every ring can be drained and the file finished. */
+    sc_error terr = SC_ERROR_INIT;
+    if (sc__trace_close(ld->trace, &terr) != SC_OK && rc == SC_OK) {
+        rc = terr.code;
+        ld->err = terr;
+    }
+    ld->trace = NULL;
+    if (ld->ledger) {
+        /*
+         * Ranks may close in different epochs.  First what this rank can
+         * post alone: its unfinished epoch, abandoned; and on rank 0 one
+         * more (empty) plan broadcast, for a rank already waiting on it.
+         */
+        sc__loader_settle(ld);
+        if (ld->rank == 0 && ld->started)
+            sc__loader_post(ld, ld->posted_to, 1);
+        /* Then the same broadcasts and verifications on every rank. */
+        unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2] = {mine[0], mine[1]};
+        int e = MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm);
+        if (e != MPI_SUCCESS && rc == SC_OK) /* then this rank finishes only its own */
+            rc = sc__mpi_err(&ld->err, e, "MPI_Allreduce of the epochs in flight at close",
+                             __FILE__, __LINE__);
+        for (uint64_t e = ld->posted_to; e < all[0]; e++)
+            sc__loader_post(ld, e, 1);
+        for (uint64_t e = ld->settled_to; e < all[1]; e++)
+            sc__ledger_abandon(ld->ledger, e, NULL);
+        for (int i = 0; i < NREC; i++) {
+            sc__loader_rec *r = &ld->recs[i];
+            if (r->state != REC_FREE && r->bc_live) {
+                sc_plan *got = NULL;
+                sc__plan_bcast_finish(&r->bc, NULL, &got, NULL);
+                sc_plan_free(got);
+                r->bc_live = 0;
+            }
+        }
+        for (uint64_t e = ld->started ? ld->first : 0; e < all[1]; e++) {
+            sc_exactly_once v;
+            sc_epoch_summary *rep = sc__loader_report_of(ld, e);
+            if (sc__ledger_result(ld->ledger, e, 1, &v, NULL) == SC_OK && v.verified && rep)
+                rep->exactly_once = v;
+        }
+        loader_say_failed_epochs(ld);
+        /* Every rank is here: the transfers end together (a collective). */
+        sc__peer_close(ld->peer);
+        ld->peer = NULL;
+        sc__ledger_close(ld->ledger);
+    }
+    for (int i = 0; i < NREC; i++)
+        sc__loader_rec_free(ld, &ld->recs[i]);
+    sc__resume_free(&ld->resume.state);
+    sc__share_free(&ld->resume.share);
+    sc_plan_free(ld->last_made);
+    sc__dev_close(ld->dev);
+    sc_cache_close(ld->cache);
+    if (ld->ds)
+        sc_dataset_close(ld->ds);
+    if (ld->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->comm);
+    if (ld->hdr != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->hdr);
+    if (ld->data != MPI_COMM_NULL)
+        MPI_Comm_free(&ld->data);
+    free(ld->reps);
+    free(ld);
+    return rc;
+}

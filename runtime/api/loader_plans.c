@@ -1,0 +1,327 @@
+/*
+ * loader_plans.c - the loader's epoch records (loader_state.h): each epoch's
+ * plan broadcast, posted one epoch ahead and tested while the one before
+ * runs; its arrival, checked and held back until the shards it moves from
+ * other nodes are in, then queued in the stream; its verdict, picked up
+ * without waiting.  Also where the loader fails: the first fatal error
+ * stops it, and the epoch in hand is abandoned in the ledger.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "loader_state.h"
+#include "plan.h"
+
+/*
+ * After an error or at close: the epoch being begun or run is abandoned in
+ * the ledger (begun there or not), so no other rank waits for it forever.
+ */
+void sc__loader_settle(sc_loader *ld)
+{
+    if (!ld->started || !ld->ledger || ld->settled_to > ld->cur)
+        return;
+    sc__ledger_abandon(ld->ledger, ld->cur, NULL);
+    ld->settled_to = ld->cur + 1;
+    if (ld->phase == LD_RUNNING)
+        ld->phase = LD_ENDED;
+    sc__loader_rec *r = sc__loader_find_rec(ld, ld->cur);
+    if (r)
+        sc__loader_rec_advance(r, REC_ENDED);
+}
+
+/* Records the loader's first fatal error and stops it; returns its code. */
+int sc__loader_fail(sc_loader *ld, const sc_error *err)
+{
+    if (!ld->failed) {
+        ld->failed = 1;
+        ld->fatal = *err;
+        sc__loader_settle(ld);
+    }
+    ld->err = ld->fatal;
+    return ld->fatal.code;
+}
+
+/* A call on a stopped loader: it fails with why the loader stopped. */
+int sc__loader_stopped(sc_loader *ld)
+{
+    ld->err = ld->fatal;
+    return ld->fatal.code;
+}
+
+sc__loader_rec *sc__loader_find_rec(sc_loader *ld, uint64_t epoch)
+{
+    for (int i = 0; i < NREC; i++)
+        if (ld->recs[i].state != REC_FREE && ld->recs[i].epoch == epoch)
+            return &ld->recs[i];
+    return NULL;
+}
+
+sc_epoch_summary *sc__loader_report_of(sc_loader *ld, uint64_t epoch)
+{
+    if (!ld->started || epoch < ld->first)
+        return NULL;
+    uint64_t i = epoch - ld->first;
+    if (i >= ld->nreps) {
+        uint64_t n = ld->nreps ? ld->nreps : 16;
+        while (n <= i)
+            n *= 2;
+        sc_epoch_summary *r = realloc(ld->reps, sizeof *r * n);
+        if (!r)
+            return NULL;
+        memset(r + ld->nreps, 0, sizeof *r * (n - ld->nreps));
+        for (uint64_t k = ld->nreps; k < n; k++)
+            r[k].epoch = r[k].exactly_once.epoch = ld->first + k;
+        ld->reps = r;
+        ld->nreps = n;
+    }
+    return &ld->reps[i];
+}
+
+void sc__loader_rec_free(sc_loader *ld, sc__loader_rec *r)
+{
+    if (r->plan != ld->last_made) /* rank 0 still plans the next epoch from it */
+        sc_plan_free(r->plan);
+    sc_plan_free(r->extra);
+    memset(r, 0, sizeof *r);
+}
+
+/*
+ * Records are kept until their broadcast, their epoch and its verdict are
+ * done with, and at least until the next epoch has begun (a stale-plan
+ * fault re-uses the previous plan).
+ */
+static void loader_retire(sc_loader *ld)
+{
+    for (int i = 0; i < NREC; i++) {
+        sc__loader_rec *r = &ld->recs[i];
+        if (r->state == REC_JUDGED && !r->bc_live && r->epoch + 1 < ld->cur)
+            sc__loader_rec_free(ld, r);
+    }
+}
+
+/* Picks up verdicts that have arrived; waits for `epoch`'s if wait. */
+int sc__loader_poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
+{
+    for (int i = 0; i < NREC; i++) {
+        sc__loader_rec *r = &ld->recs[i];
+        if (r->state != REC_ENDED)
+            continue;
+        sc_exactly_once v;
+        sc_error err = SC_ERROR_INIT;
+        int rc = sc__ledger_result(ld->ledger, r->epoch, wait && r->epoch == epoch, &v,
+                                   &err);
+        if (rc != SC_OK)
+            return sc__loader_fail(ld, &err);
+        if (v.verified) {
+            sc_epoch_summary *rep = sc__loader_report_of(ld, r->epoch);
+            if (rep)
+                rep->exactly_once = v;
+            r->state = REC_JUDGED;
+        }
+    }
+    loader_retire(ld);
+    return SC_OK;
+}
+
+static sc_plan_params loader_params_for(const sc_loader *ld, uint64_t epoch)
+{
+    sc_plan_params p;
+    sc_dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
+    sc__loader_fault_params(ld, epoch, &p);
+    return p;
+}
+
+/* Posts the broadcast of `epoch`'s plan (rank 0 computes it first). */
+int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
+{
+    sc__loader_rec *r = NULL;
+    for (int i = 0; i < NREC && !r; i++)
+        if (ld->recs[i].state == REC_FREE)
+            r = &ld->recs[i];
+    if (!r) {
+        sc_error err;
+        sc__seterr(&err, SC_EINVAL,
+                   "rank %d: epoch %llu: more than %d epochs in flight (verdicts unread?)",
+                   ld->rank, (unsigned long long)epoch, NREC);
+        return sc__loader_fail(ld, &err);
+    }
+    memset(r, 0, sizeof *r);
+    r->state = REC_POSTED;
+    r->epoch = epoch;
+    int made = SC_OK;
+    sc_error err = SC_ERROR_INIT;
+    if (ld->rank == 0 && !closing) {
+        sc_plan_params p = loader_params_for(ld, epoch);
+        uint64_t t0 = sc__trace_now(ld->tr);
+        /* A sticky job begun at a later epoch replays the chain from epoch 0. */
+        made = sc__plan_at(&p, ld->last_made, &r->plan, &err);
+        sc__trace_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__trace_now(ld->tr), epoch, -1, -1,
+                       0);
+        if (made == SC_OK) {
+            /* The plan it replaces is freed here unless a record still holds it. */
+            sc_plan *old = ld->last_made;
+            ld->last_made = r->plan;
+            int held = 0;
+            for (int i = 0; i < NREC; i++)
+                held |= ld->recs[i].state != REC_FREE && ld->recs[i].plan == old;
+            if (!held)
+                sc_plan_free(old);
+        } else {
+            r->status = made, r->err = err;
+        }
+    }
+    /* The broadcast before this one is still its `after` while in flight. */
+    sc__loader_rec *before = sc__loader_find_rec(ld, epoch - 1);
+    sc__plan_bcast *after = epoch > 0 && before && before->bc_live ? &before->bc : NULL;
+    int rc = sc__plan_bcast_start(&r->bc, after, ld->hdr, ld->data, 0,
+                                  ld->rank == 0 ? r->plan : NULL,
+                                  closing ? SC_END_OF_EPOCH : made, epoch, &err);
+    if (rc != SC_OK)
+        return sc__loader_fail(ld, &err);
+    r->bc_live = 1;
+    ld->posted_to = epoch + 1;
+    return SC_OK;
+}
+
+/*
+ * The next epoch's plan has come while this one runs: the cache's Belady
+ * learns of it now, not at its begin, so that the shards transfers bring
+ * for it are kept, and room for them is known (sc__cache_spare).
+ */
+static void loader_plan_next(sc_loader *ld, const sc__loader_rec *r)
+{
+    uint32_t *mine = NULL;
+    uint64_t n;
+    if (!ld->ahead_to || r->epoch != ld->ahead_to)
+        return; /* no epoch runs, or the cache knows it already */
+    if (sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &n) == SC_OK &&
+        sc__cache_plan_extend(ld->cache, mine, n) == SC_OK)
+        ld->ahead_to = r->epoch + 1;
+    free(mine);
+}
+
+/* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
+int sc__loader_arrive(sc_loader *ld, sc__loader_rec *r)
+{
+    SC__ASSERT(r->bc_live); /* callers test it: a broadcast is finished once */
+    sc_error err = SC_ERROR_INIT;
+    sc_plan_params p = loader_params_for(ld, r->epoch);
+    sc_plan *got = NULL;
+    int rc = sc__plan_bcast_finish(&r->bc, &p, &got, &err);
+    r->bc_live = 0;
+    sc__loader_rec_advance(r, REC_ARRIVED);
+    if (r->status != SC_OK) /* rank 0 could not make it: its own reason stands */
+        return SC_OK;
+    if (got)
+        r->plan = got;
+    const sc_plan *use = r->plan;
+    sc__loader_rec *prev = sc__loader_find_rec(ld, r->epoch - 1);
+    if (rc == SC_OK && got)
+        rc = sc__plan_check_pieces(got, ld->ds->shard_sizes, ld->ds->shard_first, &err);
+    if (rc == SC_OK)
+        rc = sc__loader_fault_plan(ld, r, prev, &p, &use, &err);
+    if (rc == SC_OK)
+        loader_plan_next(ld, r);
+    /*
+     * Shards moving here from other nodes are asked for, and the epoch goes
+     * to the stream once they are in (sc__loader_release): producers never
+     * wait for a transfer, so an owner busy with this epoch cannot stall ours.
+     * (After a resumed epoch, the shards its schedule read are not its plan's.)
+     */
+    int after_resume = ld->resume.happened && ld->resume.epoch + 1 == r->epoch;
+    if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending &&
+        !after_resume)
+        rc = sc__peer_want(ld->peer, prev->plan, use, &err);
+    /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
+    if (rc == SC_OK && !(ld->resume.pending && r->epoch == ld->resume.epoch))
+        r->use = use;
+    if (rc != SC_OK)
+        r->status = rc, r->err = err;
+    return sc__loader_release(ld, r, 0);
+}
+
+/*
+ * Queues a held-back epoch in the stream once its transfers are in; with
+ * `wait`, first waits for them (answering the others' asks meanwhile) up
+ * to the transfer timeout, then withdraws the rest: the source serves them.
+ */
+int sc__loader_release(sc_loader *ld, sc__loader_rec *r, int wait)
+{
+    sc_error err = SC_ERROR_INIT;
+    if (!r->use || r->status != SC_OK)
+        return SC_OK;
+    SC__ASSERT(!r->bc_live && r->state >= REC_ARRIVED); /* `use` is set on arrival */
+    int rc = SC_OK, left = sc__peer_pending(ld->peer, r->epoch);
+    /* Waits while replies keep coming; an owner silent for a while is given up. */
+    for (double seen = sc__loader_now(); rc == SC_OK && left;) {
+        if (!wait)
+            return SC_OK;
+        if (sc__loader_now() - seen > LOADER_PEER_QUIET_S) {
+            rc = sc__peer_give_up(ld->peer, r->epoch, &err);
+            break;
+        }
+        rc = sc__peer_pump(ld->peer, &err);
+        int now = sc__peer_pending(ld->peer, r->epoch);
+        if (now < left)
+            seen = sc__loader_now(), left = now;
+        if (rc == SC_OK && left)
+            rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
+    }
+    if (rc == SC_OK)
+        rc = sc__stream_push(ld->stream, r->use, sc__loader_fault_sched(ld, r->epoch), &err);
+    r->use = NULL;
+    if (rc != SC_OK)
+        r->status = rc, r->err = err;
+    return SC_OK;
+}
+
+/* The held-back epoch after the current one, if its transfers are in. */
+void sc__loader_release_next(sc_loader *ld)
+{
+    sc__loader_rec *r = sc__loader_find_rec(ld, ld->cur + 1);
+    if (r)
+        sc__loader_release(ld, r, 0);
+}
+
+/* Lets the next epoch's plan arrive while this one runs; never waits. */
+int sc__loader_progress(sc_loader *ld)
+{
+    sc__loader_rec *r = sc__loader_find_rec(ld, ld->cur + 1);
+    if (!r || !r->bc_live)
+        return SC_OK;
+    int done = 0;
+    sc_error err = SC_ERROR_INIT;
+    if (sc__plan_bcast_test(&r->bc, &done, &err) != SC_OK)
+        return sc__loader_fail(ld, &err);
+    return done ? sc__loader_arrive(ld, r) : SC_OK;
+}
+
+/* Tells the cache what this rank reads from now on, for Belady eviction. */
+void sc__loader_plan_ahead(sc_loader *ld)
+{
+    uint32_t *seq = NULL;
+    uint64_t n = 0;
+    for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
+        sc__loader_rec *r = sc__loader_find_rec(ld, e);
+        if (!r || !r->plan)
+            break;
+        ld->ahead_to = e + 1;
+        uint32_t *mine = NULL;
+        uint64_t k;
+        uint32_t *grown = sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &k) == SC_OK
+                              ? realloc(seq, sizeof *seq * (n + k + 1))
+                              : NULL;
+        if (grown) {
+            seq = grown;
+            memcpy(seq + n, mine, sizeof *seq * k);
+            n += k;
+        }
+        free(mine);
+        if (!grown)
+            break;
+    }
+    sc_cache_plan_ahead(ld->cache, seq, n);
+    free(seq);
+}
