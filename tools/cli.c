@@ -67,6 +67,20 @@ int cli_choice(const char *flag, const char *arg, const char *const *names,
     return 2;
 }
 
+/*
+ * The samples a shard of the flags holds: --shard-size, or when not given
+ * 1024 for --shards and SC_SHARD_SIZE=auto's rule for --samples (or
+ * --labels); SC_SHARD_AUTO for auto without --samples.
+ */
+uint64_t cli_shard_size(const plan_opts *o)
+{
+    if (o->shard_size && o->shard_size != SC_SHARD_AUTO)
+        return o->shard_size;
+    if (o->samples)
+        return sc_shard_size_auto(o->samples, o->sample_bytes);
+    return o->shard_size || o->labels ? SC_SHARD_AUTO : 1024;
+}
+
 int cli_read_counts(const char *path, uint64_t **out, uint64_t *n)
 {
     FILE *f = fopen(path, "r");

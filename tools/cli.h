@@ -89,8 +89,8 @@ int cmd_quality_print(const plan_opts *o, const sc_plan *plan, const uint64_t *s
 
 /* 0, -1 after printing usage for --help, or 2 after saying what is wrong. */
 int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage);
-/* The shard sizes the flags describe; 0, or prints and returns 2. */
-uint64_t cmd_plan_shard_size(const plan_opts *o);
+/* The samples a shard of the flags holds (cli.c): SC_SHARD_AUTO for auto without --samples. */
+uint64_t cli_shard_size(const plan_opts *o);
 int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n);
 /* The plan parameters the flags describe, for those shard sizes. */
 sc_plan_params cmd_plan_params(const plan_opts *o, const uint64_t *sizes, uint64_t n);

@@ -219,26 +219,13 @@ static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
     return h;
 }
 
-/*
- * The samples a shard of the flags holds: --shard-size, or when not given
- * 1024 for --shards and SC_SHARD_SIZE=auto's rule for --samples (or
- * --labels); SC_SHARD_AUTO for auto without --samples.
- */
-uint64_t cmd_plan_shard_size(const plan_opts *o)
-{
-    if (o->shard_size && o->shard_size != SC_SHARD_AUTO)
-        return o->shard_size;
-    if (o->samples)
-        return sc_shard_size_auto(o->samples, o->sample_bytes);
-    return o->shard_size || o->labels ? SC_SHARD_AUTO : 1024;
-}
 
 /* The shard sizes the flags describe (--shard-sizes, --samples, or --shards x --shard-size). */
 int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
 {
     if (o->sizes_file)
         return cli_read_counts(o->sizes_file, sizes, n);
-    uint64_t k = cmd_plan_shard_size(o);
+    uint64_t k = cli_shard_size(o);
     if (k == SC_SHARD_AUTO && !o->labels) {
         fprintf(stderr, "shardcache: --shard-size auto takes --samples N (or --labels)\n");
         return 2;
@@ -477,7 +464,7 @@ static int cmd_plan_load(plan_opts *o, int rank, int world, uint64_t **sizes, ui
 
 static void cmd_plan_print_header(const plan_opts *o, uint64_t n, int world)
 {
-    uint64_t k = cmd_plan_shard_size(o);
+    uint64_t k = cli_shard_size(o);
     if (o->samples)
         printf("dataset: %" PRIu64 " samples in shards of %" PRIu64 "%s\n", o->samples, k,
                o->shard_size && o->shard_size != SC_SHARD_AUTO ? "" : " (auto)");

@@ -107,7 +107,7 @@ int cmd_quality_labels(const plan_opts *o, int rank, uint64_t **sizes, uint64_t 
         return 2;
     }
     snprintf(path, sizeof path, "%.*s", (int)(colon - o->labels), o->labels);
-    uint64_t k = cmd_plan_shard_size(o);
+    uint64_t k = cli_shard_size(o);
     if (k == SC_SHARD_AUTO)
         snprintf(shard, sizeof shard, "auto");
     else
