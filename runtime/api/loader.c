@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "loader_state.h"
 #include "plan.h"
@@ -61,7 +62,7 @@ static void loader_stop_clock(sc_loader *ld)
 {
     sc_epoch_summary *rep = sc__loader_report_of(ld, ld->cur);
     if (ld->phase != LD_NO_EPOCH && ld->t_begin > 0 && rep) {
-        rep->wall_s = sc__loader_now() - ld->t_begin;
+        rep->wall_s = sc__clock_s() - ld->t_begin;
         ld->t_begin = 0;
     }
 }
@@ -166,7 +167,7 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     /* Epochs go in order, each settled (ended or abandoned) before the next. */
     SC__ASSERT(!ld->started || ld->settled_to == ld->cur + 1);
     loader_stop_clock(ld);
-    double t0 = sc__loader_now();
+    double t0 = sc__clock_s();
     uint64_t tw = sc__trace_now(ld->tr);
     sc_error terr = SC_ERROR_INIT;
     /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
@@ -184,7 +185,7 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     sc__loader_release(ld, r, 1);
     if (r->status != SC_OK)
         return sc__loader_fail(ld, &r->err);
-    double waited = sc__loader_now() - t0;
+    double waited = sc__clock_s() - t0;
     sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
 
     ld->phase = LD_RUNNING;

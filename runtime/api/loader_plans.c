@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "loader_state.h"
 #include "plan.h"
@@ -255,17 +256,17 @@ int sc__loader_release(sc_loader *ld, sc__loader_rec *r, int wait)
     SC__ASSERT(!r->bc_live && r->state >= REC_ARRIVED); /* `use` is set on arrival */
     int rc = SC_OK, left = sc__peer_pending(ld->peer, r->epoch);
     /* Waits while replies keep coming; an owner silent for a while is given up. */
-    for (double seen = sc__loader_now(); rc == SC_OK && left;) {
+    for (double seen = sc__clock_s(); rc == SC_OK && left;) {
         if (!wait)
             return SC_OK;
-        if (sc__loader_now() - seen > LOADER_PEER_QUIET_S) {
+        if (sc__clock_s() - seen > LOADER_PEER_QUIET_S) {
             rc = sc__peer_give_up(ld->peer, r->epoch, &err);
             break;
         }
         rc = sc__peer_pump(ld->peer, &err);
         int now = sc__peer_pending(ld->peer, r->epoch);
         if (now < left)
-            seen = sc__loader_now(), left = now;
+            seen = sc__clock_s(), left = now;
         if (rc == SC_OK && left)
             rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
     }

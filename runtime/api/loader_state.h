@@ -154,12 +154,6 @@ struct sc_loader {
     uint64_t ahead_to;       /* 1 + the last epoch the cache's future holds (0: none) */
 };
 
-/* Seconds on base's monotonic clock. */
-static inline double sc__loader_now(void)
-{
-    return 1e-9 * (double)sc__tring_clock();
-}
-
 /* ---- loader_plans.c: epoch records, broadcasts, verdicts ---------------------- */
 
 /* Records the loader's first fatal error and stops it; returns its code. */

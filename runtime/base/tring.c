@@ -11,7 +11,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -91,16 +90,9 @@ uint64_t sc__tring_dropped(const sc__tring *r)
     return atomic_load_explicit(&((sc__tring *)r)->dropped, memory_order_relaxed);
 }
 
-uint64_t sc__tring_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t sc__trace_now(const sc__tring *r)
 {
-    return r ? sc__tring_clock() : 0;
+    return r ? sc__clock_ns() : 0;
 }
 
 /* The next free slot, or NULL (counted as dropped) when the ring is full. */

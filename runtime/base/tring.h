@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "shardcache/formats.h"
 
 /* The stages (SC_TRACE_STAGE_LIST in shardcache/formats.h: the file's names). */
@@ -60,10 +61,7 @@ int sc__tring_tid(const sc__tring *r);
 const char *sc__tring_name(const sc__tring *r);
 uint64_t sc__tring_dropped(const sc__tring *r);
 
-/* Nanoseconds on the local monotonic clock. */
-uint64_t sc__tring_clock(void);
-
-/* sc__tring_clock(), or 0 with a NULL ring (no clock read). */
+/* sc__clock_ns() (base/clock.h), or 0 with a NULL ring (no clock read). */
 uint64_t sc__trace_now(const sc__tring *r);
 
 /* One stage, [t0, t1) in sc__trace_now units.  -1: no shard / batch. */

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "agree.h"
+#include "clock.h"
 #include "fault.h"
 #include "log.h"
 #include "mem.h"
@@ -518,10 +519,10 @@ static int peer_finish(sc__peer *p, sc_error *err)
                          MPI_UINT64_T, p->comm);
     if (rc == SC_OK && m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "MPI_Alltoall of the asks sent", __FILE__, __LINE__);
-    uint64_t t0 = sc__tring_clock(); /* base's monotonic clock, in ns */
+    uint64_t t0 = sc__clock_ns();
     while (rc == SC_OK && (p->ngives || p->nlost || !peer_all_asked(p, owed))) {
         rc = sc__peer_pump(p, err);
-        if (rc == SC_OK && 1e-9 * (double)(sc__tring_clock() - t0) > p->o.timeout_s)
+        if (rc == SC_OK && 1e-9 * (double)(sc__clock_ns() - t0) > p->o.timeout_s)
             rc = sc__seterr(err, SC_EMPI, "rank %d: transfers between nodes still open after "
                             "%.0f s at close (another rank stopped answering)", p->rank,
                             p->o.timeout_s);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agree.h"
+#include "clock.h"
 #include "error.h"
 #include "mpierr.h"
 
@@ -57,14 +58,14 @@ static int trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *off
             if (rank == 0) {
                 SC_MPI_CHECK(err, MPI_Recv(&t, 1, MPI_UINT64_T, peer, TAG, comm,
                                            MPI_STATUS_IGNORE));
-                t = sc__tring_clock();
+                t = sc__clock_ns();
                 SC_MPI_CHECK(err, MPI_Send(&t, 1, MPI_UINT64_T, peer, TAG, comm));
             } else if (rank == peer) {
-                uint64_t a = sc__tring_clock();
+                uint64_t a = sc__clock_ns();
                 SC_MPI_CHECK(err, MPI_Send(&a, 1, MPI_UINT64_T, 0, TAG, comm));
                 SC_MPI_CHECK(err, MPI_Recv(&t, 1, MPI_UINT64_T, 0, TAG, comm,
                                            MPI_STATUS_IGNORE));
-                uint64_t b = sc__tring_clock(), rtt = b - a;
+                uint64_t b = sc__clock_ns(), rtt = b - a;
                 if (k == 0 || (int64_t)rtt / 2 < *error) {
                     *error = (int64_t)rtt / 2;
                     *offset = (int64_t)t - (int64_t)(a + rtt / 2);

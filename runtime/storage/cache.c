@@ -40,6 +40,7 @@
 
 #include "cachedir.h"
 #include "cacheplace.h"
+#include "clock.h"
 #include "config.h"
 #include "error.h"
 #include "entry.h"
@@ -51,12 +52,6 @@
 
 #define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
 #define CACHE_PAUSE_S 30 /* no admissions after a failed write, seconds */
-
-/* Seconds on the monotonic clock (the trace rings' clock). */
-static double cache_now(void)
-{
-    return 1e-9 * (double)sc__tring_clock();
-}
 
 
 struct sc_cache {
@@ -486,7 +481,7 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
 static int cache_reserve_locked(sc_cache *c, uint64_t shard, uint64_t bytes)
 {
     uint32_t s32 = (uint32_t)shard;
-    int kept = sc__evict_has(c->ev, s32) || cache_now() < c->pause_until
+    int kept = sc__evict_has(c->ev, s32) || sc__clock_s() < c->pause_until
                    ? SC_EOVERFLOW
                    : cache_admit(c, shard, bytes);
     if (kept == SC_OK)
@@ -508,12 +503,12 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
         if (held)
             sc__evict_remove(c->ev, s32);
         /* The bytes were right; only the copy failed: pause, say so once. */
-        if (ok && werr && cache_now() >= c->pause_until)
+        if (ok && werr && sc__clock_s() >= c->pause_until)
             sc__log(c->log_level, SC__LOG_WARN, c->rank,
                     "not caching for %d s, serving from the source: %s", CACHE_PAUSE_S,
                     werr->msg);
         if (ok && werr) /* a failed source read is no reason to stop caching */
-            c->pause_until = cache_now() + CACHE_PAUSE_S;
+            c->pause_until = sc__clock_s() + CACHE_PAUSE_S;
     } else if (!held) {
         char name[32]; /* evicted while it was written */
         sc__entry_name(shard, name, sizeof name);
