@@ -10,8 +10,6 @@
 #include "hash.h"
 #include "plan.h"
 
-#define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window": the shuffle's random stream */
-#define SC__PURPOSE_DROPS 0x64726f7073ULL    /* "drops": which samples drop leaves out */
 
 void sc__sched_free(sc__sched *sc)
 {
