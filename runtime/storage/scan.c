@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fields.h"
+#include "formats.h"
 #include "h5.h"
 #include "hash.h"
 #include "log.h"
@@ -18,14 +19,11 @@
 #define STAMP_BYTES SC__STAMP_BYTES
 
 /*
- * The saved scan's format: its version (bump it when sc__field or sc__dtype
- * changes, or which types "every field" takes: 3 carries float16, bool and
- * strings; 4, each file's stamp and fields' offsets; 6, the stamp's inode
- * and change time) and this build's size of the field descriptions it holds.
+ * The saved scan's format: its version (base/formats.h) and this build's
+ * size of the field descriptions it holds.
  */
-#define SCAN_MANIFEST_VERSION 6
 #define SCAN_MANIFEST_FORMAT \
-    (((uint64_t)SCAN_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
+    (((uint64_t)SC__SCAN_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
 uint64_t sc__scan_key(const void *files, size_t len)
 {

@@ -3,7 +3,7 @@
  * (mpi/node.c broadcasts it) and what a directory keeps beside its files
  * (manifest.c stores it), so that a job opens each of 10^5 files once, or
  * not at all when the saved scan still describes them.  The bytes are one
- * build's (its sc__field and byte order): SCAN_MANIFEST_VERSION (scan.c)
+ * build's (its sc__field and byte order): SC__SCAN_VERSION (base/formats.h)
  * says when a saved one is another build's.
  */
 #ifndef SC_SCAN_H
