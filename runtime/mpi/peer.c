@@ -36,6 +36,7 @@
 #include "plan.h"
 #include "source.h"
 #include "tring.h"
+#include "vec.h"
 
 enum { TAG_ASK = 0, ASK_WORDS = 3, HDR_WORDS = 4 };
 enum { REPLY_NONE = 0, REPLY_DATA = 1 };
@@ -87,20 +88,6 @@ struct sc__peer {
     give **gives;
     size_t ngives, capgives;
 };
-
-/* Room for one more element in *v (of *cap, each `size` bytes); 0 if none. */
-static int peer_grow(void **v, size_t n, size_t *cap, size_t size)
-{
-    if (n < *cap)
-        return 1;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *g = realloc(*v, c * size);
-    if (!g)
-        return 0;
-    *v = g;
-    *cap = c;
-    return 1;
-}
 
 int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer_opts *o,
                   sc__peer **out, sc_error *err)
@@ -164,9 +151,10 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         if (sc_plan_owner(prev, mine[i], &from) != SC_OK || (int)from == p->rank ||
             p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64 || bytes > room)
             continue; /* this node's, too large for one message, or no room: the source's */
-        ask *a = NULL;
-        if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks) ||
-            !(a = calloc(1, sizeof *a))) {
+        ask *a = NULL, **grown = sc__vec_grow(p->asks, &p->capasks, p->nasks + 1, sizeof *grown);
+        if (grown)
+            p->asks = grown;
+        if (!grown || !(a = calloc(1, sizeof *a))) {
             free(mine);
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards",
                               p->rank);
@@ -258,8 +246,13 @@ static int peer_withdraw(sc__peer *p, ask *a, sc_error *err)
     if (gone) {
         sc__cache_unreserve(p->cache, a->shard);
         /* Its reply still comes (every ask is answered): it is drained at close. */
-        if (a->posted && peer_grow((void **)&p->lost, p->nlost, &p->caplost, sizeof *p->lost))
+        struct lost *grown = a->posted ? sc__vec_grow(p->lost, &p->caplost, p->nlost + 1,
+                                                      sizeof *grown)
+                                       : NULL;
+        if (grown) {
+            p->lost = grown;
             p->lost[p->nlost++] = (struct lost){a->from, 1 + (int)(a->seq % (uint64_t)p->span)};
+        }
         return 1;
     }
     SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
@@ -322,9 +315,11 @@ static int peer_listen(sc__peer *p, sc_error *err)
         if (!flag)
             return SC_OK;
         /* Room first: an ask taken in is always answered (close counts on it). */
-        give *g = NULL;
-        if (!peer_grow((void **)&p->gives, p->ngives, &p->capgives, sizeof *p->gives) ||
-            !(g = calloc(1, sizeof *g)))
+        give *g = NULL, **grown = sc__vec_grow(p->gives, &p->capgives, p->ngives + 1,
+                                               sizeof *grown);
+        if (grown)
+            p->gives = grown;
+        if (!grown || !(g = calloc(1, sizeof *g)))
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to answer rank %d",
                               p->rank, st.MPI_SOURCE);
         int m = MPI_Recv(w, ASK_WORDS, MPI_UINT64_T, st.MPI_SOURCE, TAG_ASK, p->comm,

@@ -31,7 +31,7 @@ uint64_t sc__scan_key(const void *files, size_t len);
 int sc__scan_reuse(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
 /* One more file at the end of ds->files (*cap its room, grown by doubling). */
-int sc__scan_add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err);
+int sc__scan_add_file(sc_dataset *ds, size_t *cap, const char *path, sc_error *err);
 
 /* Frees what a scan (or its bytes, taken) allocated: the files and their arrays, the offsets. */
 void sc__scan_free(sc_dataset *ds);
