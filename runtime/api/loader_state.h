@@ -31,10 +31,10 @@
 
 #include <stdint.h>
 
-#include "comm.h"
+#include "plan_bcast.h"
 #include "device.h"
 #include "invariant.h"
-#include "ownership.h"
+#include "ledger.h"
 #include "peer.h"
 #include "resume.h"
 #include "source.h"
