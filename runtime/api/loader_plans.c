@@ -155,10 +155,10 @@ int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
     sc_error err = SC_ERROR_INIT;
     if (ld->rank == 0 && !closing) {
         sc_plan_params p = loader_params_for(ld, epoch);
-        uint64_t t0 = sc__trace_now(ld->tr);
+        uint64_t t0 = sc__tring_now(ld->tr);
         /* A sticky job begun at a later epoch replays the chain from epoch 0. */
         made = sc__plan_at(&p, ld->last_made, &r->plan, &err);
-        sc__trace_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__trace_now(ld->tr), epoch, -1, -1,
+        sc__tring_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__tring_now(ld->tr), epoch, -1, -1,
                        0);
         if (made == SC_OK) {
             /* The plan it replaces is freed here unless a record still holds it. */

@@ -188,7 +188,7 @@ static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
     SC_MPI_CHECK(err, MPI_Isend(a->words, ASK_WORDS, MPI_UINT64_T, a->from, TAG_ASK, p->comm,
                                 &a->send));
     p->sent_to[a->from]++;
-    a->traced = sc__trace_now(p->o.ring);
+    a->traced = sc__tring_now(p->o.ring);
     p->inflight += total;
     return 1;
 }
@@ -201,7 +201,7 @@ static void peer_take(sc__peer *p, ask *a, int n)
     int whole = n == (int)(HDR_WORDS * sizeof(uint64_t) + a->bytes) && h[0] == REPLY_DATA &&
                 h[1] == a->shard && h[3] == a->bytes;
     sc__tctx tc = {p->o.ring, a->epoch + 1};
-    sc__trace_span(p->o.ring, SC__ST_PEER_RECV, a->traced, sc__trace_now(p->o.ring),
+    sc__tring_span(p->o.ring, SC__ST_PEER_RECV, a->traced, sc__tring_now(p->o.ring),
                    a->epoch + 1, (int64_t)a->shard, -1, whole ? a->bytes : 0);
     if (whole) {
         void *bufs[SC_MAX_FIELDS];

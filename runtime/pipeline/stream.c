@@ -394,11 +394,11 @@ static void *stream_producer(void *arg)
         task t;
         if (!stream_pick(s, &t)) {
             /* The epoch may be retired while we wait: keep its number, not it. */
-            uint64_t t0 = t.ring_full ? sc__trace_now(tr) : 0;
+            uint64_t t0 = t.ring_full ? sc__tring_now(tr) : 0;
             uint64_t epoch = t.ring_full ? t.e->epoch : 0;
             pthread_cond_wait(&s->work, &s->mu);
             if (t.ring_full)
-                sc__trace_span(tr, SC__ST_RING_WAIT, t0, sc__trace_now(tr), epoch, -1,
+                sc__tring_span(tr, SC__ST_RING_WAIT, t0, sc__tring_now(tr), epoch, -1,
                                (int64_t)t.i, 0);
             continue;
         }

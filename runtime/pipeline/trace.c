@@ -250,7 +250,7 @@ static void trace_write_event(void *arg, const sc__tring *r, const sc__event *e)
     static const char *const counter_keys[] = {"batches", "percent", "shards"};
     line l = {.n = 0};
     if (e->kind == SC__EV_SPAN) {
-        trace_l_head(&l, t, r, "X", sc__stage_name((sc__stage)e->what), e->t0);
+        trace_l_head(&l, t, r, "X", sc__tring_stage_name((sc__stage)e->what), e->t0);
         trace_l_str(&l, ",\"dur\":");
         trace_l_milli(&l, (int64_t)(e->t1 - e->t0));
         trace_l_str(&l, ",\"args\":{\"epoch\":");
