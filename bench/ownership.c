@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "bench_doc.h"
-#include "ownership.h"
+#include "ledger.h"
 #include "plan.h"
 
 int main(int argc, char **argv)

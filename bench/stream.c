@@ -98,8 +98,8 @@ static double event_cost(const char *dir)
     sc__tring *r = sc__trace_ring(t, "bench");
     double t0 = bench_now();
     for (int i = 0; i < N; i++) {
-        uint64_t a = sc__trace_now(r);
-        sc__trace_span(r, SC__ST_ASSEMBLY, a, sc__trace_now(r), 1, -1, i, 4096);
+        uint64_t a = sc__tring_now(r);
+        sc__tring_span(r, SC__ST_ASSEMBLY, a, sc__tring_now(r), 1, -1, i, 4096);
         if (i % (RING / 2) == 0 && sc__trace_flush(t, &err) != SC_OK)
             die("trace", err.msg);
     }

@@ -13,18 +13,9 @@
 #include "ckpt.h"
 
 #include "error.h"
+#include "formats.h" /* the magic and versions */
 #include "hash.h"
 
-#define CKPT_MAGIC UINT64_C(0x31305450434b4353) /* "SCCKPT01" */
-/*
- * 4: plans cut the remainder at sample granularity (plan format 3) and may
- * have partitions; 2 and 3 were the same records of whole-shard plans,
- * whose schedules this build no longer computes.
- */
-#define CKPT_PLAIN 4
-/* 5: a rank of an epoch dealt out again names what it has left. */
-#define CKPT_RESLICED 5
-#define CKPT_WHOLE_SHARDS 3 /* the last version of whole-shard plans */
 #define CKPT_SEED UINT64_C(0x636b7074)
 #define CKPT_HEAD_WORDS 21 /* a resliced record's words before its pieces */
 
@@ -55,8 +46,8 @@ void sc__ckpt_encode(const sc__ckpt *c, const sc__piece *pieces, unsigned char *
     copy.mode = (c->mode & UINT32_MAX) | c->partitions << 32;
     uint64_t *f[CKPT_HEAD_WORDS - 2];
     int n = ckpt_fields(&copy, f);
-    sc__put_u64(out, CKPT_MAGIC);
-    sc__put_u64(out + 8, c->resliced ? CKPT_RESLICED : CKPT_PLAIN);
+    sc__put_u64(out, SC__CKPT_MAGIC);
+    sc__put_u64(out + 8, c->resliced ? SC__CKPT_VERSION_RESLICED : SC__CKPT_VERSION_PLAIN);
     for (int i = 0; i < n; i++)
         sc__put_u64(out + 16 + 8 * i, *f[i]);
     unsigned char *p = out + 16 + 8 * n;
@@ -80,7 +71,7 @@ sc__piece sc__ckpt_piece(const sc__ckpt *c, uint64_t i)
 static int ckpt_check_length(const unsigned char *b, size_t len, int which, uint64_t version,
                              sc_error *err)
 {
-    if (version == CKPT_PLAIN)
+    if (version == SC__CKPT_VERSION_PLAIN)
         return len == SC__CKPT_BYTES
                    ? SC_OK
                    : sc__seterr(err, SC_EFORMAT, "checkpoint %d: %zu bytes, a plain record has "
@@ -117,11 +108,11 @@ static int ckpt_check_pieces(const sc__ckpt *c, int which, sc_error *err)
 int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_error *err)
 {
     const unsigned char *b = buf;
-    if (!buf || len < 16 || sc__get_u64(b) != CKPT_MAGIC)
+    if (!buf || len < 16 || sc__get_u64(b) != SC__CKPT_MAGIC)
         return sc__seterr(err, SC_EFORMAT, "checkpoint %d: %zu bytes, not a shardcache "
                           "checkpoint", which, buf ? len : 0);
     uint64_t version = sc__get_u64(b + 8);
-    if (version >= 2 && version <= CKPT_WHOLE_SHARDS)
+    if (version >= 2 && version <= SC__CKPT_VERSION_WHOLE_SHARDS)
         return sc__seterr(err, SC_EVERSION,
                           "checkpoint %d: version %llu, written by a shardcache whose plans "
                           "dropped and padded whole shards (plan format 2); this build cuts the "
@@ -129,17 +120,17 @@ int sc__ckpt_decode(const void *buf, size_t len, int which, sc__ckpt *out, sc_er
                           "continue that epoch: begin the next epoch without resuming, or "
                           "finish this one with the version that wrote it",
                           which, (unsigned long long)version);
-    if (version != CKPT_PLAIN && version != CKPT_RESLICED)
+    if (version != SC__CKPT_VERSION_PLAIN && version != SC__CKPT_VERSION_RESLICED)
         return sc__seterr(err, SC_EVERSION, "checkpoint %d: version %llu, this build reads %d "
-                          "and %d", which, (unsigned long long)version, CKPT_PLAIN,
-                          CKPT_RESLICED);
+                          "and %d", which, (unsigned long long)version, SC__CKPT_VERSION_PLAIN,
+                          SC__CKPT_VERSION_RESLICED);
     int rc = ckpt_check_length(b, len, which, version, err);
     if (rc != SC_OK)
         return rc;
     if (sc__get_u64(b + len - 8) != sc__xxh64(b, len - 8, CKPT_SEED))
         return sc__seterr(err, SC_EFORMAT, "checkpoint %d: damaged (its hash does not match)",
                           which);
-    sc__ckpt c = {.resliced = version == CKPT_RESLICED, .raw = b, .nraw = len};
+    sc__ckpt c = {.resliced = version == SC__CKPT_VERSION_RESLICED, .raw = b, .nraw = len};
     uint64_t *f[CKPT_HEAD_WORDS - 2];
     int n = ckpt_fields(&c, f);
     for (int i = 0; i < n; i++)

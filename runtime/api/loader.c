@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "loader_state.h"
 #include "plan.h"
@@ -21,7 +22,7 @@ static int loader_end_epoch(sc_loader *ld)
     const uint64_t *dropped;
     uint64_t nd;
     sc__stream_counts c;
-    uint64_t t0 = sc__trace_now(ld->tr);
+    uint64_t t0 = sc__tring_now(ld->tr);
     int rc = sc__stream_finish_epoch(ld->stream, ld->cur, &dropped, &nd, &c, &err);
     if (rc == SC_OK)
         rc = sc__ledger_drop(ld->ledger, ld->cur, dropped, nd, &err);
@@ -29,15 +30,15 @@ static int loader_end_epoch(sc_loader *ld)
         rc = sc__ledger_end(ld->ledger, ld->cur, &err);
     if (rc != SC_OK)
         return sc__loader_fail(ld, &err);
-    uint64_t t1 = sc__trace_now(ld->tr);
-    sc__trace_span(ld->tr, SC__ST_VERIFY, t0, t1, ld->cur, -1, -1, 0);
-    sc__trace_epoch_end(ld->tr, t1, ld->cur);
+    uint64_t t1 = sc__tring_now(ld->tr);
+    sc__tring_span(ld->tr, SC__ST_VERIFY, t0, t1, ld->cur, -1, -1, 0);
+    sc__tring_epoch_end(ld->tr, t1, ld->cur);
     if (c.hits + c.misses)
-        sc__trace_counter(ld->tr, SC__CT_HIT_RATE, t1,
+        sc__tring_counter(ld->tr, SC__CT_HIT_RATE, t1,
                           100.0 * (double)c.hits / (double)(c.hits + c.misses));
     double spread = c.full_batches ? (double)c.batch_shards / (double)c.full_batches : 0.0;
     if (c.full_batches)
-        sc__trace_counter(ld->tr, SC__CT_SHARDS, t1, spread);
+        sc__tring_counter(ld->tr, SC__CT_SHARDS, t1, spread);
     ld->phase = LD_ENDED;
     ld->settled_to = ld->cur + 1;
     sc__loader_rec *r = sc__loader_find_rec(ld, ld->cur);
@@ -61,7 +62,7 @@ static void loader_stop_clock(sc_loader *ld)
 {
     sc_epoch_summary *rep = sc__loader_report_of(ld, ld->cur);
     if (ld->phase != LD_NO_EPOCH && ld->t_begin > 0 && rep) {
-        rep->wall_s = sc__loader_now() - ld->t_begin;
+        rep->wall_s = sc__clock_s() - ld->t_begin;
         ld->t_begin = 0;
     }
 }
@@ -166,8 +167,8 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     /* Epochs go in order, each settled (ended or abandoned) before the next. */
     SC__ASSERT(!ld->started || ld->settled_to == ld->cur + 1);
     loader_stop_clock(ld);
-    double t0 = sc__loader_now();
-    uint64_t tw = sc__trace_now(ld->tr);
+    double t0 = sc__clock_s();
+    uint64_t tw = sc__tring_now(ld->tr);
     sc_error terr = SC_ERROR_INIT;
     /* The rings drain here: memory stays bounded, and a crash keeps past epochs. */
     if ((rc = sc__trace_flush(ld->trace, &terr)) != SC_OK)
@@ -184,8 +185,8 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     sc__loader_release(ld, r, 1);
     if (r->status != SC_OK)
         return sc__loader_fail(ld, &r->err);
-    double waited = sc__loader_now() - t0;
-    sc__trace_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__trace_now(ld->tr), epoch, -1, -1, 0);
+    double waited = sc__clock_s() - t0;
+    sc__tring_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__tring_now(ld->tr), epoch, -1, -1, 0);
 
     ld->phase = LD_RUNNING;
     sc__loader_rec_advance(r, REC_BEGUN);
@@ -225,7 +226,7 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
                           skip ? "sc_epoch_skip_rest" : "sc_next_batch");
     /* The time since the last batch was handed out is the training step. */
     if (ld->t_ret)
-        sc__trace_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__trace_now(ld->tr), ld->cur, -1,
+        sc__tring_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__tring_now(ld->tr), ld->cur, -1,
                        (int64_t)ld->delivered - 1, 0);
     ld->t_ret = 0;
     int rc = sc__loader_progress(ld);
@@ -242,11 +243,11 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
     double waited = 0;
     rc = sc__stream_next(ld->stream, batch, &waited, &err);
     if (ld->tr && rc == SC_OK) {
-        uint64_t t = sc__trace_now(ld->tr);
+        uint64_t t = sc__tring_now(ld->tr);
         if (waited > 0)
-            sc__trace_span(ld->tr, SC__ST_CONSUMER_WAIT, t - (uint64_t)(waited * 1e9), t,
+            sc__tring_span(ld->tr, SC__ST_CONSUMER_WAIT, t - (uint64_t)(waited * 1e9), t,
                            ld->cur, -1, (int64_t)batch->index, 0);
-        sc__trace_counter(ld->tr, SC__CT_RING, t, (double)sc__stream_ready(ld->stream));
+        sc__tring_counter(ld->tr, SC__CT_RING, t, (double)sc__stream_ready(ld->stream));
     }
     if (rc != SC_OK && sc__stream_status(ld->stream) == SC_OK) {
         ld->err = err; /* every buffer held: the caller's mistake, the loader goes on */
@@ -288,7 +289,7 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
         return rc;
     if ((rc = sc__loader_poll_verdicts(ld, 0, 0)) != SC_OK)
         return rc;
-    ld->t_ret = sc__trace_now(ld->tr);
+    ld->t_ret = sc__tring_now(ld->tr);
     return SC_OK;
 }
 
@@ -427,9 +428,9 @@ static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, i
                           ld->rank, (unsigned long long)epoch,
                           (unsigned long long)ld->delivered, (unsigned long long)ld->nb);
     if (!ld->failed) {
-        uint64_t t0 = sc__trace_now(wait ? ld->tr : NULL);
+        uint64_t t0 = sc__tring_now(wait ? ld->tr : NULL);
         int rc = wait ? loader_wait_verdict(ld, epoch) : sc__loader_poll_verdicts(ld, 0, 0);
-        sc__trace_span(wait ? ld->tr : NULL, SC__ST_VERIFY, t0, sc__trace_now(ld->tr), epoch,
+        sc__tring_span(wait ? ld->tr : NULL, SC__ST_VERIFY, t0, sc__tring_now(ld->tr), epoch,
                        -1, -1, 0);
         if (rc != SC_OK)
             return rc;

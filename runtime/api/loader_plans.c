@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "loader_state.h"
 #include "plan.h"
@@ -154,10 +155,10 @@ int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
     sc_error err = SC_ERROR_INIT;
     if (ld->rank == 0 && !closing) {
         sc_plan_params p = loader_params_for(ld, epoch);
-        uint64_t t0 = sc__trace_now(ld->tr);
+        uint64_t t0 = sc__tring_now(ld->tr);
         /* A sticky job begun at a later epoch replays the chain from epoch 0. */
         made = sc__plan_at(&p, ld->last_made, &r->plan, &err);
-        sc__trace_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__trace_now(ld->tr), epoch, -1, -1,
+        sc__tring_span(ld->tr, SC__ST_PLAN_COMPUTE, t0, sc__tring_now(ld->tr), epoch, -1, -1,
                        0);
         if (made == SC_OK) {
             /* The plan it replaces is freed here unless a record still holds it. */
@@ -255,17 +256,17 @@ int sc__loader_release(sc_loader *ld, sc__loader_rec *r, int wait)
     SC__ASSERT(!r->bc_live && r->state >= REC_ARRIVED); /* `use` is set on arrival */
     int rc = SC_OK, left = sc__peer_pending(ld->peer, r->epoch);
     /* Waits while replies keep coming; an owner silent for a while is given up. */
-    for (double seen = sc__loader_now(); rc == SC_OK && left;) {
+    for (double seen = sc__clock_s(); rc == SC_OK && left;) {
         if (!wait)
             return SC_OK;
-        if (sc__loader_now() - seen > LOADER_PEER_QUIET_S) {
+        if (sc__clock_s() - seen > LOADER_PEER_QUIET_S) {
             rc = sc__peer_give_up(ld->peer, r->epoch, &err);
             break;
         }
         rc = sc__peer_pump(ld->peer, &err);
         int now = sc__peer_pending(ld->peer, r->epoch);
         if (now < left)
-            seen = sc__loader_now(), left = now;
+            seen = sc__clock_s(), left = now;
         if (rc == SC_OK && left)
             rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
     }

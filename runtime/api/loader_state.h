@@ -31,10 +31,10 @@
 
 #include <stdint.h>
 
-#include "comm.h"
+#include "plan_bcast.h"
 #include "device.h"
 #include "invariant.h"
-#include "ownership.h"
+#include "ledger.h"
 #include "peer.h"
 #include "resume.h"
 #include "source.h"
@@ -153,12 +153,6 @@ struct sc_loader {
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
     uint64_t ahead_to;       /* 1 + the last epoch the cache's future holds (0: none) */
 };
-
-/* Seconds on base's monotonic clock. */
-static inline double sc__loader_now(void)
-{
-    return 1e-9 * (double)sc__tring_clock();
-}
 
 /* ---- loader_plans.c: epoch records, broadcasts, verdicts ---------------------- */
 

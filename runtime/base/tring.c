@@ -11,7 +11,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -31,7 +30,7 @@ static const char *const tring_stage_names[] = {
 #undef SC__STAGE_NAME
 };
 
-const char *sc__stage_name(sc__stage st)
+const char *sc__tring_stage_name(sc__stage st)
 {
     return st < SC__ST_COUNT ? tring_stage_names[st] : "?";
 }
@@ -91,16 +90,9 @@ uint64_t sc__tring_dropped(const sc__tring *r)
     return atomic_load_explicit(&((sc__tring *)r)->dropped, memory_order_relaxed);
 }
 
-uint64_t sc__tring_clock(void)
+uint64_t sc__tring_now(const sc__tring *r)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t sc__trace_now(const sc__tring *r)
-{
-    return r ? sc__tring_clock() : 0;
+    return r ? sc__clock_ns() : 0;
 }
 
 /* The next free slot, or NULL (counted as dropped) when the ring is full. */
@@ -121,7 +113,7 @@ static void tring_publish(sc__tring *r)
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
 
-void sc__trace_span(sc__tring *r, sc__stage st, uint64_t t0, uint64_t t1, uint64_t epoch,
+void sc__tring_span(sc__tring *r, sc__stage st, uint64_t t0, uint64_t t1, uint64_t epoch,
                     int64_t shard, int64_t batch, uint64_t bytes)
 {
     sc__event *e = r ? tring_slot(r) : NULL;
@@ -131,7 +123,7 @@ void sc__trace_span(sc__tring *r, sc__stage st, uint64_t t0, uint64_t t1, uint64
     tring_publish(r);
 }
 
-void sc__trace_counter(sc__tring *r, sc__counter c, uint64_t t, double value)
+void sc__tring_counter(sc__tring *r, sc__counter c, uint64_t t, double value)
 {
     sc__event *e = r ? tring_slot(r) : NULL;
     if (!e)
@@ -140,7 +132,7 @@ void sc__trace_counter(sc__tring *r, sc__counter c, uint64_t t, double value)
     tring_publish(r);
 }
 
-void sc__trace_epoch_end(sc__tring *r, uint64_t t, uint64_t epoch)
+void sc__tring_epoch_end(sc__tring *r, uint64_t t, uint64_t epoch)
 {
     sc__event *e = r ? tring_slot(r) : NULL;
     if (!e)
@@ -149,7 +141,7 @@ void sc__trace_epoch_end(sc__tring *r, uint64_t t, uint64_t epoch)
     tring_publish(r);
 }
 
-void sc__trace_slow(const sc__tring *r, sc__stage st)
+void sc__tring_slow(const sc__tring *r, sc__stage st)
 {
 #ifdef SC_TESTING
     if (r && (r->slow >> st) & 1)

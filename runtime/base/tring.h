@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "shardcache/formats.h"
 
 /* The stages (SC_TRACE_STAGE_LIST in shardcache/formats.h: the file's names). */
@@ -26,7 +27,7 @@ typedef enum sc__stage {
     SC__ST_COUNT
 } sc__stage;
 
-const char *sc__stage_name(sc__stage st);
+const char *sc__tring_stage_name(sc__stage st);
 
 /* Counters (Chrome "C" events). */
 typedef enum sc__counter {
@@ -60,25 +61,22 @@ int sc__tring_tid(const sc__tring *r);
 const char *sc__tring_name(const sc__tring *r);
 uint64_t sc__tring_dropped(const sc__tring *r);
 
-/* Nanoseconds on the local monotonic clock. */
-uint64_t sc__tring_clock(void);
+/* sc__clock_ns() (base/clock.h), or 0 with a NULL ring (no clock read). */
+uint64_t sc__tring_now(const sc__tring *r);
 
-/* sc__tring_clock(), or 0 with a NULL ring (no clock read). */
-uint64_t sc__trace_now(const sc__tring *r);
-
-/* One stage, [t0, t1) in sc__trace_now units.  -1: no shard / batch. */
-void sc__trace_span(sc__tring *r, sc__stage st, uint64_t t0, uint64_t t1, uint64_t epoch,
+/* One stage, [t0, t1) in sc__tring_now units.  -1: no shard / batch. */
+void sc__tring_span(sc__tring *r, sc__stage st, uint64_t t0, uint64_t t1, uint64_t epoch,
                     int64_t shard, int64_t batch, uint64_t bytes);
-void sc__trace_counter(sc__tring *r, sc__counter c, uint64_t t, double value);
+void sc__tring_counter(sc__tring *r, sc__counter c, uint64_t t, double value);
 /* An instant: epoch `epoch` ended on this rank. */
-void sc__trace_epoch_end(sc__tring *r, uint64_t t, uint64_t epoch);
+void sc__tring_epoch_end(sc__tring *r, uint64_t t, uint64_t epoch);
 
 /*
  * Test-only (SC_FAULT=slow:STAGE, testing builds, tracing on): sleeps 2 ms
  * when `st` is a slow stage.  The list is read once, when the ring is made,
  * so the hot path costs one test.
  */
-void sc__trace_slow(const sc__tring *r, sc__stage st);
+void sc__tring_slow(const sc__tring *r, sc__stage st);
 
 /*
  * The draining thread's side: hands every event recorded so far to `fn`,

@@ -30,14 +30,6 @@
 #include "error.h"
 #include "hash.h"
 
-/* Purposes that key independent random streams of one (seed, epoch). */
-enum {
-    PURPOSE_ORDER = 1,   /* global: the stratified permutation */
-    PURPOSE_LABEL = 2,   /* global: relabelling of ranks */
-    PURPOSE_RELEASE = 3, /* sticky: which shards move */
-    PURPOSE_WITHIN = 4   /* each rank's spread order */
-};
-
 /* How far ahead random-order loops prefetch (a few hundred ns of work). */
 #define PREFETCH 32
 
@@ -103,7 +95,7 @@ static void plan_spread_lists(const sc_plan_params *p, sc_plan *plan, uint32_t *
     for (uint32_t r = 0; r < p->world_size; r++) {
         uint64_t lo = plan->unit_off[r], cnt = plan->unit_off[r + 1] - lo;
         plan_spread(plan->order + lo, cnt, tmp,
-                    sc__rng_key(p->seed, p->epoch, PURPOSE_WITHIN, r));
+                    sc__rng_key(p->seed, p->epoch, SC__PURPOSE_WITHIN, r));
     }
 }
 
@@ -122,10 +114,10 @@ static void plan_assign_fresh(const sc_plan_params *p, sc_plan *plan,
     uint64_t *off = plan->unit_off;
     sc__rng rng;
 
-    plan_stratified_perm(perm, n, R, sc__rng_key(p->seed, p->epoch, PURPOSE_ORDER, 0));
+    plan_stratified_perm(perm, n, R, sc__rng_key(p->seed, p->epoch, SC__PURPOSE_ORDER, 0));
     for (uint32_t r = 0; r < R; r++)
         label[r] = r;
-    sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_LABEL, 0));
+    sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, SC__PURPOSE_LABEL, 0));
     for (uint32_t r = R; r > 1; r--) {
         uint64_t j = sc__rng_below(&rng, r), t = label[r - 1];
         label[r - 1] = label[j];
@@ -213,7 +205,7 @@ static void plan_assign_sticky(const sc_plan_params *p, const sc_plan *prev,
 
     memcpy(owner, prev->owner, sizeof *owner * n);
     memset(mark, 0, sizeof *mark * R);
-    sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, PURPOSE_RELEASE, 0));
+    sc__rng_init(&rng, sc__rng_key(p->seed, p->epoch, SC__PURPOSE_RELEASE, 0));
     uint64_t first_block = sc__rng_below(&rng, blocks);
     for (uint64_t b = 0; b < blocks; b++) {
         uint64_t lo = (first_block + b) % blocks * R;

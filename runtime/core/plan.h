@@ -20,9 +20,6 @@
 
 /* Bytes of the fixed header in the wire format (see docs/plan-format.md). */
 #define SC__PLAN_HEADER_BYTES 128
-#define SC__PLAN_MAGIC "SCPL"
-/* 3: sample-range cuts balance the remainder; partitions. */
-#define SC__PLAN_VERSION 3
 
 /* The most cuts a plan of U units makes: a transfer makes at most two. */
 #define SC__PLAN_MAX_CUTS(U) (2 * ((uint64_t)(U) - 1))

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "formats.h"
 #include "hash.h"
 #include "plan.h"
 

@@ -27,6 +27,7 @@
 
 #include "error.h"
 #include "plan.h"
+#include "vec.h"
 
 /* A giver's tail: order[i] is its last shard with samples at home, rem of them. */
 typedef struct cut_tail {
@@ -38,7 +39,7 @@ typedef struct cut_work {
     const uint64_t *sizes;
     uint64_t *target;          /* [U] */
     uint32_t *moves, nmoves;   /* whole shards moved, in the order moved */
-    uint64_t cap;
+    size_t cap;
 } cut_work;
 
 uint64_t sc__plan_target(const sc_plan *p, uint32_t u, uint64_t total)
@@ -67,14 +68,10 @@ static void cut_targets(cut_work *w, uint64_t total)
 
 static int cut_push_move(cut_work *w, uint32_t s)
 {
-    if (w->nmoves == w->cap) {
-        uint64_t cap = w->cap ? 2 * w->cap : 64;
-        uint32_t *m = realloc(w->moves, sizeof *m * cap);
-        if (!m)
-            return -1;
-        w->moves = m;
-        w->cap = cap;
-    }
+    uint32_t *m = sc__vec_grow(w->moves, &w->cap, w->nmoves + 1, sizeof *m);
+    if (!m)
+        return -1;
+    w->moves = m;
     w->moves[w->nmoves++] = s;
     return 0;
 }

@@ -19,7 +19,6 @@
 #include "quality.h"
 #include "schedule.h"
 
-#define PURPOSE_UNIFORM 0x756e69666f726dULL /* "uniform" */
 
 typedef struct qwork {
     const sc_quality_params *p;
@@ -117,7 +116,7 @@ static int quality_uniform(qwork *w, uint64_t epoch, sc_quality *out, sc_error *
         return sc__seterr(err, SC_ENOMEM, "epoch %llu: no memory for %llu sample ids",
                           (unsigned long long)epoch, (unsigned long long)n);
     sc__rng r;
-    sc__rng_init(&r, sc__rng_key(w->p->seed, epoch, PURPOSE_UNIFORM, 0));
+    sc__rng_init(&r, sc__rng_key(w->p->seed, epoch, SC__PURPOSE_UNIFORM, 0));
     for (uint64_t i = 0; i < n; i++)
         ids[i] = i;
     for (uint64_t i = n; i > 1; i--) {

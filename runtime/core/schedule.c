@@ -9,9 +9,8 @@
 #include "error.h"
 #include "hash.h"
 #include "plan.h"
+#include "vec.h"
 
-#define SC__PURPOSE_WINDOW 0x77696e646f77ULL /* "window": the shuffle's random stream */
-#define SC__PURPOSE_DROPS 0x64726f7073ULL    /* "drops": which samples drop leaves out */
 
 void sc__sched_free(sc__sched *sc)
 {
@@ -58,23 +57,20 @@ static int sched_pick_drops(uint64_t *perm, uint64_t m, uint64_t d, uint64_t see
 /* A rank's pieces being gathered, unit by unit: (first id, count) pairs. */
 typedef struct sched_pieces {
     const uint64_t *first;
-    uint64_t *id, *len, n, cap;
+    uint64_t *id, *len, n;
+    size_t cap, cap_len; /* id's and len's: equal but when one grew and the other could not */
 } sched_pieces;
 
 static int sched_add_piece(void *ctx, uint32_t shard, uint64_t lo, uint64_t hi)
 {
     sched_pieces *g = ctx;
-    if (g->n == g->cap) {
-        uint64_t cap = g->cap ? 2 * g->cap : 64;
-        uint64_t *a = realloc(g->id, sizeof *a * cap), *b = a ? realloc(g->len, sizeof *b * cap)
-                                                              : NULL;
-        if (a)
-            g->id = a;
-        if (!b)
-            return -1;
-        g->len = b;
-        g->cap = cap;
-    }
+    uint64_t *a = sc__vec_grow(g->id, &g->cap, g->n + 1, sizeof *a);
+    if (a)
+        g->id = a;
+    uint64_t *b = a ? sc__vec_grow(g->len, &g->cap_len, g->n + 1, sizeof *b) : NULL;
+    if (!b)
+        return -1;
+    g->len = b;
     g->id[g->n] = g->first[shard] + lo;
     g->len[g->n++] = hi - lo;
     return 0;
@@ -170,7 +166,7 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
     uint64_t bu = batch / k, want_u = in.batches_per_rank * bu, m = 0;
     /* Partitions: each shuffles within window / P, so one rank serving all P holds window. */
     uint64_t w = in.partitions ? window / in.partitions : window;
-    sched_pieces g = {shard_first, NULL, NULL, 0, 0};
+    sched_pieces g = {.first = shard_first};
     uint64_t *at = malloc(sizeof *at * (k + 1)), *pm = malloc(sizeof *pm * (k + 1));
     uint64_t *perm = NULL;
     int rc = SC_ENOMEM;

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "agree.h"
+#include "clock.h"
 #include "fault.h"
 #include "log.h"
 #include "mem.h"
@@ -35,6 +36,7 @@
 #include "plan.h"
 #include "source.h"
 #include "tring.h"
+#include "vec.h"
 
 enum { TAG_ASK = 0, ASK_WORDS = 3, HDR_WORDS = 4 };
 enum { REPLY_NONE = 0, REPLY_DATA = 1 };
@@ -86,20 +88,6 @@ struct sc__peer {
     give **gives;
     size_t ngives, capgives;
 };
-
-/* Room for one more element in *v (of *cap, each `size` bytes); 0 if none. */
-static int peer_grow(void **v, size_t n, size_t *cap, size_t size)
-{
-    if (n < *cap)
-        return 1;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *g = realloc(*v, c * size);
-    if (!g)
-        return 0;
-    *v = g;
-    *cap = c;
-    return 1;
-}
 
 int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer_opts *o,
                   sc__peer **out, sc_error *err)
@@ -163,9 +151,10 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         if (sc_plan_owner(prev, mine[i], &from) != SC_OK || (int)from == p->rank ||
             p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64 || bytes > room)
             continue; /* this node's, too large for one message, or no room: the source's */
-        ask *a = NULL;
-        if (!peer_grow((void **)&p->asks, p->nasks, &p->capasks, sizeof *p->asks) ||
-            !(a = calloc(1, sizeof *a))) {
+        ask *a = NULL, **grown = sc__vec_grow(p->asks, &p->capasks, p->nasks + 1, sizeof *grown);
+        if (grown)
+            p->asks = grown;
+        if (!grown || !(a = calloc(1, sizeof *a))) {
             free(mine);
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards",
                               p->rank);
@@ -199,7 +188,7 @@ static int peer_post_ask(sc__peer *p, ask *a, sc_error *err)
     SC_MPI_CHECK(err, MPI_Isend(a->words, ASK_WORDS, MPI_UINT64_T, a->from, TAG_ASK, p->comm,
                                 &a->send));
     p->sent_to[a->from]++;
-    a->traced = sc__trace_now(p->o.ring);
+    a->traced = sc__tring_now(p->o.ring);
     p->inflight += total;
     return 1;
 }
@@ -212,7 +201,7 @@ static void peer_take(sc__peer *p, ask *a, int n)
     int whole = n == (int)(HDR_WORDS * sizeof(uint64_t) + a->bytes) && h[0] == REPLY_DATA &&
                 h[1] == a->shard && h[3] == a->bytes;
     sc__tctx tc = {p->o.ring, a->epoch + 1};
-    sc__trace_span(p->o.ring, SC__ST_PEER_RECV, a->traced, sc__trace_now(p->o.ring),
+    sc__tring_span(p->o.ring, SC__ST_PEER_RECV, a->traced, sc__tring_now(p->o.ring),
                    a->epoch + 1, (int64_t)a->shard, -1, whole ? a->bytes : 0);
     if (whole) {
         void *bufs[SC_MAX_FIELDS];
@@ -257,8 +246,13 @@ static int peer_withdraw(sc__peer *p, ask *a, sc_error *err)
     if (gone) {
         sc__cache_unreserve(p->cache, a->shard);
         /* Its reply still comes (every ask is answered): it is drained at close. */
-        if (a->posted && peer_grow((void **)&p->lost, p->nlost, &p->caplost, sizeof *p->lost))
+        struct lost *grown = a->posted ? sc__vec_grow(p->lost, &p->caplost, p->nlost + 1,
+                                                      sizeof *grown)
+                                       : NULL;
+        if (grown) {
+            p->lost = grown;
             p->lost[p->nlost++] = (struct lost){a->from, 1 + (int)(a->seq % (uint64_t)p->span)};
+        }
         return 1;
     }
     SC_MPI_CHECK(err, MPI_Get_count(&st, MPI_BYTE, &n));
@@ -321,9 +315,11 @@ static int peer_listen(sc__peer *p, sc_error *err)
         if (!flag)
             return SC_OK;
         /* Room first: an ask taken in is always answered (close counts on it). */
-        give *g = NULL;
-        if (!peer_grow((void **)&p->gives, p->ngives, &p->capgives, sizeof *p->gives) ||
-            !(g = calloc(1, sizeof *g)))
+        give *g = NULL, **grown = sc__vec_grow(p->gives, &p->capgives, p->ngives + 1,
+                                               sizeof *grown);
+        if (grown)
+            p->gives = grown;
+        if (!grown || !(g = calloc(1, sizeof *g)))
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to answer rank %d",
                               p->rank, st.MPI_SOURCE);
         int m = MPI_Recv(w, ASK_WORDS, MPI_UINT64_T, st.MPI_SOURCE, TAG_ASK, p->comm,
@@ -518,10 +514,10 @@ static int peer_finish(sc__peer *p, sc_error *err)
                          MPI_UINT64_T, p->comm);
     if (rc == SC_OK && m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "MPI_Alltoall of the asks sent", __FILE__, __LINE__);
-    uint64_t t0 = sc__tring_clock(); /* base's monotonic clock, in ns */
+    uint64_t t0 = sc__clock_ns();
     while (rc == SC_OK && (p->ngives || p->nlost || !peer_all_asked(p, owed))) {
         rc = sc__peer_pump(p, err);
-        if (rc == SC_OK && 1e-9 * (double)(sc__tring_clock() - t0) > p->o.timeout_s)
+        if (rc == SC_OK && 1e-9 * (double)(sc__clock_ns() - t0) > p->o.timeout_s)
             rc = sc__seterr(err, SC_EMPI, "rank %d: transfers between nodes still open after "
                             "%.0f s at close (another rank stopped answering)", p->rank,
                             p->o.timeout_s);

@@ -150,11 +150,11 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
                     sc__jpeg **jp, sc_error *err)
 {
     uint64_t B = s->o.batch_size, q0 = b * B, vend[SC_MAX_FIELDS] = {0};
-    uint64_t t0 = sc__trace_now(tr);
+    uint64_t t0 = sc__tring_now(tr);
     int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
     if (rc != SC_OK)
         return rc;
-    sc__trace_slow(tr, SC__ST_ASSEMBLY);
+    sc__tring_slow(tr, SC__ST_ASSEMBLY);
     for (uint64_t k = 0; k < B; k++)
         if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, jp, err)) != SC_OK)
             return rc;
@@ -168,14 +168,14 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
     slot->index = b;
     uint64_t end = q0 + B;
     slot->padded = end > e->m ? end - (q0 > e->m ? q0 : e->m) : 0;
-    uint64_t t1 = sc__trace_now(tr);
-    sc__trace_span(tr, SC__ST_ASSEMBLY, t0, t1, e->epoch, -1, (int64_t)b,
+    uint64_t t1 = sc__tring_now(tr);
+    sc__tring_span(tr, SC__ST_ASSEMBLY, t0, t1, e->epoch, -1, (int64_t)b,
                    B * s->ds->sample_bytes);
     t0 = t1;
     if (s->o.device >= 0) {
         rc = batch_copy(s, slot, vend, err);
         /* With CUDA this is the copy's issue; the copy itself overlaps. */
-        sc__trace_span(tr, SC__ST_H2D, t0, sc__trace_now(tr), e->epoch, -1, (int64_t)b,
+        sc__tring_span(tr, SC__ST_H2D, t0, sc__tring_now(tr), e->epoch, -1, (int64_t)b,
                        B * s->ds->sample_bytes);
         if (rc != SC_OK)
             return sc__errctx(err, rc, "rank %d: epoch %llu: batch %llu", s->o.rank,

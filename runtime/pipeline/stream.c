@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "error.h"
 #include "hash.h"
 #include "invariant.h"
@@ -393,11 +394,11 @@ static void *stream_producer(void *arg)
         task t;
         if (!stream_pick(s, &t)) {
             /* The epoch may be retired while we wait: keep its number, not it. */
-            uint64_t t0 = t.ring_full ? sc__trace_now(tr) : 0;
+            uint64_t t0 = t.ring_full ? sc__tring_now(tr) : 0;
             uint64_t epoch = t.ring_full ? t.e->epoch : 0;
             pthread_cond_wait(&s->work, &s->mu);
             if (t.ring_full)
-                sc__trace_span(tr, SC__ST_RING_WAIT, t0, sc__trace_now(tr), epoch, -1,
+                sc__tring_span(tr, SC__ST_RING_WAIT, t0, sc__tring_now(tr), epoch, -1,
                                (int64_t)t.i, 0);
             continue;
         }
@@ -541,12 +542,6 @@ int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_er
     return SC_OK;
 }
 
-/* Seconds on base's monotonic clock. */
-static double stream_now(void)
-{
-    return 1e-9 * (double)sc__tring_clock();
-}
-
 /* One wait for a built batch (mutex held); with an idle hook, 1 ms at a time. */
 static void stream_wait_ready(sc__stream *s)
 {
@@ -581,10 +576,10 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
     }
     rslot *slot = stream_slot_with(s, SL_READY, s->take);
     if (!slot && !s->failed) {
-        double t0 = stream_now();
+        double t0 = sc__clock_s();
         while (!s->failed && !(slot = stream_slot_with(s, SL_READY, s->take)))
             stream_wait_ready(s);
-        *waited = stream_now() - t0;
+        *waited = sc__clock_s() - t0;
     }
     if (s->failed) {
         if (err)

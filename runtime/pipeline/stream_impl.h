@@ -15,10 +15,6 @@
 #include "mem.h"
 #include "stream.h"
 
-/* RNG purposes of the draws batch assembly makes (sc__rng_key). */
-#define SC__PURPOSE_AUGMENT 0x6175676d656e74ULL /* "augment" */
-#define SC__PURPOSE_DECODE 0x6465636f6465ULL    /* "decode" */
-#define SC__PURPOSE_STAGES 0x737461676573ULL    /* "stages": SC_AUGMENT's draws */
 #define FIELD_ALIGN 256 /* each field of a ring slot starts on this boundary */
 
 enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agree.h"
+#include "clock.h"
 #include "error.h"
 #include "mpierr.h"
 
@@ -57,14 +58,14 @@ static int trace_measure_offset(MPI_Comm comm, int rank, int world, int64_t *off
             if (rank == 0) {
                 SC_MPI_CHECK(err, MPI_Recv(&t, 1, MPI_UINT64_T, peer, TAG, comm,
                                            MPI_STATUS_IGNORE));
-                t = sc__tring_clock();
+                t = sc__clock_ns();
                 SC_MPI_CHECK(err, MPI_Send(&t, 1, MPI_UINT64_T, peer, TAG, comm));
             } else if (rank == peer) {
-                uint64_t a = sc__tring_clock();
+                uint64_t a = sc__clock_ns();
                 SC_MPI_CHECK(err, MPI_Send(&a, 1, MPI_UINT64_T, 0, TAG, comm));
                 SC_MPI_CHECK(err, MPI_Recv(&t, 1, MPI_UINT64_T, 0, TAG, comm,
                                            MPI_STATUS_IGNORE));
-                uint64_t b = sc__tring_clock(), rtt = b - a;
+                uint64_t b = sc__clock_ns(), rtt = b - a;
                 if (k == 0 || (int64_t)rtt / 2 < *error) {
                     *error = (int64_t)rtt / 2;
                     *offset = (int64_t)t - (int64_t)(a + rtt / 2);
@@ -249,7 +250,7 @@ static void trace_write_event(void *arg, const sc__tring *r, const sc__event *e)
     static const char *const counter_keys[] = {"batches", "percent", "shards"};
     line l = {.n = 0};
     if (e->kind == SC__EV_SPAN) {
-        trace_l_head(&l, t, r, "X", sc__stage_name((sc__stage)e->what), e->t0);
+        trace_l_head(&l, t, r, "X", sc__tring_stage_name((sc__stage)e->what), e->t0);
         trace_l_str(&l, ",\"dur\":");
         trace_l_milli(&l, (int64_t)(e->t1 - e->t0));
         trace_l_str(&l, ",\"args\":{\"epoch\":");

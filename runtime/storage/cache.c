@@ -40,6 +40,7 @@
 
 #include "cachedir.h"
 #include "cacheplace.h"
+#include "clock.h"
 #include "config.h"
 #include "error.h"
 #include "entry.h"
@@ -51,12 +52,6 @@
 
 #define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
 #define CACHE_PAUSE_S 30 /* no admissions after a failed write, seconds */
-
-/* Seconds on the monotonic clock (the trace rings' clock). */
-static double cache_now(void)
-{
-    return 1e-9 * (double)sc__tring_clock();
-}
 
 
 struct sc_cache {
@@ -309,7 +304,7 @@ static void cache_span(const sc__tctx *tc, sc__stage st, uint64_t t0, uint64_t s
                        uint64_t bytes)
 {
     if (tc)
-        sc__trace_span(tc->ring, st, t0, sc__trace_now(tc->ring), tc->epoch,
+        sc__tring_span(tc->ring, st, t0, sc__tring_now(tc->ring), tc->epoch,
                        (int64_t)shard, -1, bytes);
 }
 
@@ -341,8 +336,8 @@ static const char *cache_read_entry(sc_cache *c, int dirfd, uint64_t shard,
                                     void *const *bufs, sc__mapping *m, int verified,
                                     struct seen *seen, const sc__tctx *tc)
 {
-    uint64_t t0 = sc__trace_now(cache_ring_of(tc));
-    sc__trace_slow(cache_ring_of(tc), SC__ST_CACHE_READ);
+    uint64_t t0 = sc__tring_now(cache_ring_of(tc));
+    sc__tring_slow(cache_ring_of(tc), SC__ST_CACHE_READ);
     const sc_dataset *ds = c->ds;
     sc__entry h = {0};
     struct stat st;
@@ -364,7 +359,7 @@ static const char *cache_read_entry(sc_cache *c, int dirfd, uint64_t shard,
         verified |= !memcmp(&me, seen, sizeof me);
     }
     if (!why && (c->check == SC_CACHE_CHECK_ALWAYS || !verified)) {
-        t0 = sc__trace_now(cache_ring_of(tc));
+        t0 = sc__tring_now(cache_ring_of(tc));
         if (cache_checksum(ds, shard, bufs) != h.checksum)
             why = "its checksum does not match its bytes";
         cache_span(tc, SC__ST_CHECKSUM, t0, shard, sc__shard_bytes(ds, shard));
@@ -486,7 +481,7 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
 static int cache_reserve_locked(sc_cache *c, uint64_t shard, uint64_t bytes)
 {
     uint32_t s32 = (uint32_t)shard;
-    int kept = sc__evict_has(c->ev, s32) || cache_now() < c->pause_until
+    int kept = sc__evict_has(c->ev, s32) || sc__clock_s() < c->pause_until
                    ? SC_EOVERFLOW
                    : cache_admit(c, shard, bytes);
     if (kept == SC_OK)
@@ -508,12 +503,12 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
         if (held)
             sc__evict_remove(c->ev, s32);
         /* The bytes were right; only the copy failed: pause, say so once. */
-        if (ok && werr && cache_now() >= c->pause_until)
+        if (ok && werr && sc__clock_s() >= c->pause_until)
             sc__log(c->log_level, SC__LOG_WARN, c->rank,
                     "not caching for %d s, serving from the source: %s", CACHE_PAUSE_S,
                     werr->msg);
         if (ok && werr) /* a failed source read is no reason to stop caching */
-            c->pause_until = cache_now() + CACHE_PAUSE_S;
+            c->pause_until = sc__clock_s() + CACHE_PAUSE_S;
     } else if (!held) {
         char name[32]; /* evicted while it was written */
         sc__entry_name(shard, name, sizeof name);
@@ -537,17 +532,17 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
     if (kept != SC_OK && kept != SC_EOVERFLOW)
         return sc__seterr(err, kept, "cache '%s': no memory for its index", c->pl.dir);
 
-    uint64_t t0 = sc__trace_now(cache_ring_of(tc));
-    sc__trace_slow(cache_ring_of(tc), SC__ST_SOURCE_READ);
+    uint64_t t0 = sc__tring_now(cache_ring_of(tc));
+    sc__tring_slow(cache_ring_of(tc), SC__ST_SOURCE_READ);
     int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
     cache_span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
     int wrc = rc;
     sc_error werr = SC_ERROR_INIT;
     if (rc == SC_OK && kept == SC_OK) {
-        t0 = sc__trace_now(cache_ring_of(tc));
+        t0 = sc__tring_now(cache_ring_of(tc));
         uint64_t sum = cache_checksum(c->ds, shard, bufs);
         cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
-        t0 = sc__trace_now(cache_ring_of(tc));
+        t0 = sc__tring_now(cache_ring_of(tc));
         wrc = sc__entry_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
@@ -597,7 +592,7 @@ uint64_t sc__cache_checksum(const sc_cache *c, uint64_t shard, void *const *fiel
 int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
                    const sc__tctx *tc, sc_error *err)
 {
-    uint64_t bytes = sc__shard_bytes(c->ds, shard), t0 = sc__trace_now(cache_ring_of(tc));
+    uint64_t bytes = sc__shard_bytes(c->ds, shard), t0 = sc__tring_now(cache_ring_of(tc));
     int rc = cache_checksum(c->ds, shard, bufs) == sum
                  ? SC_OK
                  : sc__seterr(err, SC_ECHECKSUM, "shard %llu: its checksum does not match "
@@ -609,7 +604,7 @@ int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
     sc_error werr = SC_ERROR_INIT;
     int wrc = rc;
     if (rc == SC_OK) {
-        t0 = sc__trace_now(cache_ring_of(tc));
+        t0 = sc__tring_now(cache_ring_of(tc));
         wrc = sc__entry_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "formats.h"
 #include "hash.h"
 
-#define ENTRY_MAGIC "SCENTRY1"
 #define ENTRY_SEED UINT64_C(0x7363616368653031) /* "scache01": the cache's checksum seed */
 #define H_FIELDS_AT 48
 #define H_HASH_AT (H_FIELDS_AT + 16 * SC_MAX_FIELDS)
@@ -17,7 +17,7 @@
 void sc__entry_encode(const sc__entry *h, unsigned char *b)
 {
     memset(b, 0, SC__ENTRY_BYTES);
-    memcpy(b, ENTRY_MAGIC, 8);
+    memcpy(b, SC__ENTRY_MAGIC, 8);
     sc__put_u64(b + 8, SC__ENTRY_BYTES);
     sc__put_u64(b + 16, h->shard);
     sc__put_u64(b + 24, h->fingerprint);
@@ -34,7 +34,7 @@ void sc__entry_encode(const sc__entry *h, unsigned char *b)
 
 int sc__entry_decode(const unsigned char *b, sc__entry *h)
 {
-    if (memcmp(b, ENTRY_MAGIC, 8) != 0 || sc__get_u64(b + 8) != SC__ENTRY_BYTES ||
+    if (memcmp(b, SC__ENTRY_MAGIC, 8) != 0 || sc__get_u64(b + 8) != SC__ENTRY_BYTES ||
         sc__get_u64(b + H_HASH_AT) != sc__xxh64(b, H_HASH_AT, ENTRY_SEED))
         return -1;
     h->shard = sc__get_u64(b + 16);

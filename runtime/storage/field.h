@@ -15,7 +15,7 @@
 #include "shardcache.h"
 
 /* Saved in layout B's manifest as it lies in memory: a change to it, or to
- * sc__dtype's values, bumps SCAN_MANIFEST_VERSION (scan.c). */
+ * sc__dtype's values, bumps SC__SCAN_VERSION (base/formats.h). */
 typedef struct sc__field {
     char name[256];
     sc__dtype dtype;

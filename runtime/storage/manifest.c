@@ -28,10 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "formats.h"
 #include "hash.h"
 #include "io.h"
 
-#define MAGIC "SCMANIF1"
 #define HEAD 32                      /* magic, format, key, length */
 #define MAX_BYTES ((uint64_t)1 << 32) /* 10^5 files take about 12 MB */
 
@@ -60,7 +60,7 @@ static const char *manifest_trusted(int fd, const char *dir, uint64_t *size)
 static const char *manifest_check(const unsigned char *buf, uint64_t n, uint64_t key,
                                   uint64_t format)
 {
-    if (memcmp(buf, MAGIC, 8) != 0 || sc__get_u64(buf + 24) != n - HEAD - 8 ||
+    if (memcmp(buf, SC__MANIFEST_MAGIC, 8) != 0 || sc__get_u64(buf + 24) != n - HEAD - 8 ||
         sc__get_u64(buf + n - 8) != sc__xxh64(buf, (size_t)(n - 8), 0))
         return "it is damaged";
     if (sc__get_u64(buf + 8) != format)
@@ -150,7 +150,7 @@ int sc__manifest_store(const char *dir, uint64_t key, uint64_t format, const voi
     unsigned char *buf = malloc(n);
     if (!buf)
         return sc__seterr(err, SC_ENOMEM, "manifest of '%s': no memory", dir);
-    memcpy(buf, MAGIC, 8);
+    memcpy(buf, SC__MANIFEST_MAGIC, 8);
     sc__put_u64(buf + 8, format);
     sc__put_u64(buf + 16, key);
     sc__put_u64(buf + 24, len);

@@ -9,39 +9,34 @@
 #include <string.h>
 
 #include "fields.h"
+#include "formats.h"
 #include "h5.h"
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
+#include "vec.h"
 
 #define STAMP SC__STAMP_WORDS /* words of a file's stamp */
 #define STAMP_BYTES SC__STAMP_BYTES
 
 /*
- * The saved scan's format: its version (bump it when sc__field or sc__dtype
- * changes, or which types "every field" takes: 3 carries float16, bool and
- * strings; 4, each file's stamp and fields' offsets; 6, the stamp's inode
- * and change time) and this build's size of the field descriptions it holds.
+ * The saved scan's format: its version (base/formats.h) and this build's
+ * size of the field descriptions it holds.
  */
-#define SCAN_MANIFEST_VERSION 6
 #define SCAN_MANIFEST_FORMAT \
-    (((uint64_t)SCAN_MANIFEST_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
+    (((uint64_t)SC__SCAN_VERSION << 32) | sizeof(((sc_dataset *)0)->fields))
 
 uint64_t sc__scan_key(const void *files, size_t len)
 {
     return sc__xxh64(files, len, 0);
 }
 
-int sc__scan_add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err)
+int sc__scan_add_file(sc_dataset *ds, size_t *cap, const char *path, sc_error *err)
 {
-    if (ds->nfiles == *cap) {
-        uint64_t ncap = *cap ? *cap * 2 : 64;
-        char **f = realloc(ds->files, sizeof *f * ncap);
-        if (!f)
-            return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-        ds->files = f;
-        *cap = ncap;
-    }
+    char **f = sc__vec_grow(ds->files, cap, ds->nfiles + 1, sizeof *f);
+    if (!f)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    ds->files = f;
     if (!(ds->files[ds->nfiles] = strdup(path)))
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     ds->nfiles++;
@@ -159,7 +154,8 @@ static int scan_file_holds(const sc_dataset *ds, uint64_t k)
  */
 static int scan_take_files(sc_dataset *ds, scan_cursor *c, uint64_t nfiles, sc_error *err)
 {
-    uint64_t cap = 0, nf = (uint64_t)ds->nfields, total = 0;
+    size_t cap = 0;
+    uint64_t nf = (uint64_t)ds->nfields, total = 0;
     int rc = SC_OK;
     for (uint64_t k = 0; rc == SC_OK && k < nfiles; k++) {
         const unsigned char *pl = scan_take(c, 8);

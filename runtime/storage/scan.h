@@ -3,7 +3,7 @@
  * (mpi/node.c broadcasts it) and what a directory keeps beside its files
  * (manifest.c stores it), so that a job opens each of 10^5 files once, or
  * not at all when the saved scan still describes them.  The bytes are one
- * build's (its sc__field and byte order): SCAN_MANIFEST_VERSION (scan.c)
+ * build's (its sc__field and byte order): SC__SCAN_VERSION (base/formats.h)
  * says when a saved one is another build's.
  */
 #ifndef SC_SCAN_H
@@ -31,7 +31,7 @@ uint64_t sc__scan_key(const void *files, size_t len);
 int sc__scan_reuse(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
 /* One more file at the end of ds->files (*cap its room, grown by doubling). */
-int sc__scan_add_file(sc_dataset *ds, uint64_t *cap, const char *path, sc_error *err);
+int sc__scan_add_file(sc_dataset *ds, size_t *cap, const char *path, sc_error *err);
 
 /* Frees what a scan (or its bytes, taken) allocated: the files and their arrays, the offsets. */
 void sc__scan_free(sc_dataset *ds);

@@ -189,7 +189,7 @@ static int source_cmp_str(const void *a, const void *b)
 
 static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 {
-    uint64_t cap = 0;
+    size_t cap = 0;
     char buf[SC_PATH_MAX + 512];
     int rc = SC_OK;
     if (is_dir) {

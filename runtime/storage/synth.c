@@ -105,7 +105,7 @@ static int synth_prototypes(gen *g, sc_error *err)
     if (!(g->proto = malloc(p->labels * g->elems)))
         return sc__seterr(err, SC_ENOMEM, "make-dataset: no memory for prototypes");
     sc__rng rng;
-    sc__rng_init(&rng, sc__rng_key(p->seed, 0, 8, 0));
+    sc__rng_init(&rng, sc__rng_key(p->seed, 0, SC__PURPOSE_SYNTH_PROTO, 0));
     if (!p->smooth) {
         for (uint64_t i = 0; i < p->labels * g->elems; i++)
             g->proto[i] = (unsigned char)sc__rng_next(&rng);
@@ -128,7 +128,8 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t id = first + r;
         sc__rng rng;
-        sc__rng_init(&rng, sc__rng_key(g->p->seed, id + (g->p->heldout << 48), 7, 0));
+        sc__rng_init(&rng, sc__rng_key(g->p->seed, id + (g->p->heldout << 48),
+                                         SC__PURPOSE_SYNTH_SAMPLE, 0));
         uint64_t c = sc__rng_below(&rng, g->p->labels);
         if (g->p->sorted) /* contiguous blocks, as equal as the count allows */
             c = (uint64_t)((unsigned __int128)id * g->p->labels / g->p->samples);

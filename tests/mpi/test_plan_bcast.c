@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "plan_bcast.h"
 #include "plan.h"
 #include "sc_h5test.h"
 #include "sc_test.h"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats.h"
 #include "plan.h"
 #include "sc_test.h"
 

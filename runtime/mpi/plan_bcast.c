@@ -1,7 +1,7 @@
 /*
- * comm.c - the plan broadcast.
+ * plan_bcast.c - the plan broadcast.
  */
-#include "comm.h"
+#include "plan_bcast.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 
 enum { IDLE = 0, HEADER_POSTED = 1, PAYLOAD_POSTED = 2, DONE = 3 };
 
-static size_t comm_words(size_t len)
+static size_t plan_bcast_words(size_t len)
 {
     return (len + WORD - 1) / WORD;
 }
@@ -43,9 +43,9 @@ int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
             size_t len = 0;
             const void *wire = sc__plan_wire(plan, &len);
             /* The payload travels in whole words; copy to pad the tail. */
-            if (comm_words(len) > INT_MAX)
+            if (plan_bcast_words(len) > INT_MAX)
                 root_status = SC_EOVERFLOW;
-            else if (!(b->buf = calloc(comm_words(len), WORD)))
+            else if (!(b->buf = calloc(plan_bcast_words(len), WORD)))
                 root_status = SC_ENOMEM;
             else {
                 memcpy(b->buf, wire, len);
@@ -59,51 +59,51 @@ int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
     SC_MPI_CHECK(err, MPI_Ibcast(b->head, 4, MPI_UINT64_T, root, comm, &b->req[0]));
     b->stage = HEADER_POSTED;
     if (b->rank == root && b->len) {
-        SC_MPI_CHECK(err, MPI_Ibcast(b->buf, (int)comm_words(b->len), b->word, root,
+        SC_MPI_CHECK(err, MPI_Ibcast(b->buf, (int)plan_bcast_words(b->len), b->word, root,
                                      data, &b->req[1]));
         b->stage = PAYLOAD_POSTED;
     }
     return SC_OK;
 }
 
-static int comm_post_payload(sc__plan_bcast *b, sc_error *err);
+static int plan_bcast_post_payload(sc__plan_bcast *b, sc_error *err);
 
 /*
  * Payloads are posted in the order the broadcasts started: before posting
  * its own, a broadcast makes the one before it post (waiting for that
  * one's header, which was posted earlier on the same communicator).
  */
-static int comm_post_previous(sc__plan_bcast *b, sc_error *err)
+static int plan_bcast_post_previous(sc__plan_bcast *b, sc_error *err)
 {
     sc__plan_bcast *a = b->after;
     if (!a || a->stage != HEADER_POSTED)
         return SC_OK;
     SC_MPI_CHECK(err, MPI_Wait(&a->req[0], MPI_STATUS_IGNORE));
-    return comm_post_payload(a, err);
+    return plan_bcast_post_payload(a, err);
 }
 
 /* Header is here: a non-root allocates and posts the payload. */
-static int comm_post_payload(sc__plan_bcast *b, sc_error *err)
+static int plan_bcast_post_payload(sc__plan_bcast *b, sc_error *err)
 {
-    int rc = comm_post_previous(b, err);
+    int rc = plan_bcast_post_previous(b, err);
     if (rc != SC_OK)
         return rc;
     b->stage = PAYLOAD_POSTED;
     if (b->rank == b->root || b->head[0] == 0)
         return SC_OK;
-    if (comm_words(b->head[0]) > INT_MAX)
+    if (plan_bcast_words(b->head[0]) > INT_MAX)
         return sc__seterr(err, SC_EOVERFLOW,
                           "rank %d: plan for epoch %llu announced as %llu "
                           "bytes, more than MPI can broadcast",
                           b->rank, (unsigned long long)b->head[3],
                           (unsigned long long)b->head[0]);
     b->len = (size_t)b->head[0];
-    if (!(b->buf = calloc(comm_words(b->len), WORD)))
+    if (!(b->buf = calloc(plan_bcast_words(b->len), WORD)))
         return sc__seterr(err, SC_ENOMEM,
                           "rank %d: no memory for the %zu-byte plan of epoch "
                           "%llu",
                           b->rank, b->len, (unsigned long long)b->head[3]);
-    SC_MPI_CHECK(err, MPI_Ibcast(b->buf, (int)comm_words(b->len), b->word, b->root,
+    SC_MPI_CHECK(err, MPI_Ibcast(b->buf, (int)plan_bcast_words(b->len), b->word, b->root,
                                  b->data, &b->req[1]));
     return SC_OK;
 }
@@ -116,7 +116,7 @@ int sc__plan_bcast_test(sc__plan_bcast *b, int *done, sc_error *err)
         SC_MPI_CHECK(err, MPI_Test(&b->req[0], &flag, MPI_STATUS_IGNORE));
         if (!flag)
             return SC_OK;
-        if ((rc = comm_post_payload(b, err)) != SC_OK)
+        if ((rc = plan_bcast_post_payload(b, err)) != SC_OK)
             return rc;
     }
     SC_MPI_CHECK(err, MPI_Testall(2, b->req, &flag, MPI_STATUSES_IGNORE));
@@ -124,7 +124,7 @@ int sc__plan_bcast_test(sc__plan_bcast *b, int *done, sc_error *err)
     return SC_OK;
 }
 
-static void comm_release(sc__plan_bcast *b)
+static void plan_bcast_release(sc__plan_bcast *b)
 {
     free(b->buf);
     b->buf = NULL;
@@ -146,7 +146,7 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
         if (m != MPI_SUCCESS)
             rc = sc__mpi_err(err, m, "MPI_Wait", __FILE__, __LINE__);
         else
-            rc = comm_post_payload(b, err);
+            rc = plan_bcast_post_payload(b, err);
     }
     if (rc == SC_OK) {
         int m = MPI_Waitall(2, b->req, MPI_STATUSES_IGNORE);
@@ -154,19 +154,19 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
             rc = sc__mpi_err(err, m, "MPI_Waitall", __FILE__, __LINE__);
     }
     if (rc != SC_OK) {
-        comm_release(b);
+        plan_bcast_release(b);
         return rc;
     }
 
     int root_status = -(int)(int64_t)b->head[2];
     if (b->head[0] == 0 && root_status == SC_END_OF_EPOCH) {
-        comm_release(b);
+        plan_bcast_release(b);
         return sc__seterr(err, SC_EPLAN,
                           "rank %d: rank %d closed its loader before epoch %llu",
                           b->rank, b->root, e);
     }
     if (b->head[0] == 0) {
-        comm_release(b);
+        plan_bcast_release(b);
         return sc__seterr(err, SC_EPLAN,
                           "rank %d: rank %d could not compute the plan for "
                           "epoch %llu (%s: %s); its own error says why",
@@ -176,7 +176,7 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
     if (b->rank != b->root) {
         rc = sc_plan_decode(b->buf, b->len, &plan, err);
         if (rc != SC_OK) {
-            comm_release(b);
+            plan_bcast_release(b);
             return sc__errctx(err, rc, "rank %d: plan for epoch %llu from rank %d",
                               b->rank, e, b->root);
         }
@@ -187,11 +187,11 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
                             b->rank, e, (unsigned long long)plan->info.hash,
                             b->root, (unsigned long long)b->head[1]);
             sc_plan_free(plan);
-            comm_release(b);
+            plan_bcast_release(b);
             return rc;
         }
     }
-    comm_release(b);
+    plan_bcast_release(b);
 
     const sc_plan *check = plan ? plan : b->plan;
     MPI_Comm_size(b->comm, &size);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ownership.h"
+#include "ledger.h"
 #include "plan.h"
 #include "sc_h5test.h"
 #include "sc_test.h"

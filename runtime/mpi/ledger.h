@@ -1,5 +1,5 @@
 /*
- * ownership.h - the ledger: who owns which shard in which epoch, checked
+ * ledger.h - the ownership ledger: who owns which shard in which epoch, checked
  * on every batch and verified exactly-once at every epoch's end.
  *
  * Claims go into an MPI RMA window of epoch-tagged owner words, one per
@@ -14,8 +14,8 @@
  * consume or end, except for the RMA flushes of a claim; and it must never
  * report ok for an epoch whose reduction has not completed.
  */
-#ifndef SC_OWNERSHIP_H
-#define SC_OWNERSHIP_H
+#ifndef SC_LEDGER_H
+#define SC_LEDGER_H
 
 #include <stdio.h>
 
@@ -125,6 +125,6 @@ int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *
                       sc_error *err);
 
 /* The hash the sketches sum, exposed for tests: strong, keyed by epoch. */
-uint64_t sc__sample_hash(uint64_t epoch, uint64_t id);
+uint64_t sc__ledger_sample_hash(uint64_t epoch, uint64_t id);
 
-#endif /* SC_OWNERSHIP_H */
+#endif /* SC_LEDGER_H */

@@ -1,5 +1,5 @@
 /*
- * ownership.c - claims in an RMA window, per-batch checks, and the
+ * ledger.c - claims in an RMA window, per-batch checks, and the
  * end-of-epoch exactly-once sketch.
  *
  * Owner words: tag(epoch) << 20 | rank, 0 when never claimed.  The word of
@@ -19,13 +19,13 @@
  * distance modulo TAG_SPAN gives that difference exactly.
  *
  * The sketch of an epoch on a rank is (count, sum h, sum h^2) over the ids
- * it delivered or dropped by policy, with h = sc__sample_hash(epoch, id);
+ * it delivered or dropped by policy, with h = sc__ledger_sample_hash(epoch, id);
  * beside it the same sketch of what its plan says it owns.  Both are summed
  * over ranks, modulo 2^64, by one MPI_Iallreduce of six words: equal sums
  * mean every sample was accounted for exactly once (a duplicate and a skip
  * could cancel in the count, not in the two hash sums).
  */
-#include "ownership.h"
+#include "ledger.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -42,15 +42,15 @@
 #define RANK_MASK ((UINT32_C(1) << RANK_BITS) - 1)
 #define TAG_SPAN 4095u /* tags 1..4095; 0 is a word never claimed */
 
-static uint32_t ownership_tag_of(uint64_t epoch)
+static uint32_t ledger_tag_of(uint64_t epoch)
 {
     return (uint32_t)(epoch % TAG_SPAN) + 1;
 }
 
 /* The epoch a claimed word names, less `epoch` (within half the tag span). */
-static int64_t ownership_epoch_delta(uint32_t word, uint64_t epoch)
+static int64_t ledger_epoch_delta(uint32_t word, uint64_t epoch)
 {
-    uint32_t d = ((word >> RANK_BITS) + TAG_SPAN - ownership_tag_of(epoch)) % TAG_SPAN;
+    uint32_t d = ((word >> RANK_BITS) + TAG_SPAN - ledger_tag_of(epoch)) % TAG_SPAN;
     return d <= TAG_SPAN / 2 ? (int64_t)d : (int64_t)d - (int64_t)TAG_SPAN;
 }
 
@@ -87,23 +87,23 @@ struct sc__ledger {
 };
 
 /* The epoch's key, mixed once; a sample's hash then costs one mix. */
-static inline uint64_t ownership_epoch_key(uint64_t epoch)
+static inline uint64_t ledger_epoch_key(uint64_t epoch)
 {
     return sc__mix64(epoch ^ UINT64_C(0x6f776e6572736869)); /* "ownershi" */
 }
 
-static inline uint64_t ownership_keyed_hash(uint64_t key, uint64_t id)
+static inline uint64_t ledger_keyed_hash(uint64_t key, uint64_t id)
 {
     return sc__mix64(key + id * UINT64_C(0x9E3779B97F4A7C15));
 }
 
-uint64_t sc__sample_hash(uint64_t epoch, uint64_t id)
+uint64_t sc__ledger_sample_hash(uint64_t epoch, uint64_t id)
 {
-    return ownership_keyed_hash(ownership_epoch_key(epoch), id);
+    return ledger_keyed_hash(ledger_epoch_key(epoch), id);
 }
 
 /* One sample into a sketch, sums[GOT_N] or sums[EXP_N] on: count, sum, sum of squares. */
-static inline void ownership_sketch_add(uint64_t *sketch, uint64_t h)
+static inline void ledger_sketch_add(uint64_t *sketch, uint64_t h)
 {
     sketch[0]++;
     sketch[1] += h;
@@ -111,7 +111,7 @@ static inline void ownership_sketch_add(uint64_t *sketch, uint64_t h)
 }
 
 /* Sums modulo 2^64, spelled out: MPI_SUM's overflow is not ours to assume. */
-static void ownership_sum_u64(void *in, void *inout, int *len, MPI_Datatype *type)
+static void ledger_sum_u64(void *in, void *inout, int *len, MPI_Datatype *type)
 {
     (void)type;
     const uint64_t *a = in;
@@ -126,7 +126,7 @@ static void ownership_sum_u64(void *in, void *inout, int *len, MPI_Datatype *typ
  * which then fails (open-mpi/ompi #9871, #11466); one host hides it (its
  * windows are shared memory).  Say so, and what to set.
  */
-static int ownership_no_window(const sc__ledger *l, int m, long long bytes, sc_error *err)
+static int ledger_no_window(const sc__ledger *l, int m, long long bytes, sc_error *err)
 {
     char text[MPI_MAX_ERROR_STRING] = "";
     int n = 0;
@@ -147,7 +147,7 @@ static int ownership_no_window(const sc__ledger *l, int m, long long bytes, sc_e
  * made anew (never through a planted link): `verify` trusts what it reads
  * there (docs/reliability.md, "Shared nodes").
  */
-static int ownership_audit_open(sc__ledger *l, const char *dir, sc_error *err)
+static int ledger_audit_open(sc__ledger *l, const char *dir, sc_error *err)
 {
     char path[SC_PATH_MAX + 32];
     int fd = -1;
@@ -189,7 +189,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
                              &l->win);
         if (m != MPI_SUCCESS) {
             l->win = MPI_WIN_NULL; /* undefined after a failure: nothing to free */
-            rc = ownership_no_window(l, m, (long long)bytes, err);
+            rc = ledger_no_window(l, m, (long long)bytes, err);
             sc__ledger_close(l);
             return rc;
         }
@@ -202,11 +202,11 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
         m = MPI_Win_lock_all(MPI_MODE_NOCHECK, l->win);
     }
     if (m == MPI_SUCCESS && rc == SC_OK)
-        m = MPI_Op_create(ownership_sum_u64, 1, &l->sum_op);
+        m = MPI_Op_create(ledger_sum_u64, 1, &l->sum_op);
     if (m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "ledger setup", __FILE__, __LINE__);
     if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
-        rc = ownership_audit_open(l, opts->audit_dir, err);
+        rc = ledger_audit_open(l, opts->audit_dir, err);
         if (rc == SC_OK) {
             /* Header: magic, rank, world size. */
             uint64_t head[3] = {SC_AUDIT_MAGIC,
@@ -222,7 +222,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
     return SC_OK;
 }
 
-static void ownership_slot_free(slot *s)
+static void ledger_slot_free(slot *s)
 {
     if (s->posted && !s->done)
         MPI_Waitall(2, s->req, MPI_STATUSES_IGNORE);
@@ -237,7 +237,7 @@ void sc__ledger_close(sc__ledger *l)
     if (!l)
         return;
     for (int i = 0; i < SC__LEDGER_SLOTS; i++)
-        ownership_slot_free(&l->slots[i]);
+        ledger_slot_free(&l->slots[i]);
     if (l->win != MPI_WIN_NULL) {
         MPI_Win_unlock_all(l->win);
         MPI_Win_free(&l->win);
@@ -253,12 +253,12 @@ void sc__ledger_close(sc__ledger *l)
     free(l);
 }
 
-static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v);
+static void ledger_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v);
 /* A free slot for `epoch`, waiting out the oldest one if need be. */
-static int ownership_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
-static int ownership_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
+static int ledger_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
+static int ledger_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err);
 
-static slot *ownership_find(sc__ledger *l, uint64_t epoch)
+static slot *ledger_find(sc__ledger *l, uint64_t epoch)
 {
     for (int i = 0; i < SC__LEDGER_SLOTS; i++)
         if (l->slots[i].used && l->slots[i].epoch == epoch)
@@ -267,7 +267,7 @@ static slot *ownership_find(sc__ledger *l, uint64_t epoch)
 }
 
 /* Word w's name in a message: a shard's (its home's claim) or a cut's. */
-static void ownership_word_name(const sc__ledger *l, uint64_t w, char *buf, size_t n)
+static void ledger_word_name(const sc__ledger *l, uint64_t w, char *buf, size_t n)
 {
     if (w < l->nshards)
         snprintf(buf, n, "shard %llu", (unsigned long long)w);
@@ -276,10 +276,10 @@ static void ownership_word_name(const sc__ledger *l, uint64_t w, char *buf, size
 }
 
 /* Claims words mine[n]: shards this rank is home to, and nshards + i for its cuts i. */
-static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint64_t *mine, uint64_t n,
+static int ledger_claim(sc__ledger *l, uint64_t epoch, const uint64_t *mine, uint64_t n,
                            sc_error *err)
 {
-    uint32_t want = ownership_tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
+    uint32_t want = ledger_tag_of(epoch) << RANK_BITS | (uint32_t)l->rank;
     uint64_t sl = epoch % SC__LEDGER_SLOTS;
     if (n > l->scratch_n) {
         free(l->old);
@@ -303,9 +303,9 @@ static int ownership_claim(sc__ledger *l, uint64_t epoch, const uint64_t *mine, 
             uint32_t w = l->old[i];
             if (w == want)
                 continue; /* ours already */
-            int64_t delta = w ? ownership_epoch_delta(w, epoch) : -1; /* 0: never claimed */
+            int64_t delta = w ? ledger_epoch_delta(w, epoch) : -1; /* 0: never claimed */
             char what[48];
-            ownership_word_name(l, mine[i], what, sizeof what);
+            ledger_word_name(l, mine[i], what, sizeof what);
             if (delta == 0)
                 return sc__seterr(err, SC_EOWNERSHIP,
                                   "epoch %llu: %s claimed by rank %d is already "
@@ -344,11 +344,11 @@ typedef struct expect_ctx {
     uint64_t key, *sketch;
 } expect_ctx;
 
-static int ownership_expect_piece(void *ctx, uint32_t shard, uint64_t lo, uint64_t hi)
+static int ledger_expect_piece(void *ctx, uint32_t shard, uint64_t lo, uint64_t hi)
 {
     expect_ctx *x = ctx;
     for (uint64_t id = x->l->first[shard] + lo; id < x->l->first[shard] + hi; id++)
-        ownership_sketch_add(x->sketch, ownership_keyed_hash(x->key, id));
+        ledger_sketch_add(x->sketch, ledger_keyed_hash(x->key, id));
     return 0;
 }
 
@@ -356,7 +356,7 @@ static int ownership_expect_piece(void *ctx, uint32_t shard, uint64_t lo, uint64
  * The words this rank claims in `plan`: its home shards, then its cuts
  * (word nshards + i), into a fresh *words[*n].
  */
-static int ownership_words(const sc__ledger *l, const sc_plan *plan, uint64_t **words,
+static int ledger_words(const sc__ledger *l, const sc_plan *plan, uint64_t **words,
                            uint64_t *n)
 {
     const uint32_t *mine;
@@ -391,38 +391,38 @@ int sc__ledger_begin(sc__ledger *l, const sc_plan *plan, sc_error *err)
                           (unsigned long long)in.nshards, (unsigned long long)in.cuts, l->size,
                           (unsigned long long)l->nshards,
                           (unsigned long long)(l->per * (uint64_t)l->size - l->nshards));
-    if (ownership_find(l, in.epoch))
+    if (ledger_find(l, in.epoch))
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
                           (unsigned long long)in.epoch);
     slot *s = NULL;
     uint64_t *words = NULL, n = 0;
-    int rc = ownership_open_slot(l, in.epoch, &s, err);
+    int rc = ledger_open_slot(l, in.epoch, &s, err);
     if (rc != SC_OK)
         return rc;
-    if (ownership_words(l, plan, &words, &n)) {
-        ownership_slot_free(s);
+    if (ledger_words(l, plan, &words, &n)) {
+        ledger_slot_free(s);
         return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to claim epoch %llu's shards",
                           l->rank, (unsigned long long)in.epoch);
     }
     s->plan = plan;
     /* The expected sketch: every sample of every piece this rank serves. */
-    expect_ctx x = {l, ownership_epoch_key(in.epoch), &s->sums[EXP_N]};
+    expect_ctx x = {l, ledger_epoch_key(in.epoch), &s->sums[EXP_N]};
     uint32_t u0, u1;
     sc__plan_rank_units(plan, (uint32_t)l->rank, &u0, &u1);
     for (uint32_t u = u0; u < u1; u++)
-        sc__plan_visit(plan, u, l->first, ownership_expect_piece, &x);
+        sc__plan_visit(plan, u, l->first, ledger_expect_piece, &x);
     s->used = 1;
-    if ((rc = ownership_claim(l, in.epoch, words, n, err)) != SC_OK)
+    if ((rc = ledger_claim(l, in.epoch, words, n, err)) != SC_OK)
         s->plan = NULL; /* the epoch stays open, to be abandoned */
     free(words);
     return rc;
 }
 
 /* A fresh slot for `epoch` (full mode: with its count vectors), not yet used. */
-static int ownership_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
+static int ledger_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
 {
     slot *s = NULL;
-    int rc = ownership_take_slot(l, epoch, &s, err);
+    int rc = ledger_take_slot(l, epoch, &s, err);
     if (rc != SC_OK)
         return rc;
     memset(s, 0, sizeof *s);
@@ -430,7 +430,7 @@ static int ownership_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_err
     s->req[0] = s->req[1] = MPI_REQUEST_NULL;
     if (l->full && (!(s->counts = calloc(l->nsamples, sizeof *s->counts)) ||
                     !(s->counts_total = calloc(l->nsamples, sizeof *s->counts_total)))) {
-        ownership_slot_free(s);
+        ledger_slot_free(s);
         return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for SC_VERIFY=full counts",
                           l->rank);
     }
@@ -438,48 +438,48 @@ static int ownership_open_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_err
     return SC_OK;
 }
 
-static int ownership_cmp_u64(const void *a, const void *b)
+static int ledger_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Adds ids to the expected sketch. */
-static void ownership_expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n)
+static void ledger_expect(slot *s, uint64_t epoch, const uint64_t *ids, uint64_t n)
 {
-    uint64_t key = ownership_epoch_key(epoch);
+    uint64_t key = ledger_epoch_key(epoch);
     for (uint64_t i = 0; i < n; i++)
-        ownership_sketch_add(&s->sums[EXP_N], ownership_keyed_hash(key, ids[i]));
+        ledger_sketch_add(&s->sums[EXP_N], ledger_keyed_hash(key, ids[i]));
 }
 
 int sc__ledger_begin_share(sc__ledger *l, uint64_t epoch, const uint64_t *slots,
                            uint64_t nslots, uint64_t nreal, const uint64_t *dropped,
                            uint64_t ndropped, sc_error *err)
 {
-    if (ownership_find(l, epoch))
+    if (ledger_find(l, epoch))
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu begun twice", l->rank,
                           (unsigned long long)epoch);
     slot *s = NULL;
-    int rc = ownership_open_slot(l, epoch, &s, err);
+    int rc = ledger_open_slot(l, epoch, &s, err);
     if (rc != SC_OK)
         return rc;
     uint64_t n = nslots + ndropped;
     if (!(s->share = malloc(sizeof *s->share * (n + 1)))) {
-        ownership_slot_free(s);
+        ledger_slot_free(s);
         return sc__seterr(err, SC_ENOMEM, "rank %d: no memory for epoch %llu's share",
                           l->rank, (unsigned long long)epoch);
     }
     memcpy(s->share, slots, sizeof *slots * nslots);
     memcpy(s->share + nslots, dropped, sizeof *dropped * ndropped);
-    qsort(s->share, n, sizeof *s->share, ownership_cmp_u64);
+    qsort(s->share, n, sizeof *s->share, ledger_cmp_u64);
     s->nshare = n;
-    ownership_expect(s, epoch, slots, nreal); /* padding repeats are not expected */
-    ownership_expect(s, epoch, dropped, ndropped);
+    ledger_expect(s, epoch, slots, nreal); /* padding repeats are not expected */
+    ledger_expect(s, epoch, dropped, ndropped);
     s->used = 1;
     return SC_OK;
 }
 
-static int ownership_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
+static int ledger_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_error *err)
 {
     slot *s = NULL;
     for (int i = 0; i < SC__LEDGER_SLOTS && !s; i++)
@@ -502,8 +502,8 @@ static int ownership_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_err
                               l->rank, (unsigned long long)epoch, SC__LEDGER_SLOTS);
         SC_MPI_CHECK(err, MPI_Waitall(2, oldest->req, MPI_STATUSES_IGNORE));
         oldest->done = 1;
-        ownership_verdict(l, oldest, &l->done[l->ndone++]);
-        ownership_slot_free(oldest);
+        ledger_verdict(l, oldest, &l->done[l->ndone++]);
+        ledger_slot_free(oldest);
         s = oldest;
     }
     *out = s;
@@ -513,13 +513,13 @@ static int ownership_take_slot(sc__ledger *l, uint64_t epoch, slot **out, sc_err
 int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                      sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     if (!s || (!s->plan && !s->share))
         return sc__seterr(err, SC_EOWNERSHIP,
                           "rank %d: a batch of epoch %llu, which this rank has not begun",
                           l->rank, (unsigned long long)epoch);
     for (uint64_t i = 0; s->share && i < n; i++)
-        if (!bsearch(&ids[i], s->share, s->nshare, sizeof *s->share, ownership_cmp_u64))
+        if (!bsearch(&ids[i], s->share, s->nshare, sizeof *s->share, ledger_cmp_u64))
             return sc__seterr(err, SC_EOWNERSHIP,
                               "epoch %llu: sample %llu delivered on rank %d is not in its "
                               "share of the resumed epoch",
@@ -558,10 +558,10 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
 }
 
 /* Accounts ids of one REC_ kind; `audit`: into the trail too (not caller skips). */
-static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
+static int ledger_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                             int kind, int audit, sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EOWNERSHIP,
                           "rank %d: samples recorded for epoch %llu, which is %s",
@@ -570,9 +570,9 @@ static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, 
     if (kind == REC_PADDED) {
         s->sums[PADDED] += n;
     } else {
-        uint64_t key = ownership_epoch_key(epoch);
+        uint64_t key = ledger_epoch_key(epoch);
         for (uint64_t i = 0; i < n; i++) {
-            ownership_sketch_add(&s->sums[GOT_N], ownership_keyed_hash(key, ids[i]));
+            ledger_sketch_add(&s->sums[GOT_N], ledger_keyed_hash(key, ids[i]));
             if (s->counts && ids[i] < l->nsamples)
                 s->counts[ids[i]]++;
         }
@@ -594,41 +594,41 @@ static int ownership_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, 
 int sc__ledger_account(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int dropped, int audit, sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s", l->rank,
                           (unsigned long long)epoch, s ? "already ended" : "not begun");
-    ownership_expect(s, epoch, ids, n);
-    return ownership_record(l, epoch, ids, n, dropped ? REC_DROPPED : REC_GOT, audit, err);
+    ledger_expect(s, epoch, ids, n);
+    return ledger_record(l, epoch, ids, n, dropped ? REC_DROPPED : REC_GOT, audit, err);
 }
 
 int sc__ledger_padded_before(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
 {
     /* Padding is only counted (no ids), and the earlier run's trail has it. */
-    return ownership_record(l, epoch, NULL, n, REC_PADDED, 0, err);
+    return ledger_record(l, epoch, NULL, n, REC_PADDED, 0, err);
 }
 
 int sc__ledger_consume(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                        int padded, sc_error *err)
 {
-    return ownership_record(l, epoch, ids, n, padded ? REC_PADDED : REC_GOT, 1, err);
+    return ledger_record(l, epoch, ids, n, padded ? REC_PADDED : REC_GOT, 1, err);
 }
 
 int sc__ledger_drop(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err)
 {
-    return ownership_record(l, epoch, ids, n, REC_DROPPED, 1, err);
+    return ledger_record(l, epoch, ids, n, REC_DROPPED, 1, err);
 }
 
 int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t n,
                     sc_error *err)
 {
-    return ownership_record(l, epoch, ids, n, REC_CALLER, 0, err);
+    return ledger_record(l, epoch, ids, n, REC_CALLER, 0, err);
 }
 
 int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu is %s: its samples can no "
                           "longer be counted as unused", l->rank, (unsigned long long)epoch,
@@ -640,12 +640,12 @@ int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
 
 int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     int rc;
     if (s && s->posted)
         return SC_OK; /* ended already: the others have what they need */
     if (!s) {
-        if ((rc = ownership_open_slot(l, epoch, &s, err)) != SC_OK)
+        if ((rc = ledger_open_slot(l, epoch, &s, err)) != SC_OK)
             return rc;
         s->used = 1;
     }
@@ -680,7 +680,7 @@ int sc__ledger_progress(sc__ledger *l, sc_error *err)
 
 int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     if (!s || s->posted)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu %s", l->rank,
                           (unsigned long long)epoch, s ? "ended twice" : "not begun");
@@ -695,7 +695,7 @@ int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
-static void ownership_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_once *v)
+static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
     const uint64_t *t = s->total;
     memset(v, 0, sizeof *v);
@@ -765,9 +765,9 @@ static void ownership_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_
  * The verdict; samples the caller skipped (an epoch ended early) make it
  * not exactly-once, named as such when nothing else is wrong.
  */
-static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
+static void ledger_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
-    ownership_verdict_of(l, s, v);
+    ledger_verdict_of(l, s, v);
     if (v->caller_skipped && v->ok) {
         v->ok = 0;
         snprintf(v->detail, sizeof v->detail,
@@ -780,7 +780,7 @@ static void ownership_verdict(const sc__ledger *l, const slot *s, sc_exactly_onc
 int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *out,
                       sc_error *err)
 {
-    slot *s = ownership_find(l, epoch);
+    slot *s = ledger_find(l, epoch);
     memset(out, 0, sizeof *out);
     out->epoch = epoch;
     for (int i = 0; !s && i < l->ndone; i++)
@@ -802,7 +802,7 @@ int sc__ledger_result(sc__ledger *l, uint64_t epoch, int wait, sc_exactly_once *
     }
     if (!s->done)
         return SC_OK;
-    ownership_verdict(l, s, out);
-    ownership_slot_free(s);
+    ledger_verdict(l, s, out);
+    ledger_slot_free(s);
     return SC_OK;
 }

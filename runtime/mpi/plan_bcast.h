@@ -1,5 +1,5 @@
 /*
- * comm.h - everything shardcache says over MPI about plans.
+ * plan_bcast.h - everything shardcache says over MPI about plans.
  *
  * Rank 0 computes an epoch plan and broadcasts it with non-blocking
  * collectives (MPI_Ibcast of a small header, then of the payload), so that
@@ -9,8 +9,8 @@
  * must never leave a collective half-posted: if rank 0 cannot compute the
  * plan, it still broadcasts a header saying so, so that no rank hangs.
  */
-#ifndef SC_COMM_H
-#define SC_COMM_H
+#ifndef SC_PLAN_BCAST_H
+#define SC_PLAN_BCAST_H
 
 #include "shardcache/plan_share.h"
 
@@ -58,4 +58,4 @@ int sc__plan_bcast_test(sc__plan_bcast *b, int *done, sc_error *err);
 int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
                           sc_plan **out, sc_error *err);
 
-#endif /* SC_COMM_H */
+#endif /* SC_PLAN_BCAST_H */
