@@ -44,9 +44,9 @@ static int loader_range(const sc_loader *ld, int v, int *lo, int *hi, sc_error *
  * mask over the node-local ranks whose masks meet it (a launcher that gives
  * each rank a block of cores leaves it the whole block; Open MPI's default
  * binding to a socket shares the socket).  At least 2: a lone producer
- * stalls the ring while it maps or reads a shard (bench/deliver, 4 ranks on
- * 2 cores: 4.0 GB/s with one producer per rank, 12.2 GB/s with two), and at
- * most 8.  Collective.
+ * stalls the ring while it maps or reads a shard, and a second one keeps
+ * it filled even where ranks outnumber cores (docs/benchmarks.md,
+ * "Producers per rank"), and at most 8.  Collective.
  */
 static int loader_default_producers(const sc_loader *ld, int *producers, sc_error *err)
 {

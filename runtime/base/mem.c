@@ -6,11 +6,11 @@
  * raises its threshold and serves later ones from the heap, fresh too
  * until touched), and its first touch faults 4 KiB at a time.  Under a hypervisor each fault is a trip out of the guest:
  * on our CI machines the cold epoch spent more time in the fault path
- * than in reading, and a shard's checksum stalled on the TLB after it
- * (perf: pread 42% of the CPU time, two thirds of it faulting; 0.25 GB/s
- * against 5.8 GB/s for reading the file).  Huge pages fault once per
- * 2 MiB and need 512 times fewer TLB entries: the same epoch ran at 2 GB/s
- * (docs/benchmarks.md, "Streaming").  The kernel's default THP mode,
+ * than in reading, and a shard's checksum stalled on the TLB after it,
+ * so that the cold epoch ran at a small fraction of the file's read rate.
+ * Huge pages fault once per 2 MiB and need 512 times fewer TLB entries,
+ * and the same epoch ran several times faster (the figures, before and
+ * after: docs/benchmarks.md, "Streaming").  The kernel's default THP mode,
  * "madvise", honours the advice; "never" ignores it and nothing is lost.
  * Only the buffer's whole 2 MiB pages are advised: a tail in a huge page
  * of its own would hold up to 2 MiB more than the bytes asked for, and

@@ -664,9 +664,9 @@ void sc__ledger_flush(sc__ledger *l)
  * collectives, which MPI_ANY_TAG does not see) and so only run MPI's
  * progress engine: a rank a step behind still answers the others' claims
  * within a step, not when it next begins an epoch.  Each call serves only
- * a few queued operations: on 2 virtual nodes over TCP (osc/ucx), a claim
- * waiting on a straggler took 30-190 ms with one probe per batch, 10-70 ms
- * with eight (docs/ownership.md, "Across nodes").
+ * a few queued operations, so one probe a batch left claims across nodes
+ * waiting on a straggler several times longer than eight do
+ * (docs/benchmarks.md, "Claims across nodes"; docs/ownership.md).
  */
 int sc__ledger_progress(sc__ledger *l, sc_error *err)
 {

@@ -1,9 +1,9 @@
 /*
  * manifest.c - a layout-B directory's scan, saved beside its files
  * (.shardcache-manifest), so that the next jobs' rank 0 stats each file
- * instead of opening it with HDF5 and reading its fields' headers: the
- * scan of 10^5 files took 8 s with the files in the page cache, 18 s
- * without (docs/benchmarks.md, "Many files").
+ * instead of opening it with HDF5 and reading its fields' headers, which
+ * is most of a first job's start over many files (docs/benchmarks.md,
+ * "Many files").
  *
  * Layout, little-endian u64s after the magic: "SCMANIF1", the format (the
  * writer's build: the blob holds its field descriptions as they lie in
@@ -33,7 +33,7 @@
 #include "io.h"
 
 #define HEAD 32                      /* magic, format, key, length */
-#define MAX_BYTES ((uint64_t)1 << 32) /* 10^5 files take about 12 MB */
+#define MAX_BYTES ((uint64_t)1 << 32) /* far above any real directory's (docs/benchmarks.md) */
 
 static int manifest_path(const char *dir, char *out, size_t n, const char *suffix)
 {

@@ -10,6 +10,7 @@
  * every injected fault ends in an error or verdict that names it; misuse
  * is an SC_EINVAL, never a crash.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "tring.h"
 
 static int rank, size;
 static char dir[1024], src[1200], srcb[1200], srcz[1200];
@@ -245,29 +247,56 @@ static void test_corrupt_cache_entries_are_not_served(void **state)
 /*
  * Tracing on: the same epochs, every thread recording into its ring while
  * producers run (ASan and TSan builds check the rings), and each rank's
- * file finished with its rank line.
+ * file a whole Chrome trace: opened and closed, every event this rank's
+ * and of the two epochs run (or the third, whose shards load ahead), a batch assembly recorded for every batch
+ * delivered unless the rank line counts it dropped, and that line naming
+ * the rank, the world and the ring's size.
  */
 static void test_traced_epochs(void **state)
 {
     (void)state;
     sc_config c = config(src);
     c.producers = 3;
-    c.trace_events = 64; /* small: some rings fill, and drop */
+    c.trace_events = 64; /* small: some rings may fill, and drop */
     snprintf(c.trace, sizeof c.trace, "%s/trace%d", dir, ncache);
     run_epochs(&c, 2);
-    char path[SC_PATH_MAX + 32], last[512] = "", line[512];
+    char path[SC_PATH_MAX + 32], line[512], pid[32], want[160];
     snprintf(path, sizeof path, "%s.rank%d.json", c.trace, rank);
+    snprintf(pid, sizeof pid, "\"pid\":%d,", rank);
+    char assembly[64];
+    snprintf(assembly, sizeof assembly, "\"name\":\"%s\"", sc__stage_name(SC__ST_ASSEMBLY));
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    int lines = 0;
+    int lines = 0, closed = 0;
+    unsigned long long spans = 0, dropped = ULLONG_MAX;
     while (fgets(line, sizeof line, f)) {
-        lines++;
-        if (strstr(line, "\"name\":\"shardcache\""))
-            snprintf(last, sizeof last, "%s", line);
+        if (lines++ == 0)
+            assert_string_equal(line, "{\"traceEvents\":[\n");
+        else if (!strcmp(line, "],\"displayTimeUnit\":\"ms\"}\n"))
+            closed = 1;
+        else if (!strstr(line, pid))
+            fail_msg("rank %d's trace has another rank's event: %s", rank, line);
+        if (strstr(line, "\"ph\":\"X\"") && !strstr(line, "\"epoch\":0,") &&
+            !strstr(line, "\"epoch\":1,") && !strstr(line, "\"epoch\":2,"))
+            fail_msg("a span of an epoch neither run nor prefetched: %s", line);
+        spans += strstr(line, "\"ph\":\"X\"") && strstr(line, assembly);
+        const char *d = strstr(line, "\"name\":\"shardcache\"") ? strstr(line, "\"dropped\":")
+                                                                : NULL;
+        if (d) {
+            dropped = strtoull(d + 10, NULL, 10);
+            snprintf(want, sizeof want, "\"rank\":%d,\"world\":%d,", rank, size);
+            assert_non_null(strstr(line, want));
+            assert_non_null(strstr(line, "\"ring_events\":64}"));
+        }
     }
     fclose(f);
-    assert_true(lines > 10);
-    assert_non_null(strstr(last, "\"dropped\":"));
+    assert_int_equal(closed, 1);
+    assert_int_not_equal(dropped, ULLONG_MAX); /* the rank line is there */
+    /* This rank's share of 2 epochs of NSAMPLES in batches of 7, each assembled once. */
+    unsigned long long batches = 2 * ((NSAMPLES / (uint64_t)size) / c.batch_size);
+    if (spans + dropped < batches)
+        fail_msg("%llu batch assemblies traced and %llu events dropped for at least %llu "
+                 "batches", spans, dropped, batches);
 }
 
 static void test_order_is_deterministic(void **state)

@@ -24,5 +24,24 @@ if [ "$(id -u)" -ne 0 ] || [ ${#as_user[@]} -gt 0 ]; then
 else
     failed "cannot drop root to test the non-root path (no setpriv)"
 fi
-expect_ok ".ci/run is the README's test command" "^exec \./scripts/test$" cat "$SC_SOURCE_DIR/.ci/run"
+# CI runs what the README tells a user to run: .ci/run, started as CI starts
+# it (from a checkout's root, with no arguments), runs the README's test
+# command from that root, and ends with its status.  A stand-in for the
+# command, in a copy of .ci/run's tree, says where it ran.
+cmd=$(sed -n 's|^\(\./scripts/[a-z]*\) *# .*run every test$|\1|p' "$SC_SOURCE_DIR/README.md")
+if [ -n "$cmd" ] && [ -x "$SC_SOURCE_DIR/$cmd" ]; then
+    pass "the README's test command ($cmd) is in the repository"
+else
+    failed "the README names no test command, or '$cmd' is not an executable file"
+fi
+ci=$SC_T_TMP/ci
+mkdir -p "$ci/.ci" "$(dirname "$ci/${cmd:-none}")"
+cp "$SC_SOURCE_DIR/.ci/run" "$ci/.ci/run"
+printf '#!/usr/bin/env bash\necho "ran %s in $PWD with [$*]"\nexit 3\n' "$cmd" >"$ci/${cmd:-none}"
+chmod +x "$ci/${cmd:-none}"
+out=$(cd "$ci" && ./.ci/run 2>&1); rc=$?
+[ "$out" = "ran $cmd in $ci with []" ] && pass ".ci/run runs $cmd from the checkout's root" \
+    || failed ".ci/run does not run the README's test command: '$out'"
+[ "$rc" -eq 3 ] && pass ".ci/run ends with the tests' status" \
+    || failed ".ci/run ended with $rc, the tests with 3"
 finish

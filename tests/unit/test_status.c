@@ -1,7 +1,9 @@
 /* Every status has a distinct name and a text; unknown codes never crash. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "jpeg.h"
 #include "sc_test.h"
 
 static const int codes[] = {
@@ -51,17 +53,37 @@ static void test_error_helpers(void **state)
     assert_int_equal(err.code, SC_OK);
 }
 
-static void test_features_without_gpu(void **state)
+/*
+ * What sc_features_get reports is what the build and this process have:
+ * the testing hooks of this (testing) build, JPEG exactly when the codec
+ * can make a decoder, and no CUDA device once CUDA_VISIBLE_DEVICES hides
+ * them all (set before this process's first CUDA call), whether or not
+ * the build has CUDA: "no device" is an answer, never an error.
+ */
+static void test_features_match_the_build(void **state)
 {
     (void)state;
     sc_features f;
     assert_int_equal(sc_features_get(NULL), SC_EINVAL);
+    assert_int_equal(setenv("CUDA_VISIBLE_DEVICES", "", 1), 0);
+    memset(&f, 0xff, sizeof f); /* every field written, none left as it was */
     SC_ASSERT_OK(sc_features_get(&f), NULL);
-    assert_true(f.cuda_devices >= 0);
-    if (!f.cuda)
-        assert_int_equal(f.cuda_devices, 0);
-    if (f.nccl)
-        assert_true(f.nccl_version > 0);
+#ifdef SC_TESTING
+    assert_int_equal(f.testing, 1);
+#else
+    assert_int_equal(f.testing, 0);
+#endif
+    sc_error err = SC_ERROR_INIT;
+    sc__jpeg *j = NULL;
+    int jpeg = sc__jpeg_new(&j, &err);
+    sc__jpeg_free(j);
+    assert_int_equal(f.jpeg, jpeg == SC_OK);
+    assert_true(f.cuda == 0 || f.cuda == 1);
+    assert_int_equal(f.cuda_devices, 0);
+    assert_true(f.nccl == 0 || f.nccl == 1);
+    assert_true(f.nccl ? f.nccl_version > 0 : f.nccl_version == 0);
+    for (size_t i = 0; i < sizeof f.reserved / sizeof f.reserved[0]; i++)
+        assert_int_equal(f.reserved[i], 0);
 }
 
 int main(void)
@@ -69,7 +91,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_texts),
         cmocka_unit_test(test_error_helpers),
-        cmocka_unit_test(test_features_without_gpu),
+        cmocka_unit_test(test_features_match_the_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
