@@ -264,7 +264,7 @@ static void test_traced_epochs(void **state)
     snprintf(path, sizeof path, "%s.rank%d.json", c.trace, rank);
     snprintf(pid, sizeof pid, "\"pid\":%d,", rank);
     char assembly[64];
-    snprintf(assembly, sizeof assembly, "\"name\":\"%s\"", sc__stage_name(SC__ST_ASSEMBLY));
+    snprintf(assembly, sizeof assembly, "\"name\":\"%s\"", sc__tring_stage_name(SC__ST_ASSEMBLY));
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     int lines = 0, closed = 0;
