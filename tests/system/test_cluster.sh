@@ -241,7 +241,7 @@ fi
 t=$SECONDS
 mkdir -p "$d/mpi"
 bad=""
-for tst in loader ownership resume device errors plan_bcast source; do
+for tst in loader ledger resume device errors plan_bcast source; do
     out=$(timeout "$(limit 120)" "${VC_MPIRUN[@]}" -np "$np" -x TMPDIR="$d/mpi" -x CMOCKA_TEST_ABORT=1 \
           "$bin/mpi_test_$tst" 2>&1) && [ "$(grep -c '^\[  PASSED  \]' <<<"$out")" = "$np" ] \
         || { bad="$bad $tst"; grep -E "ERROR|FAILED|rror" <<<"$out" | sort -u | head -n 8; }
