@@ -187,7 +187,7 @@ static int first_batch(sc_config *cfg, int rank)
     sc_batch b;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = bench_now();
-    if (sc_loader_open(MPI_COMM_WORLD, cfg, &ld) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, cfg, &ld, NULL) != SC_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
     double t[2] = {bench_now() - t0, 0};
     if (sc_epoch_begin(ld, 0, NULL) != SC_OK || sc_next_batch(ld, &b) != SC_OK) {
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
-    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, NULL) != SC_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
     int ok = 1;
     uint64_t first = 0;

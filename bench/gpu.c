@@ -114,7 +114,7 @@ static double deliver(sc_config *c, int p, int runs, int *device)
     sc_error err = SC_ERROR_INIT;
     sc_loader *ld = NULL;
     c->producers = p;
-    if (sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, c, &ld, &err) != SC_OK)
         die("open", err.msg);
     /* The consumer's stream, on the device the loader made current. */
     cudaStream_t s;

@@ -149,7 +149,7 @@ static sc_loader *open_loader(const char *data, const char *cache, uint64_t batc
     c.device = SC_DEVICE_HOST;
     c.log_level = 0;
     sc_loader *ld = NULL;
-    if (sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
         die("open", err.msg);
     return ld;
 }

@@ -34,7 +34,7 @@ static sc_loader *open_loader(const char *data, const char *cache, const sc_tran
     c.log_level = 0;
     c.transform = tf;
     sc_loader *ld = NULL;
-    if (sc_loader_open_err(MPI_COMM_SELF, &c, &ld, &err) != SC_OK)
+    if (sc_loader_open(MPI_COMM_SELF, &c, &ld, &err) != SC_OK)
         die("open", err.msg);
     return ld;
 }

@@ -431,7 +431,7 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any)
         return rc ? rc : any;
-    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld, NULL) != SC_OK)
         rc = 1;
     if (rc == 0)
         rc = use_device(o, j, &cfg);

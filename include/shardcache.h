@@ -148,7 +148,7 @@ typedef struct sc_exactly_once {
  *
  *   sc_config cfg;  sc_loader *ld;  sc_batch b;
  *   sc_config_init(&cfg, NULL);                  // SC_* environment
- *   sc_loader_open(MPI_COMM_WORLD, &cfg, &ld);
+ *   sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, NULL);  // NULL: why, on stderr
  *   for (uint64_t e = 0; e < epochs; e++) {
  *       sc_epoch_begin(ld, e, NULL);
  *       while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
@@ -219,12 +219,12 @@ typedef struct sc_epoch_summary {
  * Opens the dataset (cfg->source), this rank's cache and the ownership
  * ledger, starts the producer threads and the broadcast of the first
  * epoch's plan.  Collective.  On failure *out is NULL and the message is in
- * `err` (and the same status on every rank when the cause is shared).
+ * `err` (and the same status on every rank when the cause is shared); with
+ * a NULL `err` it goes to stderr instead, prefixed by the rank.  The
+ * communicator comes first, as in sc_dataset_open and MPI_File_open.
  */
-SC_API int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
-                              sc_error *err);
-/* The same; on failure the message goes to stderr, prefixed by the rank. */
-SC_API int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out);
+SC_API int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                          sc_error *err);
 
 /*
  * Whether the program that started this process started more processes

@@ -210,7 +210,7 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
     sc_error err = SC_ERROR_INIT;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = sc_loader_open_err(*c, &cfg, &self->ld, &err);
+    rc = sc_loader_open(*c, &cfg, &self->ld, &err);
     Py_END_ALLOW_THREADS
     if (rc != SC_OK)
         return core_raise(rc, err.msg), -1;

@@ -305,8 +305,8 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
 }
 
-int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
-                       sc_error *err)
+/* err is never NULL here (sc_loader_open gives its own). */
+static int loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
 {
     if (!cfg || !out)
         return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
@@ -322,27 +322,27 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
     if (rc == SC_OK)
         rc = loader_open_pipeline(ld, cfg, err);
     if (rc != SC_OK) {
-        sc_error keep = err ? *err : (sc_error)SC_ERROR_INIT;
+        sc_error keep = *err; /* close's own error must not replace the cause */
         if (ld) {
             ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
             sc_loader_close(ld);
         }
-        if (err)
-            *err = keep;
+        *err = keep;
         return rc;
     }
     *out = ld;
     return sc__errok(err);
 }
 
-int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
+/* With no `err` the caller still learns why, on stderr, prefixed by the rank. */
+int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
 {
-    sc_error err = SC_ERROR_INIT;
-    int rc = sc_loader_open_err(comm, cfg, out, &err);
-    if (rc != SC_OK) {
+    sc_error mine = SC_ERROR_INIT;
+    int rc = loader_open(comm, cfg, out, err ? err : &mine);
+    if (rc != SC_OK && !err) {
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
-        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), err.msg);
+        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), mine.msg);
     }
     return rc;
 }

@@ -120,7 +120,7 @@ static void test_loader(void **state)
     (void)state;
     sc_config cfg = missing_source();
     sc_loader *ld = NULL;
-    BOTH(SC_EIO, sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, err));
+    BOTH(SC_EIO, sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, err));
     assert_null(ld);
 }
 

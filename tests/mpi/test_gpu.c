@@ -77,7 +77,7 @@ static void run(sc_device_mode mode, int want_device)
     sc_config c = config(mode);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err);
+    int rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err);
     if (refused(rc, &err))
         return;
     SC_ASSERT_OK(rc, &err);

@@ -108,7 +108,7 @@ static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, cfg, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, cfg, &ld, &err), &err);
     uint64_t h = 0;
     uint32_t *count = malloc(sizeof *count * NSAMPLES);
     for (uint64_t e = 0; e < epochs; e++) {
@@ -295,7 +295,7 @@ static void test_straggler_does_not_delay_others(void **state)
     c.batch_size = 8; /* 120 batches / size per epoch */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     int slow = rank == size - 1;
     double first[EPOCHS], end[EPOCHS];
     for (int e = 0; e < EPOCHS; e++) {
@@ -339,7 +339,7 @@ static void test_close_mid_epoch(void **state)
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     /* Everyone mid-epoch, holding a batch. */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     sc_batch b, held;
     assert_int_equal(sc_next_batch(ld, &held), SC_OK);
@@ -348,7 +348,7 @@ static void test_close_mid_epoch(void **state)
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
     /* Rank 0 stops in epoch 0 while the others go on: they learn it, nobody hangs. */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     if (rank == 0) {
         assert_int_equal(sc_next_batch(ld, &b), SC_OK);
@@ -376,7 +376,7 @@ static void test_source_error_stops_the_loader(void **state)
     sc_config c = config(srcb);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     char gone[1400];
     snprintf(gone, sizeof gone, "%s/part%03d.h5", srcb, NSHARDS / 2);
     char keep[1500];
@@ -450,7 +450,7 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
     c.verify = SC_VERIFY_FULL;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     int rc = SC_OK;
     uint64_t e = 0;
     for (; e < 3; e++) {
@@ -551,8 +551,8 @@ static void test_misuse_is_an_error(void **state)
     c.prefetch_batches = 2;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_batch b[3];
     assert_int_equal(sc_next_batch(ld, &b[0]), SC_EINVAL);
     assert_non_null(strstr(sc_last_error(ld), "before sc_epoch_begin"));
@@ -583,7 +583,7 @@ static void test_misuse_is_an_error(void **state)
      * 0's buffer and the epoch could not go on while batch 0 was kept.)
      */
     c.prefetch_batches = 4;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     assert_true(info.batches > c.prefetch_batches); /* so that a slot must be reused */
@@ -617,7 +617,7 @@ static void test_misuse_is_an_error(void **state)
      * Python package detaches what tensors still hold at close); the ring
      * goes on with new memory in that slot.
      */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
     kept = malloc(b[0].bytes[0]);
@@ -639,8 +639,27 @@ static void test_misuse_is_an_error(void **state)
 
     snprintf(c.source, sizeof c.source, "%s/missing.h5", dir);
     c.device = SC_DEVICE_HOST;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EIO);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EIO);
     assert_non_null(strstr(err.msg, "missing.h5"));
+    /* With no err, the same reason goes to stderr, prefixed by the rank. */
+    char said[SC_ERROR_MSG_MAX + 64] = {0}, want[64];
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(f), 2);
+    rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(f);
+    assert_non_null(fgets(said, sizeof said, f));
+    fclose(f);
+    assert_int_equal(rc, SC_EIO);
+    assert_null(ld);
+    snprintf(want, sizeof want, "shardcache[rank %d]: SC_EIO: ", rank);
+    assert_true(strncmp(said, want, strlen(want)) == 0);
+    assert_non_null(strstr(said, "missing.h5"));
 }
 
 int main(int argc, char **argv)

@@ -101,7 +101,7 @@ static seq run(int R, int sticky, int pad, uint64_t seed)
     if (sub != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        SC_ASSERT_OK(sc_loader_open_err(sub, &c, &ld, &err), &err);
+        SC_ASSERT_OK(sc_loader_open(sub, &c, &ld, &err), &err);
         for (uint64_t e = 0; e < EPOCHS; e++)
             run_epoch(ld, sub, e, 0, NULL, &s);
         assert_int_equal(sc_loader_close(ld), SC_OK);
@@ -162,7 +162,7 @@ static seq resume_on(int R, const unsigned char *rec, uint64_t seed)
     if (sub != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        SC_ASSERT_OK(sc_loader_open_err(sub, &c, &ld, &err), &err);
+        SC_ASSERT_OK(sc_loader_open(sub, &c, &ld, &err), &err);
         const void *blobs[4];
         size_t lens[4];
         for (int i = 0; i < 4; i++)
@@ -192,7 +192,7 @@ static void test_resume_on_other_worlds(void **state)
     if (sub != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        SC_ASSERT_OK(sc_loader_open_err(sub, &c, &ld, &err), &err);
+        SC_ASSERT_OK(sc_loader_open(sub, &c, &ld, &err), &err);
         run_epoch(ld, sub, 0, 0, NULL, NULL);
         run_epoch(ld, sub, 1, stop, rec, &whole); /* checkpointed, and run to its end */
         assert_int_equal(sc_loader_close(ld), SC_OK);

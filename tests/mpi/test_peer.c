@@ -102,7 +102,7 @@ static totals run(const sc_config *c)
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     totals t;
     cut_bytes(ld, c, t.cut);
     uint64_t mine[2 * EPOCHS];
@@ -295,7 +295,7 @@ static void test_peers_must_agree(void **state)
     c.peers = rank == size - 1 ? SC_PEERS_OFF : SC_PEERS_ON;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_null(ld);
     if (!strstr(err.msg, "SC_PEERS")) /* every rank sees the disagreement */
         fail_msg("rank %d: %s", rank, err.msg);

@@ -62,7 +62,7 @@ static void first_run(const sc_config *c, uint64_t stop, uint32_t *count1,
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     sc_batch b;
     int rc;
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
@@ -109,7 +109,7 @@ static int resumed_run(const sc_config *c, int world, unsigned char (*blobs)[SC_
         return 0;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(comm, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(comm, c, &ld, &err), &err);
     const void *ptrs[8];
     size_t lens[8];
     for (int i = 0; i < nblobs; i++)
@@ -230,7 +230,7 @@ static void test_checkpoint_after_the_last_batch(void **state)
     sc_config c2 = config(SC_SHUFFLE_STICKY, SC_REMAINDER_PAD);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c2, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c2, &ld, &err), &err);
     const void *ptrs[8];
     size_t lens[8];
     for (int i = 0; i < size; i++)
@@ -262,7 +262,7 @@ static int resume_status(const sc_config *c, unsigned char (*blobs)[SC_CHECKPOIN
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     const void *ptrs[8];
     size_t lens[8];
     for (int i = 0; i < n; i++)
@@ -332,7 +332,7 @@ static void test_bad_records_are_refused(void **state)
     /* Records of another epoch, mixed in. */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_batch b;
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     assert_int_equal(sc_next_batch(ld, &b), SC_OK);
@@ -354,7 +354,7 @@ static void test_bad_records_are_refused(void **state)
         free(mixed);
     }
     /* Misuse: resume after an epoch began; checkpoint before any. */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_loader_checkpoint(ld, early, sizeof early, &len), SC_EINVAL);
     assert_int_equal(sc_loader_checkpoint(ld, early, 3, &len), SC_EINVAL);
     sc_loader_close(ld);
@@ -417,7 +417,7 @@ static void chain_member(chain *ch, MPI_Comm comm, int finish, unsigned char *mi
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(comm, &ch->c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(comm, &ch->c, &ld, &err), &err);
     if (ch->nrecs) {
         const void *ptrs[8];
         uint64_t e = 99;
@@ -572,7 +572,7 @@ static void test_a_share_past_the_bound_is_refused(void **state)
     MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, rank, &comm);
     if (comm != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
-        SC_ASSERT_OK(sc_loader_open_err(comm, &ch.c, &ld, NULL), NULL);
+        SC_ASSERT_OK(sc_loader_open(comm, &ch.c, &ld, NULL), NULL);
         const void *ptrs[8];
         uint64_t e;
         for (int i = 0; i < ch.nrecs; i++)

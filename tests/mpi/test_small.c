@@ -103,7 +103,7 @@ static void test_thousand_samples_default_size(void **state)
     cfg.shard_size = dflt.shard_size; /* the default's, whatever it is */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, &err), &err);
     sc_dataset_info di;
     sc_dataset_get_info(sc_loader_dataset(ld), &di);
     assert_int_equal(di.shard_size, sc_shard_size_auto(1000, SAMPLE_BYTES));
@@ -169,7 +169,7 @@ static void test_random_small_sets(void **state)
         const char *want = verdict_of(n, s, (uint64_t)size, B, drop, words, sizeof words);
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        int rc = sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, &err);
+        int rc = sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, &err);
         if (want) { /* refused here, on every rank, in words naming the sizes */
             if (rc != SC_EINVAL || !strstr(err.msg, want))
                 fail_msg("%s: open gave %s '%s', want SC_EINVAL naming '%s'", what,

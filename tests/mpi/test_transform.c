@@ -111,7 +111,7 @@ static uint64_t run(const sc_config *c, uint64_t epochs, int augmented, int *sta
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     sc_field_info f0;
     assert_int_equal(sc_dataset_field(sc_loader_dataset(ld), 0, &f0), SC_OK);
     assert_string_equal(f0.dtype, "float32");
@@ -257,10 +257,10 @@ static void test_bad_declaration(void **state)
     sc_config c = config(&tf, "bad");
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_non_null(strstr(err.msg, "transform 'halve'"));
     tf = make_tf(&st, "", 0);
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_non_null(strstr(err.msg, "name and a version"));
     assert_null(ld);
 }

@@ -324,7 +324,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     sc_config c = job_config(j, dir);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_loader_open_err(comm, &c, &ld, &err);
+    int rc = sc_loader_open(comm, &c, &ld, &err);
     if (rc != SC_OK) {
         unsetenv("SC_FAULT");
         snprintf(why, whylen, "open: %s: %s", sc_status_name(rc), err.msg);
@@ -464,7 +464,7 @@ static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *au
     int n;
     MPI_Comm_size(comm, &n);
     c.batch_size = batch_on(j, (uint32_t)n);
-    int rc = sc_loader_open_err(comm, &c, &ld, &err);
+    int rc = sc_loader_open(comm, &c, &ld, &err);
     if (rc == SC_OK && in) {
         const void *ptrs[8];
         for (uint32_t i = 0; i < in->n; i++)
