@@ -1,7 +1,10 @@
 /*
  * _core.c - shardcache._core, the CPython extension under the Python
  * package: a thin, typed skin over the public C API, and nothing else
- * (but for runtime/mpi/agree.h's inline sc__agree_min: one way to agree).
+ * (but for two inline helpers that need no symbol the ABI hides:
+ * runtime/mpi/agree.h's sc__agree_min, one way to agree, and
+ * runtime/base/config.h's sc__config_plan_params, the loader's rule for
+ * an epoch's plan parameters).
  *
  * Why a C extension rather than ctypes or cffi: the loader's structs
  * (sc_config, sc_batch, sc_epoch_summary) would otherwise be restated in
@@ -23,7 +26,8 @@
 #include <string.h>
 
 #include "shardcache.h"
-#include "agree.h" /* runtime/mpi: the one "agree on failure", inline */
+#include "agree.h"  /* runtime/mpi: the one "agree on failure", inline */
+#include "config.h" /* runtime/base: plan parameters from settings, inline */
 
 static PyObject *core_error; /* shardcache.Error */
 
@@ -509,11 +513,16 @@ static PyObject *core_plan_batches(core_loader *self, PyObject *arg)
     unsigned long long epoch = PyLong_AsUnsignedLongLong(arg);
     if (PyErr_Occurred() || !core_open(self))
         return NULL;
-    sc_plan_params p;
+    const sc_dataset *ds = sc_loader_dataset(self->ld);
+    const uint64_t *sizes = NULL;
+    sc_dataset_info di;
     sc_plan *plan = NULL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_dataset_plan_params(sc_loader_dataset(self->ld), &self->cfg,
-                                    (uint32_t)self->size, epoch, &p);
+    int rc = sc_dataset_get_info(ds, &di);
+    if (rc == SC_OK)
+        rc = sc_dataset_shard_sizes(ds, &sizes);
+    sc_plan_params p = sc__config_plan_params(&self->cfg, sizes, di.nshards, di.fingerprint,
+                                              (uint32_t)self->size, epoch);
     p.mode = SC_SHUFFLE_GLOBAL;
     if (rc == SC_OK)
         CORE_UNLOCKED(self, rc = sc_plan_create(&p, NULL, &plan, &err));

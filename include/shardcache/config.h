@@ -160,15 +160,6 @@ SC_API int sc_config_set(sc_config *cfg, const char *name, const char *value,
 SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
 
 /*
- * The shuffle window cfg means, in samples of sample_bytes: shuffle_window
- * itself, or for SC_WINDOW_AUTO as many as half of stream_bytes holds, so
- * that the stream can load the next window while it builds batches from
- * this one, but at least SC_WINDOW_AUTO_MIN (samples over 32 KiB then take
- * more than the bound, as the fixed 4096 did).  0 for a NULL cfg.
- */
-SC_API uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes);
-
-/*
  * The samples a shard holds under SC_SHARD_SIZE=auto, for a dataset of
  * nsamples samples of sample_bytes each (a variable-length field's mean):
  * SC_SHARD_AUTO_SAMPLES, raised to what SC_SHARD_AUTO_MIN_BYTES holds and

@@ -127,13 +127,6 @@ SC_API int sc_plan_rank(const sc_plan *plan, uint32_t rank,
                         const uint32_t **shards, uint64_t *nshards,
                         uint64_t *samples);
 
-/*
- * The shard holding sample `id`, given each shard's first sample id
- * (first[nshards + 1], as sc_dataset_shard_offsets gives it): a binary
- * search.  SC_EINVAL when id lies outside the samples.
- */
-SC_API int sc_shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard);
-
 /* The home rank of one shard (an O(1) lookup); cuts may serve part of it elsewhere. */
 SC_API int sc_plan_owner(const sc_plan *plan, uint64_t shard, uint32_t *rank);
 

@@ -17,6 +17,7 @@
 
 #include "agree.h"
 #include "augment.h"
+#include "config.h"
 #include "decode.h"
 #include "error.h"
 #include "jobwide.h"
@@ -98,7 +99,7 @@ static int loader_check_plans(const sc_loader *ld, const sc_config *cfg, sc_erro
 {
     sc_plan_params p;
     sc_dataset_info di;
-    sc_dataset_plan_params(ld->ds, cfg, (uint32_t)ld->size, 0, &p);
+    sc__dataset_plan_params(ld->ds, cfg, (uint32_t)ld->size, 0, &p);
     sc_dataset_get_info(ld->ds, &di);
     int rc = sc_plan_params_check(&p, err);
     if (rc != SC_OK)
@@ -254,7 +255,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     if (rc != SC_OK)
         return rc;
     /* Resolved here, so that checkpoints record (and resumes compare) samples. */
-    ld->cfg.shuffle_window = sc_config_window(cfg, ld->ds->sample_bytes);
+    ld->cfg.shuffle_window = sc__config_window(cfg, ld->ds->sample_bytes);
     if (ld->rank == 0)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "shuffle window: %llu samples%s",
                 (unsigned long long)ld->cfg.shuffle_window,

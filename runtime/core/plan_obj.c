@@ -270,7 +270,7 @@ int sc_plan_sample_owner(const sc_plan *plan, const uint64_t *first, uint64_t id
                          uint32_t *rank)
 {
     uint64_t s = 0;
-    if (!plan || !rank || sc_shard_of(first, plan->info.nshards, id, &s) != SC_OK)
+    if (!plan || !rank || sc__shard_of(first, plan->info.nshards, id, &s) != SC_OK)
         return SC_EINVAL;
     uint32_t u = sc__plan_unit_of(plan, (uint32_t)s, id - first[s]);
     *rank = sc__plan_unit_rank(plan, u);

@@ -17,6 +17,7 @@
 
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "source.h"
 
 static int rank, size, nodes; /* nodes: pretend nodes (SC_TEST_NODES), ranks dealt in blocks */
 static char dir[1024], src[1200];
@@ -79,7 +80,7 @@ static void cut_bytes(const sc_loader *ld, const sc_config *c, uint64_t *out)
         sc_plan_params p;
         sc_plan *plan = NULL;
         sc_error err = SC_ERROR_INIT;
-        assert_int_equal(sc_dataset_plan_params(ds, c, (uint32_t)size, (uint64_t)e, &p), SC_OK);
+        assert_int_equal(sc__dataset_plan_params(ds, c, (uint32_t)size, (uint64_t)e, &p), SC_OK);
         SC_ASSERT_OK(sc_plan_create(&p, prev, &plan, &err), &err);
         sc_plan_info in;
         sc_plan_get_info(plan, &in);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "config.h"
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
@@ -297,7 +298,7 @@ static void test_bad_records_are_refused(void **state)
         assert_non_null(strstr(msg, "taken with SC_PARTITIONS=0, this job's is"));
     other = c; /* an auto window that comes to another number of samples than 32 */
     other.shuffle_window = SC_WINDOW_AUTO;
-    assert_true(sc_config_window(&other, 1) != 32);
+    assert_true(sc__config_window(&other, 1) != 32);
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
     if (rank == 0)
         assert_non_null(strstr(msg, "SC_SHUFFLE_WINDOW=32, this job's is"));

@@ -16,6 +16,7 @@
 
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "synth.h"
 
 static int rank, size;
 static char dir[1024];
@@ -200,11 +201,11 @@ static void test_layout_b_groups_by_the_rule(void **state)
     char files[1200];
     snprintf(files, sizeof files, "%s/b", dir);
     if (rank == 0) {
-        sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+        sc__synth_params sp = SC__SYNTH_PARAMS_INIT;
         sp.out = files, sp.layout = 'B', sp.samples = 600, sp.shard_size = 1;
         sp.ndims = 1, sp.dims[0] = 4;
         sc_error err;
-        SC_ASSERT_OK(sc_dataset_make(&sp, NULL, NULL, &err), &err);
+        SC_ASSERT_OK(sc__dataset_make(&sp, NULL, NULL, &err), &err);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     sc_config cfg = sc_t_config(files, dir, SC_SHARD_AUTO, 4, 1);

@@ -15,7 +15,7 @@
     X(sc_config, 18040) X(sc_batch, 456) X(sc_epoch_info, 120)              \
     X(sc_epoch_summary, 592) X(sc_exactly_once, 392) X(sc_transform, 6224)  \
     X(sc_field_info, 384) X(sc_plan_params, 136) X(sc_plan_info, 200)       \
-    X(sc_dataset_info, 120) X(sc_synth_params, 192) X(sc_cache_stats, 144)  \
+    X(sc_dataset_info, 120) X(sc_cache_stats, 144)                          \
     X(sc_features, 52) X(sc_quality_params, 88) X(sc_quality, 104)         \
     X(sc_cache_dir_info, 8384)
 
