@@ -25,8 +25,9 @@
  * caller's memory, and those callers fill and pass by pointer, end in
  * reserved space (sc_config, sc_batch, sc_epoch_info, sc_epoch_summary and
  * its sc_exactly_once, sc_transform and sc_field_info, sc_plan_params,
- * sc_plan_info, sc_quality_params, sc_quality, sc_dataset_info,
- * sc_synth_params, sc_cache_stats, sc_features): new fields take their room from it, so no size changes
+ * sc_plan_info, sc_plan_cut, sc_quality_params, sc_quality and its
+ * sc_quality_figures, sc_dataset_info, sc_cache_stats, sc_cache_dir_info,
+ * sc_features): new fields take their room from it, so no size changes
  * within a major version (tests/unit/test_abi.c holds them to it).
  */
 #ifndef SHARDCACHE_H

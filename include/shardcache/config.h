@@ -6,6 +6,8 @@
 #ifndef SHARDCACHE_CONFIG_H
 #define SHARDCACHE_CONFIG_H
 
+#include <stdio.h>
+
 #include "shardcache/base.h"
 #include "shardcache/plan.h" /* sc_shuffle_mode, sc_remainder */
 
@@ -157,7 +159,7 @@ SC_API int sc_config_set(sc_config *cfg, const char *name, const char *value,
                          sc_error *err);
 
 /* Writes every setting, one "NAME=value  # meaning" line each, to a stream. */
-SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
+SC_API int sc_config_print(const sc_config *cfg, FILE *file);
 
 /*
  * The samples a shard holds under SC_SHARD_SIZE=auto, for a dataset of

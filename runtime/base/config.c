@@ -277,9 +277,8 @@ static const char *config_text(const sc_config *cfg, const setting *s, char *val
     return "?";
 }
 
-int sc_config_print(const sc_config *cfg, void *file)
+int sc_config_print(const sc_config *cfg, FILE *f)
 {
-    FILE *f = file;
     if (!cfg || !f)
         return SC_EINVAL;
     for (size_t i = 0; i < NSETTINGS; i++) {

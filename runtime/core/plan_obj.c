@@ -256,13 +256,10 @@ int sc_plan_get_cut(const sc_plan *plan, uint64_t i, sc_plan_cut *out)
     if (!plan || !out || i >= plan->info.cuts)
         return SC_EINVAL;
     const sc__cut *c = &plan->cuts[i];
-    out->shard = c->shard;
-    out->begin = c->lo;
-    out->end = c->hi;
-    out->from_unit = c->from;
-    out->to_unit = c->to;
-    out->from = sc__plan_unit_rank(plan, c->from);
-    out->to = sc__plan_unit_rank(plan, c->to);
+    *out = (sc_plan_cut){.shard = c->shard, .begin = c->lo, .end = c->hi,
+                         .from = sc__plan_unit_rank(plan, c->from),
+                         .to = sc__plan_unit_rank(plan, c->to), .from_unit = c->from,
+                         .to_unit = c->to}; /* reserved[] zeroed */
     return SC_OK;
 }
 
