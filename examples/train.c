@@ -105,7 +105,7 @@ static void busy_for(double ms)
  */
 static int loader_failed(const job *j)
 {
-    fprintf(stderr, "train[rank %d]: %s\n", j->rank, sc_last_error(j->ld));
+    fprintf(stderr, "train[rank %d]: %s\n", j->rank, sc_loader_last_error(j->ld));
     fflush(stderr);
     if (j->nranks > 1)
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -227,7 +227,7 @@ static int train_epoch(const ex_opts *o, job *j, uint64_t e)
     uint64_t n = 0;
     sc_batch b;
     int rc;
-    while ((rc = sc_next_batch(j->ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(j->ld, &b)) == SC_OK) {
         loss += train_step(o, j, &b);
         n += b.size;
         sc_batch_release_on(j->ld, &b, step_stream(j));

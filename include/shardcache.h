@@ -152,11 +152,11 @@ typedef struct sc_exactly_once {
  *   sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, NULL);  // NULL: why, on stderr
  *   for (uint64_t e = 0; e < epochs; e++) {
  *       sc_epoch_begin(ld, e, NULL);
- *       while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+ *       while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
  *           train_step(b.data[0], b.data[1], b.size);   // on b.device
  *           sc_batch_release(ld, &b);
  *       }
- *       if (rc != SC_END_OF_EPOCH) fail(sc_last_error(ld));
+ *       if (rc != SC_END_OF_EPOCH) fail(sc_loader_last_error(ld));
  *   }
  *   sc_loader_close(ld);
  */
@@ -208,7 +208,7 @@ typedef struct sc_epoch_summary {
     uint64_t cache_misses;
     uint64_t bytes_from_source;
     uint64_t bytes_from_cache;
-    double wait_s;             /* consumer time blocked inside sc_next_batch */
+    double wait_s;             /* consumer time blocked inside sc_batch_next */
     double wall_s;             /* sc_epoch_begin to the end-of-epoch return */
     uint64_t bytes_from_peers; /* of its shards, cached from other nodes' (in the epoch before) */
     double shards_per_batch;   /* distinct shards in this rank's full batches, mean: how
@@ -257,7 +257,7 @@ SC_API int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info);
  * SC_EINVAL that does not stop the loader.  After an
  * SC_EMPI, end the job (MPI_Abort): other ranks may be in a collective.
  */
-SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
+SC_API int sc_batch_next(sc_loader *ld, sc_batch *batch);
 
 /*
  * Ends the current epoch early on this rank (after the training loop broke
@@ -300,7 +300,7 @@ SC_API int sc_batch_free(sc_batch *batch);
  * which does not order work on streams created non-blocking.  The usual
  * GPU loop, with no host synchronization per step:
  *
- *   sc_next_batch(ld, &b);
+ *   sc_batch_next(ld, &b);
  *   cudaStreamWaitEvent(stream, (cudaEvent_t)b.ready, 0);
  *   step<<<..., stream>>>(b.data[0], b.data[1], b.size);
  *   sc_batch_release_on(ld, &b, stream);
@@ -386,7 +386,7 @@ SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
 SC_API int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out);
 
 /* The message of the last failed call on this loader ("" if none). */
-SC_API const char *sc_last_error(const sc_loader *ld);
+SC_API const char *sc_loader_last_error(const sc_loader *ld);
 
 /*
  * Stops the producers, finishes every broadcast and reduction still in

@@ -130,7 +130,7 @@ static int core_resume(core_loader *self, MPI_Comm comm, PyObject *records)
     PyMem_Free(blobs);
     PyMem_Free(lens);
     if (ok && rc != SC_OK)
-        core_raise(rc, sc_last_error(self->ld));
+        core_raise(rc, sc_loader_last_error(self->ld));
     return ok && rc == SC_OK ? 0 : -1;
 }
 
@@ -319,7 +319,7 @@ static PyObject *core_begin(core_loader *self, PyObject *arg)
     int rc;
     CORE_UNLOCKED(self, rc = sc_epoch_begin(self->ld, epoch, &in));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return Py_BuildValue("{sKsKsKsKsKsKsd}", "epoch", (unsigned long long)in.epoch, "batches",
                          (unsigned long long)in.batches, "batch_size",
                          (unsigned long long)in.batch_size, "shards",
@@ -342,7 +342,7 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
     int rc = SC_OK;
     self->pending.nfields = 0;
     if (!b.nfields)
-        CORE_UNLOCKED(self, rc = sc_next_batch(self->ld, &b));
+        CORE_UNLOCKED(self, rc = sc_batch_next(self->ld, &b));
     if (rc == SC_OK && PyErr_CheckSignals()) {
         /*
          * Ctrl-C while waiting: KeyboardInterrupt.  The ledger counts the
@@ -355,7 +355,7 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
     if (rc == SC_END_OF_EPOCH)
         Py_RETURN_NONE;
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     /* At most depth batches are out at once, so an entry is free; they go
      * back in any order (the package releases a batch when its last tensor
      * is gone). */
@@ -404,7 +404,7 @@ static PyObject *core_release(core_loader *self, PyObject *args)
         return NULL;
     int rc = sc_batch_release_on(self->ld, b, stream);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     b->nfields = 0;
     Py_RETURN_NONE;
 }
@@ -418,7 +418,7 @@ static PyObject *core_wait_on(core_loader *self, PyObject *args)
         return NULL;
     int rc = sc_batch_wait_on(self->ld, b, stream);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     Py_RETURN_NONE;
 }
 
@@ -437,7 +437,7 @@ static PyObject *core_detach(core_loader *self, PyObject *args)
     int rc = sc_batch_detach(self->ld, b);
     if (rc != SC_OK) {
         free(own);
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     }
     *own = *b;
     b->nfields = 0;
@@ -464,7 +464,7 @@ static PyObject *core_wait(core_loader *self, PyObject *args)
     int rc;
     CORE_UNLOCKED(self, rc = sc_batch_wait(self->ld, b));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     Py_RETURN_NONE;
 }
 
@@ -498,7 +498,7 @@ static PyObject *core_report(core_loader *self, PyObject *args)
     CORE_UNLOCKED(self, rc = wait ? sc_epoch_wait(self->ld, epoch, &r)
                                   : sc_epoch_report(self->ld, epoch, &r));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return core_summary(&r);
 }
 
@@ -542,7 +542,7 @@ static PyObject *core_unused(core_loader *self, PyObject *arg)
         return NULL;
     int rc = sc_epoch_unused(self->ld, n);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     Py_RETURN_NONE;
 }
 
@@ -560,7 +560,7 @@ static PyObject *core_skip_rest(core_loader *self, PyObject *unused)
     if (rc == SC_OK)
         CORE_UNLOCKED(self, rc = sc_epoch_skip_rest(self->ld, &n));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return PyLong_FromUnsignedLongLong(n);
 }
 
@@ -574,7 +574,7 @@ static PyObject *core_checkpoint(core_loader *self, PyObject *unused)
     size_t len = 0;
     int rc = sc_loader_checkpoint(self->ld, rec, sizeof rec, &len);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return PyBytes_FromStringAndSize((const char *)rec, (Py_ssize_t)len);
 }
 

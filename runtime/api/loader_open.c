@@ -369,7 +369,7 @@ int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out)
     return SC_OK;
 }
 
-const char *sc_last_error(const sc_loader *ld)
+const char *sc_loader_last_error(const sc_loader *ld)
 {
     return ld ? ld->err.msg : "no loader";
 }

@@ -65,7 +65,7 @@ static taken *run_epoch(sc_loader *ld, void *stream, void *release_on, unsigned 
     sc_batch b;
     sc_error err = SC_ERROR_INIT;
     int rc;
-    for (*n = 0; (rc = sc_next_batch(ld, &b)) == SC_OK; (*n)++) {
+    for (*n = 0; (rc = sc_batch_next(ld, &b)) == SC_OK; (*n)++) {
         taken *k = &t[*n];
         k->b = b;
         memcpy(k->ids, b.ids, sizeof k->ids);
@@ -180,7 +180,7 @@ static void test_callers_device_is_kept(void **state)
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     sc_batch b;
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     assert_int_equal(b.device, want);
     assert_int_equal(sc_batch_wait(ld, &b), SC_OK);
     char why[256];
@@ -262,7 +262,7 @@ static void test_device_modes(void **state)
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     sc_batch b;
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     assert_int_equal(b.device, -1);
     assert_int_equal(sc_batch_release(ld, &b), SC_OK);
     assert_int_equal(sc_loader_close(ld), SC_OK);

@@ -119,7 +119,7 @@ static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
         sc_batch b;
         uint64_t n = 0;
         int rc;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             check_batch(ld, &b, cfg);
             assert_int_equal(b.index, n);
             assert_int_equal(b.epoch, e);
@@ -131,7 +131,7 @@ static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
             assert_int_equal(sc_batch_release(ld, &b), SC_OK);
         }
         assert_int_equal(rc, SC_END_OF_EPOCH);
-        assert_int_equal(sc_next_batch(ld, &b), SC_END_OF_EPOCH); /* and it stays so */
+        assert_int_equal(sc_batch_next(ld, &b), SC_END_OF_EPOCH); /* and it stays so */
         assert_int_equal(n, info.batches);
         uint64_t lo = n, hi = n;
         MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
@@ -302,7 +302,7 @@ static void test_straggler_does_not_delay_others(void **state)
         assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
         sc_batch b;
         int rc, k = 0;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             if (k++ == 0)
                 first[e] = now();
             usleep(slow ? 8000 : 4000);
@@ -342,8 +342,8 @@ static void test_close_mid_epoch(void **state)
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     sc_batch b, held;
-    assert_int_equal(sc_next_batch(ld, &held), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &held), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     sc_batch_release(ld, &b);
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
@@ -351,7 +351,7 @@ static void test_close_mid_epoch(void **state)
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     if (rank == 0) {
-        assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+        assert_int_equal(sc_batch_next(ld, &b), SC_OK);
         assert_int_equal(sc_loader_close(ld), SC_OK);
         return;
     }
@@ -359,14 +359,14 @@ static void test_close_mid_epoch(void **state)
     for (uint64_t e = 0; rc == SC_OK; e++) {
         if (e > 0 && (rc = sc_epoch_begin(ld, e, NULL)) != SC_OK)
             break;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK)
             sc_batch_release(ld, &b);
         assert_int_equal(rc, SC_END_OF_EPOCH);
         rc = SC_OK;
         assert_true(e < 2);
     }
     assert_int_equal(rc, SC_EPLAN);
-    assert_non_null(strstr(sc_last_error(ld), "closed its loader"));
+    assert_non_null(strstr(sc_loader_last_error(ld), "closed its loader"));
     assert_int_equal(sc_loader_close(ld), SC_EPLAN);
 }
 
@@ -387,18 +387,18 @@ static void test_source_error_stops_the_loader(void **state)
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     sc_batch b;
     int rc;
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK)
         sc_batch_release(ld, &b);
     int failed = rc != SC_END_OF_EPOCH, nfailed = 0;
     if (failed) {
         assert_true(rc == SC_EHDF5 || rc == SC_EIO);
         /* Named: the file, and the epoch whose read failed (0, or 1 when
          * this rank was prefetching the shard for its next epoch). */
-        const char *msg = sc_last_error(ld);
+        const char *msg = sc_loader_last_error(ld);
         assert_non_null(strstr(msg, gone));
         if (!strstr(msg, "epoch 0") && !strstr(msg, "epoch 1"))
             fail_msg("no epoch named: %s", msg);
-        assert_int_equal(sc_next_batch(ld, &b), rc); /* it stays stopped */
+        assert_int_equal(sc_batch_next(ld, &b), rc); /* it stays stopped */
         assert_int_equal(sc_epoch_begin(ld, 1, NULL), rc);
         /* Misuse after the stop is refused, but never replaces why it stopped. */
         char first[SC_ERROR_MSG_MAX];
@@ -408,8 +408,8 @@ static void test_source_error_stops_the_loader(void **state)
         assert_int_not_equal(sc_batch_release(ld, &foreign), SC_OK);
         sc_epoch_summary none;
         assert_int_not_equal(sc_epoch_report(ld, 999, &none), SC_OK);
-        assert_int_equal(sc_next_batch(ld, &b), rc);
-        assert_string_equal(sc_last_error(ld), first);
+        assert_int_equal(sc_batch_next(ld, &b), rc);
+        assert_string_equal(sc_loader_last_error(ld), first);
     }
     MPI_Allreduce(&failed, &nfailed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     assert_true(nfailed >= 1 && nfailed <= 2); /* its owners in epochs 0 and 1 */
@@ -456,7 +456,7 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
     for (; e < 3; e++) {
         rc = sc_epoch_begin(ld, e, NULL);
         sc_batch b;
-        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK)
+        while (rc == SC_OK && (rc = sc_batch_next(ld, &b)) == SC_OK)
             sc_batch_release(ld, &b);
         if (rc == SC_END_OF_EPOCH)
             rc = SC_OK;
@@ -470,7 +470,7 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
     int who = rc == worst && rc != SC_OK ? rank : size, from = size;
     MPI_Allreduce(&who, &from, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == from)
-        snprintf(s.msg, sizeof s.msg, "%s", sc_last_error(ld));
+        snprintf(s.msg, sizeof s.msg, "%s", sc_loader_last_error(ld));
     if (from < size)
         MPI_Bcast(s.msg, sizeof s.msg, MPI_CHAR, from, MPI_COMM_WORLD);
     /* Epoch 1's verdict, from a rank that ended it without an error. */
@@ -554,14 +554,14 @@ static void test_misuse_is_an_error(void **state)
     assert_int_equal(sc_loader_open(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_batch b[3];
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_EINVAL);
-    assert_non_null(strstr(sc_last_error(ld), "before sc_epoch_begin"));
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_EINVAL);
+    assert_non_null(strstr(sc_loader_last_error(ld), "before sc_epoch_begin"));
     assert_int_equal(sc_epoch_begin(ld, 3, NULL), SC_OK); /* any first epoch */
     assert_int_equal(sc_epoch_begin(ld, 5, NULL), SC_EINVAL);
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b[1]), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b[2]), SC_EINVAL); /* both buffers held */
-    assert_non_null(strstr(sc_last_error(ld), "SC_PREFETCH_BATCHES"));
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b[1]), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b[2]), SC_EINVAL); /* both buffers held */
+    assert_non_null(strstr(sc_loader_last_error(ld), "SC_PREFETCH_BATCHES"));
     assert_int_equal(sc_batch_release(ld, &b[0]), SC_OK);
     assert_int_equal(sc_batch_release(ld, &b[0]), SC_EINVAL);
     assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
@@ -572,7 +572,7 @@ static void test_misuse_is_an_error(void **state)
     assert_false(rep.exactly_once.verified);
     assert_int_equal(rep.batches, 2);
     assert_int_equal(sc_epoch_report(ld, 9, &rep), SC_EINVAL);
-    assert_int_equal(sc_next_batch(NULL, &b[0]), SC_EINVAL);
+    assert_int_equal(sc_batch_next(NULL, &b[0]), SC_EINVAL);
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
     /*
@@ -587,7 +587,7 @@ static void test_misuse_is_an_error(void **state)
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     assert_true(info.batches > c.prefetch_batches); /* so that a slot must be reused */
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK); /* kept */
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_OK); /* kept */
     uint64_t kept_ids[64];
     assert_true(b[0].size <= 64);
     memcpy(kept_ids, b[0].ids, b[0].size * sizeof *kept_ids);
@@ -595,7 +595,7 @@ static void test_misuse_is_an_error(void **state)
     assert_non_null(kept);
     memcpy(kept, b[0].data[0], b[0].bytes[0]);
     int rc, taken = 1;
-    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b[1])) == SC_OK) {
         taken++;
         assert_ptr_not_equal(b[1].data[0], b[0].data[0]);
         assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
@@ -619,7 +619,7 @@ static void test_misuse_is_an_error(void **state)
      */
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_OK);
     kept = malloc(b[0].bytes[0]);
     assert_non_null(kept);
     memcpy(kept, b[0].data[0], b[0].bytes[0]);
@@ -628,7 +628,7 @@ static void test_misuse_is_an_error(void **state)
     assert_int_equal(sc_batch_detach(ld, &b[0]), SC_OK);
     assert_int_equal(sc_batch_detach(ld, &b[0]), SC_EINVAL);
     assert_int_equal(sc_batch_release(ld, &b[0]), SC_EINVAL); /* the loader's no more */
-    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK)
+    while ((rc = sc_batch_next(ld, &b[1])) == SC_OK)
         assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
     assert_int_equal(rc, SC_END_OF_EPOCH);
     assert_int_equal(sc_loader_close(ld), SC_OK);

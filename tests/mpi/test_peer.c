@@ -112,13 +112,13 @@ static totals run(const sc_config *c)
         sc_batch b;
         int rc;
         char why[256];
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             if (!sc_t_samples_ok(&b, W, NSAMPLES, why, sizeof why))
                 fail_msg("rank %d: epoch %d: %s", rank, e, why);
             sc_batch_release(ld, &b);
         }
         if (rc != SC_END_OF_EPOCH)
-            fail_msg("rank %d: epoch %d: %s: %s", rank, e, sc_status_name(rc), sc_last_error(ld));
+            fail_msg("rank %d: epoch %d: %s: %s", rank, e, sc_status_name(rc), sc_loader_last_error(ld));
     }
     for (int e = 0; e < EPOCHS; e++) {
         sc_epoch_summary rep;

@@ -66,10 +66,10 @@ static void run_epoch(sc_loader *ld, const sc_config *cfg, uint64_t n, uint64_t 
     int rc = sc_epoch_begin(ld, e, &info);
     if (rc != SC_OK)
         fail_msg("%s: epoch %llu did not begin: %s", what, (unsigned long long)e,
-                 sc_last_error(ld));
+                 sc_loader_last_error(ld));
     uint64_t got = 0, lo, hi;
     char why[256];
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         assert_int_equal(b.size, cfg->batch_size);
         if (!sc_t_samples_ok(&b, W, n, why, sizeof why))
             fail_msg("%s: %s", what, why);

@@ -121,7 +121,7 @@ static uint64_t run(const sc_config *c, uint64_t epochs, int augmented, int *sta
     for (uint64_t e = 0; e < epochs && rc == SC_OK; e++) {
         rc = sc_epoch_begin(ld, e, NULL);
         sc_batch b;
-        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while (rc == SC_OK && (rc = sc_batch_next(ld, &b)) == SC_OK) {
             const float *xf = b.data[0];
             const int64_t *y = b.data[1];
             for (uint64_t k = 0; k < b.size; k++) {
@@ -140,7 +140,7 @@ static uint64_t run(const sc_config *c, uint64_t epochs, int augmented, int *sta
             break;
     }
     *status = rc;
-    snprintf(msg, 512, "%s", sc_last_error(ld));
+    snprintf(msg, 512, "%s", sc_loader_last_error(ld));
     sc_loader_close(ld);
     return h;
 }
