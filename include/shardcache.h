@@ -73,6 +73,17 @@ extern "C" {
  * passed), with `seed` a function of (SC_SEED, epoch, sample) only: runs
  * are reproducible whatever the thread count.  NULL: none.
  *
+ * `outputs`, when set, declares the outputs from the inputs, so that a
+ * transform made before the dataset is open (a crop that keeps the
+ * images' channels, a factory by name) need not open it to learn their
+ * shapes: at the open, on every rank, before any shard, it gets the
+ * source's fields (in[nin], as sc_dataset_field gives them without a
+ * transform) and fills out[] and *nout (1..SC_MAX_FIELDS), which take
+ * the place of the struct's nout and out[] (left empty).  It may keep what
+ * it learns (a shape) in arg for `shard` and `augment`, which run only
+ * after it; every open of a dataset or loader with this transform calls it
+ * again.  A refusal (non-zero) fails the open with SC_EINVAL and msg.
+ *
  * Either returns 0, or non-zero with a reason in msg: the loader stops with
  * SC_ETRANSFORM naming the shard (transform) or the sample (augment), and
  * nothing half-transformed is cached.  Both may run concurrently on several
@@ -83,27 +94,33 @@ typedef int (*sc_shard_fn)(void *arg, uint64_t shard, uint64_t first_sample,
                            char *msg, size_t msglen);
 typedef int (*sc_augment_fn)(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed,
                              void *const *fields, char *msg, size_t msglen);
+typedef int (*sc_outputs_fn)(void *arg, const sc_field_info *in, int nin, sc_field_info *out,
+                             int *nout, char *msg, size_t msglen);
 
 struct sc_transform {
     const char *name;                  /* e.g. "normalize-crop56"; part of the cache key */
     const char *version;               /* e.g. "1"; part of the cache key */
-    int nout;                          /* output fields, 1..SC_MAX_FIELDS */
+    int nout;                          /* output fields, 1..SC_MAX_FIELDS (or from outputs) */
     sc_field_info out[SC_MAX_FIELDS];  /* name, dtype, ndims, dims (sample_bytes is computed) */
     sc_shard_fn shard;                 /* NULL: no transform */
     sc_augment_fn augment;             /* NULL: no augmentation */
     void *arg;
-    uint64_t reserved[4];     /* room for later fields: the size stays */
+    /* appended (room taken from reserved[]) */
+    sc_outputs_fn outputs;             /* NULL: nout and out[] as set; else declared at open */
+    uint64_t reserved[3];     /* room for later fields: the size stays */
 };
 
 /*
  * A transform by name, for callers that cannot pass C pointers (the Python
  * package: Loader(transform="libx.so:symbol", transform_arg="...")): a
- * shared library exports a function of this type, which fills *out for the
- * dataset's fields and its text argument.  *out and what it points to must
- * live until the process ends.  0 or a status, with the reason in msg.
+ * shared library exports a function of this type, which fills *out from
+ * its text argument; a transform whose outputs depend on the dataset's
+ * fields declares them with `outputs`, at the open.  *out and what it
+ * points to must live until the process ends.  0 or a status, with the
+ * reason in msg.
  */
-typedef int (*sc_transform_factory)(const sc_dataset *ds, const char *arg, sc_transform *out,
-                                    char *msg, size_t msglen);
+typedef int (*sc_transform_factory)(const char *arg, sc_transform *out, char *msg,
+                                    size_t msglen);
 
 /* ------------------------------------------------------------------------ */
 /* Exactly-once verification                                                */

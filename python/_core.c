@@ -153,9 +153,10 @@ static sc_transform_factory core_factory(const char *spec, char *msg, size_t msg
 }
 
 /*
- * cfg->transform from a factory by name, made for the dataset's fields.
- * Collective: every rank looks the factory up, then all agree before the
- * dataset is opened (a library missing on one node fails every rank).
+ * cfg->transform from a factory by name (its outputs, if they depend on the
+ * dataset's fields, are declared when the loader opens it).  Collective:
+ * every rank looks the factory up and runs it, then all agree (a library
+ * missing on one node, or a factory refusing on one, fails every rank).
  */
 static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, const char *spec,
                           const char *arg)
@@ -168,12 +169,8 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
     int mine = make && tf, all = 0, rc = SC_OK, worst = SC_OK;
     Py_BEGIN_ALLOW_THREADS
     sc__agree_min(comm, mine, &all);
-    sc_dataset *ds = NULL;
     if (all)
-        rc = sc_dataset_open(comm, cfg, &ds, &err);
-    if (all && rc == SC_OK)
-        rc = make(ds, arg ? arg : "", tf, err.msg, sizeof err.msg);
-    sc_dataset_close(ds);
+        rc = make(arg ? arg : "", tf, err.msg, sizeof err.msg);
     if (all) /* a factory that refuses on one rank fails them all */
         sc__agree_min(comm, rc, &worst);
     Py_END_ALLOW_THREADS
