@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "synth.h"
+
 double bench_now(void)
 {
     struct timespec ts;
@@ -53,11 +55,11 @@ int bench_int_list(const char *arg, int *out, int max)
 
 uint64_t bench_images(const char *path, uint64_t mib, uint64_t seed, sc_error *err)
 {
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sc__synth_params sp = SC__SYNTH_PARAMS_INIT;
     sp.out = path;
     sp.samples = (mib << 20) / BENCH_SAMPLE_BYTES;
     sp.seed = seed;
-    return sc_dataset_make(&sp, NULL, NULL, err) == SC_OK ? sp.samples : 0;
+    return sc__dataset_make(&sp, NULL, NULL, err) == SC_OK ? sp.samples : 0;
 }
 
 int bench_scratch(const char *base, const char *tag, char *dir, size_t n)

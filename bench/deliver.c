@@ -1,7 +1,7 @@
 /*
  * bench/deliver - what a job's training loops receive from shardcache,
  * across all ranks: samples/s and MB/s of batches delivered by
- * sc_next_batch, and, with a training step of --step-ms per batch, the
+ * sc_batch_next, and, with a training step of --step-ms per batch, the
  * consumer's wait and the loop's utilization (step time / wall time).
  *
  *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X[,Y...]] [--spin]
@@ -20,7 +20,7 @@
  *
  * wait: the loader's own wait for a batch (sc_epoch_summary.wait_s); taking:
  * the loop's wall time from the end of a step (or the epoch's start) to the
- * next batch in hand (release, sc_epoch_begin, sc_next_batch): the clock a
+ * next batch in hand (release, sc_epoch_begin, sc_batch_next): the clock a
  * Python loop puts around `next()` (bench/python.py).  Both as a share of
  * the wall time, averaged over ranks.
  *
@@ -136,13 +136,13 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         MPI_Barrier(MPI_COMM_WORLD); /* the clock starts together on every rank */
         double t0 = bench_now();
         if (sc_epoch_begin(ld, e, NULL) != SC_OK) {
-            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_loader_last_error(ld));
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         sc_batch b;
         int rc;
         double n0 = t0; /* taking: the time from here (or a step's end) to a batch */
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             taking += counted ? bench_now() - n0 : 0;
             for (int f = 0; counted && f < b.nfields; f++)
                 bytes += (double)b.bytes[f];
@@ -155,7 +155,7 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         }
         taking += counted ? bench_now() - n0 : 0;
         if (rc != SC_END_OF_EPOCH) {
-            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+            fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_loader_last_error(ld));
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         double t = bench_now() - t0;
@@ -187,11 +187,11 @@ static int first_batch(sc_config *cfg, int rank)
     sc_batch b;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = bench_now();
-    if (sc_loader_open(MPI_COMM_WORLD, cfg, &ld) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, cfg, &ld, NULL) != SC_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
     double t[2] = {bench_now() - t0, 0};
-    if (sc_epoch_begin(ld, 0, NULL) != SC_OK || sc_next_batch(ld, &b) != SC_OK) {
-        fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_last_error(ld));
+    if (sc_epoch_begin(ld, 0, NULL) != SC_OK || sc_batch_next(ld, &b) != SC_OK) {
+        fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_loader_last_error(ld));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     t[1] = bench_now() - t0;
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
-    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, NULL) != SC_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
     int ok = 1;
     uint64_t first = 0;

@@ -9,7 +9,7 @@
  * them); the best of the four is the limit.  One small copy at a time,
  * each waited for, measures the latency of a round trip, not the link.
  *
- * Delivery is sc_next_batch with SC_DEVICE=cuda from a warm cache, for each
+ * Delivery is sc_batch_next with SC_DEVICE=cuda from a warm cache, for each
  * producer count (SC_PRODUCERS; --producers 2,4,8 by default) in the same
  * run, consumed as a GPU training loop does: a stream waits on each batch's
  * ready event and the batch is released on that stream
@@ -114,7 +114,7 @@ static double deliver(sc_config *c, int p, int runs, int *device)
     sc_error err = SC_ERROR_INIT;
     sc_loader *ld = NULL;
     c->producers = p;
-    if (sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, c, &ld, &err) != SC_OK)
         die("open", err.msg);
     /* The consumer's stream, on the device the loader made current. */
     cudaStream_t s;
@@ -122,20 +122,20 @@ static double deliver(sc_config *c, int p, int runs, int *device)
     CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (int r = -1; r < runs; r++) { /* the first epoch warms the cache, untimed */
         if (sc_epoch_begin(ld, (uint64_t)(r + 1), NULL) != SC_OK)
-            die("epoch", sc_last_error(ld));
+            die("epoch", sc_loader_last_error(ld));
         double bytes = 0, t0 = bench_now();
         sc_batch b;
         int rc;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             /* As a training step would: the GPU waits for the batch, not the CPU. */
             CU(cudaStreamWaitEvent(s, (cudaEvent_t)b.ready, 0));
             for (int f = 0; f < b.nfields; f++)
                 bytes += (double)b.bytes[f];
             if (sc_batch_release_on(ld, &b, s) != SC_OK)
-                die("release", sc_last_error(ld));
+                die("release", sc_loader_last_error(ld));
         }
         if (rc != SC_END_OF_EPOCH)
-            die("next batch", sc_last_error(ld));
+            die("next batch", sc_loader_last_error(ld));
         CU(cudaStreamSynchronize(s)); /* every batch has arrived */
         if (r >= 0)
             deliv[r] = bytes / (bench_now() - t0) / 1e9;
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
                         link[k], link[k] / gl);
     for (int i = 0; i < np && len < (int)sizeof text; i++)
         len += snprintf(text + len, sizeof text - (size_t)len,
-                        "| sc_next_batch to the device, warm cache, %d producers | %.2f | %.2f |\n",
+                        "| sc_batch_next to the device, warm cache, %d producers | %.2f | %.2f |\n",
                         plist[i], gd[i], gd[i] / gl);
     if (*note && len < (int)sizeof text)
         snprintf(text + len, sizeof text - (size_t)len, "\n%s\n", note);

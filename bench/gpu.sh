@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # bench/gpu.sh: the GPU figures, on a machine with a GPU, in under 5 minutes.
 # Builds with CUDA and NCCL required (build/gpu), then:
-#   - bench_gpu: batches delivered to the device (sc_next_batch, SC_DEVICE=cuda,
+#   - bench_gpu: batches delivered to the device (sc_batch_next, SC_DEVICE=cuda,
 #     consumed on a stream as a training step would) with 2, 4 and 8
 #     producers in the same run, each against the link's limit: pinned
 #     host-to-device copies of 256 MiB in 8 and 32 MiB pieces, all in flight
 #     at once, on one stream and on two, the best of them;
 #   - the example trainer on the GPU (CUDA kernels as the step, one rank):
-#     the training thread's wait in sc_next_batch with real kernels (the
+#     the training thread's wait in sc_batch_next with real kernels (the
 #     step only queues GPU work, so this wait is the ring's back-pressure
 #     when the GPU is behind as much as data starvation);
 # and writes both, with the date and the GPU's name, into docs/benchmarks.md.
@@ -51,4 +51,4 @@ wait_line=$(grep "^consumer wait:" <<<"$out")
 loss_line=$(grep "^loss:" <<<"$out")
 "$bin/bench_gpu" --size "$size" --producers 2,4,8 --runs 3 --doc docs/benchmarks.md \
     --label "$(date -u +%Y-%m-%d), $gpu" \
-    --note "The example trainer on this GPU (CUDA kernels as the step, 1 rank, 65,536 samples of 3x64x64, 3 epochs; its steps only queue GPU work, so its wait in sc_next_batch counts the ring waiting for the GPU to release slots as well as data starvation): $wait_line; $loss_line."
+    --note "The example trainer on this GPU (CUDA kernels as the step, 1 rank, 65,536 samples of 3x64x64, 3 epochs; its steps only queue GPU work, so its wait in sc_batch_next counts the ring waiting for the GPU to release slots as well as data starvation): $wait_line; $loss_line."

@@ -19,7 +19,7 @@ as a loop whose step runs on a GPU waits for it); the same loop fed by
 For each: samples/s and the data wait, the share of wall time from the end
 of a step to the next batch in hand (Python: next() of the loop's
 iterator, tensors made; C: sc_batch_release, sc_epoch_begin and
-sc_next_batch: bench_deliver's "taking"), averaged over ranks.
+sc_batch_next: bench_deliver's "taking"), averaged over ranks.
 
 The Python layer's cost per batch: one rank, a warm cache, no step: the
 time per batch of the C loop and of the Python loop, and, in the Python
@@ -289,7 +289,7 @@ def report(args, n, rows, cost):
               "| one rank, warm cache, no step | time per batch | against the C loop "
               "| each round |",
               "| --- | ---: | ---: | ---: |",
-              f"| C loop (bench_deliver: sc_next_batch, sc_batch_release) | {us(cost['c'])} "
+              f"| C loop (bench_deliver: sc_batch_next, sc_batch_release) | {us(cost['c'])} "
               f"| 1.000 | |",
               f"| Python loop (shardcache.Loader, torch tensors) | {us(cost['py'])} "
               f"| {med['py_ratio']:.3f} | {each('py_ratio')} |",

@@ -1,6 +1,6 @@
 /*
  * bench/stream - what the training loop receives: batches delivered by the
- * loader (sc_next_batch, warm node-local cache, sample-level window
+ * loader (sc_batch_next, warm node-local cache, sample-level window
  * shuffle, batch assembly, ownership checks on) against the machine's
  * memcpy bandwidth for the same bytes, measured side by side in one run;
  * then the consumer's wait when each step computes for as long as one
@@ -48,9 +48,9 @@ static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spi
     sc_batch b;
     int rc;
     if (sc_epoch_begin(ld, epoch, NULL) != SC_OK)
-        die("epoch begin", sc_last_error(ld));
+        die("epoch begin", sc_loader_last_error(ld));
     double t0 = bench_now();
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         for (int i = 0; i < b.nfields; i++)
             f.bytes += (double)b.bytes[i];
         if (step_s > 0)
@@ -59,7 +59,7 @@ static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spi
     }
     f.secs = bench_now() - t0;
     if (rc != SC_END_OF_EPOCH)
-        die("next batch", sc_last_error(ld));
+        die("next batch", sc_loader_last_error(ld));
     sc_epoch_summary rep;
     if (sc_epoch_wait(ld, epoch, &rep) != SC_OK || !rep.exactly_once.ok)
         die("exactly-once", rep.exactly_once.detail);
@@ -149,7 +149,7 @@ static sc_loader *open_loader(const char *data, const char *cache, uint64_t batc
     c.device = SC_DEVICE_HOST;
     c.log_level = 0;
     sc_loader *ld = NULL;
-    if (sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err) != SC_OK)
         die("open", err.msg);
     return ld;
 }
@@ -345,7 +345,7 @@ int main(int argc, char **argv)
                      bytes / 1048576.0, (unsigned long long)sample, runs, cores, gbps_mem);
     for (int i = 0; i < np; i++)
         n += snprintf(text + n, sizeof text - (size_t)n,
-                      "| sc_next_batch, warm cache, %d producer%s | %.2f | %.2f |\n", plist[i],
+                      "| sc_batch_next, warm cache, %d producer%s | %.2f | %.2f |\n", plist[i],
                       plist[i] > 1 ? "s" : "", gbps[i], gbps[i] / gbps_mem);
     n += snprintf(text + n, sizeof text - (size_t)n,
                   "| cold epoch (source read, checksum, cache write, delivery), %d producers | "

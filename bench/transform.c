@@ -34,7 +34,7 @@ static sc_loader *open_loader(const char *data, const char *cache, const sc_tran
     c.log_level = 0;
     c.transform = tf;
     sc_loader *ld = NULL;
-    if (sc_loader_open_err(MPI_COMM_SELF, &c, &ld, &err) != SC_OK)
+    if (sc_loader_open(MPI_COMM_SELF, &c, &ld, &err) != SC_OK)
         die("open", err.msg);
     return ld;
 }
@@ -43,18 +43,18 @@ static sc_loader *open_loader(const char *data, const char *cache, const sc_tran
 static double epoch(sc_loader *ld, uint64_t e, const ex_crop *crop, float *out)
 {
     if (sc_epoch_begin(ld, e, NULL) != SC_OK)
-        die("epoch", sc_last_error(ld));
+        die("epoch", sc_loader_last_error(ld));
     double n = 0, t0 = bench_now();
     sc_batch b;
     int rc;
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         if (crop)
             ex_crop_run(crop, b.data[0], b.size, out);
         n += (double)b.size;
         sc_batch_release(ld, &b);
     }
     if (rc != SC_END_OF_EPOCH)
-        die("next batch", sc_last_error(ld));
+        die("next batch", sc_loader_last_error(ld));
     return n / (bench_now() - t0);
 }
 

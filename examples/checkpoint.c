@@ -44,7 +44,7 @@ int ex_ckpt_save(MPI_Comm comm, const char *dir, sc_loader *ld, const float *w, 
     size_t len = 0;
     char path[4096];
     if (sc_loader_checkpoint(ld, rec, sizeof rec, &len) != SC_OK) {
-        fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
+        fprintf(stderr, "train[rank %d]: %s\n", rank, sc_loader_last_error(ld));
         bad = 1;
     }
     snprintf(path, sizeof path, "%s/ckpt-r%d.bin", dir, rank);
@@ -97,7 +97,7 @@ int ex_ckpt_load(MPI_Comm comm, const char *dir, sc_loader *ld, float *w, size_t
     if (bad)
         return -1;
     if (rc != SC_OK) {
-        fprintf(stderr, "train[rank %d]: %s\n", rank, sc_last_error(ld));
+        fprintf(stderr, "train[rank %d]: %s\n", rank, sc_loader_last_error(ld));
         return -1;
     }
     return 0;

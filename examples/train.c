@@ -105,7 +105,7 @@ static void busy_for(double ms)
  */
 static int loader_failed(const job *j)
 {
-    fprintf(stderr, "train[rank %d]: %s\n", j->rank, sc_last_error(j->ld));
+    fprintf(stderr, "train[rank %d]: %s\n", j->rank, sc_loader_last_error(j->ld));
     fflush(stderr);
     if (j->nranks > 1)
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -227,7 +227,7 @@ static int train_epoch(const ex_opts *o, job *j, uint64_t e)
     uint64_t n = 0;
     sc_batch b;
     int rc;
-    while ((rc = sc_next_batch(j->ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(j->ld, &b)) == SC_OK) {
         loss += train_step(o, j, &b);
         n += b.size;
         sc_batch_release_on(j->ld, &b, step_stream(j));
@@ -250,17 +250,14 @@ static int train_epoch(const ex_opts *o, job *j, uint64_t e)
     return 0;
 }
 
-/* The field named `name` (of the loader's batches, when ld is open; else ds's). */
-static int field_index(const sc_loader *ld, const sc_dataset *ds, const char *name,
-                       const char *dtype, sc_field_info *out)
+/* The field named `name` of the loader's batches. */
+static int field_index(const sc_loader *ld, const char *name, const char *dtype,
+                       sc_field_info *out)
 {
     sc_dataset_info di;
-    sc_dataset_get_info(ld ? sc_loader_dataset(ld) : ds, &di);
+    sc_dataset_get_info(sc_loader_dataset(ld), &di);
     for (int i = 0; i < di.nfields; i++) {
-        if (ld)
-            sc_loader_field(ld, i, out);
-        else
-            sc_dataset_field(ds, i, out);
+        sc_loader_field(ld, i, out);
         const char *n = out->name[0] == '/' ? out->name + 1 : out->name;
         const char *want = name[0] == '/' ? name + 1 : name;
         if (!strcmp(n, want))
@@ -308,37 +305,23 @@ static int use_device(const ex_opts *o, job *j, const sc_config *cfg)
 #endif
 }
 
-/* --transform: the crop needs the images' shape, so a look at the dataset first. */
-static int choose_transform(const ex_opts *o, job *j, sc_config *cfg, ex_crop *crop,
-                            sc_transform *tf)
+/*
+ * --transform: the crop learns the images' shape when the loader opens the
+ * dataset (sc_transform.outputs), which refuses a source it cannot crop.
+ */
+static void choose_transform(const ex_opts *o, sc_config *cfg, ex_crop *crop, sc_transform *tf)
 {
-    sc_dataset *ds = NULL;
-    sc_field_info fi;
-    sc_error err = SC_ERROR_INIT;
-    int ok = sc_dataset_open(MPI_COMM_WORLD, cfg, &ds, &err) == SC_OK &&
-             field_index(NULL, ds, o->images, "uint8", &fi) >= 0 && fi.ndims == 3;
-    if (ok) {
-        *crop = (ex_crop){fi.dims[0], fi.dims[1], fi.dims[2], o->crop};
-        ok = ex_crop_transform(crop, 1, tf) == SC_OK;
-    }
-    sc_dataset_close(ds);
-    if (!ok) {
-        if (j->rank == 0)
-            fprintf(stderr, "train: --transform %llu needs the CPU model and a uint8 "
-                            "[C][H][W] field '%s' larger than the crop%s%s\n",
-                    (unsigned long long)o->crop, o->images, err.msg[0] ? ": " : "", err.msg);
-        return 2;
-    }
+    *crop = (ex_crop){0, 0, 0, o->crop};
+    ex_crop_transform(crop, 1, tf);
     cfg->transform = tf;
-    return 0;
 }
 
 /* The batches' image and label fields, and a model sized to them. */
 static int open_model(const ex_opts *o, job *j)
 {
     sc_field_info fx, fy;
-    j->ix = field_index(j->ld, NULL, o->images, o->crop ? "float32" : "uint8", &fx);
-    j->iy = field_index(j->ld, NULL, o->labels, "int64", &fy);
+    j->ix = field_index(j->ld, o->images, o->crop ? "float32" : "uint8", &fx);
+    j->iy = field_index(j->ld, o->labels, "int64", &fy);
     if (j->ix >= 0 && fx.vlen) {
         if (j->rank == 0)
             fprintf(stderr, "train: '%s' holds variable-length samples (JPEG bytes?): "
@@ -425,13 +408,14 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
     }
     if (rc == 0) {
         choose_device(o, &cfg);
-        rc = o->crop ? choose_transform(o, j, &cfg, crop, tf) : 0;
+        if (o->crop)
+            choose_transform(o, &cfg, crop, tf);
     }
     /* Every rank opens the loader or none: one stopping here would leave the rest in it. */
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any)
         return rc ? rc : any;
-    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld) != SC_OK)
+    if (sc_loader_open(MPI_COMM_WORLD, &cfg, &j->ld, NULL) != SC_OK)
         rc = 1;
     if (rc == 0)
         rc = use_device(o, j, &cfg);

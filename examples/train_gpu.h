@@ -8,9 +8,9 @@
  * tg_epoch_loss reads it once per epoch, the one place the CPU waits.
  * The loop, with no host synchronization per batch:
  *
- *   sc_loader_open(comm, &cfg, &ld);            // makes the loader's device current
+ *   sc_loader_open(comm, &cfg, &ld, NULL);      // makes the loader's device current
  *   tg_open(tg_current_device(), d, k, comm, &g, err, errlen);   // collective
- *   while (sc_next_batch(ld, &b) == SC_OK) {
+ *   while (sc_batch_next(ld, &b) == SC_OK) {
  *       tg_step(g, b.data[0], b.data[1], b.size, b.ready, lr, err, errlen);
  *       sc_batch_release_on(ld, &b, tg_stream(g));   // reused after the step, on the GPU
  *   }

@@ -50,23 +50,54 @@ static int flip(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed, void 
     return 0;
 }
 
+/* The crop's two outputs, from its shape; the number of them. */
+static int crop_fields(const ex_crop *k, sc_field_info *out)
+{
+    memset(out, 0, 2 * sizeof *out);
+    snprintf(out[0].name, sizeof out[0].name, "/images");
+    snprintf(out[0].dtype, sizeof out[0].dtype, "float32");
+    out[0].ndims = 3;
+    out[0].dims[0] = k->c;
+    out[0].dims[1] = k->h - 2 * k->margin;
+    out[0].dims[2] = k->w - 2 * k->margin;
+    snprintf(out[1].name, sizeof out[1].name, "/labels");
+    snprintf(out[1].dtype, sizeof out[1].dtype, "int64");
+    return 2;
+}
+
+/* At the open: the shape from the source's first field, which must be uint8 [C][H][W]. */
+static int crop_outputs(void *arg, const sc_field_info *in, int nin, sc_field_info *out,
+                        int *nout, char *msg, size_t msglen)
+{
+    ex_crop *k = arg;
+    if (nin < 2 || strcmp(in[0].dtype, "uint8") || in[0].ndims != 3 || in[0].vlen ||
+        strcmp(in[1].dtype, "int64") || in[1].ndims != 0) {
+        snprintf(msg, msglen, "the crop wants uint8 [C][H][W] images, then int64 labels");
+        return 1;
+    }
+    k->c = in[0].dims[0], k->h = in[0].dims[1], k->w = in[0].dims[2];
+    if (k->h <= 2 * k->margin || k->w <= 2 * k->margin) {
+        snprintf(msg, msglen, "a margin of %llu leaves nothing of %llux%llu",
+                 (unsigned long long)k->margin, (unsigned long long)k->h,
+                 (unsigned long long)k->w);
+        return 1;
+    }
+    *nout = crop_fields(k, out);
+    return 0;
+}
+
 int ex_crop_transform(ex_crop *crop, int with_flip, sc_transform *tf)
 {
-    if (crop->h <= 2 * crop->margin || crop->w <= 2 * crop->margin)
+    int known = crop->c || crop->h || crop->w;
+    if (known && (crop->h <= 2 * crop->margin || crop->w <= 2 * crop->margin))
         return SC_EINVAL;
     memset(tf, 0, sizeof *tf);
     tf->name = "normalize-crop";
     tf->version = "1";
-    tf->nout = 2;
-    snprintf(tf->out[0].name, sizeof tf->out[0].name, "/images");
-    snprintf(tf->out[0].dtype, sizeof tf->out[0].dtype, "float32");
-    tf->out[0].ndims = 3;
-    tf->out[0].dims[0] = crop->c;
-    tf->out[0].dims[1] = crop->h - 2 * crop->margin;
-    tf->out[0].dims[2] = crop->w - 2 * crop->margin;
-    snprintf(tf->out[1].name, sizeof tf->out[1].name, "/labels");
-    snprintf(tf->out[1].dtype, sizeof tf->out[1].dtype, "int64");
-    tf->out[1].ndims = 0;
+    if (known)
+        tf->nout = crop_fields(crop, tf->out);
+    else
+        tf->outputs = crop_outputs;
     tf->shard = crop_shard;
     tf->augment = with_flip ? flip : NULL;
     tf->arg = crop;

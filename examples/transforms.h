@@ -17,7 +17,9 @@ typedef struct ex_crop {
 /*
  * Fills *tf: "normalize-crop" version 1, outputs /images (float32
  * [c][h-2m][w-2m]) and /labels (int64), with `flip` as augmentation when
- * asked.  The source's fields must be /images (uint8) then /labels.
+ * asked.  The source's fields must be /images (uint8) then /labels.  A
+ * crop of shape 0 x 0 x 0 learns it from the source's images when the
+ * dataset opens (sc_transform.outputs): no need to open it first.
  */
 int ex_crop_transform(ex_crop *crop, int flip, sc_transform *tf);
 

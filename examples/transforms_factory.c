@@ -12,31 +12,22 @@
 
 #include "transforms.h"
 
-int ex_crop_factory(const sc_dataset *ds, const char *arg, sc_transform *out, char *msg,
-                    size_t msglen);
+int ex_crop_factory(const char *arg, sc_transform *out, char *msg, size_t msglen);
 
-int ex_crop_factory(const sc_dataset *ds, const char *arg, sc_transform *out, char *msg,
-                    size_t msglen)
+/* The images' shape comes at the open (sc_transform.outputs): only the margin here. */
+int ex_crop_factory(const char *arg, sc_transform *out, char *msg, size_t msglen)
 {
     char *end = NULL;
     unsigned long long margin = strtoull(arg ? arg : "", &end, 10);
     int flip = end && !strcmp(end, ",flip");
-    sc_field_info fi;
-    if (!end || end == arg || (*end && !flip) || sc_dataset_field(ds, 0, &fi) != SC_OK ||
-        strcmp(fi.dtype, "uint8") || fi.ndims != 3) {
-        snprintf(msg, msglen, "ex_crop_factory: wants the margin ('4' or '4,flip', got '%s') "
-                 "and a first field of uint8 [C][H][W]", arg ? arg : "");
+    if (!end || end == arg || (*end && !flip)) {
+        snprintf(msg, msglen, "ex_crop_factory: wants the margin ('4' or '4,flip', got '%s')",
+                 arg ? arg : "");
         return SC_EINVAL;
     }
-    ex_crop *crop = malloc(sizeof *crop); /* lives as long as the process, as the loader's */
+    ex_crop *crop = calloc(1, sizeof *crop); /* lives as long as the process, as the loader's */
     if (!crop)
         return SC_ENOMEM;
-    *crop = (ex_crop){fi.dims[0], fi.dims[1], fi.dims[2], margin};
-    int rc = ex_crop_transform(crop, flip, out);
-    if (rc != SC_OK) {
-        snprintf(msg, msglen, "ex_crop_factory: a margin of %llu leaves nothing of %llux%llu",
-                 margin, (unsigned long long)fi.dims[1], (unsigned long long)fi.dims[2]);
-        free(crop);
-    }
-    return rc;
+    crop->margin = margin;
+    return ex_crop_transform(crop, flip, out); /* shape 0: learnt at the open */
 }

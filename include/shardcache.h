@@ -25,8 +25,9 @@
  * caller's memory, and those callers fill and pass by pointer, end in
  * reserved space (sc_config, sc_batch, sc_epoch_info, sc_epoch_summary and
  * its sc_exactly_once, sc_transform and sc_field_info, sc_plan_params,
- * sc_plan_info, sc_quality_params, sc_quality, sc_dataset_info,
- * sc_synth_params, sc_cache_stats, sc_features): new fields take their room from it, so no size changes
+ * sc_plan_info, sc_plan_cut, sc_quality_params, sc_quality and its
+ * sc_quality_figures, sc_dataset_info, sc_cache_stats, sc_cache_dir_info,
+ * sc_features): new fields take their room from it, so no size changes
  * within a major version (tests/unit/test_abi.c holds them to it).
  */
 #ifndef SHARDCACHE_H
@@ -72,6 +73,17 @@ extern "C" {
  * passed), with `seed` a function of (SC_SEED, epoch, sample) only: runs
  * are reproducible whatever the thread count.  NULL: none.
  *
+ * `outputs`, when set, declares the outputs from the inputs, so that a
+ * transform made before the dataset is open (a crop that keeps the
+ * images' channels, a factory by name) need not open it to learn their
+ * shapes: at the open, on every rank, before any shard, it gets the
+ * source's fields (in[nin], as sc_dataset_field gives them without a
+ * transform) and fills out[] and *nout (1..SC_MAX_FIELDS), which take
+ * the place of the struct's nout and out[] (left empty).  It may keep what
+ * it learns (a shape) in arg for `shard` and `augment`, which run only
+ * after it; every open of a dataset or loader with this transform calls it
+ * again.  A refusal (non-zero) fails the open with SC_EINVAL and msg.
+ *
  * Either returns 0, or non-zero with a reason in msg: the loader stops with
  * SC_ETRANSFORM naming the shard (transform) or the sample (augment), and
  * nothing half-transformed is cached.  Both may run concurrently on several
@@ -82,27 +94,33 @@ typedef int (*sc_shard_fn)(void *arg, uint64_t shard, uint64_t first_sample,
                            char *msg, size_t msglen);
 typedef int (*sc_augment_fn)(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed,
                              void *const *fields, char *msg, size_t msglen);
+typedef int (*sc_outputs_fn)(void *arg, const sc_field_info *in, int nin, sc_field_info *out,
+                             int *nout, char *msg, size_t msglen);
 
 struct sc_transform {
     const char *name;                  /* e.g. "normalize-crop56"; part of the cache key */
     const char *version;               /* e.g. "1"; part of the cache key */
-    int nout;                          /* output fields, 1..SC_MAX_FIELDS */
+    int nout;                          /* output fields, 1..SC_MAX_FIELDS (or from outputs) */
     sc_field_info out[SC_MAX_FIELDS];  /* name, dtype, ndims, dims (sample_bytes is computed) */
     sc_shard_fn shard;                 /* NULL: no transform */
     sc_augment_fn augment;             /* NULL: no augmentation */
     void *arg;
-    uint64_t reserved[4];     /* room for later fields: the size stays */
+    /* appended (room taken from reserved[]) */
+    sc_outputs_fn outputs;             /* NULL: nout and out[] as set; else declared at open */
+    uint64_t reserved[3];     /* room for later fields: the size stays */
 };
 
 /*
  * A transform by name, for callers that cannot pass C pointers (the Python
  * package: Loader(transform="libx.so:symbol", transform_arg="...")): a
- * shared library exports a function of this type, which fills *out for the
- * dataset's fields and its text argument.  *out and what it points to must
- * live until the process ends.  0 or a status, with the reason in msg.
+ * shared library exports a function of this type, which fills *out from
+ * its text argument; a transform whose outputs depend on the dataset's
+ * fields declares them with `outputs`, at the open.  *out and what it
+ * points to must live until the process ends.  0 or a status, with the
+ * reason in msg.
  */
-typedef int (*sc_transform_factory)(const sc_dataset *ds, const char *arg, sc_transform *out,
-                                    char *msg, size_t msglen);
+typedef int (*sc_transform_factory)(const char *arg, sc_transform *out, char *msg,
+                                    size_t msglen);
 
 /* ------------------------------------------------------------------------ */
 /* Exactly-once verification                                                */
@@ -148,14 +166,14 @@ typedef struct sc_exactly_once {
  *
  *   sc_config cfg;  sc_loader *ld;  sc_batch b;
  *   sc_config_init(&cfg, NULL);                  // SC_* environment
- *   sc_loader_open(MPI_COMM_WORLD, &cfg, &ld);
+ *   sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, NULL);  // NULL: why, on stderr
  *   for (uint64_t e = 0; e < epochs; e++) {
  *       sc_epoch_begin(ld, e, NULL);
- *       while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+ *       while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
  *           train_step(b.data[0], b.data[1], b.size);   // on b.device
  *           sc_batch_release(ld, &b);
  *       }
- *       if (rc != SC_END_OF_EPOCH) fail(sc_last_error(ld));
+ *       if (rc != SC_END_OF_EPOCH) fail(sc_loader_last_error(ld));
  *   }
  *   sc_loader_close(ld);
  */
@@ -207,7 +225,7 @@ typedef struct sc_epoch_summary {
     uint64_t cache_misses;
     uint64_t bytes_from_source;
     uint64_t bytes_from_cache;
-    double wait_s;             /* consumer time blocked inside sc_next_batch */
+    double wait_s;             /* consumer time blocked inside sc_batch_next */
     double wall_s;             /* sc_epoch_begin to the end-of-epoch return */
     uint64_t bytes_from_peers; /* of its shards, cached from other nodes' (in the epoch before) */
     double shards_per_batch;   /* distinct shards in this rank's full batches, mean: how
@@ -219,12 +237,12 @@ typedef struct sc_epoch_summary {
  * Opens the dataset (cfg->source), this rank's cache and the ownership
  * ledger, starts the producer threads and the broadcast of the first
  * epoch's plan.  Collective.  On failure *out is NULL and the message is in
- * `err` (and the same status on every rank when the cause is shared).
+ * `err` (and the same status on every rank when the cause is shared); with
+ * a NULL `err` it goes to stderr instead, prefixed by the rank.  The
+ * communicator comes first, as in sc_dataset_open and MPI_File_open.
  */
-SC_API int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
-                              sc_error *err);
-/* The same; on failure the message goes to stderr, prefixed by the rank. */
-SC_API int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out);
+SC_API int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
+                          sc_error *err);
 
 /*
  * Whether the program that started this process started more processes
@@ -256,7 +274,7 @@ SC_API int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info);
  * SC_EINVAL that does not stop the loader.  After an
  * SC_EMPI, end the job (MPI_Abort): other ranks may be in a collective.
  */
-SC_API int sc_next_batch(sc_loader *ld, sc_batch *batch);
+SC_API int sc_batch_next(sc_loader *ld, sc_batch *batch);
 
 /*
  * Ends the current epoch early on this rank (after the training loop broke
@@ -299,7 +317,7 @@ SC_API int sc_batch_free(sc_batch *batch);
  * which does not order work on streams created non-blocking.  The usual
  * GPU loop, with no host synchronization per step:
  *
- *   sc_next_batch(ld, &b);
+ *   sc_batch_next(ld, &b);
  *   cudaStreamWaitEvent(stream, (cudaEvent_t)b.ready, 0);
  *   step<<<..., stream>>>(b.data[0], b.data[1], b.size);
  *   sc_batch_release_on(ld, &b, stream);
@@ -385,7 +403,7 @@ SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
 SC_API int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out);
 
 /* The message of the last failed call on this loader ("" if none). */
-SC_API const char *sc_last_error(const sc_loader *ld);
+SC_API const char *sc_loader_last_error(const sc_loader *ld);
 
 /*
  * Stops the producers, finishes every broadcast and reduction still in

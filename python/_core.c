@@ -1,7 +1,10 @@
 /*
  * _core.c - shardcache._core, the CPython extension under the Python
  * package: a thin, typed skin over the public C API, and nothing else
- * (but for runtime/mpi/agree.h's inline sc__agree_min: one way to agree).
+ * (but for two inline helpers that need no symbol the ABI hides:
+ * runtime/mpi/agree.h's sc__agree_min, one way to agree, and
+ * runtime/base/config.h's sc__config_plan_params, the loader's rule for
+ * an epoch's plan parameters).
  *
  * Why a C extension rather than ctypes or cffi: the loader's structs
  * (sc_config, sc_batch, sc_epoch_summary) would otherwise be restated in
@@ -23,7 +26,8 @@
 #include <string.h>
 
 #include "shardcache.h"
-#include "agree.h" /* runtime/mpi: the one "agree on failure", inline */
+#include "agree.h"  /* runtime/mpi: the one "agree on failure", inline */
+#include "config.h" /* runtime/base: plan parameters from settings, inline */
 
 static PyObject *core_error; /* shardcache.Error */
 
@@ -126,7 +130,7 @@ static int core_resume(core_loader *self, MPI_Comm comm, PyObject *records)
     PyMem_Free(blobs);
     PyMem_Free(lens);
     if (ok && rc != SC_OK)
-        core_raise(rc, sc_last_error(self->ld));
+        core_raise(rc, sc_loader_last_error(self->ld));
     return ok && rc == SC_OK ? 0 : -1;
 }
 
@@ -149,9 +153,10 @@ static sc_transform_factory core_factory(const char *spec, char *msg, size_t msg
 }
 
 /*
- * cfg->transform from a factory by name, made for the dataset's fields.
- * Collective: every rank looks the factory up, then all agree before the
- * dataset is opened (a library missing on one node fails every rank).
+ * cfg->transform from a factory by name (its outputs, if they depend on the
+ * dataset's fields, are declared when the loader opens it).  Collective:
+ * every rank looks the factory up and runs it, then all agree (a library
+ * missing on one node, or a factory refusing on one, fails every rank).
  */
 static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, const char *spec,
                           const char *arg)
@@ -164,12 +169,8 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
     int mine = make && tf, all = 0, rc = SC_OK, worst = SC_OK;
     Py_BEGIN_ALLOW_THREADS
     sc__agree_min(comm, mine, &all);
-    sc_dataset *ds = NULL;
     if (all)
-        rc = sc_dataset_open(comm, cfg, &ds, &err);
-    if (all && rc == SC_OK)
-        rc = make(ds, arg ? arg : "", tf, err.msg, sizeof err.msg);
-    sc_dataset_close(ds);
+        rc = make(arg ? arg : "", tf, err.msg, sizeof err.msg);
     if (all) /* a factory that refuses on one rank fails them all */
         sc__agree_min(comm, rc, &worst);
     Py_END_ALLOW_THREADS
@@ -210,7 +211,7 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
     sc_error err = SC_ERROR_INIT;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = sc_loader_open_err(*c, &cfg, &self->ld, &err);
+    rc = sc_loader_open(*c, &cfg, &self->ld, &err);
     Py_END_ALLOW_THREADS
     if (rc != SC_OK)
         return core_raise(rc, err.msg), -1;
@@ -315,7 +316,7 @@ static PyObject *core_begin(core_loader *self, PyObject *arg)
     int rc;
     CORE_UNLOCKED(self, rc = sc_epoch_begin(self->ld, epoch, &in));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return Py_BuildValue("{sKsKsKsKsKsKsd}", "epoch", (unsigned long long)in.epoch, "batches",
                          (unsigned long long)in.batches, "batch_size",
                          (unsigned long long)in.batch_size, "shards",
@@ -338,7 +339,7 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
     int rc = SC_OK;
     self->pending.nfields = 0;
     if (!b.nfields)
-        CORE_UNLOCKED(self, rc = sc_next_batch(self->ld, &b));
+        CORE_UNLOCKED(self, rc = sc_batch_next(self->ld, &b));
     if (rc == SC_OK && PyErr_CheckSignals()) {
         /*
          * Ctrl-C while waiting: KeyboardInterrupt.  The ledger counts the
@@ -351,7 +352,7 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
     if (rc == SC_END_OF_EPOCH)
         Py_RETURN_NONE;
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     /* At most depth batches are out at once, so an entry is free; they go
      * back in any order (the package releases a batch when its last tensor
      * is gone). */
@@ -400,7 +401,7 @@ static PyObject *core_release(core_loader *self, PyObject *args)
         return NULL;
     int rc = sc_batch_release_on(self->ld, b, stream);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     b->nfields = 0;
     Py_RETURN_NONE;
 }
@@ -414,7 +415,7 @@ static PyObject *core_wait_on(core_loader *self, PyObject *args)
         return NULL;
     int rc = sc_batch_wait_on(self->ld, b, stream);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     Py_RETURN_NONE;
 }
 
@@ -433,7 +434,7 @@ static PyObject *core_detach(core_loader *self, PyObject *args)
     int rc = sc_batch_detach(self->ld, b);
     if (rc != SC_OK) {
         free(own);
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     }
     *own = *b;
     b->nfields = 0;
@@ -460,7 +461,7 @@ static PyObject *core_wait(core_loader *self, PyObject *args)
     int rc;
     CORE_UNLOCKED(self, rc = sc_batch_wait(self->ld, b));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     Py_RETURN_NONE;
 }
 
@@ -494,7 +495,7 @@ static PyObject *core_report(core_loader *self, PyObject *args)
     CORE_UNLOCKED(self, rc = wait ? sc_epoch_wait(self->ld, epoch, &r)
                                   : sc_epoch_report(self->ld, epoch, &r));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return core_summary(&r);
 }
 
@@ -509,11 +510,16 @@ static PyObject *core_plan_batches(core_loader *self, PyObject *arg)
     unsigned long long epoch = PyLong_AsUnsignedLongLong(arg);
     if (PyErr_Occurred() || !core_open(self))
         return NULL;
-    sc_plan_params p;
+    const sc_dataset *ds = sc_loader_dataset(self->ld);
+    const uint64_t *sizes = NULL;
+    sc_dataset_info di;
     sc_plan *plan = NULL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_dataset_plan_params(sc_loader_dataset(self->ld), &self->cfg,
-                                    (uint32_t)self->size, epoch, &p);
+    int rc = sc_dataset_get_info(ds, &di);
+    if (rc == SC_OK)
+        rc = sc_dataset_shard_sizes(ds, &sizes);
+    sc_plan_params p = sc__config_plan_params(&self->cfg, sizes, di.nshards, di.fingerprint,
+                                              (uint32_t)self->size, epoch);
     p.mode = SC_SHUFFLE_GLOBAL;
     if (rc == SC_OK)
         CORE_UNLOCKED(self, rc = sc_plan_create(&p, NULL, &plan, &err));
@@ -533,7 +539,7 @@ static PyObject *core_unused(core_loader *self, PyObject *arg)
         return NULL;
     int rc = sc_epoch_unused(self->ld, n);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     Py_RETURN_NONE;
 }
 
@@ -551,7 +557,7 @@ static PyObject *core_skip_rest(core_loader *self, PyObject *unused)
     if (rc == SC_OK)
         CORE_UNLOCKED(self, rc = sc_epoch_skip_rest(self->ld, &n));
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return PyLong_FromUnsignedLongLong(n);
 }
 
@@ -565,7 +571,7 @@ static PyObject *core_checkpoint(core_loader *self, PyObject *unused)
     size_t len = 0;
     int rc = sc_loader_checkpoint(self->ld, rec, sizeof rec, &len);
     if (rc != SC_OK)
-        return core_raise(rc, sc_last_error(self->ld));
+        return core_raise(rc, sc_loader_last_error(self->ld));
     return PyBytes_FromStringAndSize((const char *)rec, (Py_ssize_t)len);
 }
 

@@ -29,7 +29,7 @@ void cli_report(const char *cmd, int rank, int nranks, const sc_error *err);
 
 /*
  * A progress bar on a terminal ("\r[####    ] 42%"), plain lines every 10%
- * otherwise, so that logs stay readable.  Pass to sc_progress_fn users.
+ * otherwise, so that logs stay readable.  Pass to sc__progress_fn users.
  */
 typedef struct cli_progress {
     const char *what;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "config.h"
 
 static void cmd_cache_print(const sc_cache_dir_info *d)
 {
@@ -90,7 +91,7 @@ int cmd_cache(int argc, char **argv)
     if (optind != argc - 1 || cli_choice("cache", argv[optind], actions, 3, &action) != 0)
         return cmd_cache_usage(stderr);
     char root[SC_PATH_MAX];
-    if (sc_cache_root(&cfg, root, sizeof root) != SC_OK) {
+    if (sc__cache_root(&cfg, root, sizeof root) != SC_OK) {
         fprintf(stderr, "shardcache cache: the cache root's path is too long\n");
         return 2;
     }

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "scan.h"
+#include "synth.h"
 
 static const char usage[] =
     "usage: shardcache make-dataset --out PATH [options]\n"
@@ -47,7 +49,7 @@ static const char usage[] =
     "                     held-out set (train --eval)\n"
     "  -h, --help         this text\n";
 
-static int cmd_dataset_parse_shape(const char *s, sc_synth_params *p)
+static int cmd_dataset_parse_shape(const char *s, sc__synth_params *p)
 {
     p->ndims = 0;
     while (*s) {
@@ -72,7 +74,7 @@ typedef struct dataset_encode {
 } dataset_encode;
 
 /* One flag into *p (or *x); 0, or 2 after saying what is wrong. */
-static int cmd_dataset_flag(int c, sc_synth_params *p, dataset_encode *x)
+static int cmd_dataset_flag(int c, sc__synth_params *p, dataset_encode *x)
 {
     int bad = 0;
     switch (c) {
@@ -119,7 +121,7 @@ static int cmd_dataset_flag(int c, sc_synth_params *p, dataset_encode *x)
 }
 
 /* The flags into *p: 0, -1 after printing the usage, or 2 after saying what is wrong. */
-static int cmd_dataset_parse(int argc, char **argv, sc_synth_params *p)
+static int cmd_dataset_parse(int argc, char **argv, sc__synth_params *p)
 {
     static const struct option longopts[] = {
         {"out", required_argument, 0, OUT},
@@ -177,14 +179,14 @@ static int cmd_dataset_manifest(const char *dir, sc_error *err)
     if (rc == SC_OK)
         rc = sc_dataset_open(MPI_COMM_SELF, &c, &ds, err);
     if (rc == SC_OK)
-        rc = sc_dataset_save_manifest(ds, err);
+        rc = sc__dataset_save_manifest(ds, err);
     sc_dataset_close(ds);
     return rc;
 }
 
 int cmd_make_dataset(int argc, char **argv)
 {
-    sc_synth_params p = SC_SYNTH_PARAMS_INIT;
+    sc__synth_params p = SC__SYNTH_PARAMS_INIT;
     p.samples = 10000;
     int bad = cmd_dataset_parse(argc, argv, &p);
     if (bad)
@@ -193,7 +195,7 @@ int cmd_make_dataset(int argc, char **argv)
     cli_progress prog;
     cli_progress_init(&prog, "make-dataset");
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_dataset_make(&p, cli_progress_cb, &prog, &err);
+    int rc = sc__dataset_make(&p, cli_progress_cb, &prog, &err);
     sc_error merr = SC_ERROR_INIT;
     int saved = rc == SC_OK && p.layout == 'B' && cmd_dataset_manifest(p.out, &merr) == SC_OK;
     if (rc == SC_OK && p.layout == 'B' && !saved)
@@ -208,7 +210,7 @@ int cmd_make_dataset(int argc, char **argv)
         printf("wrote %s: %" PRIu64 " %s%ssamples of %s, %" PRIu64 " labels%s, %s%s%slayout %c\n",
                p.out, p.samples, p.heldout ? "held-out " : "", p.smooth ? "smooth " : "",
                p.dtype, p.labels, p.sorted ? " (class-sorted)" : "", noise,
-               p.compress == SC_SYNTH_GZIP ? "gzip, " : p.compress == SC_SYNTH_LZF ? "lzf, " : "",
+               p.compress == SC__SYNTH_GZIP ? "gzip, " : p.compress == SC__SYNTH_LZF ? "lzf, " : "",
                jpeg, p.layout);
     if (saved)
         printf("saved %s/.shardcache-manifest: jobs open its files without scanning them\n",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config.h"
 
 static const char plan_usage[] =
     "usage: shardcache plan [options]\n"
@@ -568,7 +569,7 @@ static int cmd_plan_window(plan_opts *o, const cmd_labels *l)
                         "--window W\n");
         return 2;
     }
-    o->window = sc_config_window(&cfg, sb);
+    o->window = sc__config_window(&cfg, sb);
     return 0;
 }
 

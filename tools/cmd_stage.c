@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "scan.h"
+#include "source.h"
 
 static const char usage[] =
     "usage: shardcache stage --source PATH [options]   (under mpirun/srun)\n"
@@ -213,7 +215,7 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
         sc_plan *plan = NULL;
         uint32_t *list = NULL;
         uint64_t n = 0;
-        sc_dataset_plan_params(ds, cfg, (uint32_t)world, e, &p);
+        sc__dataset_plan_params(ds, cfg, (uint32_t)world, e, &p);
         if ((rc = sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, err)) != SC_OK)
             break;
         if ((rc = cmd_stage_epoch_shards(plan, (uint32_t)rank, &list, &n)) == SC_OK)
@@ -302,7 +304,7 @@ static void cmd_stage_manifest(const stage_run *s)
     if (s->di.from_manifest)
         printf("manifest: %s/.shardcache-manifest is up to date (%" PRIu64 " files)\n",
                s->cfg->source, s->di.nfiles);
-    else if (sc_dataset_save_manifest(s->ds, &e) == SC_OK)
+    else if (sc__dataset_save_manifest(s->ds, &e) == SC_OK)
         printf("manifest: saved %s/.shardcache-manifest (%" PRIu64 " files): the next jobs "
                "open them without scanning them\n", s->cfg->source, s->di.nfiles);
     else

@@ -31,7 +31,9 @@ extern "C" {
 
 /*
  * One list makes the enum and sc_strerror(), so that a code and its text
- * can never drift apart.  Codes are stable across releases: append only.
+ * can never drift apart.  Codes are stable across releases: append only,
+ * and a retired code's number is never given to another (-10 was
+ * SC_ENCCL, which nothing returned: the library makes no NCCL call).
  */
 #define SC_STATUS_LIST(X)                                                    \
     X(OK, 0, "success")                                                      \
@@ -45,7 +47,6 @@ extern "C" {
     X(EMPI, -7, "MPI call failed")                                           \
     X(EHDF5, -8, "HDF5 call failed")                                         \
     X(ECUDA, -9, "CUDA call failed")                                         \
-    X(ENCCL, -10, "NCCL call failed")                                        \
     X(EIO, -11, "I/O error")                                                 \
     X(ECHECKSUM, -12, "checksum mismatch")                                   \
     X(EOWNERSHIP, -13, "shard owned by another rank")                        \
@@ -74,7 +75,7 @@ typedef struct sc_error {
     char msg[SC_ERROR_MSG_MAX]; /* one or more sentences, never empty on error */
 } sc_error;
 
-#define SC_ERROR_INIT {0, {0}}
+#define SC_ERROR_INIT {.code = SC_OK, .msg = ""}
 
 /* ------------------------------------------------------------------------ */
 /* Limits                                                                   */

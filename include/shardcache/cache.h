@@ -59,15 +59,7 @@ SC_API int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs,
 
 SC_API int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out);
 
-/*
- * Where caches live for cfg: cfg->cache_dir, else the default root
- * (${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/shardcache-<uid>).  Each cache directory
- * under it holds a file `source`: the source's path, then its size,
- * modification time (s), inode and change time (ns) when the cache was
- * opened (`shardcache cache gc` reclaims directories whose source
- * changed).  SC_EINVAL if it does not fit in n bytes.
- */
-SC_API int sc_cache_root(const sc_config *cfg, char *buf, size_t n);
+/* This rank's cache directory (under cfg->cache_dir, else the default root). */
 SC_API const char *sc_cache_dir(const sc_cache *c);
 SC_API int sc_cache_close(sc_cache *c);
 

@@ -6,6 +6,8 @@
 #ifndef SHARDCACHE_CONFIG_H
 #define SHARDCACHE_CONFIG_H
 
+#include <stdio.h>
+
 #include "shardcache/base.h"
 #include "shardcache/plan.h" /* sc_shuffle_mode, sc_remainder */
 
@@ -157,16 +159,7 @@ SC_API int sc_config_set(sc_config *cfg, const char *name, const char *value,
                          sc_error *err);
 
 /* Writes every setting, one "NAME=value  # meaning" line each, to a stream. */
-SC_API int sc_config_print(const sc_config *cfg, void *file /* FILE * */);
-
-/*
- * The shuffle window cfg means, in samples of sample_bytes: shuffle_window
- * itself, or for SC_WINDOW_AUTO as many as half of stream_bytes holds, so
- * that the stream can load the next window while it builds batches from
- * this one, but at least SC_WINDOW_AUTO_MIN (samples over 32 KiB then take
- * more than the bound, as the fixed 4096 did).  0 for a NULL cfg.
- */
-SC_API uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes);
+SC_API int sc_config_print(const sc_config *cfg, FILE *file);
 
 /*
  * The samples a shard holds under SC_SHARD_SIZE=auto, for a dataset of

@@ -1,7 +1,6 @@
 /*
  * shardcache/dataset.h - source datasets: opening an HDF5 source, its
- * fields and shards, reading a shard straight from it, and writing the
- * synthetic datasets of `shardcache make-dataset`.  For tools; a training
+ * fields and shards, and reading a shard straight from it.  For tools; a training
  * loop reads through the loader.
  */
 #ifndef SHARDCACHE_DATASET_H
@@ -56,7 +55,7 @@ typedef struct sc_dataset_info {
     /* appended (room taken from reserved[]) */
     uint64_t from_manifest;    /* layout B: 1 when the open took the files' fields and
                                   sample counts from the directory's saved manifest
-                                  (sc_dataset_save_manifest) instead of opening each */
+                                  (`shardcache stage` saves it) instead of opening each */
     uint64_t nfiles;           /* the source's files (layout A: 1) */
     uint64_t reserved[6];      /* room for later fields: the size stays */
 } sc_dataset_info;
@@ -89,67 +88,8 @@ SC_API int sc_dataset_shard_bytes(const sc_dataset *ds, uint64_t shard, int i,
  */
 SC_API int sc_dataset_read_shard(sc_dataset *ds, uint64_t shard,
                                  void *const *bufs, sc_error *err);
-/* Plan parameters for this dataset and config (shard sizes, fingerprint...). */
-SC_API int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
-                                  uint32_t world_size, uint64_t epoch,
-                                  sc_plan_params *out);
 /* Collective over the communicator it was opened on. */
 SC_API int sc_dataset_close(sc_dataset *ds);
-
-/*
- * Layout B from a directory: saves what the open learned from its files
- * (their fields and sample counts) as DIR/.shardcache-manifest, which
- * the next opens use instead of opening every file, as long as no file
- * was added, removed, moved, resized or modified since the open that
- * saves it, and they ask for the same fields (SC_FIELDS: the same words,
- * or the names of the fields it found).  Rank 0 calls it (the rank that
- * scanned the files; any other gets SC_EINVAL); `shardcache stage` and
- * `make-dataset --layout B` do.  SC_EINVAL for any other source.
- */
-SC_API int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err);
-
-/* Progress callbacks: `done` of `total` units (bytes or samples). */
-typedef void (*sc_progress_fn)(void *arg, uint64_t done, uint64_t total);
-
-/* What `shardcache make-dataset` writes: a dataset a classifier can learn. */
-typedef struct sc_synth_params {
-    const char *out;           /* file (layout A) or directory (layout B) */
-    char layout;               /* 'A' or 'B' */
-    uint64_t samples;
-    int ndims;
-    uint64_t dims[SC_MAX_DIMS];/* shape of one /images sample */
-    const char *dtype;         /* element type of /images */
-    uint64_t labels;           /* classes in /labels (int64) */
-    uint64_t shard_size;       /* layout B: samples per file */
-    uint64_t seed;
-    /* appended (room taken from reserved[]; 0 is the default) */
-    uint64_t noise;            /* noise half-width in 0..255 pixel levels; 0: 64 */
-    uint64_t sorted;           /* 1: samples stored by class (class-sorted); 0: random */
-    uint64_t heldout;          /* 1: new samples of the same classes (same seed's
-                                  prototypes, other noise): a held-out set */
-    uint64_t compress;         /* SC_SYNTH_RAW (0), SC_SYNTH_GZIP or SC_SYNTH_LZF */
-    uint64_t chunk;            /* rows per HDF5 chunk; 0: contiguous, or 1024 when
-                                  compressed (at most the file's rows) */
-    uint64_t smooth;           /* 1: smooth prototypes in 8 flat bands (posterized), which
-                                  with a little noise compress as photos' pixels do;
-                                  0: random pixels, which do not compress */
-    uint64_t jpeg;             /* 0: /images as pixels; 1..100: each image JPEG-encoded at
-                                  this quality, a variable-length uint8 sample (h5py's
-                                  vlen_dtype(uint8)); needs uint8 images of 1 or 3 x H x W */
-    uint64_t reserved[1];      /* room for later fields: the size stays */
-} sc_synth_params;
-
-/* make-dataset --compress: gzip is deflate level 4 after the shuffle filter
- * (what h5py users pick); lzf is h5py's own filter (32000, hdf5-plugin-lzf). */
-#define SC_SYNTH_RAW 0
-#define SC_SYNTH_GZIP 1
-#define SC_SYNTH_LZF 2
-
-#define SC_SYNTH_PARAMS_INIT                                                 \
-    {NULL, 'A', 0, 3, {3, 64, 64, 0, 0, 0, 0, 0}, "uint8", 10, 1024, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
-
-SC_API int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress,
-                           void *arg, sc_error *err);
 
 #ifdef __cplusplus
 }

@@ -65,8 +65,10 @@ typedef struct sc_plan_params {
     uint64_t reserved[7];     /* room for later fields: the size stays */
 } sc_plan_params;
 
+/* Every field not named is 0 (NULL). */
 #define SC_PLAN_PARAMS_INIT                                                  \
-    {NULL, 0, 1, 0, 0, 1, SC_REMAINDER_DROP, SC_SHUFFLE_GLOBAL, 0.0, 0, 0, {0}}
+    {.world_size = 1, .batch_size = 1, .remainder = SC_REMAINDER_DROP,      \
+     .mode = SC_SHUFFLE_GLOBAL}
 
 /*
  * Computes the plan for params->epoch.  In sticky mode `prev` is the plan of
@@ -127,13 +129,6 @@ SC_API int sc_plan_rank(const sc_plan *plan, uint32_t rank,
                         const uint32_t **shards, uint64_t *nshards,
                         uint64_t *samples);
 
-/*
- * The shard holding sample `id`, given each shard's first sample id
- * (first[nshards + 1], as sc_dataset_shard_offsets gives it): a binary
- * search.  SC_EINVAL when id lies outside the samples.
- */
-SC_API int sc_shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard);
-
 /* The home rank of one shard (an O(1) lookup); cuts may serve part of it elsewhere. */
 SC_API int sc_plan_owner(const sc_plan *plan, uint64_t shard, uint32_t *rank);
 
@@ -142,6 +137,7 @@ typedef struct sc_plan_cut {
     uint64_t shard, begin, end;   /* samples of the shard, counted from its first */
     uint32_t from, to;            /* ranks: the shard's home, the one serving the range */
     uint32_t from_unit, to_unit;  /* the same as partitions (as ranks without them) */
+    uint64_t reserved[4];         /* room for later fields: the size stays */
 } sc_plan_cut;
 
 /* Cut i of the plan, i < sc_plan_info.cuts. */
@@ -200,6 +196,7 @@ typedef struct sc_quality_figures {
     double moved;   /* |delivered position - stored position| / samples: 1/3 for uniform */
     double bits;    /* label entropy of a batch, bits (labels only) */
     double classes; /* distinct labels in a batch (labels only) */
+    double reserved[4]; /* room for later figures: the size stays */
 } sc_quality_figures;
 
 typedef struct sc_quality {

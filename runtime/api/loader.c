@@ -223,7 +223,7 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
         return sc__loader_stopped(ld);
     if (ld->phase == LD_NO_EPOCH)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: %s before sc_epoch_begin", ld->rank,
-                          skip ? "sc_epoch_skip_rest" : "sc_next_batch");
+                          skip ? "sc_epoch_skip_rest" : "sc_batch_next");
     /* The time since the last batch was handed out is the training step. */
     if (ld->t_ret)
         sc__tring_span(ld->tr, SC__ST_COMPUTE, ld->t_ret, sc__tring_now(ld->tr), ld->cur, -1,
@@ -293,7 +293,7 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
     return SC_OK;
 }
 
-int sc_next_batch(sc_loader *ld, sc_batch *batch)
+int sc_batch_next(sc_loader *ld, sc_batch *batch)
 {
     if (!ld || !batch)
         return SC_EINVAL;

@@ -17,6 +17,7 @@
 
 #include "agree.h"
 #include "augment.h"
+#include "config.h"
 #include "decode.h"
 #include "error.h"
 #include "jobwide.h"
@@ -98,7 +99,7 @@ static int loader_check_plans(const sc_loader *ld, const sc_config *cfg, sc_erro
 {
     sc_plan_params p;
     sc_dataset_info di;
-    sc_dataset_plan_params(ld->ds, cfg, (uint32_t)ld->size, 0, &p);
+    sc__dataset_plan_params(ld->ds, cfg, (uint32_t)ld->size, 0, &p);
     sc_dataset_get_info(ld->ds, &di);
     int rc = sc_plan_params_check(&p, err);
     if (rc != SC_OK)
@@ -254,7 +255,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     if (rc != SC_OK)
         return rc;
     /* Resolved here, so that checkpoints record (and resumes compare) samples. */
-    ld->cfg.shuffle_window = sc_config_window(cfg, ld->ds->sample_bytes);
+    ld->cfg.shuffle_window = sc__config_window(cfg, ld->ds->sample_bytes);
     if (ld->rank == 0)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "shuffle window: %llu samples%s",
                 (unsigned long long)ld->cfg.shuffle_window,
@@ -305,8 +306,8 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
 }
 
-int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
-                       sc_error *err)
+/* err is never NULL here (sc_loader_open gives its own). */
+static int loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
 {
     if (!cfg || !out)
         return sc__seterr(err, SC_EINVAL, "sc_loader_open: NULL argument");
@@ -322,27 +323,27 @@ int sc_loader_open_err(MPI_Comm comm, const sc_config *cfg, sc_loader **out,
     if (rc == SC_OK)
         rc = loader_open_pipeline(ld, cfg, err);
     if (rc != SC_OK) {
-        sc_error keep = err ? *err : (sc_error)SC_ERROR_INIT;
+        sc_error keep = *err; /* close's own error must not replace the cause */
         if (ld) {
             ld->failed = 1; /* nothing is in flight yet: close frees, it does not abandon */
             sc_loader_close(ld);
         }
-        if (err)
-            *err = keep;
+        *err = keep;
         return rc;
     }
     *out = ld;
     return sc__errok(err);
 }
 
-int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out)
+/* With no `err` the caller still learns why, on stderr, prefixed by the rank. */
+int sc_loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
 {
-    sc_error err = SC_ERROR_INIT;
-    int rc = sc_loader_open_err(comm, cfg, out, &err);
-    if (rc != SC_OK) {
+    sc_error mine = SC_ERROR_INIT;
+    int rc = loader_open(comm, cfg, out, err ? err : &mine);
+    if (rc != SC_OK && !err) {
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
-        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), err.msg);
+        fprintf(stderr, "shardcache[rank %d]: %s: %s\n", rank, sc_status_name(rc), mine.msg);
     }
     return rc;
 }
@@ -368,7 +369,7 @@ int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out)
     return SC_OK;
 }
 
-const char *sc_last_error(const sc_loader *ld)
+const char *sc_loader_last_error(const sc_loader *ld)
 {
     return ld ? ld->err.msg : "no loader";
 }

@@ -129,7 +129,7 @@ int sc__loader_poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
 static sc_plan_params loader_params_for(const sc_loader *ld, uint64_t epoch)
 {
     sc_plan_params p;
-    sc_dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
+    sc__dataset_plan_params(ld->ds, &ld->cfg, (uint32_t)ld->size, epoch, &p);
     sc__loader_fault_params(ld, epoch, &p);
     return p;
 }

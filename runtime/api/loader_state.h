@@ -2,7 +2,7 @@
  * loader_state.h - what the loader's files share (private to runtime/api/).
  *
  * The public loader (include/shardcache.h: sc_loader_*, sc_epoch_*,
- * sc_next_batch, sc_batch_*) is the glue between the plan broadcast, the
+ * sc_batch_next, sc_batch_*) is the glue between the plan broadcast, the
  * ownership ledger, the cache and the stream, run from the caller's thread
  * (the only thread of shardcache that calls MPI).  Its files, lowest first,
  * each calling only those above it in this list:
@@ -16,7 +16,7 @@
  *   loader_open.c    open (collective, agreed step by step) and close
  *
  * Epoch e's life on one rank: its plan's broadcast is posted when epoch e-1
- * begins (rank 0 computes it then), and tested on every sc_next_batch of
+ * begins (rank 0 computes it then), and tested on every sc_batch_next of
  * epoch e-1; as soon as it has arrived and checked out, it is pushed to the
  * stream, whose producers load its shards behind e-1's and build its first
  * batch right after e-1's last.  sc_epoch_begin(e) claims the shards in the
@@ -124,7 +124,7 @@ struct sc_loader {
     /*
      * Two messages: why the loader stopped (the first fatal error, which
      * every later call returns and close reports, whatever happens after)
-     * and the last failed call's (sc_last_error), which may be a caller's
+     * and the last failed call's (sc_loader_last_error), which may be a caller's
      * mistake the loader survives.
      */
     int failed;
@@ -139,7 +139,7 @@ struct sc_loader {
 #endif
     sc__trace *trace;        /* NULL: SC_TRACE unset */
     sc__tring *tr;           /* the caller's thread */
-    uint64_t t_ret;          /* when sc_next_batch last returned a batch: the step began */
+    uint64_t t_ret;          /* when sc_batch_next last returned a batch: the step began */
     /* sc_loader_resume: the interrupted epoch, this rank's part of it */
     struct {
         int pending;         /* resumed, its epoch not begun yet */

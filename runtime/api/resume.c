@@ -445,7 +445,7 @@ static int resume_plan(const sc_dataset *ds, const sc_config *cfg, const sc__ckp
 {
     const uint64_t e = ck[0].epoch;
     sc_plan_params p;
-    sc_dataset_plan_params(ds, cfg, old, e, &p);
+    sc__dataset_plan_params(ds, cfg, old, e, &p);
     p.batch_size = resume_old_batch(&ck[0], old);
     int rc = sc__plan_at(&p, NULL, plan, err);
     if (rc != SC_OK)
@@ -520,7 +520,7 @@ static int resume_partitions(const sc_dataset *ds, const sc_config *cfg, const s
     sc_plan_params p;
     sc_plan *plan = NULL;
     sc__sched mine = {0};
-    sc_dataset_plan_params(ds, cfg, world, ck[0].epoch, &p);
+    sc__dataset_plan_params(ds, cfg, world, ck[0].epoch, &p);
     int rc = sc__plan_at(&p, NULL, &plan, err);
     if (rc == SC_OK)
         rc = sc__schedule(ds->shard_first, plan, rank, cfg->batch_size, cfg->shuffle_window,

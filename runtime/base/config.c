@@ -277,9 +277,8 @@ static const char *config_text(const sc_config *cfg, const setting *s, char *val
     return "?";
 }
 
-int sc_config_print(const sc_config *cfg, void *file)
+int sc_config_print(const sc_config *cfg, FILE *f)
 {
-    FILE *f = file;
     if (!cfg || !f)
         return SC_EINVAL;
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -302,7 +301,7 @@ int sc__config_text(const sc_config *cfg, const char *name, char *buf, size_t n)
     return SC_EINVAL;
 }
 
-uint64_t sc_config_window(const sc_config *cfg, uint64_t sample_bytes)
+uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes)
 {
     if (!cfg)
         return 0;
@@ -355,8 +354,14 @@ uint64_t sc__shard_chunk_unit(uint64_t sample_bytes, const uint64_t *rows,
     return unit;
 }
 
-int sc__cache_root(char *buf, size_t n)
+int sc__cache_root(const sc_config *cfg, char *buf, size_t n)
 {
+    if (!buf)
+        return SC_EINVAL;
+    if (cfg && cfg->cache_dir[0]) {
+        int len = snprintf(buf, n, "%s", cfg->cache_dir);
+        return len < 0 || (size_t)len >= n ? SC_EINVAL : SC_OK;
+    }
     const char *base = getenv("SLURM_TMPDIR");
     if (!base || !*base)
         base = getenv("TMPDIR");

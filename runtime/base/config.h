@@ -9,19 +9,60 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardcache/config.h"
+
 /*
- * Where caches live when SC_CACHE_DIR is empty, the one rule every script
- * and tool defers to: $SLURM_TMPDIR, else $TMPDIR, else /tmp, then
- * shardcache-<uid> (one root per user).  SC_OK, or SC_EINVAL if it does not
+ * Where caches live for cfg: cfg->cache_dir, else (and for a NULL cfg) the
+ * default root, the one rule every script and tool defers to:
+ * $SLURM_TMPDIR, else $TMPDIR, else /tmp, then shardcache-<uid> (one root
+ * per user).  Each cache directory under it holds a file `source`: the
+ * source's path, then its size, modification time (s), inode and change
+ * time (ns) when the cache was opened (`shardcache cache gc` reclaims
+ * directories whose source changed).  SC_OK, or SC_EINVAL if it does not
  * fit in n bytes.
  */
-int sc__cache_root(char *buf, size_t n);
+int sc__cache_root(const sc_config *cfg, char *buf, size_t n);
+
+/*
+ * The shuffle window cfg means, in samples of sample_bytes: shuffle_window
+ * itself, or for SC_WINDOW_AUTO as many as half of stream_bytes holds, so
+ * that the stream can load the next window while it builds batches from
+ * this one, but at least SC_WINDOW_AUTO_MIN (samples over 32 KiB then take
+ * more than the bound, as the fixed 4096 did).  0 for a NULL cfg.
+ */
+uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes);
+
+/*
+ * The plan parameters of `epoch` for a job of world_size ranks with these
+ * settings, over a dataset's shards (sizes[nshards], as
+ * sc_dataset_shard_sizes gives them) and fingerprint.  Inline, so that the
+ * Python extension, which links only the public library, plans with the
+ * loader's own rule (storage's sc__dataset_plan_params calls it too).
+ */
+static inline sc_plan_params sc__config_plan_params(const sc_config *cfg,
+                                                    const uint64_t *sizes, uint64_t nshards,
+                                                    uint64_t fingerprint, uint32_t world_size,
+                                                    uint64_t epoch)
+{
+    sc_plan_params p = SC_PLAN_PARAMS_INIT;
+    p.shard_sizes = sizes;
+    p.nshards = nshards;
+    p.world_size = world_size;
+    p.seed = cfg->seed;
+    p.epoch = epoch;
+    p.batch_size = cfg->batch_size;
+    p.remainder = cfg->remainder;
+    p.mode = cfg->mode;
+    p.exchange = cfg->exchange;
+    p.partitions = cfg->partitions;
+    p.fingerprint = fingerprint;
+    return p;
+}
 
 /*
  * Setting `name`'s value ("SC_SEED") as the text SC_DUMP_CONFIG prints, into
  * buf; SC_EINVAL for an unknown name or a value longer than n - 1.
  */
-typedef struct sc_config sc_config;
 int sc__config_text(const sc_config *cfg, const char *name, char *buf, size_t n);
 
 /*

@@ -539,7 +539,7 @@ int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out
     return rc;
 }
 
-int sc_shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard)
+int sc__shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard)
 {
     if (!first || !shard || !nshards || id >= first[nshards])
         return SC_EINVAL;

@@ -15,6 +15,13 @@
 #include "error.h"
 #include "shardcache/plan.h"
 
+/*
+ * The shard holding sample `id`, given each shard's first sample id
+ * (first[nshards + 1], as sc_dataset_shard_offsets gives it): a binary
+ * search.  SC_EINVAL when id lies outside the samples.
+ */
+int sc__shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard);
+
 /* Upper bound on shards in one plan: shard ids travel as uint32_t. */
 #define SC__PLAN_MAX_SHARDS (UINT64_C(0xFFFFFFFF))
 

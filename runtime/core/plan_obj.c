@@ -256,13 +256,10 @@ int sc_plan_get_cut(const sc_plan *plan, uint64_t i, sc_plan_cut *out)
     if (!plan || !out || i >= plan->info.cuts)
         return SC_EINVAL;
     const sc__cut *c = &plan->cuts[i];
-    out->shard = c->shard;
-    out->begin = c->lo;
-    out->end = c->hi;
-    out->from_unit = c->from;
-    out->to_unit = c->to;
-    out->from = sc__plan_unit_rank(plan, c->from);
-    out->to = sc__plan_unit_rank(plan, c->to);
+    *out = (sc_plan_cut){.shard = c->shard, .begin = c->lo, .end = c->hi,
+                         .from = sc__plan_unit_rank(plan, c->from),
+                         .to = sc__plan_unit_rank(plan, c->to), .from_unit = c->from,
+                         .to_unit = c->to}; /* reserved[] zeroed */
     return SC_OK;
 }
 
@@ -270,7 +267,7 @@ int sc_plan_sample_owner(const sc_plan *plan, const uint64_t *first, uint64_t id
                          uint32_t *rank)
 {
     uint64_t s = 0;
-    if (!plan || !rank || sc_shard_of(first, plan->info.nshards, id, &s) != SC_OK)
+    if (!plan || !rank || sc__shard_of(first, plan->info.nshards, id, &s) != SC_OK)
         return SC_EINVAL;
     uint32_t u = sc__plan_unit_of(plan, (uint32_t)s, id - first[s]);
     *rank = sc__plan_unit_rank(plan, u);

@@ -32,7 +32,7 @@ typedef struct qwork {
 static uint64_t quality_shard(const qwork *w, uint64_t id)
 {
     uint64_t s = 0;
-    sc_shard_of(w->first, w->p->nshards, id, &s);
+    sc__shard_of(w->first, w->p->nshards, id, &s);
     return s;
 }
 

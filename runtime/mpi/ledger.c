@@ -539,7 +539,7 @@ int sc__ledger_check(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_
                               (unsigned long long)epoch, (unsigned long long)ids[i],
                               l->rank, (unsigned long long)l->nsamples);
         uint64_t shard = 0;
-        sc_shard_of(l->first, l->nshards, ids[i], &shard); /* in range: checked above */
+        sc__shard_of(l->first, l->nshards, ids[i], &shard); /* in range: checked above */
         sc_plan_sample_owner(s->plan, l->first, ids[i], &owner);
         if (owner != (uint32_t)l->rank)
             return sc__seterr(err, SC_EOWNERSHIP,

@@ -138,7 +138,7 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
     e->nsh = 0;
     for (uint64_t q = 0; q < e->want; q++) {
         uint64_t id = sc->ids[q], shard = 0;
-        sc_shard_of(ds->shard_first, ds->nshards, id, &shard); /* ids come from the dataset */
+        sc__shard_of(ds->shard_first, ds->nshards, id, &shard); /* ids come from the dataset */
         uint64_t h = sc__mix64(shard) & (cap - 1);
         while (keys[h] != UINT32_MAX && keys[h] != shard)
             h = (h + 1) & (cap - 1);

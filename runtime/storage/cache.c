@@ -200,7 +200,7 @@ static void cache_bound(sc_cache *c)
 int sc__cache_make_room(const sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg)
 {
     char root[SC_PATH_MAX];
-    if (!cfg->cache_bytes || sc_cache_root(cfg, root, sizeof root) != SC_OK)
+    if (!cfg->cache_bytes || sc__cache_root(cfg, root, sizeof root) != SC_OK)
         return SC_OK;
     /*
      * What the node's caches of this dataset may come to hold: the dataset,
@@ -232,16 +232,6 @@ static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
     if (rc == SC_OK && autob)
         cache_bound(c); /* from what it holds */
     return rc;
-}
-
-int sc_cache_root(const sc_config *cfg, char *buf, size_t n)
-{
-    if (!cfg || !buf)
-        return SC_EINVAL;
-    if (!cfg->cache_dir[0])
-        return sc__cache_root(buf, n);
-    int len = snprintf(buf, n, "%s", cfg->cache_dir);
-    return len < 0 || (size_t)len >= n ? SC_EINVAL : SC_OK;
 }
 
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,

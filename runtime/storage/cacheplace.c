@@ -69,7 +69,7 @@ static int place_default_root(sc__cache_place *p, sc_error *err)
 {
     char what[256], was[SC_PATH_MAX], who[64];
     struct stat st;
-    if (sc__cache_root(p->root, sizeof p->root - 8) != SC_OK)
+    if (sc__cache_root(NULL, p->root, sizeof p->root - 8) != SC_OK)
         return sc__seterr(err, SC_EINVAL, "the default cache directory's path is too long: "
                           "set SC_CACHE_DIR");
     memcpy(was, p->root, sizeof was);

@@ -292,6 +292,28 @@ int sc__fields_learn_lengths(sc_dataset *ds, hid_t d, const char *path, int i, u
 
 /* ---- made final, and delivered -------------------------------------------------- */
 
+/* The transform's outputs, as set in it or declared by its outputs() from the source's. */
+static int fields_declared(const sc_dataset *ds, const sc_transform *tf, sc_field_info *out,
+                           int *nout, sc_error *err)
+{
+    if (!tf->outputs) {
+        *nout = tf->nout;
+        if (tf->nout > 0 && tf->nout <= SC_MAX_FIELDS)
+            memcpy(out, tf->out, (size_t)tf->nout * sizeof *out);
+        return SC_OK;
+    }
+    sc_field_info in[SC_MAX_FIELDS];
+    for (int i = 0; i < ds->nfields; i++)
+        sc__field_info(&ds->fields[i], &in[i]);
+    memset(out, 0, SC_MAX_FIELDS * sizeof *out);
+    char msg[SC_ERROR_MSG_MAX] = "";
+    *nout = 0;
+    if (tf->outputs(tf->arg, in, ds->nfields, out, nout, msg, sizeof msg) != 0)
+        return sc__seterr(err, SC_EINVAL, "source '%s': transform '%s' declares no outputs for "
+                          "its fields: %s", ds->path, tf->name, msg[0] ? msg : "(no reason given)");
+    return SC_OK;
+}
+
 /*
  * With a shard transform, the dataset delivers its declared outputs: they
  * replace fields[] (the source's move to src[]), and the fingerprint, which
@@ -306,17 +328,21 @@ static int fields_transform(sc_dataset *ds, const sc_transform *tf, sc_error *er
                           "(they key the cache)", ds->path);
     if (!tf->shard)
         return SC_OK; /* augmentation only: the cached shards are the source's */
-    if (tf->nout < 1 || tf->nout > SC_MAX_FIELDS)
+    sc_field_info outs[SC_MAX_FIELDS];
+    int nout = 0, rc = fields_declared(ds, tf, outs, &nout, err);
+    if (rc != SC_OK)
+        return rc;
+    if (nout < 1 || nout > SC_MAX_FIELDS)
         return sc__seterr(err, SC_EINVAL, "transform '%s': %d output fields (1 to %d)", tf->name,
-                          tf->nout, SC_MAX_FIELDS);
+                          nout, SC_MAX_FIELDS);
     sc__fp fp = {0};
     sc__fp_u64(&fp, ds->fingerprint);
     sc__fp_str(&fp, tf->name);
     sc__fp_str(&fp, tf->version);
     memcpy(ds->src, ds->fields, sizeof ds->src);
     ds->nsrc = ds->nfields;
-    for (int i = 0; i < tf->nout; i++) {
-        const sc_field_info *o = &tf->out[i];
+    for (int i = 0; i < nout; i++) {
+        const sc_field_info *o = &outs[i];
         sc__field *f = &ds->fields[i];
         memset(f, 0, sizeof *f);
         snprintf(f->name, sizeof f->name, "%s", o->name);
@@ -344,7 +370,7 @@ static int fields_transform(sc_dataset *ds, const sc_transform *tf, sc_error *er
         }
         sc__fp_field(&fp, f);
     }
-    ds->nfields = tf->nout;
+    ds->nfields = nout;
     ds->tf = tf;
     int oom = fp.oom;
     ds->fingerprint = sc__fp_hash(&fp);

@@ -410,10 +410,10 @@ int sc__scan_reuse(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 }
 
 /* Saves the scan of a layout-B directory beside its files (see dataset.h). */
-int sc_dataset_save_manifest(const sc_dataset *ds, sc_error *err)
+int sc__dataset_save_manifest(const sc_dataset *ds, sc_error *err)
 {
     if (!ds)
-        return sc__seterr(err, SC_EINVAL, "sc_dataset_save_manifest: NULL dataset");
+        return sc__seterr(err, SC_EINVAL, "sc__dataset_save_manifest: NULL dataset");
     if (ds->layout != 'B' || !ds->is_dir)
         return sc__seterr(err, SC_EINVAL, "source '%s': only a directory of files (layout B) "
                           "has a manifest", ds->path);

@@ -36,4 +36,16 @@ int sc__scan_add_file(sc_dataset *ds, size_t *cap, const char *path, sc_error *e
 /* Frees what a scan (or its bytes, taken) allocated: the files and their arrays, the offsets. */
 void sc__scan_free(sc_dataset *ds);
 
+/*
+ * Layout B from a directory: saves what the open learned from its files
+ * (their fields and sample counts) as DIR/.shardcache-manifest, which
+ * the next opens use instead of opening every file, as long as no file
+ * was added, removed, moved, resized or modified since the open that
+ * saves it, and they ask for the same fields (SC_FIELDS: the same words,
+ * or the names of the fields it found).  Rank 0 calls it (the rank that
+ * scanned the files; any other gets SC_EINVAL); `shardcache stage` and
+ * `make-dataset --layout B` do.  SC_EINVAL for any other source.
+ */
+int sc__dataset_save_manifest(const sc_dataset *ds, sc_error *err);
+
 #endif /* SC_SCAN_H */

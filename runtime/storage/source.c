@@ -592,24 +592,13 @@ int sc_dataset_shard_offsets(const sc_dataset *ds, const uint64_t **first)
     return SC_OK;
 }
 
-int sc_dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
+int sc__dataset_plan_params(const sc_dataset *ds, const sc_config *cfg,
                            uint32_t world_size, uint64_t epoch,
                            sc_plan_params *out)
 {
     if (!ds || !cfg || !out)
         return SC_EINVAL;
-    sc_plan_params p = SC_PLAN_PARAMS_INIT;
-    p.shard_sizes = ds->shard_sizes;
-    p.nshards = ds->nshards;
-    p.world_size = world_size;
-    p.seed = cfg->seed;
-    p.epoch = epoch;
-    p.batch_size = cfg->batch_size;
-    p.remainder = cfg->remainder;
-    p.mode = cfg->mode;
-    p.exchange = cfg->exchange;
-    p.partitions = cfg->partitions;
-    p.fingerprint = ds->fingerprint;
-    *out = p;
+    *out = sc__config_plan_params(cfg, ds->shard_sizes, ds->nshards, ds->fingerprint,
+                                  world_size, epoch);
     return SC_OK;
 }

@@ -40,4 +40,8 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
 int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err);
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
+/* Plan parameters for this dataset and config (sc__config_plan_params of its shards). */
+int sc__dataset_plan_params(const sc_dataset *ds, const sc_config *cfg, uint32_t world_size,
+                            uint64_t epoch, sc_plan_params *out);
+
 #endif /* SC_SOURCE_H */

@@ -28,6 +28,7 @@
 #include "output.h"
 #include "hash.h"
 #include "shardcache/dataset.h"
+#include "synth.h"
 
 #define ROWS_PER_WRITE 256
 #define LZF_FILTER SC__FILTER_LZF
@@ -36,7 +37,7 @@
 #define SMOOTH_BAND 32 /* its levels: 256 / 32 = 8 flat bands */
 
 typedef struct gen {
-    const sc_synth_params *p;
+    const sc__synth_params *p;
     sc__jpeg *jpeg;       /* --encode jpeg: the encoder */
     sc__dtype dt;
     uint64_t elems;       /* elements per image */
@@ -101,7 +102,7 @@ static void synth_smooth_plane(sc__rng *rng, uint64_t h, uint64_t w, unsigned ch
 /* Every class's prototype: random pixels, or smooth planes over the last two dims. */
 static int synth_prototypes(gen *g, sc_error *err)
 {
-    const sc_synth_params *p = g->p;
+    const sc__synth_params *p = g->p;
     if (!(g->proto = malloc(p->labels * g->elems)))
         return sc__seterr(err, SC_ENOMEM, "make-dataset: no memory for prototypes");
     sc__rng rng;
@@ -152,7 +153,7 @@ static void synth_fill(const gen *g, uint64_t first, uint64_t rows, void *images
  * p->chunk rows (at most n) and the filters of p->compress, or H5P_DEFAULT
  * (contiguous).  Lock held.
  */
-static hid_t synth_dcpl(const sc_synth_params *p, hid_t type, int rank, const hsize_t *dims,
+static hid_t synth_dcpl(const sc__synth_params *p, hid_t type, int rank, const hsize_t *dims,
                         uint64_t n)
 {
     uint64_t rows = p->chunk ? p->chunk : p->compress ? 1024 : 0;
@@ -163,9 +164,9 @@ static hid_t synth_dcpl(const sc_synth_params *p, hid_t type, int rank, const hs
     cdims[0] = rows < n ? rows : n;
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     herr_t h = dcpl < 0 ? -1 : H5Pset_chunk(dcpl, rank, cdims);
-    if (h >= 0 && p->compress == SC_SYNTH_GZIP)
+    if (h >= 0 && p->compress == SC__SYNTH_GZIP)
         h = H5Pset_shuffle(dcpl) < 0 ? -1 : H5Pset_deflate(dcpl, GZIP_LEVEL);
-    if (h >= 0 && p->compress == SC_SYNTH_LZF) { /* as h5py declares it: version 4 */
+    if (h >= 0 && p->compress == SC__SYNTH_LZF) { /* as h5py declares it: version 4 */
         uint64_t bytes = H5Tget_size(type);
         for (int i = 0; i < rank; i++)
             bytes *= cdims[i];
@@ -183,13 +184,13 @@ static hid_t synth_dcpl(const sc_synth_params *p, hid_t type, int rank, const hs
  * encoders are codec.c's, so no HDF5 filter plugin is needed to write,
  * only to read elsewhere.  Lock held.
  */
-static herr_t synth_put_chunk(const sc_synth_params *p, hid_t d, uint64_t row, const void *data,
+static herr_t synth_put_chunk(const sc__synth_params *p, hid_t d, uint64_t row, const void *data,
                               size_t bytes, unsigned elem)
 {
     sc__pipeline pipe = {0, {0}, elem};
-    if (p->compress == SC_SYNTH_GZIP)
+    if (p->compress == SC__SYNTH_GZIP)
         pipe = (sc__pipeline){2, {SC__FILTER_SHUFFLE, SC__FILTER_DEFLATE}, elem};
-    else if (p->compress == SC_SYNTH_LZF)
+    else if (p->compress == SC__SYNTH_LZF)
         pipe = (sc__pipeline){1, {SC__FILTER_LZF}, elem};
     unsigned char *out = malloc(sc__chunk_bound(bytes)), *tmp = malloc(bytes + 1);
     size_t got = 0;
@@ -211,7 +212,7 @@ static herr_t synth_put_chunk(const sc_synth_params *p, hid_t d, uint64_t row, c
 static herr_t synth_put_jpeg(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t sl, uint64_t at,
                              uint64_t rows, const unsigned char *images, const int64_t *labels)
 {
-    const sc_synth_params *p = g->p;
+    const sc__synth_params *p = g->p;
     hvl_t *v = calloc(rows, sizeof *v);
     herr_t h = v ? 0 : -1;
     for (uint64_t i = 0; h >= 0 && i < rows; i++) {
@@ -245,7 +246,7 @@ static herr_t synth_put_rows(const gen *g, hid_t di, hid_t dl, hid_t si, hid_t s
                              const hsize_t *dims, uint64_t at, uint64_t rows, uint64_t step,
                              const void *images, const int64_t *labels)
 {
-    const sc_synth_params *p = g->p;
+    const sc__synth_params *p = g->p;
     size_t esize = sc__dtype_size(g->dt);
     if (p->jpeg)
         return synth_put_jpeg(g, di, dl, si, sl, at, rows, images, labels);
@@ -290,10 +291,10 @@ static hid_t synth_create(const char *path)
 
 /* Writes samples [first, first+n) as one file with /images and /labels. */
 static int synth_write_file(const gen *g, const char *path, uint64_t first, uint64_t n,
-                            sc_progress_fn progress, void *arg, uint64_t *done,
+                            sc__progress_fn progress, void *arg, uint64_t *done,
                             sc_error *err)
 {
-    const sc_synth_params *p = g->p;
+    const sc__synth_params *p = g->p;
     hsize_t dims[SC_MAX_DIMS + 1], ldims[1] = {n};
     dims[0] = n;
     for (int i = 0; i < p->ndims; i++)
@@ -368,9 +369,9 @@ out:
     return rc;
 }
 
-static int synth_check_compress(const sc_synth_params *p, sc_error *err)
+static int synth_check_compress(const sc__synth_params *p, sc_error *err)
 {
-    if (p->compress > SC_SYNTH_LZF)
+    if (p->compress > SC__SYNTH_LZF)
         return sc__seterr(err, SC_EINVAL, "make-dataset: compression %llu: choose none (0), "
                           "gzip (1) or lzf (2)", (unsigned long long)p->compress);
     if (p->jpeg > 100)
@@ -384,7 +385,7 @@ static int synth_check_compress(const sc_synth_params *p, sc_error *err)
     return SC_OK; /* chunks are encoded here (codec.c): no HDF5 filter is needed */
 }
 
-int sc_dataset_make(const sc_synth_params *p, sc_progress_fn progress, void *arg,
+int sc__dataset_make(const sc__synth_params *p, sc__progress_fn progress, void *arg,
                     sc_error *err)
 {
     gen g = {p, NULL, SC__DT_INVALID, 1, 64, NULL};

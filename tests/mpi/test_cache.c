@@ -17,6 +17,7 @@
 
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "source.h"
 
 static int rank, size;
 static char dir[1024], src[1200], cachedir[1200];
@@ -208,7 +209,7 @@ static void test_sticky_epochs_read_only_moved_shards(void **state)
     for (uint64_t e = 0; e < 3; e++) {
         sc_plan_params p;
         sc_plan *plan;
-        sc_dataset_plan_params(ds, &cfg, (uint32_t)size, e, &p);
+        sc__dataset_plan_params(ds, &cfg, (uint32_t)size, e, &p);
         SC_ASSERT_OK(sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, &err), &err);
         const uint32_t *mine;
         uint64_t n;

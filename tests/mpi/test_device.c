@@ -65,7 +65,7 @@ static taken *run_epoch(sc_loader *ld, void *stream, void *release_on, unsigned 
     sc_batch b;
     sc_error err = SC_ERROR_INIT;
     int rc;
-    for (*n = 0; (rc = sc_next_batch(ld, &b)) == SC_OK; (*n)++) {
+    for (*n = 0; (rc = sc_batch_next(ld, &b)) == SC_OK; (*n)++) {
         taken *k = &t[*n];
         k->b = b;
         memcpy(k->ids, b.ids, sizeof k->ids);
@@ -113,7 +113,7 @@ static uint64_t host_hash(void)
     sc_config c = config(SC_DEVICE_HOST);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     uint64_t n = 0;
     taken *t = run_epoch(ld, NULL, NULL, 0, &n);
     assert_int_equal(bad_batches(t, n), 0);
@@ -134,7 +134,7 @@ static uint64_t sim_epoch(int ordered, uint64_t *hash)
     sc_config c = config(SC_DEVICE_SIM);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     void *stream = NULL;
     SC_ASSERT_OK(sim->stream_new(&stream, &err), &err);
     uint64_t n = 0;
@@ -176,11 +176,11 @@ static void test_callers_device_is_kept(void **state)
     SC_ASSERT_OK(sim->bind(want, &err), &err);
     sc_config c = config(SC_DEVICE_SIM);
     sc_loader *ld = NULL;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     sc_batch b;
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     assert_int_equal(b.device, want);
     assert_int_equal(sc_batch_wait(ld, &b), SC_OK);
     char why[256];
@@ -197,7 +197,7 @@ static void test_shared_device_is_refused(void **state)
     SC_ASSERT_OK(sim->bind(0, &err), &err); /* every rank on device 0 */
     sc_config c = config(SC_DEVICE_SIM);
     sc_loader *ld = NULL;
-    int rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), most = 0;
+    int rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), most = 0;
     MPI_Allreduce(&local_size, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (most == 1) { /* one rank a node: nothing shared */
         SC_ASSERT_OK(rc, &err);
@@ -221,7 +221,7 @@ static void test_ranks_must_agree_on_the_device(void **state)
     sc_config c = config(rank == 0 ? SC_DEVICE_SIM : SC_DEVICE_HOST);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_null(ld);
     if (!strstr(err.msg, "differs between ranks (from host to sim)"))
         fail_msg("rank %d: %s", rank, err.msg);
@@ -258,16 +258,16 @@ static void test_device_modes(void **state)
     sc_config c = config(SC_DEVICE_AUTO);
     if (f.cuda_devices > 0)
         return; /* a GPU is here: tests/mpi/test_gpu.c tests cuda and auto */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     sc_batch b;
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     assert_int_equal(b.device, -1);
     assert_int_equal(sc_batch_release(ld, &b), SC_OK);
     assert_int_equal(sc_loader_close(ld), SC_OK);
     c = config(SC_DEVICE_CUDA);
-    int rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err);
+    int rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err);
     assert_true(rc == SC_ECUDA || rc == SC_ENOTSUP);
     assert_null(ld);
     if (!strstr(err.msg, f.cuda ? "no device" : "SC_DEVICE=cuda"))

@@ -10,6 +10,7 @@
 
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "synth.h"
 
 static int rank, size;
 static char dir[1024], src[1200];
@@ -108,11 +109,11 @@ static void test_datasets_and_caches(void **state)
     BOTH(SC_EINVAL, sc_cache_read(c, di.nshards, bufs, err));
     sc_cache_close(c);
     sc_dataset_close(ds);
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sc__synth_params sp = SC__SYNTH_PARAMS_INIT;
     char out[1300];
     snprintf(out, sizeof out, "%s/made-%d.h5", dir, rank);
     sp.out = out, sp.samples = 8, sp.dtype = "int3";
-    BOTH(SC_EINVAL, sc_dataset_make(&sp, NULL, NULL, err));
+    BOTH(SC_EINVAL, sc__dataset_make(&sp, NULL, NULL, err));
 }
 
 static void test_loader(void **state)
@@ -120,7 +121,7 @@ static void test_loader(void **state)
     (void)state;
     sc_config cfg = missing_source();
     sc_loader *ld = NULL;
-    BOTH(SC_EIO, sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, err));
+    BOTH(SC_EIO, sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, err));
     assert_null(ld);
 }
 

@@ -77,7 +77,7 @@ static void run(sc_device_mode mode, int want_device)
     sc_config c = config(mode);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err);
+    int rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err);
     if (refused(rc, &err))
         return;
     SC_ASSERT_OK(rc, &err);
@@ -85,7 +85,7 @@ static void run(sc_device_mode mode, int want_device)
         sc_epoch_info info;
         assert_int_equal(sc_epoch_begin(ld, e, &info), SC_OK);
         sc_batch b;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             assert_int_equal(b.device, want_device);
             check_device_batch(ld, &b);
             assert_int_equal(sc_batch_release(ld, &b), SC_OK);

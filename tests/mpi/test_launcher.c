@@ -57,7 +57,7 @@ static int open_with(MPI_Comm comm, sc_launcher_check_mode mode, sc_error *err)
     sc_config cfg = sc_t_config(src, dir, 16, 4, 1);
     cfg.launcher_check = mode;
     sc_loader *ld = NULL;
-    int rc = sc_loader_open_err(comm, &cfg, &ld, err);
+    int rc = sc_loader_open(comm, &cfg, &ld, err);
     assert_true(rc == SC_OK ? ld != NULL : ld == NULL);
     if (ld)
         SC_ASSERT_OK(sc_loader_close(ld), NULL);

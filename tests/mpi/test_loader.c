@@ -110,7 +110,7 @@ static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, cfg, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, cfg, &ld, &err), &err);
     uint64_t h = 0;
     uint32_t *count = malloc(sizeof *count * NSAMPLES);
     for (uint64_t e = 0; e < epochs; e++) {
@@ -121,7 +121,7 @@ static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
         sc_batch b;
         uint64_t n = 0;
         int rc;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             check_batch(ld, &b, cfg);
             assert_int_equal(b.index, n);
             assert_int_equal(b.epoch, e);
@@ -133,7 +133,7 @@ static uint64_t run_epochs(const sc_config *cfg, uint64_t epochs)
             assert_int_equal(sc_batch_release(ld, &b), SC_OK);
         }
         assert_int_equal(rc, SC_END_OF_EPOCH);
-        assert_int_equal(sc_next_batch(ld, &b), SC_END_OF_EPOCH); /* and it stays so */
+        assert_int_equal(sc_batch_next(ld, &b), SC_END_OF_EPOCH); /* and it stays so */
         assert_int_equal(n, info.batches);
         uint64_t lo = n, hi = n;
         MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
@@ -324,14 +324,14 @@ static void test_straggler_does_not_delay_others(void **state)
     c.batch_size = 8; /* 120 batches / size per epoch */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     int slow = rank == size - 1;
     double first[EPOCHS], end[EPOCHS];
     for (int e = 0; e < EPOCHS; e++) {
         assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
         sc_batch b;
         int rc, k = 0;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             if (k++ == 0)
                 first[e] = now();
             usleep(slow ? 8000 : 4000);
@@ -368,19 +368,19 @@ static void test_close_mid_epoch(void **state)
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     /* Everyone mid-epoch, holding a batch. */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     sc_batch b, held;
-    assert_int_equal(sc_next_batch(ld, &held), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &held), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     sc_batch_release(ld, &b);
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
     /* Rank 0 stops in epoch 0 while the others go on: they learn it, nobody hangs. */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     if (rank == 0) {
-        assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+        assert_int_equal(sc_batch_next(ld, &b), SC_OK);
         assert_int_equal(sc_loader_close(ld), SC_OK);
         return;
     }
@@ -388,14 +388,14 @@ static void test_close_mid_epoch(void **state)
     for (uint64_t e = 0; rc == SC_OK; e++) {
         if (e > 0 && (rc = sc_epoch_begin(ld, e, NULL)) != SC_OK)
             break;
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK)
             sc_batch_release(ld, &b);
         assert_int_equal(rc, SC_END_OF_EPOCH);
         rc = SC_OK;
         assert_true(e < 2);
     }
     assert_int_equal(rc, SC_EPLAN);
-    assert_non_null(strstr(sc_last_error(ld), "closed its loader"));
+    assert_non_null(strstr(sc_loader_last_error(ld), "closed its loader"));
     assert_int_equal(sc_loader_close(ld), SC_EPLAN);
 }
 
@@ -405,7 +405,7 @@ static void test_source_error_stops_the_loader(void **state)
     sc_config c = config(srcb);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     char gone[1400];
     snprintf(gone, sizeof gone, "%s/part%03d.h5", srcb, NSHARDS / 2);
     char keep[1500];
@@ -416,18 +416,18 @@ static void test_source_error_stops_the_loader(void **state)
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     sc_batch b;
     int rc;
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK)
         sc_batch_release(ld, &b);
     int failed = rc != SC_END_OF_EPOCH, nfailed = 0;
     if (failed) {
         assert_true(rc == SC_EHDF5 || rc == SC_EIO);
         /* Named: the file, and the epoch whose read failed (0, or 1 when
          * this rank was prefetching the shard for its next epoch). */
-        const char *msg = sc_last_error(ld);
+        const char *msg = sc_loader_last_error(ld);
         assert_non_null(strstr(msg, gone));
         if (!strstr(msg, "epoch 0") && !strstr(msg, "epoch 1"))
             fail_msg("no epoch named: %s", msg);
-        assert_int_equal(sc_next_batch(ld, &b), rc); /* it stays stopped */
+        assert_int_equal(sc_batch_next(ld, &b), rc); /* it stays stopped */
         assert_int_equal(sc_epoch_begin(ld, 1, NULL), rc);
         /* Misuse after the stop is refused, but never replaces why it stopped. */
         char first[SC_ERROR_MSG_MAX];
@@ -437,8 +437,8 @@ static void test_source_error_stops_the_loader(void **state)
         assert_int_not_equal(sc_batch_release(ld, &foreign), SC_OK);
         sc_epoch_summary none;
         assert_int_not_equal(sc_epoch_report(ld, 999, &none), SC_OK);
-        assert_int_equal(sc_next_batch(ld, &b), rc);
-        assert_string_equal(sc_last_error(ld), first);
+        assert_int_equal(sc_batch_next(ld, &b), rc);
+        assert_string_equal(sc_loader_last_error(ld), first);
     }
     MPI_Allreduce(&failed, &nfailed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     assert_true(nfailed >= 1 && nfailed <= 2); /* its owners in epochs 0 and 1 */
@@ -479,13 +479,13 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
     c.verify = SC_VERIFY_FULL;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     int rc = SC_OK;
     uint64_t e = 0;
     for (; e < 3; e++) {
         rc = sc_epoch_begin(ld, e, NULL);
         sc_batch b;
-        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK)
+        while (rc == SC_OK && (rc = sc_batch_next(ld, &b)) == SC_OK)
             sc_batch_release(ld, &b);
         if (rc == SC_END_OF_EPOCH)
             rc = SC_OK;
@@ -499,7 +499,7 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
     int who = rc == worst && rc != SC_OK ? rank : size, from = size;
     MPI_Allreduce(&who, &from, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == from)
-        snprintf(s.msg, sizeof s.msg, "%s", sc_last_error(ld));
+        snprintf(s.msg, sizeof s.msg, "%s", sc_loader_last_error(ld));
     if (from < size)
         MPI_Bcast(s.msg, sizeof s.msg, MPI_CHAR, from, MPI_COMM_WORLD);
     /* Epoch 1's verdict, from a rank that ended it without an error. */
@@ -580,17 +580,17 @@ static void test_misuse_is_an_error(void **state)
     c.prefetch_batches = 2;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_batch b[3];
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_EINVAL);
-    assert_non_null(strstr(sc_last_error(ld), "before sc_epoch_begin"));
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_EINVAL);
+    assert_non_null(strstr(sc_loader_last_error(ld), "before sc_epoch_begin"));
     assert_int_equal(sc_epoch_begin(ld, 3, NULL), SC_OK); /* any first epoch */
     assert_int_equal(sc_epoch_begin(ld, 5, NULL), SC_EINVAL);
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b[1]), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b[2]), SC_EINVAL); /* both buffers held */
-    assert_non_null(strstr(sc_last_error(ld), "SC_PREFETCH_BATCHES"));
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b[1]), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b[2]), SC_EINVAL); /* both buffers held */
+    assert_non_null(strstr(sc_loader_last_error(ld), "SC_PREFETCH_BATCHES"));
     assert_int_equal(sc_batch_release(ld, &b[0]), SC_OK);
     assert_int_equal(sc_batch_release(ld, &b[0]), SC_EINVAL);
     assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
@@ -601,7 +601,7 @@ static void test_misuse_is_an_error(void **state)
     assert_false(rep.exactly_once.verified);
     assert_int_equal(rep.batches, 2);
     assert_int_equal(sc_epoch_report(ld, 9, &rep), SC_EINVAL);
-    assert_int_equal(sc_next_batch(NULL, &b[0]), SC_EINVAL);
+    assert_int_equal(sc_batch_next(NULL, &b[0]), SC_EINVAL);
     assert_int_equal(sc_loader_close(ld), SC_OK);
 
     /*
@@ -612,11 +612,11 @@ static void test_misuse_is_an_error(void **state)
      * 0's buffer and the epoch could not go on while batch 0 was kept.)
      */
     c.prefetch_batches = 4;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_epoch_info info;
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
     assert_true(info.batches > c.prefetch_batches); /* so that a slot must be reused */
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK); /* kept */
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_OK); /* kept */
     uint64_t kept_ids[64];
     assert_true(b[0].size <= 64);
     memcpy(kept_ids, b[0].ids, b[0].size * sizeof *kept_ids);
@@ -624,7 +624,7 @@ static void test_misuse_is_an_error(void **state)
     assert_non_null(kept);
     memcpy(kept, b[0].data[0], b[0].bytes[0]);
     int rc, taken = 1;
-    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b[1])) == SC_OK) {
         taken++;
         assert_ptr_not_equal(b[1].data[0], b[0].data[0]);
         assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
@@ -646,9 +646,9 @@ static void test_misuse_is_an_error(void **state)
      * Python package detaches what tensors still hold at close); the ring
      * goes on with new memory in that slot.
      */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_epoch_begin(ld, 0, &info), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b[0]), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b[0]), SC_OK);
     kept = malloc(b[0].bytes[0]);
     assert_non_null(kept);
     memcpy(kept, b[0].data[0], b[0].bytes[0]);
@@ -657,7 +657,7 @@ static void test_misuse_is_an_error(void **state)
     assert_int_equal(sc_batch_detach(ld, &b[0]), SC_OK);
     assert_int_equal(sc_batch_detach(ld, &b[0]), SC_EINVAL);
     assert_int_equal(sc_batch_release(ld, &b[0]), SC_EINVAL); /* the loader's no more */
-    while ((rc = sc_next_batch(ld, &b[1])) == SC_OK)
+    while ((rc = sc_batch_next(ld, &b[1])) == SC_OK)
         assert_int_equal(sc_batch_release(ld, &b[1]), SC_OK);
     assert_int_equal(rc, SC_END_OF_EPOCH);
     assert_int_equal(sc_loader_close(ld), SC_OK);
@@ -668,8 +668,27 @@ static void test_misuse_is_an_error(void **state)
 
     snprintf(c.source, sizeof c.source, "%s/missing.h5", dir);
     c.device = SC_DEVICE_HOST;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EIO);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EIO);
     assert_non_null(strstr(err.msg, "missing.h5"));
+    /* With no err, the same reason goes to stderr, prefixed by the rank. */
+    char said[SC_ERROR_MSG_MAX + 64] = {0}, want[64];
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(f), 2);
+    rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(f);
+    assert_non_null(fgets(said, sizeof said, f));
+    fclose(f);
+    assert_int_equal(rc, SC_EIO);
+    assert_null(ld);
+    snprintf(want, sizeof want, "shardcache[rank %d]: SC_EIO: ", rank);
+    assert_true(strncmp(said, want, strlen(want)) == 0);
+    assert_non_null(strstr(said, "missing.h5"));
 }
 
 int main(int argc, char **argv)

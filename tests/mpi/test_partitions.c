@@ -63,9 +63,9 @@ static void run_epoch(sc_loader *ld, MPI_Comm sub, uint64_t e, uint64_t stop,
     char why[256];
     uint64_t got = 0, gathered[G];
     if (sc_epoch_begin(ld, e, &info) != SC_OK)
-        fail_msg("epoch %llu: %s", (unsigned long long)e, sc_last_error(ld));
+        fail_msg("epoch %llu: %s", (unsigned long long)e, sc_loader_last_error(ld));
     int rc;
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         if (!sc_t_samples_ok(&b, W, N, why, sizeof why))
             fail_msg("epoch %llu: %s", (unsigned long long)e, why);
         MPI_Gather(b.ids, (int)b.size, MPI_UINT64_T, gathered, (int)b.size, MPI_UINT64_T, 0,
@@ -101,7 +101,7 @@ static seq run(int R, int sticky, int pad, uint64_t seed)
     if (sub != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        SC_ASSERT_OK(sc_loader_open_err(sub, &c, &ld, &err), &err);
+        SC_ASSERT_OK(sc_loader_open(sub, &c, &ld, &err), &err);
         for (uint64_t e = 0; e < EPOCHS; e++)
             run_epoch(ld, sub, e, 0, NULL, &s);
         assert_int_equal(sc_loader_close(ld), SC_OK);
@@ -162,14 +162,14 @@ static seq resume_on(int R, const unsigned char *rec, uint64_t seed)
     if (sub != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        SC_ASSERT_OK(sc_loader_open_err(sub, &c, &ld, &err), &err);
+        SC_ASSERT_OK(sc_loader_open(sub, &c, &ld, &err), &err);
         const void *blobs[4];
         size_t lens[4];
         for (int i = 0; i < 4; i++)
             blobs[i] = rec + i * SC_CHECKPOINT_BYTES, lens[i] = SC_CHECKPOINT_BYTES;
         uint64_t e = 0;
         if (sc_loader_resume(ld, blobs, lens, rank == 0 ? 4 : 0, &e) != SC_OK)
-            fail_msg("resume on %d ranks: %s", R, sc_last_error(ld));
+            fail_msg("resume on %d ranks: %s", R, sc_loader_last_error(ld));
         assert_int_equal(e, 1);
         run_epoch(ld, sub, 1, 0, NULL, &s);
         assert_int_equal(sc_loader_close(ld), SC_OK);
@@ -192,7 +192,7 @@ static void test_resume_on_other_worlds(void **state)
     if (sub != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        SC_ASSERT_OK(sc_loader_open_err(sub, &c, &ld, &err), &err);
+        SC_ASSERT_OK(sc_loader_open(sub, &c, &ld, &err), &err);
         run_epoch(ld, sub, 0, 0, NULL, NULL);
         run_epoch(ld, sub, 1, stop, rec, &whole); /* checkpointed, and run to its end */
         assert_int_equal(sc_loader_close(ld), SC_OK);

@@ -17,6 +17,7 @@
 
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "source.h"
 
 static int rank, size, nodes; /* nodes: pretend nodes (SC_TEST_NODES), ranks dealt in blocks */
 static char dir[1024], src[1200];
@@ -79,7 +80,7 @@ static void cut_bytes(const sc_loader *ld, const sc_config *c, uint64_t *out)
         sc_plan_params p;
         sc_plan *plan = NULL;
         sc_error err = SC_ERROR_INIT;
-        assert_int_equal(sc_dataset_plan_params(ds, c, (uint32_t)size, (uint64_t)e, &p), SC_OK);
+        assert_int_equal(sc__dataset_plan_params(ds, c, (uint32_t)size, (uint64_t)e, &p), SC_OK);
         SC_ASSERT_OK(sc_plan_create(&p, prev, &plan, &err), &err);
         sc_plan_info in;
         sc_plan_get_info(plan, &in);
@@ -102,7 +103,7 @@ static totals run(const sc_config *c)
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     totals t;
     cut_bytes(ld, c, t.cut);
     uint64_t mine[2 * EPOCHS];
@@ -111,13 +112,13 @@ static totals run(const sc_config *c)
         sc_batch b;
         int rc;
         char why[256];
-        while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             if (!sc_t_samples_ok(&b, W, NSAMPLES, why, sizeof why))
                 fail_msg("rank %d: epoch %d: %s", rank, e, why);
             sc_batch_release(ld, &b);
         }
         if (rc != SC_END_OF_EPOCH)
-            fail_msg("rank %d: epoch %d: %s: %s", rank, e, sc_status_name(rc), sc_last_error(ld));
+            fail_msg("rank %d: epoch %d: %s: %s", rank, e, sc_status_name(rc), sc_loader_last_error(ld));
     }
     for (int e = 0; e < EPOCHS; e++) {
         sc_epoch_summary rep;
@@ -295,7 +296,7 @@ static void test_peers_must_agree(void **state)
     c.peers = rank == size - 1 ? SC_PEERS_OFF : SC_PEERS_ON;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_null(ld);
     if (!strstr(err.msg, "SC_PEERS")) /* every rank sees the disagreement */
         fail_msg("rank %d: %s", rank, err.msg);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "config.h"
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
@@ -62,11 +63,11 @@ static void first_run(const sc_config *c, uint64_t stop, uint32_t *count1,
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     sc_batch b;
     int rc;
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK)
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK)
         sc_batch_release(ld, &b);
     assert_int_equal(rc, SC_END_OF_EPOCH);
     sc_epoch_info info;
@@ -75,7 +76,7 @@ static void first_run(const sc_config *c, uint64_t stop, uint32_t *count1,
     nb_epoch1 = info.batches;
     if (stop == STOP_BEFORE_LAST) /* a short rank then has only padding left */
         stop = info.batches ? info.batches - 1 : 0;
-    for (; taken < stop && (rc = sc_next_batch(ld, &b)) == SC_OK; taken++) {
+    for (; taken < stop && (rc = sc_batch_next(ld, &b)) == SC_OK; taken++) {
         check_bytes(&b);
         for (uint64_t k = 0; k < b.size - b.padded; k++)
             count1[b.ids[k]]++;
@@ -89,7 +90,7 @@ static void first_run(const sc_config *c, uint64_t stop, uint32_t *count1,
                   MPI_COMM_WORLD);
     /* What this rank would have delivered next, had it gone on. */
     memset(next_ids, 0xff, sizeof *next_ids * B);
-    if (taken < info.batches && sc_next_batch(ld, &b) == SC_OK) {
+    if (taken < info.batches && sc_batch_next(ld, &b) == SC_OK) {
         memcpy(next_ids, b.ids, sizeof *next_ids * B);
         sc_batch_release(ld, &b);
     }
@@ -109,14 +110,14 @@ static int resumed_run(const sc_config *c, int world, unsigned char (*blobs)[SC_
         return 0;
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(comm, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(comm, c, &ld, &err), &err);
     const void *ptrs[8];
     size_t lens[8];
     for (int i = 0; i < nblobs; i++)
         ptrs[i] = blobs[i], lens[i] = SC_CHECKPOINT_BYTES;
     uint64_t epoch = 99;
     if (sc_loader_resume(ld, ptrs, lens, nblobs, &epoch) != SC_OK)
-        fail_msg("resume: %s", sc_last_error(ld));
+        fail_msg("resume: %s", sc_loader_last_error(ld));
     assert_int_equal(epoch, 1);
     assert_int_equal(sc_epoch_begin(ld, 2, NULL), SC_EINVAL); /* the resumed epoch first */
     sc_epoch_info info;
@@ -124,7 +125,7 @@ static int resumed_run(const sc_config *c, int world, unsigned char (*blobs)[SC_
     sc_batch b;
     int rc, first = 1;
     uint64_t n = 0;
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         check_bytes(&b);
         if (first && world == size && next_ids[0] != UINT64_MAX)
             for (int k = 0; k < B; k++) /* exactly its next batch */
@@ -159,7 +160,7 @@ static int resumed_run(const sc_config *c, int world, unsigned char (*blobs)[SC_
     if (world == size && c->remainder == SC_REMAINDER_PAD)
         assert_int_equal(rep.exactly_once.padded, (uint64_t)size * nb_epoch1 * B - NSAMPLES);
     assert_int_equal(sc_epoch_begin(ld, 2, NULL), SC_OK);
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         check_bytes(&b);
         sc_batch_release(ld, &b);
     }
@@ -230,7 +231,7 @@ static void test_checkpoint_after_the_last_batch(void **state)
     sc_config c2 = config(SC_SHUFFLE_STICKY, SC_REMAINDER_PAD);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c2, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c2, &ld, &err), &err);
     const void *ptrs[8];
     size_t lens[8];
     for (int i = 0; i < size; i++)
@@ -243,7 +244,7 @@ static void test_checkpoint_after_the_last_batch(void **state)
     assert_true(info.batches > 0);
     sc_batch b;
     int rc;
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         check_bytes(&b);
         sc_batch_release(ld, &b);
     }
@@ -262,14 +263,14 @@ static int resume_status(const sc_config *c, unsigned char (*blobs)[SC_CHECKPOIN
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     const void *ptrs[8];
     size_t lens[8];
     for (int i = 0; i < n; i++)
         ptrs[i] = blobs[i], lens[i] = SC_CHECKPOINT_BYTES;
     uint64_t epoch;
     int rc = sc_loader_resume(ld, ptrs, lens, n, &epoch);
-    snprintf(msg, 512, "%s", sc_last_error(ld));
+    snprintf(msg, 512, "%s", sc_loader_last_error(ld));
     sc_loader_close(ld);
     return rc;
 }
@@ -297,7 +298,7 @@ static void test_bad_records_are_refused(void **state)
         assert_non_null(strstr(msg, "taken with SC_PARTITIONS=0, this job's is"));
     other = c; /* an auto window that comes to another number of samples than 32 */
     other.shuffle_window = SC_WINDOW_AUTO;
-    assert_true(sc_config_window(&other, 1) != 32);
+    assert_true(sc__config_window(&other, 1) != 32);
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
     if (rank == 0)
         assert_non_null(strstr(msg, "SC_SHUFFLE_WINDOW=32, this job's is"));
@@ -332,10 +333,10 @@ static void test_bad_records_are_refused(void **state)
     /* Records of another epoch, mixed in. */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     sc_batch b;
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
-    assert_int_equal(sc_next_batch(ld, &b), SC_OK);
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK);
     sc_batch_release(ld, &b);
     unsigned char early[SC_CHECKPOINT_BYTES];
     size_t len;
@@ -354,7 +355,7 @@ static void test_bad_records_are_refused(void **state)
         free(mixed);
     }
     /* Misuse: resume after an epoch began; checkpoint before any. */
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
     assert_int_equal(sc_loader_checkpoint(ld, early, sizeof early, &len), SC_EINVAL);
     assert_int_equal(sc_loader_checkpoint(ld, early, 3, &len), SC_EINVAL);
     sc_loader_close(ld);
@@ -395,7 +396,7 @@ static int chain_take(chain *ch, sc_loader *ld, uint64_t stop)
     sc_batch b;
     int rc = SC_OK;
     memset(ch->first, 0xff, sizeof ch->first);
-    for (uint64_t k = 0; k < stop && (rc = sc_next_batch(ld, &b)) == SC_OK; k++) {
+    for (uint64_t k = 0; k < stop && (rc = sc_batch_next(ld, &b)) == SC_OK; k++) {
         if (!k)
             memcpy(ch->first, b.ids, sizeof ch->first);
         check_bytes(&b);
@@ -417,14 +418,14 @@ static void chain_member(chain *ch, MPI_Comm comm, int finish, unsigned char *mi
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(comm, &ch->c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(comm, &ch->c, &ld, &err), &err);
     if (ch->nrecs) {
         const void *ptrs[8];
         uint64_t e = 99;
         for (int i = 0; i < ch->nrecs; i++)
             ptrs[i] = ch->recs[i];
         if (sc_loader_resume(ld, ptrs, ch->lens, rank == 0 ? ch->nrecs : 0, &e) != SC_OK)
-            fail_msg("resume from %d records: %s", ch->nrecs, sc_last_error(ld));
+            fail_msg("resume from %d records: %s", ch->nrecs, sc_loader_last_error(ld));
         assert_int_equal(e, CHAIN_EPOCH);
     }
     sc_epoch_info info;
@@ -449,7 +450,7 @@ static void chain_member(chain *ch, MPI_Comm comm, int finish, unsigned char *mi
     } else {
         assert_int_equal(sc_loader_checkpoint(ld, mine, SC_CHECKPOINT_MAX_BYTES, len), SC_OK);
         memset(ch->next, 0xff, sizeof ch->next);
-        if (ch->one_each && sc_next_batch(ld, &b) == SC_OK) {
+        if (ch->one_each && sc_batch_next(ld, &b) == SC_OK) {
             memcpy(ch->next, b.ids, sizeof ch->next);
             sc_batch_release(ld, &b);
         }
@@ -572,7 +573,7 @@ static void test_a_share_past_the_bound_is_refused(void **state)
     MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, rank, &comm);
     if (comm != MPI_COMM_NULL) {
         sc_loader *ld = NULL;
-        SC_ASSERT_OK(sc_loader_open_err(comm, &ch.c, &ld, NULL), NULL);
+        SC_ASSERT_OK(sc_loader_open(comm, &ch.c, &ld, NULL), NULL);
         const void *ptrs[8];
         uint64_t e;
         for (int i = 0; i < ch.nrecs; i++)
@@ -585,9 +586,9 @@ static void test_a_share_past_the_bound_is_refused(void **state)
         setenv("SC_FAULT", "ckpt-2-pieces", 1);
         assert_int_equal(sc_loader_checkpoint(ld, rec, sizeof rec, &len), SC_ENOTSUP);
         unsetenv("SC_FAULT");
-        assert_non_null(strstr(sc_last_error(ld), "more than a checkpoint holds (2, in "
+        assert_non_null(strstr(sc_loader_last_error(ld), "more than a checkpoint holds (2, in "
                                                   "SC_CHECKPOINT_MAX_BYTES)"));
-        assert_non_null(strstr(sc_last_error(ld), "once the epoch has ended"));
+        assert_non_null(strstr(sc_loader_last_error(ld), "once the epoch has ended"));
         assert_int_equal(sc_loader_checkpoint(ld, rec, sizeof rec, &len), SC_OK);
         sc__ckpt k;
         assert_int_equal(sc__ckpt_decode(rec, len, 0, &k, NULL), SC_OK);

@@ -16,6 +16,7 @@
 
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "synth.h"
 
 static int rank, size;
 static char dir[1024];
@@ -65,10 +66,10 @@ static void run_epoch(sc_loader *ld, const sc_config *cfg, uint64_t n, uint64_t 
     int rc = sc_epoch_begin(ld, e, &info);
     if (rc != SC_OK)
         fail_msg("%s: epoch %llu did not begin: %s", what, (unsigned long long)e,
-                 sc_last_error(ld));
+                 sc_loader_last_error(ld));
     uint64_t got = 0, lo, hi;
     char why[256];
-    while ((rc = sc_next_batch(ld, &b)) == SC_OK) {
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
         assert_int_equal(b.size, cfg->batch_size);
         if (!sc_t_samples_ok(&b, W, n, why, sizeof why))
             fail_msg("%s: %s", what, why);
@@ -103,7 +104,7 @@ static void test_thousand_samples_default_size(void **state)
     cfg.shard_size = dflt.shard_size; /* the default's, whatever it is */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, &err), &err);
     sc_dataset_info di;
     sc_dataset_get_info(sc_loader_dataset(ld), &di);
     assert_int_equal(di.shard_size, sc_shard_size_auto(1000, SAMPLE_BYTES));
@@ -169,7 +170,7 @@ static void test_random_small_sets(void **state)
         const char *want = verdict_of(n, s, (uint64_t)size, B, drop, words, sizeof words);
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
-        int rc = sc_loader_open_err(MPI_COMM_WORLD, &cfg, &ld, &err);
+        int rc = sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, &err);
         if (want) { /* refused here, on every rank, in words naming the sizes */
             if (rc != SC_EINVAL || !strstr(err.msg, want))
                 fail_msg("%s: open gave %s '%s', want SC_EINVAL naming '%s'", what,
@@ -200,11 +201,11 @@ static void test_layout_b_groups_by_the_rule(void **state)
     char files[1200];
     snprintf(files, sizeof files, "%s/b", dir);
     if (rank == 0) {
-        sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+        sc__synth_params sp = SC__SYNTH_PARAMS_INIT;
         sp.out = files, sp.layout = 'B', sp.samples = 600, sp.shard_size = 1;
         sp.ndims = 1, sp.dims[0] = 4;
         sc_error err;
-        SC_ASSERT_OK(sc_dataset_make(&sp, NULL, NULL, &err), &err);
+        SC_ASSERT_OK(sc__dataset_make(&sp, NULL, NULL, &err), &err);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     sc_config cfg = sc_t_config(files, dir, SC_SHARD_AUTO, 4, 1);

@@ -16,6 +16,9 @@
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
+#include "scan.h"
+#include "source.h"
+#include "synth.h"
 
 static int rank, size;
 static char dir[1024];
@@ -91,7 +94,7 @@ static void test_layout_a(void **state)
     }
     SC_ASSERT_RC(sc_dataset_read_shard(ds, 8, bufs, &err), SC_EINVAL, &err);
     sc_plan_params pp;
-    SC_ASSERT_OK(sc_dataset_plan_params(ds, &c, 4, 2, &pp), NULL);
+    SC_ASSERT_OK(sc__dataset_plan_params(ds, &c, 4, 2, &pp), NULL);
     assert_int_equal(pp.nshards, 8);
     assert_int_equal(pp.fingerprint, in.fingerprint);
 
@@ -143,8 +146,8 @@ static void test_compressed_sources(void **state)
 {
     (void)state;
     static const struct { uint64_t compress, chunk; char layout; } cases[] = {
-        {SC_SYNTH_GZIP, 100, 'A'}, {SC_SYNTH_GZIP, 128, 'A'}, {SC_SYNTH_LZF, 77, 'A'},
-        {SC_SYNTH_LZF, 0, 'B'},    {SC_SYNTH_GZIP, 50, 'B'},  {SC_SYNTH_RAW, 64, 'A'}};
+        {SC__SYNTH_GZIP, 100, 'A'}, {SC__SYNTH_GZIP, 128, 'A'}, {SC__SYNTH_LZF, 77, 'A'},
+        {SC__SYNTH_LZF, 0, 'B'},    {SC__SYNTH_GZIP, 50, 'B'},  {SC__SYNTH_RAW, 64, 'A'}};
     char raw[1200], p[1200];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[64];
@@ -153,14 +156,14 @@ static void test_compressed_sources(void **state)
         snprintf(name, sizeof name, "z%zu-%c", i, cases[i].layout);
         path_of(p, name);
         if (rank == 0) {
-            sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+            sc__synth_params sp = SC__SYNTH_PARAMS_INIT;
             sp.samples = 1000, sp.ndims = 2, sp.dims[0] = 3, sp.dims[1] = 5;
             sp.layout = cases[i].layout, sp.shard_size = 128, sp.seed = 4;
             sc_error err;
             sp.out = raw;
-            SC_ASSERT_OK(sc_dataset_make(&sp, NULL, NULL, &err), &err);
+            SC_ASSERT_OK(sc__dataset_make(&sp, NULL, NULL, &err), &err);
             sp.out = p, sp.compress = cases[i].compress, sp.chunk = cases[i].chunk;
-            SC_ASSERT_OK(sc_dataset_make(&sp, NULL, NULL, &err), &err);
+            SC_ASSERT_OK(sc__dataset_make(&sp, NULL, NULL, &err), &err);
         }
         MPI_Barrier(MPI_COMM_WORLD);
         sc_config a = config(raw), b = config(p);
@@ -248,10 +251,10 @@ static void test_compressed_sources(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
 
     /* A codec that is not one is refused by name. */
-    sc_synth_params sp = SC_SYNTH_PARAMS_INIT;
+    sc__synth_params sp = SC__SYNTH_PARAMS_INIT;
     sp.samples = 10, sp.out = p, sp.compress = 7;
     sc_error err;
-    SC_ASSERT_RC(sc_dataset_make(&sp, NULL, NULL, &err), SC_EINVAL, &err);
+    SC_ASSERT_RC(sc__dataset_make(&sp, NULL, NULL, &err), SC_EINVAL, &err);
     assert_non_null(strstr(err.msg, "compression 7"));
 }
 
@@ -418,9 +421,9 @@ static sc_dataset_info open_bf(const char *src, const char *fields, int save, fl
     if (save && rank == 0 && between)
         between();
     if (save && rank == 0)
-        SC_ASSERT_OK(sc_dataset_save_manifest(ds, &err), &err);
+        SC_ASSERT_OK(sc__dataset_save_manifest(ds, &err), &err);
     if (save && rank != 0) /* only the scanning rank can */
-        SC_ASSERT_RC(sc_dataset_save_manifest(ds, &err), SC_EINVAL, &err);
+        SC_ASSERT_RC(sc__dataset_save_manifest(ds, &err), SC_EINVAL, &err);
     sc_dataset_close(ds);
     MPI_Barrier(MPI_COMM_WORLD);
     return in;
@@ -645,7 +648,7 @@ static void test_layout_b_manifest(void **state)
     assert_int_equal(b.from_manifest, 0);
     assert_int_equal(b.nsamples, 30);
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_dataset_save_manifest(NULL, &err), SC_EINVAL);
+    assert_int_equal(sc__dataset_save_manifest(NULL, &err), SC_EINVAL);
 }
 
 /* A stand-in for Blosc (id 32001), registered only while a file that needs it is written. */

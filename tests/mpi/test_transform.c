@@ -6,7 +6,9 @@
  * names its shard and leaves nothing cached for it; augmentation is
  * deterministic (seed, epoch, sample), independent of the producer count,
  * and differs between epochs; a failing augmentation names its sample; a
- * bad declaration is refused at open.
+ * bad declaration is refused at open; outputs declared at open from the
+ * source's fields (sc_transform.outputs) are delivered, and key the cache,
+ * as the same outputs set beforehand.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@ typedef struct tf_state {
     _Atomic long calls;   /* shard transforms run on this rank */
     uint64_t fail_shard;  /* transform fails for this shard (UINT64_MAX: never) */
     uint64_t fail_sample; /* augmentation fails for this sample */
+    int refuse_outputs;   /* outputs() refuses the source */
 } tf_state;
 
 /* x (int32 [W]) -> xf (float32 [W]) = x / 2; y (int64) passes through. */
@@ -85,6 +88,22 @@ static sc_transform make_tf(tf_state *st, const char *version, int with_augment)
     return tf;
 }
 
+/* Declares halve's outputs from the source's x (int32 [W]) and y, as make_tf sets them. */
+static int halve_outputs(void *arg, const sc_field_info *in, int nin, sc_field_info *out,
+                         int *nout, char *msg, size_t msglen)
+{
+    tf_state *st = arg;
+    if (st->refuse_outputs || nin != 2 || strcmp(in[0].dtype, "int32") || in[0].ndims != 1 ||
+        in[0].dims[0] != W || strcmp(in[1].dtype, "int64")) {
+        snprintf(msg, msglen, "refusing %d fields on purpose", nin);
+        return 1;
+    }
+    sc_transform set = make_tf(st, "1", 0);
+    memcpy(out, set.out, (size_t)set.nout * sizeof *out);
+    *nout = set.nout;
+    return 0;
+}
+
 static sc_config config(const sc_transform *tf, const char *cache)
 {
     sc_config c;
@@ -111,7 +130,7 @@ static uint64_t run(const sc_config *c, uint64_t epochs, int augmented, int *sta
 {
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc_loader_open_err(MPI_COMM_WORLD, c, &ld, &err), &err);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), &err);
     sc_field_info f0;
     assert_int_equal(sc_dataset_field(sc_loader_dataset(ld), 0, &f0), SC_OK);
     assert_string_equal(f0.dtype, "float32");
@@ -121,7 +140,7 @@ static uint64_t run(const sc_config *c, uint64_t epochs, int augmented, int *sta
     for (uint64_t e = 0; e < epochs && rc == SC_OK; e++) {
         rc = sc_epoch_begin(ld, e, NULL);
         sc_batch b;
-        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while (rc == SC_OK && (rc = sc_batch_next(ld, &b)) == SC_OK) {
             const float *xf = b.data[0];
             const int64_t *y = b.data[1];
             for (uint64_t k = 0; k < b.size; k++) {
@@ -140,7 +159,7 @@ static uint64_t run(const sc_config *c, uint64_t epochs, int augmented, int *sta
             break;
     }
     *status = rc;
-    snprintf(msg, 512, "%s", sc_last_error(ld));
+    snprintf(msg, 512, "%s", sc_loader_last_error(ld));
     sc_loader_close(ld);
     return h;
 }
@@ -169,7 +188,7 @@ static void assert_each_shard_transformed(long calls)
 static void test_transform_once(void **state)
 {
     (void)state;
-    tf_state st = {0, UINT64_MAX, UINT64_MAX};
+    tf_state st = {0, UINT64_MAX, UINT64_MAX, 0};
     sc_transform tf = make_tf(&st, "1", 0);
     char cache[32], msg[512];
     snprintf(cache, sizeof cache, "c%d", ncache++);
@@ -191,7 +210,7 @@ static void test_transform_once(void **state)
 static void test_failing_transform(void **state)
 {
     (void)state;
-    tf_state st = {0, 7, UINT64_MAX};
+    tf_state st = {0, 7, UINT64_MAX, 0};
     sc_transform tf = make_tf(&st, "1", 0);
     char cache[32], msg[512];
     snprintf(cache, sizeof cache, "c%d", ncache++);
@@ -216,7 +235,7 @@ static void test_failing_transform(void **state)
 static void test_augment_is_deterministic(void **state)
 {
     (void)state;
-    tf_state st = {0, UINT64_MAX, UINT64_MAX};
+    tf_state st = {0, UINT64_MAX, UINT64_MAX, 0};
     sc_transform tf = make_tf(&st, "1", 1);
     char cache[32], msg[512];
     int rc;
@@ -251,17 +270,51 @@ static void test_augment_is_deterministic(void **state)
 static void test_bad_declaration(void **state)
 {
     (void)state;
-    tf_state st = {0, UINT64_MAX, UINT64_MAX};
+    tf_state st = {0, UINT64_MAX, UINT64_MAX, 0};
     sc_transform tf = make_tf(&st, "1", 0);
     snprintf(tf.out[0].dtype, sizeof tf.out[0].dtype, "complex");
     sc_config c = config(&tf, "bad");
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_non_null(strstr(err.msg, "transform 'halve'"));
     tf = make_tf(&st, "", 0);
-    assert_int_equal(sc_loader_open_err(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
     assert_non_null(strstr(err.msg, "name and a version"));
+    assert_null(ld);
+}
+
+static uint64_t fingerprint(const sc_config *c)
+{
+    sc_dataset *ds = NULL;
+    sc_dataset_info di;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, c, &ds, &err), &err);
+    SC_ASSERT_OK(sc_dataset_get_info(ds, &di), NULL);
+    SC_ASSERT_OK(sc_dataset_close(ds), NULL);
+    return di.fingerprint;
+}
+
+static void test_outputs_declared_at_open(void **state)
+{
+    (void)state;
+    tf_state st = {0, UINT64_MAX, UINT64_MAX, 0};
+    sc_transform set = make_tf(&st, "1", 0), declared = set;
+    declared.nout = 0;
+    memset(declared.out, 0, sizeof declared.out);
+    declared.outputs = halve_outputs;
+    sc_config c = config(&declared, "declared"), cs = config(&set, "declared");
+    int status = SC_OK;
+    char msg[SC_ERROR_MSG_MAX] = "";
+    run(&c, 1, 0, &status, msg); /* checks the fields and every value delivered */
+    assert_int_equal(status, SC_OK);
+    assert_true(fingerprint(&c) == fingerprint(&cs)); /* the same cache entries */
+    st.refuse_outputs = 1;
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_non_null(strstr(err.msg, "transform 'halve' declares no outputs"));
+    assert_non_null(strstr(err.msg, "refusing 2 fields on purpose"));
     assert_null(ld);
 }
 
@@ -274,6 +327,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_failing_transform),
         cmocka_unit_test(test_augment_is_deterministic),
         cmocka_unit_test(test_bad_declaration),
+        cmocka_unit_test(test_outputs_declared_at_open),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }

@@ -290,7 +290,7 @@ static sc_config job_config(const job *j, const char *dir)
 static int batch_ok(sc_loader *ld, const sc_batch *b, char *why, size_t whylen)
 {
     if (sc_batch_wait(ld, b) != SC_OK) {
-        snprintf(why, whylen, "sc_batch_wait: %s", sc_last_error(ld));
+        snprintf(why, whylen, "sc_batch_wait: %s", sc_loader_last_error(ld));
         return 0;
     }
     return sc_t_samples_ok(b, W, UINT64_MAX, why, whylen);
@@ -324,7 +324,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     sc_config c = job_config(j, dir);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_loader_open_err(comm, &c, &ld, &err);
+    int rc = sc_loader_open(comm, &c, &ld, &err);
     if (rc != SC_OK) {
         unsetenv("SC_FAULT");
         snprintf(why, whylen, "open: %s: %s", sc_status_name(rc), err.msg);
@@ -338,7 +338,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
         sc_epoch_info info;
         rc = sc_epoch_begin(ld, e, &info);
         sc_batch b;
-        while (rc == SC_OK && (rc = sc_next_batch(ld, &b)) == SC_OK) {
+        while (rc == SC_OK && (rc = sc_batch_next(ld, &b)) == SC_OK) {
             data_ok &= batch_ok(ld, &b, why, whylen);
             batches[e]++;
             if (rank == j->straggler && b.index % 4 == 0)
@@ -385,9 +385,9 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
         }
     }
     if (rc != SC_OK)
-        snprintf(why, whylen, "%s: %s", sc_status_name(rc), sc_last_error(ld));
+        snprintf(why, whylen, "%s: %s", sc_status_name(rc), sc_loader_last_error(ld));
     /* What the failing rank saw must name the fault, not just any error. */
-    const char *msg = sc_last_error(ld);
+    const char *msg = sc_loader_last_error(ld);
     if (rc == SC_EPLAN && strstr(msg, "seed"))
         t.evidence |= 1 << 3;
     if (rc == SC_EPLAN && strstr(msg, "configured for"))
@@ -464,7 +464,7 @@ static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *au
     int n;
     MPI_Comm_size(comm, &n);
     c.batch_size = batch_on(j, (uint32_t)n);
-    int rc = sc_loader_open_err(comm, &c, &ld, &err);
+    int rc = sc_loader_open(comm, &c, &ld, &err);
     if (rc == SC_OK && in) {
         const void *ptrs[8];
         for (uint32_t i = 0; i < in->n; i++)
@@ -487,7 +487,7 @@ static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *au
         sc_batch b;
         rc = sc_epoch_begin(ld, e, NULL);
         for (uint64_t k = 0; rc == SC_OK && (e < last || !kill || k < batch) &&
-                             (rc = sc_next_batch(ld, &b)) == SC_OK;
+                             (rc = sc_batch_next(ld, &b)) == SC_OK;
              k++) {
             *good &= batch_ok(ld, &b, why, whylen);
             sc_batch_release(ld, &b);
@@ -510,7 +510,7 @@ static int soak_run(const job *j, MPI_Comm comm, const char *dir, const char *au
         rc = sc_loader_checkpoint(ld, mine, sizeof mine, &got);
     if (rc != SC_OK)
         snprintf(why, whylen, "run on %d ranks: %s: %s", n, sc_status_name(rc),
-                 ld ? sc_last_error(ld) : err.msg);
+                 ld ? sc_loader_last_error(ld) : err.msg);
     len = got;
     if (kill) {
         MPI_Gather(&len, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0, comm);

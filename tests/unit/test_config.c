@@ -97,15 +97,15 @@ static void test_shuffle_window(void **state)
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
     assert_true(c.shuffle_window == SC_WINDOW_AUTO);
     SC_ASSERT_OK(sc_config_set(&c, "SC_STREAM_BYTES", "1M", &err), &err);
-    assert_int_equal(sc_config_window(&c, 100), (UINT64_C(1) << 20) / 2 / 100);
-    assert_int_equal(sc_config_window(&c, 1000), SC_WINDOW_AUTO_MIN); /* never below */
-    assert_int_equal(sc_config_window(&c, UINT64_C(1) << 30), SC_WINDOW_AUTO_MIN);
-    assert_int_equal(sc_config_window(&c, 0), (UINT64_C(1) << 20) / 2);
+    assert_int_equal(sc__config_window(&c, 100), (UINT64_C(1) << 20) / 2 / 100);
+    assert_int_equal(sc__config_window(&c, 1000), SC_WINDOW_AUTO_MIN); /* never below */
+    assert_int_equal(sc__config_window(&c, UINT64_C(1) << 30), SC_WINDOW_AUTO_MIN);
+    assert_int_equal(sc__config_window(&c, 0), (UINT64_C(1) << 20) / 2);
     SC_ASSERT_OK(sc_config_set(&c, "SC_SHUFFLE_WINDOW", "777", &err), &err);
-    assert_int_equal(sc_config_window(&c, 1000), 777);
+    assert_int_equal(sc__config_window(&c, 1000), 777);
     SC_ASSERT_OK(sc_config_set(&c, "SC_SHUFFLE_WINDOW", "auto", &err), &err);
     assert_true(c.shuffle_window == SC_WINDOW_AUTO);
-    assert_int_equal(sc_config_window(NULL, 1), 0);
+    assert_int_equal(sc__config_window(NULL, 1), 0);
 }
 
 /* The bounds SC_SHARD_SIZE=auto promises for n samples of b bytes. */

@@ -127,13 +127,13 @@ static void test_shard_of(void **state)
     const uint64_t first[] = {0, 3, 3, 10, 11}; /* shard 1 is empty */
     uint64_t shard = 99;
     for (uint64_t id = 0; id < 11; id++) {
-        assert_int_equal(sc_shard_of(first, 4, id, &shard), SC_OK);
+        assert_int_equal(sc__shard_of(first, 4, id, &shard), SC_OK);
         assert_true(first[shard] <= id && id < first[shard + 1]);
     }
-    assert_int_equal(sc_shard_of(first, 4, 11, &shard), SC_EINVAL);
-    assert_int_equal(sc_shard_of(first, 0, 0, &shard), SC_EINVAL);
-    assert_int_equal(sc_shard_of(NULL, 4, 0, &shard), SC_EINVAL);
-    assert_int_equal(sc_shard_of(first, 4, 0, NULL), SC_EINVAL);
+    assert_int_equal(sc__shard_of(first, 4, 11, &shard), SC_EINVAL);
+    assert_int_equal(sc__shard_of(first, 0, 0, &shard), SC_EINVAL);
+    assert_int_equal(sc__shard_of(NULL, 4, 0, &shard), SC_EINVAL);
+    assert_int_equal(sc__shard_of(first, 4, 0, NULL), SC_EINVAL);
 }
 
 int main(void)

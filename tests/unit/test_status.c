@@ -29,6 +29,8 @@ static void test_names_and_texts(void **state)
     assert_string_equal(sc_status_name(SC_EPLAN), "SC_EPLAN");
     assert_string_equal(sc_strerror(12345), "unknown status code");
     assert_string_equal(sc_status_name(-999), "SC_UNKNOWN");
+    /* -10 was SC_ENCCL, never returned: retired, and not given to another. */
+    assert_string_equal(sc_status_name(-10), "SC_UNKNOWN");
 }
 
 static void test_error_helpers(void **state)
