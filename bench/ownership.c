@@ -13,7 +13,7 @@
 
 #include "bench_doc.h"
 #include "ledger.h"
-#include "plan.h"
+#include "plan_state.h"
 
 int main(int argc, char **argv)
 {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "bench_doc.h"
-#include "plan.h"
+#include "plan_state.h"
 
 typedef struct row {
     const char *mode;

@@ -26,7 +26,7 @@
 
 #include "bench_doc.h"
 #include "evict.h"
-#include "plan.h"
+#include "plan_state.h"
 
 static void die(const char *what, const sc_error *err)
 {

@@ -26,7 +26,7 @@
 #include "bench_doc.h"
 #include "config.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "shardcache/config.h"
 
 enum { MAX_PARTS = 8 };

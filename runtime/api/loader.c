@@ -12,7 +12,7 @@
 #include "clock.h"
 #include "error.h"
 #include "loader_state.h"
-#include "plan.h"
+#include "plan_state.h"
 
 /* The end of `ld->cur` on this rank: its verification goes out, never waited for. */
 static int loader_end_epoch(sc_loader *ld)

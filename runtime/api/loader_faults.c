@@ -11,7 +11,7 @@
 #include "fault.h"
 #include "loader_state.h"
 #include "mpierr.h"
-#include "plan.h"
+#include "plan_state.h"
 
 #ifndef SC_TESTING
 #error "loader_faults.c is compiled only into testing builds (SC_TESTING)"

@@ -25,7 +25,7 @@
 #include "log.h"
 #include "mpierr.h"
 #include "node.h"
-#include "plan.h"
+#include "plan_state.h"
 
 /* A step of open, agreed on by every rank (agree.h). */
 static int loader_agree(const sc_loader *ld, int rc, sc_error *err)

@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "error.h"
 #include "loader_state.h"
-#include "plan.h"
+#include "plan_state.h"
 
 /*
  * After an error or at close: the epoch being begun or run is abandoned in

@@ -10,7 +10,7 @@
 
 #include "error.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "source.h"
 
 _Static_assert(SC__CKPT_BYTES == SC_CHECKPOINT_BYTES && SC__CKPT_MAX_BYTES == SC_CHECKPOINT_MAX_BYTES,

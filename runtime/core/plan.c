@@ -20,7 +20,7 @@
  * of consecutive shards in it, which is what the schedule shuffles
  * together, covers the whole share.
  */
-#include "plan.h"
+#include "plan_state.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -537,20 +537,4 @@ int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out
         rc = sc_plan_create(params, prev ? prev : chain, out, err);
     sc_plan_free(chain);
     return rc;
-}
-
-int sc__shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard)
-{
-    if (!first || !shard || !nshards || id >= first[nshards])
-        return SC_EINVAL;
-    uint64_t lo = 0, hi = nshards;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (first[mid] <= id)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    *shard = lo;
-    return SC_OK;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "plan.h"
+#include "plan_state.h"
 
 /*
  * Unit u's list: each shard in range, not listed before, owned by u; the

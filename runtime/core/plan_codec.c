@@ -16,7 +16,7 @@
 #include "error.h"
 #include "formats.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 
 #define HASH_SEED UINT64_C(0x706c616e2d763031) /* "plan-v01" */
 

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "vec.h"
 
 /* A giver's tail: order[i] is its last shard with samples at home, rem of them. */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "plan.h"
+#include "plan_state.h"
 
 void sc__plan_fill_owner(sc_plan *p)
 {
@@ -271,5 +271,21 @@ int sc_plan_sample_owner(const sc_plan *plan, const uint64_t *first, uint64_t id
         return SC_EINVAL;
     uint32_t u = sc__plan_unit_of(plan, (uint32_t)s, id - first[s]);
     *rank = sc__plan_unit_rank(plan, u);
+    return SC_OK;
+}
+
+int sc__shard_of(const uint64_t *first, uint64_t nshards, uint64_t id, uint64_t *shard)
+{
+    if (!first || !shard || !nshards || id >= first[nshards])
+        return SC_EINVAL;
+    uint64_t lo = 0, hi = nshards;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (first[mid] <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *shard = lo;
     return SC_OK;
 }

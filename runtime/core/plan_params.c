@@ -5,7 +5,7 @@
  * with verifying a plan once made (sc_plan_check, plan_check.c).
  */
 #include "error.h"
-#include "plan.h"
+#include "plan_state.h"
 
 /*
  * The checks of the parameters alone, which sc_plan_params_check runs at

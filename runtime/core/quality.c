@@ -15,7 +15,7 @@
 
 #include "error.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "quality.h"
 #include "schedule.h"
 

@@ -8,7 +8,7 @@
 
 #include "error.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "vec.h"
 
 

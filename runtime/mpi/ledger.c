@@ -36,7 +36,7 @@
 #include "error.h"
 #include "mpierr.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 
 #define RANK_BITS 20
 #define RANK_MASK ((UINT32_C(1) << RANK_BITS) - 1)

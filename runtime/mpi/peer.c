@@ -33,7 +33,7 @@
 #include "mem.h"
 #include "mpierr.h"
 #include "node.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "source.h"
 #include "tring.h"
 #include "vec.h"

@@ -9,7 +9,7 @@
 
 #include "error.h"
 #include "mpierr.h"
-#include "plan.h"
+#include "plan_state.h"
 
 #define WORD 8
 

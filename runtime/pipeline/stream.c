@@ -32,7 +32,7 @@
 #include "hash.h"
 #include "invariant.h"
 #include "jpeg.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "quality.h"
 #include "source.h"
 #include "vlen.h"

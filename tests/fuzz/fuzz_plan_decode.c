@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "plan_state.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 

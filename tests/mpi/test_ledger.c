@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ledger.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "plan_bcast.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 

@@ -128,7 +128,7 @@ def try_compile(argv, directory, source_file, text=None):
 def build_rules(src, build):
     entries = compile_commands(build)
     probes = {
-        "base": ['#include <mpi.h>', '#include <hdf5.h>', '#include "plan.h"',
+        "base": ['#include <mpi.h>', '#include <hdf5.h>', '#include "plan_state.h"',
                  '#include "shardcache.h"'],
         "core": ['#include <mpi.h>', '#include <hdf5.h>', '#include "cache.h"',
                  '#include "shardcache/plan_share.h"', '#include "shardcache.h"'],

@@ -36,7 +36,7 @@
 
 #include "dev_sim.h"
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_h5test.h"
 #include "shardcache.h"
 

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_test.h"
 
 #define SC_T_GOLDEN_E0 0x4f13b59ce5ffe625

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "formats.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_test.h"
 
 static sc_plan *make(uint64_t n, uint32_t R, sc_shuffle_mode mode)

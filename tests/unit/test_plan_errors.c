@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_test.h"
 
 static uint64_t sizes[16] = {10, 10, 10, 10, 10, 10, 10, 10,

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "hash.h"
-#include "plan.h"
+#include "plan_state.h"
 #include "sc_test.h"
 #include "schedule.h"
 

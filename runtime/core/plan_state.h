@@ -1,6 +1,9 @@
 /*
- * plan.h - the epoch plan: who owns which shard, in what order, and how
- * many batches every rank delivers.
+ * plan_state.h - the epoch plan's object and what the core files that make,
+ * encode, cut and check it share: who owns which shard, in what order, and
+ * how many batches every rank delivers.  (Named apart from any one .c:
+ * plan.c, plan_obj.c, plan_cut.c, plan_params.c, plan_check.c and
+ * plan_codec.c all build on it, none owns it.)
  *
  * This module owns the seeded shuffle, the balanced assignment of shards to
  * ranks (global, or sticky with a bounded exchange fraction), the equal
@@ -9,8 +12,8 @@
  * of the product is tested as plain functions.  It must never depend on
  * anything but its inputs: the same inputs give the same bytes everywhere.
  */
-#ifndef SC_PLAN_H
-#define SC_PLAN_H
+#ifndef SC_PLAN_STATE_H
+#define SC_PLAN_STATE_H
 
 #include "error.h"
 #include "shardcache/plan.h"
@@ -181,4 +184,4 @@ int sc__plan_at(const sc_plan_params *params, const sc_plan *prev, sc_plan **out
 /* Encodes and hashes a plan whose arrays and info are complete. */
 int sc__plan_seal(sc_plan *plan, sc_error *err);
 
-#endif /* SC_PLAN_H */
+#endif /* SC_PLAN_STATE_H */
