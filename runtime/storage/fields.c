@@ -345,7 +345,13 @@ static int fields_transform(sc_dataset *ds, const sc_transform *tf, sc_error *er
         const sc_field_info *o = &outs[i];
         sc__field *f = &ds->fields[i];
         memset(f, 0, sizeof *f);
-        snprintf(f->name, sizeof f->name, "%s", o->name);
+        if (strlen(o->name) >= sizeof f->name) {
+            free(fp.p);
+            return sc__seterr(err, SC_EINVAL, "transform '%s': output field %d's name is %zu "
+                              "bytes, more than the %zu a field's name holds",
+                              tf->name, i, strlen(o->name), sizeof f->name - 1);
+        }
+        memcpy(f->name, o->name, strlen(o->name) + 1);
         f->dtype = sc__dtype_parse(o->dtype);
         f->ndims = o->ndims;
         if (!o->name[0] || f->dtype == SC__DT_INVALID || o->ndims < 0 || o->ndims > SC_MAX_DIMS) {
