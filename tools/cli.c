@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 int cli_u64(const char *flag, const char *arg, uint64_t min, uint64_t max,
             uint64_t *out)
 {
@@ -139,19 +141,12 @@ void cli_report(const char *cmd, int rank, int nranks, const sc_error *err)
                 sc_status_name(err->code), err->msg);
 }
 
-static double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void cli_progress_init(cli_progress *p, const char *what)
 {
     p->what = what;
     p->tty = isatty(STDERR_FILENO);
     p->last_pct = -1;
-    p->t0 = cli_now();
+    p->t0 = sc__clock_s();
 }
 
 void cli_progress_cb(void *arg, uint64_t done, uint64_t total)
@@ -161,7 +156,7 @@ void cli_progress_cb(void *arg, uint64_t done, uint64_t total)
     if (pct == p->last_pct || (!p->tty && pct / 10 == p->last_pct / 10 && pct != 100))
         return;
     p->last_pct = pct;
-    double secs = cli_now() - p->t0;
+    double secs = sc__clock_s() - p->t0;
     if (p->tty) {
         char bar[41];
         int fill = pct * 40 / 100;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agree.h"
 #include "cli.h"
 #include "config.h"
 
@@ -520,9 +521,9 @@ static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, const cmd_labe
         if (rc != SC_OK)
             cli_report("plan", rank, world, err);
         /* Everyone learns whether anyone failed, so that no rank runs ahead. */
-        int bad = rc != SC_OK, anybad = bad;
-        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (anybad) {
+        int all_ok = 0;
+        sc__agree_min(MPI_COMM_WORLD, rc == SC_OK, &all_ok);
+        if (!all_ok) {
             status = 1;
             break;
         }

@@ -11,9 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "json.h"
+#include "vec.h"
 
 /* The stages the runtime records, by their names in the file. */
 extern const char *const cmd_trace_stages[];
@@ -70,10 +72,21 @@ typedef struct model {
     uint64_t events;
 } model;
 
-#define GROW(arr, n, cap)                                                     \
-    ((n) < (cap) ? 0                                                          \
-                 : ((cap) = (cap) ? 2 * (cap) : 1024,                         \
-                    ((arr) = realloc((arr), sizeof *(arr) * (cap))) ? 0 : -1))
+/*
+ * Room for one more element in arr[n] (cap: its room): 0, or -1 out of
+ * memory with arr and cap unchanged (base/vec.h's growth, overflow-checked).
+ */
+#define GROW(arr, n, cap) sc__trace_grow(&(arr), &(cap), (n) + 1, sizeof *(arr))
+/* `slot` is a T **: the pointer is read and written as bytes (no aliasing through void **). */
+static inline int sc__trace_grow(void *slot, size_t *cap, size_t need, size_t size)
+{
+    void *old, *p;
+    memcpy(&old, slot, sizeof old);
+    if (!(p = sc__vec_grow(old, cap, need, size)))
+        return -1;
+    memcpy(slot, &p, sizeof p);
+    return 0;
+}
 
 /* Takes one event object into the model; -1 with a message if it is not one of ours. */
 int cmd_trace_take_event(model *m, const json *e, char *err, size_t errlen);

@@ -21,7 +21,7 @@ int sc_features_get(sc_features *out)
 #ifdef SC_TESTING
     out->testing = 1;
 #endif
-#ifdef SC_FEATURE_JPEG /* the storage layer's libjpeg-turbo, told to this one by CMake */
+#ifdef SC_FEATURE_JPEG /* the codec layer's libjpeg-turbo, told to this one by CMake */
     out->jpeg = 1;
 #endif
 #ifdef SC_HAVE_CUDA

@@ -50,30 +50,26 @@ typedef struct sc__rng {
  * every draw of shardcache, in one list so that no two collide.  The
  * values are part of every plan's and schedule's bytes: changing one moves
  * every plan, schedule and augmentation (and tests/unit/test_plan.c's
- * golden hashes), so add, never renumber.  Values past INT_MAX make the
- * enum 64 bits wide (GNU C and C23), which the assertion below checks.
+ * golden hashes), so add, never renumber.  Macros, not an enum: the
+ * 64-bit keys are past what a C11 enumerator may hold.
  */
-typedef enum sc__purpose {
-    /* core/plan.c: the planner */
-    SC__PURPOSE_ORDER = 1,   /* global: the stratified permutation */
-    SC__PURPOSE_LABEL = 2,   /* global: relabelling of ranks */
-    SC__PURPOSE_RELEASE = 3, /* sticky: which shards move */
-    SC__PURPOSE_WITHIN = 4,  /* each rank's spread order */
-    /* storage/synth.c: synthetic datasets (`shardcache make-dataset`) */
-    SC__PURPOSE_SYNTH_SAMPLE = 7, /* a sample's label and pixels (epoch: its id) */
-    SC__PURPOSE_SYNTH_PROTO = 8,  /* the classes' prototypes */
-    /* core/schedule.c: a rank's schedule */
-    SC__PURPOSE_WINDOW = 0x77696e646f77ULL, /* "window": the shuffle within windows */
-    SC__PURPOSE_DROPS = 0x64726f7073ULL,    /* "drops": which samples drop leaves out */
-    /* core/quality.c: the uniform-shuffle baseline */
-    SC__PURPOSE_UNIFORM = 0x756e69666f726dULL, /* "uniform" */
-    /* pipeline/batch.c: batch assembly (DECODE and STAGES + the field's index) */
-    SC__PURPOSE_AUGMENT = 0x6175676d656e74ULL, /* "augment" */
-    SC__PURPOSE_DECODE = 0x6465636f6465ULL,    /* "decode": its random crop */
-    SC__PURPOSE_STAGES = 0x737461676573ULL,    /* "stages": SC_AUGMENT's draws */
-} sc__purpose;
-_Static_assert(sizeof(sc__purpose) == 8 && (uint64_t)SC__PURPOSE_UNIFORM == 0x756e69666f726dULL,
-               "purposes are 64-bit keys");
+/* core/plan.c: the planner */
+#define SC__PURPOSE_ORDER UINT64_C(1)   /* global: the stratified permutation */
+#define SC__PURPOSE_LABEL UINT64_C(2)   /* global: relabelling of ranks */
+#define SC__PURPOSE_RELEASE UINT64_C(3) /* sticky: which shards move */
+#define SC__PURPOSE_WITHIN UINT64_C(4)  /* each rank's spread order */
+/* storage/synth.c: synthetic datasets (`shardcache make-dataset`) */
+#define SC__PURPOSE_SYNTH_SAMPLE UINT64_C(7) /* a sample's label and pixels (epoch: its id) */
+#define SC__PURPOSE_SYNTH_PROTO UINT64_C(8)  /* the classes' prototypes */
+/* core/schedule.c: a rank's schedule */
+#define SC__PURPOSE_WINDOW UINT64_C(0x77696e646f77) /* "window": the shuffle within windows */
+#define SC__PURPOSE_DROPS UINT64_C(0x64726f7073)    /* "drops": which samples drop leaves out */
+/* core/quality.c: the uniform-shuffle baseline */
+#define SC__PURPOSE_UNIFORM UINT64_C(0x756e69666f726d) /* "uniform" */
+/* pipeline/batch.c: batch assembly (DECODE and STAGES + the field's index) */
+#define SC__PURPOSE_AUGMENT UINT64_C(0x6175676d656e74) /* "augment" */
+#define SC__PURPOSE_DECODE UINT64_C(0x6465636f6465)    /* "decode": its random crop */
+#define SC__PURPOSE_STAGES UINT64_C(0x737461676573)    /* "stages": SC_AUGMENT's draws */
 
 static inline uint64_t sc__rng_key(uint64_t seed, uint64_t epoch,
                                    uint64_t purpose, uint64_t sub)
