@@ -5,7 +5,9 @@
  * epoch after epoch, in global and sticky mode, with drop and with pad;
  * every sample is delivered once or dropped by the policy, on the rank
  * that serves it, and a rank's padding repeats its own samples at the end
- * of its slots, in its last batch.
+ * of its slots, in its last batch.  And without partitions (the schedule
+ * a resume recomputes): the same, deterministic, and a window's slots the
+ * window's own samples.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,10 +191,103 @@ static void test_global_batches_independent_of_ranks(void **state)
     }
 }
 
+
+/* Collects a unit's pieces as ids, in plan order. */
+typedef struct ids_ctx {
+    const uint64_t *first;
+    uint64_t *ids, n;
+} ids_ctx;
+
+static int collect(void *ctx, uint32_t shard, uint64_t lo, uint64_t hi)
+{
+    ids_ctx *c = ctx;
+    for (uint64_t k = lo; k < hi; k++)
+        c->ids[c->n++] = c->first[shard] + k;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * One rank's plain schedule: computed twice the same; real slots then
+ * pads (its own samples); without drops, window k's slots are a
+ * permutation of plan positions [k w, (k+1) w).  Counts into seen[].
+ */
+static void check_plain_rank(const job *j, const sc_plan *plan, uint32_t rank, uint64_t B,
+                             uint32_t *seen)
+{
+    sc__sched a, b;
+    SC_ASSERT_OK(sc__schedule(j->first, plan, rank, B, j->window, j->seed, 0, &a, NULL), NULL);
+    SC_ASSERT_OK(sc__schedule(j->first, plan, rank, B, j->window, j->seed, 0, &b, NULL), NULL);
+    assert_int_equal(a.nslots, b.nslots);
+    assert_memory_equal(a.ids, b.ids, sizeof *a.ids * a.nslots);
+    ids_ctx c = {j->first, malloc(sizeof(uint64_t) * (j->total + 1)), 0};
+    sc__plan_visit(plan, rank, j->first, collect, &c);
+    for (uint64_t q = 0; q < a.nreal; q++)
+        seen[a.ids[q]]++;
+    for (uint64_t q = 0; q < a.ndropped; q++)
+        seen[a.dropped[q]]++;
+    qsort(c.ids, c.n, sizeof *c.ids, cmp_u64);
+    for (uint64_t q = a.nreal; q < a.nslots; q++) /* a pad repeats this rank's own */
+        assert_non_null(bsearch(&a.ids[q], c.ids, c.n, sizeof *c.ids, cmp_u64));
+    c.n = 0;
+    sc__plan_visit(plan, rank, j->first, collect, &c);
+    uint64_t w = j->window > 1 ? j->window : 1;
+    for (uint64_t lo = 0; !a.ndropped && lo < a.nreal; lo += w) {
+        uint64_t cnt = a.nreal - lo < w ? a.nreal - lo : w;
+        uint64_t *x = malloc(sizeof *x * cnt), *y = malloc(sizeof *y * cnt);
+        memcpy(x, a.ids + lo, sizeof *x * cnt);
+        memcpy(y, c.ids + lo, sizeof *y * cnt);
+        qsort(x, cnt, sizeof *x, cmp_u64);
+        qsort(y, cnt, sizeof *y, cmp_u64);
+        assert_memory_equal(x, y, sizeof *x * cnt);
+        free(x);
+        free(y);
+    }
+    free(c.ids);
+    sc__sched_free(&a);
+    sc__sched_free(&b);
+}
+
+static void test_plain_schedules(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 0x91a1));
+    job j;
+    for (unsigned t = 0; t < sc_test_cases(100); t++) {
+        job_gen(&j, &r);
+        j.P = 0;
+        j.mode = t % 2 ? SC_SHUFFLE_STICKY : SC_SHUFFLE_GLOBAL;
+        j.remainder = t / 2 % 2 ? SC_REMAINDER_PAD : SC_REMAINDER_DROP;
+        uint32_t R = 1 + (uint32_t)sc__rng_below(&r, 8);
+        uint64_t B = 1 + sc__rng_below(&r, j.total / R < 16 ? j.total / R : 16);
+        sc_plan_params p = job_params(&j, R, 0);
+        p.batch_size = B;
+        p.partitions = 0;
+        sc_plan *plan = NULL;
+        SC_ASSERT_OK(sc__plan_at(&p, NULL, &plan, NULL), NULL);
+        uint32_t *seen = calloc(j.total, sizeof *seen);
+        for (uint32_t k = 0; k < R; k++)
+            check_plain_rank(&j, plan, k, B, seen);
+        for (uint64_t id = 0; id < j.total; id++)
+            if (seen[id] != 1)
+                fail_msg("case %u: sample %llu delivered or dropped %u times", t,
+                         (unsigned long long)id, seen[id]);
+        free(seen);
+        sc_plan_free(plan);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_global_batches_independent_of_ranks),
+        cmocka_unit_test(test_plain_schedules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
