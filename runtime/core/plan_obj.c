@@ -5,6 +5,7 @@
  * decoder (plan_codec.c) both build plans with it, so neither depends on
  * the other.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,13 +43,18 @@ void sc__plan_index_cuts(sc_plan *p)
     qsort(p->by_to, p->info.cuts, sizeof *p->by_to, plan_obj_cmp_to);
 }
 
-/* The first cut to unit u in by_to, or info.cuts when none is. */
-static uint64_t plan_obj_first_to(const sc_plan *p, uint32_t u)
+/*
+ * The first of n cuts, sorted by the field at byte `at` (shard or to),
+ * whose field is at least v: one binary search for both indexes.
+ */
+static uint64_t plan_obj_lower(const sc__cut *c, uint64_t n, size_t at, uint32_t v)
 {
-    uint64_t lo = 0, hi = p->info.cuts;
+    uint64_t lo = 0, hi = n;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (p->by_to[mid].to < u)
+        uint32_t key;
+        memcpy(&key, (const char *)&c[mid] + at, sizeof key);
+        if (key < v)
             lo = mid + 1;
         else
             hi = mid;
@@ -56,18 +62,17 @@ static uint64_t plan_obj_first_to(const sc_plan *p, uint32_t u)
     return lo;
 }
 
+/* The first cut to unit u in by_to, or info.cuts when none is. */
+static uint64_t plan_obj_first_to(const sc_plan *p, uint32_t u)
+{
+    return plan_obj_lower(p->by_to, p->info.cuts, offsetof(sc__cut, to), u);
+}
+
 /* The first of shard s's cuts in by_shard, or info.cuts when it has none. */
 static uint64_t plan_obj_first_cut(const sc_plan *p, uint32_t s)
 {
-    uint64_t lo = 0, hi = p->info.cuts;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (p->by_shard[mid].shard < s)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < p->info.cuts && p->by_shard[lo].shard == s ? lo : p->info.cuts;
+    uint64_t i = plan_obj_lower(p->by_shard, p->info.cuts, offsetof(sc__cut, shard), s);
+    return i < p->info.cuts && p->by_shard[i].shard == s ? i : p->info.cuts;
 }
 
 /* Cuts take a shard's tail: its home keeps what lies before the first. */
