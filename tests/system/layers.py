@@ -133,7 +133,7 @@ def build_rules(src, build):
         "core": ['#include <mpi.h>', '#include <hdf5.h>', '#include "cache.h"',
                  '#include "shardcache/plan_share.h"', '#include "shardcache.h"'],
         "codec": ['#include <mpi.h>', '#include <hdf5.h>', '#include "h5.h"',
-                  '#include "source.h"', '#include "shardcache.h"'],
+                  '#include "source.h"', '#include "shardcache.h"', '#include "plan_state.h"'],
         "storage": ['#include "plan_bcast.h"', '#include "stream.h"'],
         "mpi": ['#include <hdf5.h>', '#include "stream.h"', '#include "resume.h"'],
         "pipeline": ['#include <hdf5.h>', '#include "resume.h"'],
