@@ -10,6 +10,7 @@
 #include "chunks.h"
 #include "decode.h"
 #include "h5.h"
+#include "invariant.h"
 #include "log.h"
 #include "vlen.h"
 
@@ -114,6 +115,7 @@ int sc__fields_find(hid_t file, const char *path, const char *wanted,
 int sc__fields_describe(hid_t file, const char *path, const char *name, int no_axis,
                            sc__field *f, uint64_t *n, hid_t *dset_out, sc_error *err)
 {
+    SC__ASSERT(sc__h5_held());
     hid_t d = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK];
     int rc = SC_OK;
@@ -215,6 +217,7 @@ void sc__fields_note_skipped(const sc_dataset *ds, const sc_config *cfg, const s
 int sc__fields_check_decoder(const char *path, hid_t d, const sc__field *f,
                                 const sc_config *cfg, int notes, sc_error *err)
 {
+    SC__ASSERT(sc__h5_held());
     sc__chunking c;
     if (sc__chunks_direct(d, f, &c) || !c.why)
         return SC_OK;
@@ -257,6 +260,7 @@ int sc__fields_check_decoder(const char *path, hid_t d, const sc__field *f,
 int sc__fields_check_file(hid_t f, const char *path, const sc_dataset *ds,
                              const sc_config *cfg, sc_error *err)
 {
+    SC__ASSERT(sc__h5_held());
     int rc = SC_OK;
     for (int i = 0; rc == SC_OK && i < ds->nfields; i++) {
         hid_t d = H5Dopen2(f, ds->fields[i].name, H5P_DEFAULT);

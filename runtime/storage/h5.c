@@ -11,12 +11,19 @@
 
 /* Why global: HDF5 itself is one process-wide, non-thread-safe library. */
 static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int h5_held; /* this thread holds h5_mutex: for sc__h5_held() */
 static H5E_auto2_t saved_func;
 static void *saved_data;
+
+int sc__h5_held(void)
+{
+    return h5_held;
+}
 
 void sc__h5_lock(void)
 {
     pthread_mutex_lock(&h5_mutex);
+    h5_held = 1;
     H5Eget_auto2(H5E_DEFAULT, &saved_func, &saved_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
@@ -24,6 +31,7 @@ void sc__h5_lock(void)
 void sc__h5_unlock(void)
 {
     H5Eset_auto2(H5E_DEFAULT, saved_func, saved_data);
+    h5_held = 0;
     pthread_mutex_unlock(&h5_mutex);
 }
 

@@ -20,6 +20,8 @@
 #include "dtype.h"
 #include "error.h"
 
+/* Whether this thread holds the HDF5 lock (asserted where a caller must). */
+int sc__h5_held(void);
 void sc__h5_lock(void);
 void sc__h5_unlock(void);
 

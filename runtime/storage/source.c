@@ -16,6 +16,7 @@
 #include "config.h"
 #include "decode.h"
 #include "h5.h"
+#include "invariant.h"
 #include "log.h"
 #include "scan.h"
 
@@ -32,6 +33,7 @@ _Static_assert(sizeof(hid_t) == sizeof(int64_t), "sc_dataset keeps hid_t as int6
  */
 static uint64_t source_chunk_rows(hid_t d)
 {
+    SC__ASSERT(sc__h5_held());
     hid_t dcpl = H5Dget_create_plist(d);
     hsize_t cdims[H5S_MAX_RANK];
     uint64_t rows = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
@@ -51,6 +53,7 @@ static uint64_t source_chunk_rows(hid_t d)
  */
 static int source_note_chunks(const sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
+    SC__ASSERT(sc__h5_held());
     for (int i = 0; i < ds->nfields; i++) {
         int rc = sc__fields_check_decoder(ds->path, ds->dset[i], &ds->fields[i], cfg, ds->rank == 0,
                                       err);
@@ -92,10 +95,11 @@ static uint64_t source_mean_bytes(const sc_dataset *ds, const sc__field *f, int 
  * is the source's alone), in layout A rounded down to whole chunks of its
  * compressed fields (at least one: ds->chunk_unit, sc__shard_chunk_unit).
  * Every rank computes it from the same scan and the file's own chunking.
- * The caller holds the HDF5 lock.
+ * In layout A (its chunking is read) the caller holds the HDF5 lock.
  */
 static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
 {
+    SC__ASSERT(ds->layout != 'A' || sc__h5_held());
     if (cfg->shard_size != SC_SHARD_AUTO)
         return cfg->shard_size;
     uint64_t b = source_mean_bytes(ds, ds->fields, ds->nfields), rows[SC_MAX_FIELDS] = {0},
@@ -252,6 +256,7 @@ static int source_put_files(sc_dataset *ds, sc__fp *b, sc_error *err)
  */
 static uint64_t source_raw_offset(hid_t d, const sc__field *f, uint64_t n)
 {
+    SC__ASSERT(sc__h5_held());
     if (f->vlen)
         return UINT64_MAX; /* its values lie in the heap, one object each */
     hid_t t = H5Dget_type(d);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "h5.h"
+#include "invariant.h"
 #include "io.h"
 
 /* Samples read through HDF5 at a time: their hvl_t array stays small. */
@@ -103,6 +104,7 @@ static int vlen_header_lengths(hid_t d, const char *path, const sc__field *f, ui
 int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, uint64_t *len,
                      sc_error *err)
 {
+    SC__ASSERT(sc__h5_held());
     const char *why = NULL;
     int done = vlen_header_lengths(d, path, f, n, len, &why);
     if (done < 0)
