@@ -179,7 +179,7 @@ static int cmd_dataset_manifest(const char *dir, sc_error *err)
     if (rc == SC_OK)
         rc = sc_dataset_open(MPI_COMM_SELF, &c, &ds, err);
     if (rc == SC_OK)
-        rc = sc__dataset_save_manifest(ds, err);
+        rc = sc__scan_save(ds, err);
     sc_dataset_close(ds);
     return rc;
 }

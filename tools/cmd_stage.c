@@ -304,7 +304,7 @@ static void cmd_stage_manifest(const stage_run *s)
     if (s->di.from_manifest)
         printf("manifest: %s/.shardcache-manifest is up to date (%" PRIu64 " files)\n",
                s->cfg->source, s->di.nfiles);
-    else if (sc__dataset_save_manifest(s->ds, &e) == SC_OK)
+    else if (sc__scan_save(s->ds, &e) == SC_OK)
         printf("manifest: saved %s/.shardcache-manifest (%" PRIu64 " files): the next jobs "
                "open them without scanning them\n", s->cfg->source, s->di.nfiles);
     else

@@ -332,7 +332,7 @@ static const char *cache_read_entry(sc_cache *c, int dirfd, uint64_t shard,
     sc__entry h = {0};
     struct stat st;
     int foreign = 0;
-    const char *why = sc__entry_read(dirfd, ds, shard, bufs, m, &h, &st, &foreign);
+    const char *why = sc__entry_io_read(dirfd, ds, shard, bufs, m, &h, &st, &foreign);
     if (!why && m)
         bufs = (void *const *)m->field;
     if (foreign)
@@ -533,7 +533,7 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
         uint64_t sum = cache_checksum(c->ds, shard, bufs);
         cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
         t0 = sc__tring_now(cache_ring_of(tc));
-        wrc = sc__entry_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
+        wrc = sc__entry_io_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
     if (kept == SC_OK)
@@ -595,7 +595,7 @@ int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
     int wrc = rc;
     if (rc == SC_OK) {
         t0 = sc__tring_now(cache_ring_of(tc));
-        wrc = sc__entry_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
+        wrc = sc__entry_io_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
         cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
     }
     if (wrc == SC_OK) {

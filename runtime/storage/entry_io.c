@@ -117,7 +117,7 @@ static int entry_publish(const sc__cache_place *pl, int fd, const char *tmp, con
     return SC_OK;
 }
 
-int sc__entry_write(const sc__cache_place *pl, const sc_dataset *ds, uint64_t shard,
+int sc__entry_io_write(const sc__cache_place *pl, const sc_dataset *ds, uint64_t shard,
                     void *const *bufs, uint64_t sum, uint64_t job, sc_error *err)
 {
     char name[32], tmp[96], at[128], shown[SC_PATH_MAX + 96];
@@ -195,7 +195,7 @@ static const char *entry_copy(int fd, const sc__entry *h, int nfields, sc__mappi
     return NULL;
 }
 
-const char *sc__entry_read(int dirfd, const sc_dataset *ds, uint64_t shard, void *const *bufs,
+const char *sc__entry_io_read(int dirfd, const sc_dataset *ds, uint64_t shard, void *const *bufs,
                            sc__mapping *m, sc__entry *h, struct stat *st, int *foreign)
 {
     unsigned char block[SC__ENTRY_BYTES];

@@ -20,7 +20,7 @@
  * complete mark), then the rename into place.  On failure the temporary
  * is removed and err names the entry.
  */
-int sc__entry_write(const sc__cache_place *pl, const sc_dataset *ds, uint64_t shard,
+int sc__entry_io_write(const sc__cache_place *pl, const sc_dataset *ds, uint64_t shard,
                     void *const *bufs, uint64_t sum, uint64_t job, sc_error *err);
 
 /*
@@ -32,7 +32,7 @@ int sc__entry_write(const sc__cache_place *pl, const sc_dataset *ds, uint64_t sh
  * dataset and shard (its checksum is the caller's to check), else why
  * not; m may then hold memory for sc__cache_unmap.
  */
-const char *sc__entry_read(int dirfd, const sc_dataset *ds, uint64_t shard, void *const *bufs,
+const char *sc__entry_io_read(int dirfd, const sc_dataset *ds, uint64_t shard, void *const *bufs,
                            sc__mapping *m, sc__entry *h, struct stat *st, int *foreign);
 
 #endif /* SC_ENTRY_IO_H */

@@ -339,10 +339,10 @@ static int fields_transform(sc_dataset *ds, const sc_transform *tf, sc_error *er
     if (nout < 1 || nout > SC_MAX_FIELDS)
         return sc__seterr(err, SC_EINVAL, "transform '%s': %d output fields (1 to %d)", tf->name,
                           nout, SC_MAX_FIELDS);
-    sc__fp fp = {0};
-    sc__fp_u64(&fp, ds->fingerprint);
-    sc__fp_str(&fp, tf->name);
-    sc__fp_str(&fp, tf->version);
+    sc__fingerprint fp = {0};
+    sc__fingerprint_u64(&fp, ds->fingerprint);
+    sc__fingerprint_str(&fp, tf->name);
+    sc__fingerprint_str(&fp, tf->version);
     memcpy(ds->src, ds->fields, sizeof ds->src);
     ds->nsrc = ds->nfields;
     for (int i = 0; i < nout; i++) {
@@ -378,12 +378,12 @@ static int fields_transform(sc_dataset *ds, const sc_transform *tf, sc_error *er
             return sc__seterr(err, SC_EINVAL, "transform '%s': output field '%s' is empty",
                               tf->name, o->name);
         }
-        sc__fp_field(&fp, f);
+        sc__fingerprint_field(&fp, f);
     }
     ds->nfields = nout;
     ds->tf = tf;
     int oom = fp.oom;
-    ds->fingerprint = sc__fp_hash(&fp);
+    ds->fingerprint = sc__fingerprint_hash(&fp);
     free(fp.p);
     return oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path) : SC_OK;
 }

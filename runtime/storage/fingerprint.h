@@ -31,26 +31,26 @@
 #define SC__STAMP_BYTES (SC__STAMP_WORDS * sizeof(uint64_t))
 
 /* Bytes appended in order; oom once an append found no memory (later ones do nothing). */
-typedef struct sc__fp {
+typedef struct sc__fingerprint {
     unsigned char *p;
     size_t len, cap;
     int oom;
-} sc__fp;
+} sc__fingerprint;
 
-void sc__fp_put(sc__fp *b, const void *data, size_t n);
-void sc__fp_u64(sc__fp *b, uint64_t v); /* little-endian */
-void sc__fp_str(sc__fp *b, const char *s); /* its length, then its bytes */
+void sc__fingerprint_put(sc__fingerprint *b, const void *data, size_t n);
+void sc__fingerprint_u64(sc__fingerprint *b, uint64_t v); /* little-endian */
+void sc__fingerprint_str(sc__fingerprint *b, const char *s); /* its length, then its bytes */
 
 /* A field's name, type and sample shape, as the fingerprint sees them. */
-void sc__fp_field(sc__fp *b, const sc__field *f);
+void sc__fingerprint_field(sc__fingerprint *b, const sc__field *f);
 
 /* A file's stamp (SC__STAMP_WORDS) from its stat, as the fingerprint and a direct read take it. */
-void sc__fp_stamp(const struct stat *st, uint64_t *stamp);
+void sc__fingerprint_stamp(const struct stat *st, uint64_t *stamp);
 
 /* Path (real) and stamp of one file; the stamp into stamp[SC__STAMP_WORDS] when asked. */
-int sc__fp_file(sc__fp *b, const char *path, uint64_t *stamp, sc_error *err);
+int sc__fingerprint_file(sc__fingerprint *b, const char *path, uint64_t *stamp, sc_error *err);
 
 /* The hash of what b holds: the fingerprint. */
-uint64_t sc__fp_hash(const sc__fp *b);
+uint64_t sc__fingerprint_hash(const sc__fingerprint *b);
 
 #endif /* SC_FINGERPRINT_H */

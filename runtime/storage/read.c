@@ -151,7 +151,7 @@ static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t r
     if (fd < 0 || fstat(fd, &st) != 0)
         why = strerror(errno);
     else
-        sc__fp_stamp(&st, now);
+        sc__fingerprint_stamp(&st, now);
     if (!why && memcmp(now, ds->file_stamp + STAMP * file, sizeof now) != 0)
         why = "it changed since the dataset was opened";
     for (int i = 0; !why && i < nfields; i++) {

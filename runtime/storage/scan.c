@@ -72,25 +72,25 @@ static const char *scan_base(const char *path)
 /* ---- the bytes --------------------------------------------------------------- */
 
 /* A successful scan as the manifest carries it, with `fields` for ds's own. */
-static void scan_put(sc__fp *m, const sc_dataset *ds, const sc__field *fields, int n)
+static void scan_put(sc__fingerprint *m, const sc_dataset *ds, const sc__field *fields, int n)
 {
-    sc__fp_u64(m, (uint64_t)(int64_t)SC_OK);
-    sc__fp_str(m, "");
-    sc__fp_u64(m, ds->fingerprint);
-    sc__fp_u64(m, ds->nsamples);
-    sc__fp_u64(m, (uint64_t)n);
-    sc__fp_u64(m, (uint64_t)ds->from_manifest);
-    sc__fp_put(m, fields, sizeof ds->fields); /* one build, one ABI */
-    sc__fp_u64(m, ds->nfiles);
+    sc__fingerprint_u64(m, (uint64_t)(int64_t)SC_OK);
+    sc__fingerprint_str(m, "");
+    sc__fingerprint_u64(m, ds->fingerprint);
+    sc__fingerprint_u64(m, ds->nsamples);
+    sc__fingerprint_u64(m, (uint64_t)n);
+    sc__fingerprint_u64(m, (uint64_t)ds->from_manifest);
+    sc__fingerprint_put(m, fields, sizeof ds->fields); /* one build, one ABI */
+    sc__fingerprint_u64(m, ds->nfiles);
     for (uint64_t k = 0; k < ds->nfiles; k++) {
-        sc__fp_str(m, ds->files[k]);
-        sc__fp_u64(m, ds->file_sizes[k]);
-        sc__fp_put(m, ds->file_stamp + STAMP * k, STAMP_BYTES);
-        sc__fp_put(m, ds->file_off + (uint64_t)n * k, (size_t)n * sizeof *ds->file_off);
+        sc__fingerprint_str(m, ds->files[k]);
+        sc__fingerprint_u64(m, ds->file_sizes[k]);
+        sc__fingerprint_put(m, ds->file_stamp + STAMP * k, STAMP_BYTES);
+        sc__fingerprint_put(m, ds->file_off + (uint64_t)n * k, (size_t)n * sizeof *ds->file_off);
     }
     for (int i = 0; i < n; i++)
         if (fields[i].vlen)
-            sc__fp_put(m, ds->vlen_off[i], sizeof *ds->vlen_off[i] * (ds->nsamples + 1));
+            sc__fingerprint_put(m, ds->vlen_off[i], sizeof *ds->vlen_off[i] * (ds->nsamples + 1));
 }
 
 /*
@@ -101,12 +101,12 @@ static void scan_put(sc__fp *m, const sc_dataset *ds, const sc__field *fields, i
  */
 int sc__scan_encode(const sc_dataset *ds, int rc, const char *msg, void **buf, size_t *len)
 {
-    sc__fp m = {0};
+    sc__fingerprint m = {0};
     if (rc == SC_OK) {
         scan_put(&m, ds, ds->fields, ds->nfields);
     } else {
-        sc__fp_u64(&m, (uint64_t)(int64_t)rc);
-        sc__fp_str(&m, msg ? msg : "");
+        sc__fingerprint_u64(&m, (uint64_t)(int64_t)rc);
+        sc__fingerprint_str(&m, msg ? msg : "");
     }
     if (m.oom) {
         free(m.p);
@@ -410,10 +410,10 @@ int sc__scan_reuse(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 }
 
 /* Saves the scan of a layout-B directory beside its files (see dataset.h). */
-int sc__dataset_save_manifest(const sc_dataset *ds, sc_error *err)
+int sc__scan_save(const sc_dataset *ds, sc_error *err)
 {
     if (!ds)
-        return sc__seterr(err, SC_EINVAL, "sc__dataset_save_manifest: NULL dataset");
+        return sc__seterr(err, SC_EINVAL, "sc__scan_save: NULL dataset");
     if (ds->layout != 'B' || !ds->is_dir)
         return sc__seterr(err, SC_EINVAL, "source '%s': only a directory of files (layout B) "
                           "has a manifest", ds->path);
@@ -421,10 +421,10 @@ int sc__dataset_save_manifest(const sc_dataset *ds, sc_error *err)
         return sc__seterr(err, SC_EINVAL, "source '%s': rank %d did not scan its files: rank 0 "
                           "saves their manifest", ds->path, ds->rank);
     /* The SC_FIELDS asked for, then the scan: the source's own fields, not a transform's. */
-    sc__fp b = {0};
+    sc__fingerprint b = {0};
     int tf = ds->tf && ds->tf->shard;
-    sc__fp_u64(&b, strlen(ds->asked));
-    sc__fp_put(&b, ds->asked, strlen(ds->asked) + 1);
+    sc__fingerprint_u64(&b, strlen(ds->asked));
+    sc__fingerprint_put(&b, ds->asked, strlen(ds->asked) + 1);
     scan_put(&b, ds, tf ? ds->src : ds->fields, tf ? ds->nsrc : ds->nfields);
     /* Under the key of the files as scanned, not as they are now: one rewritten
        since the open must not be vouched for by what the open found. */

@@ -46,6 +46,6 @@ void sc__scan_free(sc_dataset *ds);
  * scanned the files; any other gets SC_EINVAL); `shardcache stage` and
  * `make-dataset --layout B` do.  SC_EINVAL for any other source.
  */
-int sc__dataset_save_manifest(const sc_dataset *ds, sc_error *err);
+int sc__scan_save(const sc_dataset *ds, sc_error *err);
 
 #endif /* SC_SCAN_H */

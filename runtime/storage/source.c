@@ -116,7 +116,7 @@ static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
     return size < ds->nsamples || !ds->nsamples ? size : ds->nsamples;
 }
 
-static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__fp *fp,
+static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__fingerprint *fp,
                                 sc_error *err)
 {
     int size = ds->world, rc;
@@ -179,8 +179,8 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__fp *fp
     }
     if ((rc = source_note_chunks(ds, cfg, err)) != SC_OK)
         return rc;
-    sc__fp_u64(fp, ds->shard_size);
-    return sc__fp_file(fp, ds->path, NULL, err);
+    sc__fingerprint_u64(fp, ds->shard_size);
+    return sc__fingerprint_file(fp, ds->path, NULL, err);
 }
 
 /* ---- layout B ------------------------------------------------------------------- */
@@ -237,13 +237,13 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 }
 
 /* Every file's real path and stamp, as the fingerprint takes them. */
-static int source_put_files(sc_dataset *ds, sc__fp *b, sc_error *err)
+static int source_put_files(sc_dataset *ds, sc__fingerprint *b, sc_error *err)
 {
     int rc = (ds->file_stamp = malloc(SC__STAMP_BYTES * ds->nfiles + 1))
                  ? SC_OK
                  : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++)
-        rc = sc__fp_file(b, ds->files[k], ds->file_stamp + STAMP * k, err);
+        rc = sc__fingerprint_file(b, ds->files[k], ds->file_stamp + STAMP * k, err);
     return rc == SC_OK && b->oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path)
                                  : rc;
 }
@@ -384,7 +384,7 @@ static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
  * from the files themselves.
  */
 static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir,
-                                sc__fp *fp, sc_error *err)
+                                sc__fingerprint *fp, sc_error *err)
 {
     int rc;
     if ((rc = source_list_files(ds, is_dir, err)) != SC_OK)
@@ -393,7 +393,7 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': too many files", ds->path);
     if (cfg->shard_size == 0)
         return sc__seterr(err, SC_EINVAL, "source '%s': SC_SHARD_SIZE is 0", ds->path);
-    sc__fp files = {0};
+    sc__fingerprint files = {0};
     rc = source_put_files(ds, &files, err);
     if (rc == SC_OK && is_dir) {
         ds->manifest_key = sc__scan_key(files.p, files.len);
@@ -403,10 +403,10 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
     if (rc == SC_OK && !ds->from_manifest)
         rc = source_open_files(ds, cfg, err);
     if (rc == SC_OK)
-        sc__fp_put(fp, files.p, files.len);
+        sc__fingerprint_put(fp, files.p, files.len);
     uint64_t most = rc == SC_OK ? source_shard_size(ds, cfg) : 1;
     if (rc == SC_OK && source_count_groups(ds, most) < ds->nfiles)
-        sc__fp_u64(fp, most); /* it groups files: a new size is a new dataset */
+        sc__fingerprint_u64(fp, most); /* it groups files: a new size is a new dataset */
     free(files.p);
     return rc;
 }
@@ -440,12 +440,12 @@ int sc__dataset_new(MPI_Comm comm, const sc_config *cfg, sc_dataset **out, sc_er
 
 int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    sc__fp fp = {0};
+    sc__fingerprint fp = {0};
     int rc = SC_OK;
     sc__h5_lock();
     ds->layout = !ds->is_dir && H5Fis_hdf5(ds->path) > 0 ? 'A' : 'B';
     H5Eclear2(H5E_DEFAULT);
-    sc__fp_put(&fp, &ds->layout, 1);
+    sc__fingerprint_put(&fp, &ds->layout, 1);
     /* Layout B: rank 0 alone scans the files, then tells everyone. */
     int scans = !sc__dataset_shared(ds) || ds->rank == 0;
     if (ds->layout == 'A')
@@ -456,10 +456,10 @@ int sc__dataset_scan(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 
     if (rc == SC_OK && scans) {
         for (int i = 0; i < ds->nfields; i++)
-            sc__fp_field(&fp, &ds->fields[i]);
+            sc__fingerprint_field(&fp, &ds->fields[i]);
         if (fp.oom)
             rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-        ds->fingerprint = sc__fp_hash(&fp);
+        ds->fingerprint = sc__fingerprint_hash(&fp);
     }
     free(fp.p);
     return rc;

@@ -421,9 +421,9 @@ static sc_dataset_info open_bf(const char *src, const char *fields, int save, fl
     if (save && rank == 0 && between)
         between();
     if (save && rank == 0)
-        SC_ASSERT_OK(sc__dataset_save_manifest(ds, &err), &err);
+        SC_ASSERT_OK(sc__scan_save(ds, &err), &err);
     if (save && rank != 0) /* only the scanning rank can */
-        SC_ASSERT_RC(sc__dataset_save_manifest(ds, &err), SC_EINVAL, &err);
+        SC_ASSERT_RC(sc__scan_save(ds, &err), SC_EINVAL, &err);
     sc_dataset_close(ds);
     MPI_Barrier(MPI_COMM_WORLD);
     return in;
@@ -648,7 +648,7 @@ static void test_layout_b_manifest(void **state)
     assert_int_equal(b.from_manifest, 0);
     assert_int_equal(b.nsamples, 30);
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc__dataset_save_manifest(NULL, &err), SC_EINVAL);
+    assert_int_equal(sc__scan_save(NULL, &err), SC_EINVAL);
 }
 
 /* A stand-in for Blosc (id 32001), registered only while a file that needs it is written. */
