@@ -63,6 +63,19 @@
 #define SC__PLAN_VERSION 3
 
 /*
+ * A cache directory (docs/cache.md): its name,
+ * shardcache-<16 hex fingerprint>-l<local rank>[-p<pid>.XXXXXX], its lock
+ * file and its entries' names are storage/cachedir.h's and entry.h's.  Its
+ * note of the source, a file named "source": the source's real path on one
+ * line, then its stamp, four decimal numbers (size, mtime in s, inode,
+ * change time in ns) on the next; a note from before inodes and change
+ * times were kept has size and mtime only, and is judged by them.  No
+ * version word: the count of numbers tells.  Writer:
+ * sc__cachedir_note_source, reader: cachedir_read_source
+ * (storage/cachedir.c), what `shardcache cache list` and `cache gc` show.
+ */
+
+/*
  * The audit trail (SC_AUDIT_DIR), public: SC_AUDIT_MAGIC and its flags in
  * include/shardcache/formats.h.  Writer: mpi/ledger.c, each rank's
  * audit-r<rank>.bin; reader: `shardcache verify` (tools/cmd_verify.c).  Its
