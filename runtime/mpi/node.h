@@ -1,12 +1,10 @@
 /*
- * node.h - where a rank sits: its node's ranks, and what every rank of a
- * job agrees on when it opens a source or a cache.
+ * node.h - where a rank sits: its node's ranks.
  *
  * Ranks that share a node share its local disk (one cache directory each,
- * read by all of them) and its page cache.  This module finds them, and
- * holds the collective halves of sc_dataset_open and sc_cache_open (rank 0
- * lists a source once and tells everyone; rank 0 draws the job's cache
- * token), so that storage/ stays free of messages between ranks.
+ * read by all of them) and its page cache.  This module finds them (the
+ * collective halves of sc_dataset_open and sc_cache_open, which use it,
+ * are open.c's).
  */
 #ifndef SC_NODE_H
 #define SC_NODE_H
