@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "plan_state.h"
 #include "scan.h"
 #include "source.h"
 
@@ -144,36 +145,6 @@ typedef struct todo {
     uint64_t nseq, nfirst, moved; /* moved: later first uses left to the job */
 } todo;
 
-/*
- * The shards `rank` reads in one epoch, in its order: its home shards,
- * then those of the cuts made to it from another rank (a cut shard is read
- * whole by both ranks: the cache's unit is the shard).  *out is malloc'd.
- */
-static int cmd_stage_epoch_shards(const sc_plan *plan, uint32_t rank, uint32_t **out,
-                                  uint64_t *n)
-{
-    sc_plan_info in;
-    const uint32_t *mine;
-    uint64_t nmine;
-    sc_plan_get_info(plan, &in);
-    sc_plan_rank(plan, rank, &mine, &nmine, NULL);
-    uint32_t *list = malloc(sizeof *list * (nmine + in.cuts + 1));
-    if (!(*out = list))
-        return SC_ENOMEM;
-    memcpy(list, mine, sizeof *list * nmine);
-    *n = nmine;
-    for (uint64_t i = 0; i < in.cuts; i++) {
-        sc_plan_cut c;
-        sc_plan_get_cut(plan, i, &c);
-        uint64_t k = nmine;
-        while (k < *n && list[k] != c.shard) /* two cuts of one shard: one read */
-            k++;
-        if (c.to == rank && c.from != rank && k == *n)
-            list[(*n)++] = (uint32_t)c.shard;
-    }
-    return SC_OK;
-}
-
 /* Appends an epoch's shards to the sequence, and their first uses to stage. */
 static int cmd_stage_add_epoch(todo *t, unsigned char *seen, const uint32_t *list, uint64_t n,
                                int later_to_peers)
@@ -218,7 +189,7 @@ static int cmd_stage_plan_epochs(const sc_dataset *ds, const sc_config *cfg,
         sc__dataset_plan_params(ds, cfg, (uint32_t)world, e, &p);
         if ((rc = sc_plan_share(MPI_COMM_WORLD, &p, prev, &plan, err)) != SC_OK)
             break;
-        if ((rc = cmd_stage_epoch_shards(plan, (uint32_t)rank, &list, &n)) == SC_OK)
+        if ((rc = sc__plan_reads(plan, (uint32_t)rank, &list, &n)) == SC_OK)
             rc = cmd_stage_add_epoch(t, seen, list, n,
                                      e > o->first && cfg->peers == SC_PEERS_ON && uncapped);
         free(list);
