@@ -26,6 +26,7 @@
 #include "mpierr.h"
 #include "node.h"
 #include "plan_state.h"
+#include "schedule.h"
 
 /* A step of open, agreed on by every rank (agree.h). */
 static int loader_agree(const sc_loader *ld, int rc, sc_error *err)
@@ -266,14 +267,14 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
      * that holds fewer than two of the blocks it gives each batch.
      */
     uint64_t block = cfg->partitions ? cfg->batch_size * (uint64_t)ld->size / cfg->partitions : 0;
-    if (ld->rank == 0 && block && ld->cfg.shuffle_window &&
-        ld->cfg.shuffle_window / cfg->partitions < 2 * block)
+    uint64_t unit_window = sc__unit_window(ld->cfg.shuffle_window, cfg->partitions);
+    if (ld->rank == 0 && block && ld->cfg.shuffle_window && unit_window < 2 * block)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "SC_SHUFFLE_WINDOW of %llu samples over SC_PARTITIONS=%llu leaves each "
                 "partition a window of %llu, fewer than two of the %llu-sample blocks it "
                 "gives each global batch: batches mix little; a window of %llu or more would",
                 (unsigned long long)ld->cfg.shuffle_window, (unsigned long long)cfg->partitions,
-                (unsigned long long)(ld->cfg.shuffle_window / cfg->partitions),
+                (unsigned long long)unit_window,
                 (unsigned long long)block,
                 (unsigned long long)(2 * block * cfg->partitions));
     sc__stream_opts so = {

@@ -164,8 +164,7 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
     sc__plan_rank_units(plan, rank, &u0, &u1);
     uint32_t k = u1 - u0;
     uint64_t bu = batch / k, want_u = in.batches_per_rank * bu, m = 0;
-    /* Partitions: each shuffles within window / P, so one rank serving all P holds window. */
-    uint64_t w = in.partitions ? window / in.partitions : window;
+    uint64_t w = sc__unit_window(window, in.partitions);
     sched_pieces g = {.first = shard_first};
     uint64_t *at = malloc(sizeof *at * (k + 1)), *pm = malloc(sizeof *pm * (k + 1));
     uint64_t *perm = NULL;

@@ -42,6 +42,15 @@ static inline uint64_t sc__pad_slot(uint64_t q, uint64_t len)
 }
 
 /*
+ * The window a unit shuffles within: the job's, or with P partitions its
+ * P-th, so that one rank serving all P holds one window.
+ */
+static inline uint64_t sc__unit_window(uint64_t window, uint64_t partitions)
+{
+    return partitions ? window / partitions : window;
+}
+
+/*
  * The schedule of `rank` in an epoch of `plan`: its shards in plan order,
  * cut into windows of `window` positions, each shuffled by its own
  * counter-based stream of (seed, epoch, rank, window): a pure function, so
