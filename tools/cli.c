@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "vec.h"
 
 int cli_u64(const char *flag, const char *arg, uint64_t min, uint64_t max,
             uint64_t *out)
@@ -83,11 +84,29 @@ uint64_t cli_shard_size(const plan_opts *o)
     return o->shard_size || o->labels ? SC_SHARD_AUTO : 1024;
 }
 
+void *cli_slurp(FILE *f, size_t *len)
+{
+    size_t cap = 0, n = 0, got = 1;
+    unsigned char *buf = NULL, *g;
+    while (got && (g = sc__vec_grow(buf, &cap, n + 65536, 1))) {
+        buf = g;
+        n += got = fread(buf + n, 1, cap - n, f);
+    }
+    if (got || ferror(f)) { /* stopped by no memory, or by a read error */
+        free(buf);
+        buf = NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 int cli_read_counts(const char *path, uint64_t **out, uint64_t *n)
 {
     FILE *f = fopen(path, "r");
-    uint64_t cap = 1024, len = 0;
-    uint64_t *v = NULL;
+    uint64_t len = 0;
+    size_t cap = 0;
+    uint64_t *v = NULL, *w;
+    int oom = 0;
     char word[64];
 
     if (!f) {
@@ -95,8 +114,7 @@ int cli_read_counts(const char *path, uint64_t **out, uint64_t *n)
                 strerror(errno));
         return 2;
     }
-    v = malloc(sizeof *v * cap);
-    while (v && fscanf(f, "%63s", word) == 1) {
+    while (fscanf(f, "%63s", word) == 1) {
         uint64_t x;
         if (cli_u64(path, word, 0, UINT64_MAX, &x)) {
             fprintf(stderr, "shardcache: '%s': entry %" PRIu64 " is bad\n",
@@ -105,19 +123,14 @@ int cli_read_counts(const char *path, uint64_t **out, uint64_t *n)
             fclose(f);
             return 2;
         }
-        if (len == cap) {
-            uint64_t *w = realloc(v, sizeof *v * (cap *= 2));
-            if (!w) {
-                free(v);
-                v = NULL;
-                break;
-            }
-            v = w;
-        }
+        if ((oom = !(w = sc__vec_grow(v, &cap, len + 1, sizeof *v))))
+            break;
+        v = w;
         v[len++] = x;
     }
     fclose(f);
-    if (!v) {
+    if (oom) {
+        free(v);
         fprintf(stderr, "shardcache: out of memory reading '%s'\n", path);
         return 2;
     }

@@ -21,6 +21,9 @@ int cli_double(const char *flag, const char *arg, double min, double max,
 int cli_choice(const char *flag, const char *arg, const char *const *names,
                int n, int *out);
 
+/* The whole of a stream into memory, or NULL (no memory, or a read error). */
+void *cli_slurp(FILE *f, size_t *len);
+
 /* Reads whitespace-separated unsigned counts from a file into *out. */
 int cli_read_counts(const char *path, uint64_t **out, uint64_t *n);
 
@@ -108,7 +111,7 @@ typedef struct cli_audit_rec {
 } cli_audit_rec;
 
 int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
-                    cli_audit_rec **recs, uint64_t *n, uint64_t *cap, char *why, size_t whylen);
+                    cli_audit_rec **recs, uint64_t *n, size_t *cap, char *why, size_t whylen);
 
 int cmd_plan(int argc, char **argv);
 int cmd_make_dataset(int argc, char **argv);

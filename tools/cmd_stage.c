@@ -15,6 +15,7 @@
 #include "plan_state.h"
 #include "scan.h"
 #include "source.h"
+#include "vec.h"
 
 static const char usage[] =
     "usage: shardcache stage --source PATH [options]   (under mpirun/srun)\n"
@@ -143,16 +144,17 @@ static void cmd_stage_free_buffers(void **bufs, int n)
 typedef struct todo {
     uint32_t *seq, *first_use;
     uint64_t nseq, nfirst, moved; /* moved: later first uses left to the job */
+    size_t seq_room, first_room;
 } todo;
 
 /* Appends an epoch's shards to the sequence, and their first uses to stage. */
 static int cmd_stage_add_epoch(todo *t, unsigned char *seen, const uint32_t *list, uint64_t n,
                                int later_to_peers)
 {
-    uint32_t *seq = realloc(t->seq, sizeof *seq * (t->nseq + n + 1));
+    uint32_t *seq = sc__vec_grow(t->seq, &t->seq_room, t->nseq + n + 1, sizeof *seq);
     if (seq)
         t->seq = seq;
-    uint32_t *fu = realloc(t->first_use, sizeof *fu * (t->nfirst + n + 1));
+    uint32_t *fu = sc__vec_grow(t->first_use, &t->first_room, t->nfirst + n + 1, sizeof *fu);
     if (fu)
         t->first_use = fu;
     if (!seq || !fu)

@@ -21,11 +21,12 @@ static int cmd_trace_cmp_str(const void *a, const void *b)
 typedef struct names {
     char **v;
     int n;
+    size_t cap;
 } names;
 
 static int cmd_trace_add_name(names *l, const char *a, const char *b)
 {
-    char **g = realloc(l->v, sizeof *g * (size_t)(l->n + 1));
+    char **g = sc__vec_grow(l->v, &l->cap, (size_t)l->n + 1, sizeof *g);
     size_t len = strlen(a) + (b ? strlen(b) + 1 : 0) + 1;
     char *p = malloc(len);
     if (!g || !p) {
@@ -120,7 +121,7 @@ static int cmd_trace_merge_one(const char *path, FILE *out, uint64_t *written, m
 int cmd_trace_merge(int argc, char **argv)
 {
     const char *out = NULL;
-    names files = {NULL, 0};
+    names files = {NULL, 0, 0};
     int rc = 0;
     for (int i = 0; i < argc && !rc; i++) {
         struct stat st;

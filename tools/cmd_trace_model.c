@@ -31,7 +31,7 @@ static int cmd_trace_rank_slot(model *m, int rank)
     if (rank < 0 || rank > 1 << 20)
         return -1;
     if (rank >= m->nranks) {
-        rankinfo *r = realloc(m->ranks, sizeof *r * (size_t)(rank + 1));
+        rankinfo *r = sc__vec_grow(m->ranks, &m->ranks_room, (size_t)rank + 1, sizeof *r);
         if (!r)
             return -1;
         memset(r + m->nranks, 0, sizeof *r * (size_t)(rank + 1 - m->nranks));
@@ -127,24 +127,10 @@ char *cmd_trace_slurp(const char *path, size_t *len)
         fprintf(stderr, "shardcache trace: cannot open '%s': %s\n", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t k;
-    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) {
-            char *g = realloc(buf, cap *= 2);
-            if (!g) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = g;
-        }
-    }
+    char *buf = cli_slurp(f, len);
     fclose(f);
     if (!buf)
-        fprintf(stderr, "shardcache trace: out of memory reading '%s'\n", path);
-    *len = n;
+        fprintf(stderr, "shardcache trace: cannot read '%s' (out of memory?)\n", path);
     return buf;
 }
 

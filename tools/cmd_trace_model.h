@@ -69,6 +69,7 @@ typedef struct model {
     size_t nthreads, capthreads;
     rankinfo *ranks;
     int nranks; /* one past the highest rank seen */
+    size_t ranks_room;
     uint64_t events;
 } model;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "vec.h"
 
 static const char verify_usage[] =
     "usage: shardcache verify --audit-dir DIR --plan-seed S [plan options]\n"
@@ -90,7 +91,7 @@ static int cmd_verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples,
 }
 
 int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
-                    cli_audit_rec **recs, uint64_t *n, uint64_t *cap, char *why, size_t whylen)
+                    cli_audit_rec **recs, uint64_t *n, size_t *cap, char *why, size_t whylen)
 {
     const unsigned char *b = buf;
     uint64_t head[3];
@@ -112,16 +113,12 @@ int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
     *world = head[2];
     /* A torn last pair (a job stopped mid-write) is left out, as ever. */
     size_t npairs = (len - sizeof head) / (2 * sizeof(uint64_t));
-    if (npairs > *cap - *n) {
-        uint64_t want = *n + npairs > 2 * *cap ? *n + npairs : 2 * *cap;
-        rec *g = want <= SIZE_MAX / sizeof *g ? realloc(*recs, sizeof *g * want) : NULL;
-        if (!g) {
-            snprintf(why, whylen, "no memory for %zu records", npairs);
-            return 2;
-        }
-        *recs = g;
-        *cap = want;
+    rec *g = sc__vec_grow(*recs, cap, *n + npairs, sizeof *g);
+    if (!g) {
+        snprintf(why, whylen, "no memory for %zu records", npairs);
+        return 2;
     }
+    *recs = g;
     for (size_t i = 0; i < npairs; i++) {
         uint64_t pair[2];
         memcpy(pair, b + sizeof head + sizeof pair * i, sizeof pair);
@@ -130,25 +127,6 @@ int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
     return 0;
 }
 
-/* The whole of a file into memory, or NULL (no memory, or a read error). */
-static unsigned char *cmd_verify_slurp(FILE *f, size_t *len)
-{
-    size_t cap = 1 << 16, n = 0, got;
-    unsigned char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += got) == cap) {
-            unsigned char *g = cap <= SIZE_MAX / 2 ? realloc(buf, cap *= 2) : NULL;
-            if (!g)
-                free(buf);
-            buf = g;
-        }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    *len = n;
-    return buf;
-}
 
 /*
  * The audit file at path, opened never through a link and only if this
@@ -176,7 +154,8 @@ static FILE *cmd_verify_open_own(const char *path)
 /* Reads every rank's audit file; *world from their headers. */
 static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uint64_t *world)
 {
-    uint64_t cap = 0, n = 0;
+    uint64_t n = 0;
+    size_t cap = 0;
     rec *all = NULL;
     *world = 0;
     /* A trail another user could have written proves nothing: checked as the job made it. */
@@ -208,7 +187,7 @@ static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uin
             break;
         }
         size_t len;
-        unsigned char *bytes = cmd_verify_slurp(f, &len);
+        unsigned char *bytes = cli_slurp(f, &len);
         fclose(f);
         int rc = bytes ? cli_audit_parse(bytes, len, r, world, &all, &n, &cap, why, sizeof why)
                        : 2;

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "vec.h"
 #include "loader_state.h"
 #include "plan_state.h"
 
@@ -64,11 +65,9 @@ sc_epoch_summary *sc__loader_report_of(sc_loader *ld, uint64_t epoch)
     if (!ld->started || epoch < ld->first)
         return NULL;
     uint64_t i = epoch - ld->first;
-    if (i >= ld->nreps) {
-        uint64_t n = ld->nreps ? ld->nreps : 16;
-        while (n <= i)
-            n *= 2;
-        sc_epoch_summary *r = realloc(ld->reps, sizeof *r * n);
+    if (i >= ld->nreps) { /* all of its room in use: each epoch's stays unset till used */
+        size_t n = ld->nreps;
+        sc_epoch_summary *r = sc__vec_grow(ld->reps, &n, i + 1, sizeof *r);
         if (!r)
             return NULL;
         memset(r + ld->nreps, 0, sizeof *r * (n - ld->nreps));
@@ -304,6 +303,7 @@ void sc__loader_plan_ahead(sc_loader *ld)
 {
     uint32_t *seq = NULL;
     uint64_t n = 0;
+    size_t room = 0;
     for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
         sc__loader_rec *r = sc__loader_find_rec(ld, e);
         if (!r || !r->plan)
@@ -312,7 +312,7 @@ void sc__loader_plan_ahead(sc_loader *ld)
         uint32_t *mine = NULL;
         uint64_t k;
         uint32_t *grown = sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &k) == SC_OK
-                              ? realloc(seq, sizeof *seq * (n + k + 1))
+                              ? sc__vec_grow(seq, &room, n + k + 1, sizeof *seq)
                               : NULL;
         if (grown) {
             seq = grown;

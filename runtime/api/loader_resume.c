@@ -203,11 +203,11 @@ int sc__loader_begin_resumed(sc_loader *ld, sc_error *err)
     int rc = sc__ledger_begin_share(ld->ledger, e, r->sched.ids, r->sched.nslots,
                                     r->sched.nreal, r->sched.dropped, r->sched.ndropped, err);
     if (rc == SC_OK)
-        rc = sc__ledger_account(ld->ledger, e, r->before, r->nbefore, 0, 0, err);
+        rc = sc__ledger_account(ld->ledger, e, r->before.v, r->before.n, 0, 0, err);
     if (rc == SC_OK)
-        rc = sc__ledger_account(ld->ledger, e, r->dropped_old, r->ndropped_old, 1, 0, err);
+        rc = sc__ledger_account(ld->ledger, e, r->dropped_old.v, r->dropped_old.n, 1, 0, err);
     if (rc == SC_OK)
-        rc = sc__ledger_account(ld->ledger, e, r->dropped_new, r->ndropped_new, 1, 1, err);
+        rc = sc__ledger_account(ld->ledger, e, r->dropped_new.v, r->dropped_new.n, 1, 1, err);
     if (rc == SC_OK && r->padded_before)
         rc = sc__ledger_padded_before(ld->ledger, e, r->padded_before, err);
     ld->nb = r->sched.nslots / ld->cfg.batch_size;

@@ -12,6 +12,7 @@
 #include "hash.h"
 #include "plan_state.h"
 #include "source.h"
+#include "vec.h"
 
 _Static_assert(SC__CKPT_BYTES == SC_CHECKPOINT_BYTES && SC__CKPT_MAX_BYTES == SC_CHECKPOINT_MAX_BYTES,
                "ckpt.h's sizes are the public ones");
@@ -162,34 +163,34 @@ void sc__resume_free(sc__resume *r)
 {
     sc__sched_free(&r->sched);
     sc__share_free(&r->share);
-    free(r->before);
-    free(r->dropped_old);
-    free(r->dropped_new);
+    free(r->before.v);
+    free(r->dropped_old.v);
+    free(r->dropped_new.v);
     memset(r, 0, sizeof *r);
 }
 
 /* Appends n ids to a growing list. */
-static int resume_append(uint64_t **list, uint64_t *len, const uint64_t *ids, uint64_t n)
+static int resume_append(sc__ids *l, const uint64_t *ids, uint64_t n)
 {
     if (!n)
         return 0;
-    uint64_t *g = realloc(*list, sizeof *g * (*len + n));
+    uint64_t *g = sc__vec_grow(l->v, &l->cap, l->n + n, sizeof *g);
     if (!g)
         return -1;
-    memcpy(g + *len, ids, sizeof *ids * n);
-    *list = g;
-    *len += n;
+    memcpy(g + l->n, ids, sizeof *ids * n);
+    l->v = g;
+    l->n += n;
     return 0;
 }
 
 /* Appends a piece, merged into the last one when it continues it. */
-static int resume_add_piece(sc__piece **list, uint64_t *n, sc__piece x)
+static int resume_add_piece(sc__piece **list, uint64_t *n, size_t *cap, sc__piece x)
 {
     if (*n && (*list)[*n - 1].q == x.q && (*list)[*n - 1].end == x.start) {
         (*list)[*n - 1].end = x.end;
         return 0;
     }
-    sc__piece *g = realloc(*list, sizeof *g * (*n + 1));
+    sc__piece *g = sc__vec_grow(*list, cap, *n + 1, sizeof *g);
     if (!g)
         return -1;
     g[(*n)++] = x;
@@ -245,7 +246,7 @@ static int resume_share_pieces(const sc__piece *S, uint64_t nS, uint64_t lo, uin
         if (at + n > lo) {
             uint64_t from = lo > at ? lo - at : 0, take = resume_min(n - from, len);
             sc__piece x = {S[i].q, S[i].start + from, S[i].start + from + take};
-            if (resume_add_piece(&out->pieces, &out->npieces, x))
+            if (resume_add_piece(&out->pieces, &out->npieces, &out->cap, x))
                 return -1;
             len -= take;
             lo += take;
@@ -283,12 +284,12 @@ static int resume_account_plain(const sc__ckpt *ck, const sc__sched *sq, uint32_
         uint64_t delivered = resume_min(done, sq[q].nreal);
         /* Its padding too: the verdict's padded covers both runs, as delivered does. */
         out->padded_before += resume_min(done, sq[q].nslots) - delivered;
-        oom |= resume_append(&out->before, &out->nbefore, sq[q].ids, delivered);
+        oom |= resume_append(&out->before, sq[q].ids, delivered);
         if (ended)
-            oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq[q].dropped,
+            oom |= resume_append(&out->dropped_old, sq[q].dropped,
                                  sq[q].ndropped);
         else if (!same)
-            oom |= resume_append(&out->dropped_new, &out->ndropped_new, sq[q].dropped,
+            oom |= resume_append(&out->dropped_new, sq[q].dropped,
                                  sq[q].ndropped);
     }
     return oom;
@@ -315,12 +316,12 @@ static int resume_continue(sc__sched *sq, const sc__ckpt *c, uint64_t B, sc__res
 
 /* Plain records: S is each old rank's schedule after what it delivered. */
 static int resume_left_plain(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, uint64_t B,
-                             sc__piece **S, uint64_t *nS)
+                             sc__piece **S, uint64_t *nS, size_t *capS)
 {
     for (uint32_t q = 0; q < old; q++) {
         uint64_t delivered = resume_min(ck[q].consumed * B, sq[q].nreal);
         sc__piece x = {q, delivered, sq[q].nreal};
-        if (delivered < sq[q].nreal && resume_add_piece(S, nS, x))
+        if (delivered < sq[q].nreal && resume_add_piece(S, nS, capS, x))
             return -1;
     }
     return 0;
@@ -340,7 +341,7 @@ static int resume_cmp_piece(const void *a, const void *b)
  * owner); `sorted` gets them in canonical order.
  */
 static int resume_left_resliced(const sc__ckpt *ck, int n, const sc__sched *sq, sc__piece **S,
-                                uint64_t *nS, sc__piece **sorted, sc_error *err)
+                                uint64_t *nS, size_t *capS, sc__piece **sorted, sc_error *err)
 {
     for (int r = 0; r < n; r++)
         for (uint64_t i = 0; i < ck[r].npieces; i++) {
@@ -352,7 +353,7 @@ static int resume_left_resliced(const sc__ckpt *ck, int n, const sc__sched *sq, 
                                   "shardcache's record", r, (unsigned long long)x.start,
                                   (unsigned long long)x.end, (unsigned long long)x.q,
                                   (unsigned long long)sq[x.q].nreal);
-            if (resume_add_piece(S, nS, x))
+            if (resume_add_piece(S, nS, capS, x))
                 return sc__seterr(err, SC_ENOMEM, "no memory for the checkpoints' pieces");
         }
     if (!(*sorted = malloc(sizeof **sorted * (*nS + 1))))
@@ -387,22 +388,22 @@ static int resume_account_resliced(const sc__ckpt *ck, int n, const sc__sched *s
     for (uint32_t q = 0; q < old; q++) {
         uint64_t at = 0;
         for (; k < nS && sorted[k].q == q; at = sorted[k++].end)
-            oom |= resume_append(&out->before, &out->nbefore, sq[q].ids + at,
+            oom |= resume_append(&out->before, sq[q].ids + at,
                                  sorted[k].start - at);
-        oom |= resume_append(&out->before, &out->nbefore, sq[q].ids + at, sq[q].nreal - at);
-        oom |= resume_append(&out->dropped_old, &out->ndropped_old, sq[q].dropped,
+        oom |= resume_append(&out->before, sq[q].ids + at, sq[q].nreal - at);
+        oom |= resume_append(&out->dropped_old, sq[q].dropped,
                              sq[q].ndropped);
     }
     if (oom)
         return sc__seterr(err, SC_ENOMEM, "rank 0: no memory to account the runs before");
-    if (dropped > out->nbefore)
+    if (dropped > out->before.n)
         return sc__seterr(err, SC_EFORMAT,
                           "the checkpoints say %llu samples were dropped; only %llu are not "
                           "left: damaged or not shardcache's records",
-                          (unsigned long long)dropped, (unsigned long long)out->nbefore);
+                          (unsigned long long)dropped, (unsigned long long)out->before.n);
     /* The last `dropped` of them count as dropped, in a trail already. */
-    out->nbefore -= dropped;
-    oom |= resume_append(&out->dropped_old, &out->ndropped_old, out->before + out->nbefore,
+    out->before.n -= dropped;
+    oom |= resume_append(&out->dropped_old, out->before.v + out->before.n,
                          dropped);
     out->share.dropped_before = dropped;
     return oom ? sc__seterr(err, SC_ENOMEM, "rank 0: no memory to account the runs before")
@@ -413,20 +414,21 @@ static int resume_account_resliced(const sc__ckpt *ck, int n, const sc__sched *s
 static int resume_deal_out(const sc__piece *S, uint64_t nS, const sc__sched *sq, uint32_t world,
                            uint32_t rank, uint64_t B, sc_remainder policy, sc__resume *out)
 {
-    uint64_t *ids = NULL, L = 0, lo, len;
+    sc__ids ids = {0};
+    uint64_t lo, len;
     int oom = 0;
     for (uint64_t i = 0; i < nS && !oom; i++)
-        oom |= resume_append(&ids, &L, sq[S[i].q].ids + S[i].start, S[i].end - S[i].start);
+        oom |= resume_append(&ids, sq[S[i].q].ids + S[i].start, S[i].end - S[i].start);
     if (!oom)
-        oom |= resume_reslice(ids, L, world, rank, B, policy, &out->sched);
-    resume_deal(L, world, rank, &lo, &len);
+        oom |= resume_reslice(ids.v, ids.n, world, rank, B, policy, &out->sched);
+    resume_deal(ids.n, world, rank, &lo, &len);
     if (!oom)
         oom |= resume_share_pieces(S, nS, lo, len, &out->share);
     out->share.nreal = out->sched.nreal;
     out->share.nslots = out->sched.nslots;
     out->share.ndropped = out->sched.ndropped;
     out->resliced = 1;
-    free(ids);
+    free(ids.v);
     return oom;
 }
 
@@ -476,13 +478,14 @@ static int resume_again(const sc__ckpt *ck, const sc__sched *sq, uint32_t old, u
     const int n = (int)ck[0].world;
     sc__piece *S = NULL, *sorted = NULL;
     uint64_t nS = 0;
+    size_t capS = 0;
     int rc = SC_OK, oom = 0;
     if (!ck[0].resliced) {
-        oom |= resume_left_plain(ck, sq, old, B, &S, &nS);
+        oom |= resume_left_plain(ck, sq, old, B, &S, &nS, &capS);
         if (rank == 0)
             oom |= resume_account_plain(ck, sq, old, B, 0, out);
     } else {
-        rc = resume_left_resliced(ck, n, sq, &S, &nS, &sorted, err);
+        rc = resume_left_resliced(ck, n, sq, &S, &nS, &capS, &sorted, err);
         if (rc == SC_OK && rank == 0)
             rc = resume_account_resliced(ck, n, sq, old, sorted, nS, out, err);
     }

@@ -36,6 +36,13 @@ void sc__ckpt_settings(const sc_config *cfg, sc__ckpt *c);
 int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *cfg,
                    uint64_t world, sc_error *err);
 
+/* A list of sample ids, grown by appends (room for cap). */
+typedef struct sc__ids {
+    uint64_t *v;
+    uint64_t n;
+    size_t cap;
+} sc__ids;
+
 /*
  * This rank's share of an epoch dealt out again (after a resume on another
  * number of ranks), kept for its checkpoints: its samples in its order as
@@ -45,6 +52,7 @@ int sc__ckpt_check(sc__ckpt *ck, int n, const sc_dataset *ds, const sc_config *c
 typedef struct sc__share {
     sc__piece *pieces;
     uint64_t npieces;
+    size_t cap;                         /* room for pieces */
     uint64_t nreal, nslots, ndropped;   /* as its schedule's */
     uint64_t world0, batches0;          /* the epoch's plan */
     uint64_t run;                       /* this run: a hash of the records it resumed */
@@ -60,9 +68,9 @@ typedef struct sc__resume {
     sc__sched sched;        /* its slots and drops */
     sc__share share;
     /* Accounted on rank 0 only, so that the epoch's verdict covers both runs: */
-    uint64_t *before, nbefore;             /* delivered before the checkpoint */
-    uint64_t *dropped_old, ndropped_old;   /* dropped, in an earlier run's trail already */
-    uint64_t *dropped_new, ndropped_new;   /* dropped, never recorded (another world size) */
+    sc__ids before;         /* delivered before the checkpoint */
+    sc__ids dropped_old;    /* dropped, in an earlier run's trail already */
+    sc__ids dropped_new;    /* dropped, never recorded (another world size) */
     uint64_t padded_before;                /* padding repeats delivered before it */
 } sc__resume;
 

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "vec.h"
 
 #define HUGE_BYTES ((size_t)2 << 20)
 
@@ -48,44 +49,35 @@ void *sc__big_alloc(size_t bytes)
 
 void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap)
 {
-    uint64_t best = p->n;
-    for (uint64_t k = 0; k < p->n; k++)
-        if (p->cap[k] >= bytes && (best == p->n || p->cap[k] < p->cap[best]))
+    size_t best = p->n;
+    for (size_t k = 0; k < p->n; k++)
+        if (p->v[k].cap >= bytes && (best == p->n || p->v[k].cap < p->v[best].cap))
             best = k;
     if (best == p->n)
         return NULL;
-    void *b = p->buf[best];
-    *cap = p->cap[best];
+    void *b = p->v[best].buf;
+    *cap = p->v[best].cap;
     p->bytes -= *cap;
-    p->n--;
-    p->buf[best] = p->buf[p->n];
-    p->cap[best] = p->cap[p->n];
+    p->v[best] = p->v[--p->n];
     return b;
 }
 
 void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit)
 {
-    if (p->bytes + cap <= limit) {
-        void **v = realloc(p->buf, sizeof *v * (p->n + 1));
-        if (v)
-            p->buf = v;
-        uint64_t *c = v ? realloc(p->cap, sizeof *c * (p->n + 1)) : NULL;
-        if (c) {
-            p->cap = c;
-            p->buf[p->n] = b;
-            p->cap[p->n++] = cap;
-            p->bytes += cap;
-            return;
-        }
+    struct sc__pooled *v;
+    if (p->bytes + cap <= limit && (v = sc__vec_grow(p->v, &p->room, p->n + 1, sizeof *v))) {
+        p->v = v;
+        p->v[p->n++] = (struct sc__pooled){b, cap};
+        p->bytes += cap;
+        return;
     }
     free(b);
 }
 
 void sc__pool_free(sc__pool *p)
 {
-    for (uint64_t k = 0; k < p->n; k++)
-        free(p->buf[k]);
-    free(p->buf);
-    free(p->cap);
+    for (size_t k = 0; k < p->n; k++)
+        free(p->v[k].buf);
+    free(p->v);
     *p = (sc__pool){0};
 }

@@ -22,9 +22,12 @@ void *sc__big_alloc(size_t bytes);
  * mutex).  Zero-initialized it is empty.
  */
 typedef struct sc__pool {
-    void **buf;
-    uint64_t *cap; /* buf[k] holds cap[k] bytes */
-    uint64_t n, bytes;
+    struct sc__pooled {
+        void *buf;
+        uint64_t cap; /* buf holds cap bytes */
+    } *v;
+    size_t n, room;
+    uint64_t bytes;
 } sc__pool;
 
 /* The smallest pooled buffer of at least `bytes` (its size in *cap), or NULL. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "vec.h"
 
 #define EMPTY UINT32_MAX
 #define NEVER UINT64_MAX
@@ -30,13 +31,13 @@ struct sc__evict {
     sc_cache_policy policy;
     uint64_t capacity, bytes, clock;
     entry *e;
-    uint64_t n, cap;
+    size_t n, cap;
     map idx;          /* shard -> index in e[] */
     uint32_t *seq;    /* the future */
     uint64_t *after;  /* after[i]: next position of seq[i] beyond i, or NEVER */
     uint64_t nseq, cursor;
     uint32_t *victims;
-    uint64_t nvictims, vcap;
+    size_t nvictims, vcap;
 };
 
 static int evict_map_init(map *m, uint64_t want)
@@ -291,23 +292,15 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
         evict_advance(ev, shard);
         return SC_EOVERFLOW;
     }
-    if (ev->n == ev->cap) {
-        uint64_t cap = ev->cap ? 2 * ev->cap : 64;
-        entry *e = realloc(ev->e, sizeof *e * cap);
-        if (!e)
-            return SC_ENOMEM;
-        ev->e = e;
-        ev->cap = cap;
-    }
+    entry *e = sc__vec_grow(ev->e, &ev->cap, ev->n + 1, sizeof *e);
+    if (!e)
+        return SC_ENOMEM;
+    ev->e = e;
     while (ev->bytes + bytes > ev->capacity) {
-        if (ev->nvictims == ev->vcap) {
-            uint64_t cap = ev->vcap ? 2 * ev->vcap : 16;
-            uint32_t *v = realloc(ev->victims, sizeof *v * cap);
-            if (!v)
-                return SC_ENOMEM;
-            ev->victims = v;
-            ev->vcap = cap;
-        }
+        uint32_t *v = sc__vec_grow(ev->victims, &ev->vcap, ev->nvictims + 1, sizeof *v);
+        if (!v)
+            return SC_ENOMEM;
+        ev->victims = v;
         uint64_t k = evict_pick_victim(ev);
         ev->victims[ev->nvictims++] = ev->e[k].shard;
         evict_drop(ev, k);

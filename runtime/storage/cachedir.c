@@ -28,6 +28,7 @@
 #include "error.h"
 #include "output.h"
 #include "log.h"
+#include "vec.h"
 
 static int cachedir_same(const struct stat *a, const struct stat *b)
 {
@@ -461,14 +462,10 @@ static int cachedir_gather(const sc_cache_dir_info *d, void *arg)
         s->held += d->bytes;
     if (!d->mine || d->in_use || d->fingerprint == s->keep)
         return 0;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        sc_cache_dir_info *p = realloc(s->d, sizeof *p * cap);
-        if (!p)
-            return s->oom = 1;
-        s->d = p;
-        s->cap = cap;
-    }
+    sc_cache_dir_info *p = sc__vec_grow(s->d, &s->cap, s->n + 1, sizeof *p);
+    if (!p)
+        return s->oom = 1;
+    s->d = p;
     s->d[s->n++] = *d;
     return 0;
 }

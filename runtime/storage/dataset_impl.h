@@ -38,6 +38,7 @@ struct sc_dataset {
      * vlen.h); NULL for every other field.  Indexed as the source's fields.
      */
     uint64_t *vlen_off[SC_MAX_FIELDS];
+    size_t vlen_room[SC_MAX_FIELDS]; /* while learning them, file by file: their room */
     /*
      * With a shard transform, fields[] are its outputs (what is cached and
      * delivered) and src[] the source's own fields, read and then handed

@@ -12,6 +12,7 @@
 #include "h5.h"
 #include "invariant.h"
 #include "log.h"
+#include "vec.h"
 #include "vlen.h"
 
 /* ---- found and described ------------------------------------------------------- */
@@ -281,7 +282,7 @@ int sc__fields_check_file(hid_t f, const char *path, const sc_dataset *ds,
 int sc__fields_learn_lengths(sc_dataset *ds, hid_t d, const char *path, int i, uint64_t at,
                                 uint64_t n, sc__field *into, sc_error *err)
 {
-    uint64_t *off = realloc(ds->vlen_off[i], sizeof *off * (at + n + 1));
+    uint64_t *off = sc__vec_grow(ds->vlen_off[i], &ds->vlen_room[i], at + n + 1, sizeof *off);
     if (!off)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     ds->vlen_off[i] = off;

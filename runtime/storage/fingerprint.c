@@ -9,23 +9,18 @@
 #include <string.h>
 
 #include "hash.h"
+#include "vec.h"
 
 void sc__fingerprint_put(sc__fingerprint *b, const void *data, size_t n)
 {
     if (b->oom)
         return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n)
-            cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    unsigned char *p = sc__vec_grow(b->p, &b->cap, b->len + n, 1);
+    if (!p) {
+        b->oom = 1;
+        return;
     }
+    b->p = p;
     memcpy(b->p + b->len, data, n);
     b->len += n;
 }

@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (size < 4)
         return 0;
     uint64_t rank = data[0] % 4, world = data[1] % 6, before = data[2] % 5;
-    uint64_t n = before, cap = before + data[3] % 3, world0 = world;
+    uint64_t n = before, world0 = world;
+    size_t cap = before + data[3] % 3;
     const unsigned char *file = data + 4;
     size_t len = size - 4;
     cli_audit_rec *recs = malloc(sizeof *recs * (cap ? cap : 1)), *old = recs;
