@@ -47,6 +47,16 @@ void *sc__big_alloc(size_t bytes)
     return p;
 }
 
+void *sc__scratch(void *old, size_t *cap, size_t n)
+{
+    if (old && n <= *cap)
+        return old;
+    free(old);
+    void *p = malloc(n ? n : 1);
+    *cap = p ? n : 0;
+    return p;
+}
+
 void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap)
 {
     size_t best = p->n;

@@ -16,6 +16,13 @@
 void *sc__big_alloc(size_t bytes);
 
 /*
+ * A scratch buffer of at least n bytes: `old` (of *cap bytes) when it is
+ * big enough, else a new one (the contents are never kept, so no realloc
+ * copies them); NULL when out of memory, old freed and *cap 0.
+ */
+void *sc__scratch(void *old, size_t *cap, size_t n);
+
+/*
  * Freed buffers kept for reuse: a fresh buffer of megabytes faults on
  * every first touch, which costs more than filling it, while a reused one
  * is warm.  Not thread-safe: its owner serializes (the stream, under its

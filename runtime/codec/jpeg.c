@@ -7,9 +7,9 @@
  * and, through its libjpeg API, only some columns (jpeg_crop_scanline,
  * to whole iMCUs) and rows (jpeg_skip_scanlines, which skips the IDCT and
  * colour conversion of rows above the crop; rows below are never read):
- * the decode runs at the smallest scale whose crop still has at least the
- * output's pixels, over the crop's rectangle, and a bilinear resample
- * takes the crop from there.  TurboJPEG's API reads headers and encodes.
+ * the decode runs at the scale resample.c chooses, over the region it
+ * reads, and its resample takes the crop from there.  TurboJPEG's API
+ * encodes.
  */
 #include "jpeg.h"
 
@@ -17,12 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-
-sc__crop sc__crop_default(uint32_t w, uint32_t h)
-{
-    return (sc__crop){w, h, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, 1};
-}
+#include "mem.h"
 
 #ifndef SC_HAVE_JPEG
 
@@ -68,7 +63,6 @@ int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w
 
 #else /* SC_HAVE_JPEG */
 
-#include <math.h>
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which uses FILE */
 #include <jpeglib.h>
@@ -90,18 +84,12 @@ struct sc__jpeg {
     jpeg_trap trap;
     int has_cinfo;
     char why[JMSG_LENGTH_MAX];
-    unsigned char *img; /* the decoded image, interleaved, or the image to encode */
-    int32_t *at;        /* the resample's source columns then rows: [w + h] */
-    uint16_t *wt;       /* and their weights */
-    uint16_t *mid;      /* two source rows resampled across: [2 * channels * output width] */
-    size_t img_cap, at_cap, wt_cap, mid_cap; /* their bytes */
+    unsigned char *img; /* the decoded region, interleaved, or the image to encode */
+    size_t img_cap;     /* its bytes */
+    sc__resampler *rs;
+    int scales[16][2];  /* libjpeg-turbo's scales, num / denom */
+    int nscales;
 };
-
-/* A crop rectangle of the full image, and whether it is mirrored. */
-typedef struct jpeg_rect {
-    double x, y, w, h;
-    int flip;
-} jpeg_rect;
 
 static int jpeg_fail(tjhandle t, int code, const char *what, sc_error *err)
 {
@@ -138,7 +126,11 @@ int sc__jpeg_new(sc__jpeg **out, sc_error *err)
         jpeg_create_decompress(&j->cinfo);
         j->has_cinfo = 1;
     }
-    if (!j->enc || !j->has_cinfo) {
+    int n = 0;
+    tjscalingfactor *f = tjGetScalingFactors(&n);
+    for (int i = 0; f && i < n && j->nscales < 16; i++)
+        j->scales[j->nscales][0] = f[i].num, j->scales[j->nscales++][1] = f[i].denom;
+    if (!j->enc || !j->has_cinfo || sc__resampler_new(&j->rs, err) != SC_OK) {
         int rc = sc__seterr(err, SC_ENOMEM, "libjpeg-turbo: %s", tjGetErrorStr2(NULL));
         sc__jpeg_free(j);
         return rc;
@@ -156,185 +148,15 @@ void sc__jpeg_free(sc__jpeg *j)
     if (j->has_cinfo)
         jpeg_destroy_decompress(&j->cinfo);
     free(j->img);
-    free(j->at);
-    free(j->wt);
-    free(j->mid);
+    sc__resampler_free(j->rs);
     free(j);
-}
-
-/*
- * A scratch buffer of at least n bytes: `old` (of *cap bytes) when it is
- * big enough, else a new one (the contents are never kept); NULL when out
- * of memory.
- */
-static void *jpeg_scratch(void *old, size_t *cap, size_t n)
-{
-    if (old && n <= *cap)
-        return old;
-    free(old);
-    void *p = malloc(n ? n : 1);
-    *cap = p ? n : 0;
-    return p;
 }
 
 /* j->img with room for n bytes. */
 static int jpeg_room(sc__jpeg *j, size_t n, sc_error *err)
 {
-    j->img = jpeg_scratch(j->img, &j->img_cap, n);
+    j->img = sc__scratch(j->img, &j->img_cap, n);
     return j->img ? SC_OK : sc__seterr(err, SC_ENOMEM, "no memory for a %zu-byte image", n);
-}
-
-static double jpeg_uniform(sc__rng *r, double lo, double hi)
-{
-    return lo + (hi - lo) * (double)(sc__rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-/*
- * torchvision's RandomResizedCrop.get_params, drawn from seed: up to ten
- * tries at an area share and a log-uniform aspect ratio that fit, else the
- * centre crop at the nearest allowed ratio.  Then the flip.
- */
-static jpeg_rect jpeg_draw(const sc__crop *c, uint32_t W, uint32_t H, uint64_t seed)
-{
-    sc__rng r;
-    sc__rng_init(&r, seed);
-    double area = (double)W * H, lo = log(c->ratio[0]), hi = log(c->ratio[1]);
-    for (int t = 0; t < 10; t++) {
-        double target = area * jpeg_uniform(&r, c->scale[0], c->scale[1]);
-        double ar = exp(jpeg_uniform(&r, lo, hi));
-        double w = round(sqrt(target * ar)), h = round(sqrt(target / ar));
-        if (w >= 1 && h >= 1 && w <= W && h <= H) {
-            double x = (double)sc__rng_below(&r, (uint64_t)(W - w) + 1);
-            double y = (double)sc__rng_below(&r, (uint64_t)(H - h) + 1);
-            return (jpeg_rect){x, y, w, h, c->flip && (sc__rng_next(&r) & 1)};
-        }
-    }
-    double ir = (double)W / H, w = W, h = H;
-    if (ir < c->ratio[0])
-        h = round(w / c->ratio[0]);
-    else if (ir > c->ratio[1])
-        w = round(h * c->ratio[1]);
-    return (jpeg_rect){floor((W - w) / 2), floor((H - h) / 2), w, h,
-                       c->flip && (sc__rng_next(&r) & 1)};
-}
-
-/* The smallest of libjpeg-turbo's scales at which the crop keeps the output's pixels. */
-static tjscalingfactor jpeg_scale(const jpeg_rect *r, const sc__crop *c)
-{
-    int n = 0;
-    tjscalingfactor *f = tjGetScalingFactors(&n), best = {1, 1};
-    for (int i = 0; f && i < n; i++) {
-        double s = (double)f[i].num / f[i].denom;
-        if (s <= 1.0 && s < (double)best.num / best.denom && r->w * s >= c->width &&
-            r->h * s >= c->height)
-            best = f[i];
-    }
-    return best;
-}
-
-/*
- * For each of `n` outputs along one axis, the first of the two source
- * pixels it blends (of `len`) and the second's weight in 1/256ths: the crop
- * [x0, x0 + span) sampled at output pixel centres, mirrored when flip.
- */
-static void jpeg_axis(int32_t *at, uint16_t *wt, uint32_t n, double x0, double span, int len,
-                      int flip)
-{
-    double lo = x0, hi = x0 + span - 1; /* within the crop, as cropping before resizing is */
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > len - 1 ? len - 1 : hi < lo ? lo : hi;
-    for (uint32_t o = 0; o < n; o++) {
-        double f = x0 + (o + 0.5) * span / n - 0.5;
-        f = f < lo ? lo : f > hi ? hi : f;
-        int32_t i = (int32_t)f;
-        uint32_t to = flip ? n - 1 - o : o;
-        at[to] = i < len - 1 ? i : len - 2 < 0 ? 0 : len - 2;
-        wt[to] = (uint16_t)((f - at[to]) * 256.0 + 0.5);
-    }
-}
-
-/*
- * Source row `r` of the decoded image (sw pixels of ch channels,
- * interleaved) resampled across: for each output column x, the two source
- * pixels it blends, weighted in 1/256ths, into h[k * width + x] (planar).
- */
-static inline __attribute__((always_inline)) void
-jpeg_across(const sc__jpeg *j, const unsigned char *restrict row, int sw, const int ch,
-            uint32_t width, uint16_t *restrict h)
-{
-    const int32_t *xa = j->at;
-    const uint16_t *xw = j->wt;
-    for (uint32_t x = 0; x < width; x++) {
-        const unsigned char *p = row + (size_t)xa[x] * ch;
-        unsigned w1 = xw[x], w0 = 256 - w1;
-        int step = xa[x] + 1 < sw ? ch : 0;
-        for (int k = 0; k < ch; k++)
-            h[(size_t)k * width + x] = (uint16_t)(p[k] * w0 + p[k + step] * w1);
-    }
-}
-
-/*
- * Bilinear resample of the decoded sw-pixel-wide image (ch channels,
- * interleaved) into planar out, in 8-bit fixed point: each source row the
- * crop needs resampled across once (two kept: consecutive output rows
- * share them), then each output row blended from two of those, a loop the
- * compiler vectorizes.  The same sums as blending down first.
- */
-static inline __attribute__((always_inline)) void
-jpeg_resample_ch(const sc__jpeg *j, int sw, int stride, const int ch, const sc__crop *c,
-                 uint8_t *out)
-{
-    const uint32_t width = c->width;
-    const int32_t *ya = j->at + width;
-    const uint16_t *yw = j->wt + width;
-    size_t plane = (size_t)c->height * c->width, row = (size_t)stride * ch;
-    size_t n = (size_t)ch * c->width;
-    uint16_t *h[2] = {j->mid, j->mid + n};
-    int32_t held[2] = {-1, -1}; /* the source rows h[] hold */
-    for (uint32_t y = 0; y < c->height; y++) {
-        int32_t r0 = ya[y], r1 = yw[y] ? r0 + 1 : r0;
-        if (held[0] != r0 && held[1] == r0) { /* moved down a row: keep the lower one */
-            uint16_t *t = h[0];
-            h[0] = h[1], h[1] = t, held[0] = r0, held[1] = -1;
-        }
-        if (held[0] != r0)
-            jpeg_across(j, j->img + (size_t)r0 * row, sw, ch, c->width, h[0]), held[0] = r0;
-        if (held[1] != r1 && r1 != r0)
-            jpeg_across(j, j->img + (size_t)r1 * row, sw, ch, c->width, h[1]), held[1] = r1;
-        const uint16_t *lo = h[0], *hi = r1 != r0 ? h[1] : h[0];
-        unsigned b = yw[y], a = 256 - b;
-        for (int k = 0; k < ch; k++) {
-            /* restrict, and the width in a local: a uint8_t store may alias anything
-               (c->width too), which stops the vectorizer */
-            uint8_t *restrict o = out + k * plane + (size_t)y * width;
-            const uint16_t *restrict p0 = lo + (size_t)k * width;
-            const uint16_t *restrict p1 = hi + (size_t)k * width;
-            for (uint32_t x = 0; x < width; x++)
-                o[x] = (uint8_t)((p0[x] * a + p1[x] * b + 32768) >> 16);
-        }
-    }
-}
-
-/* The channel count a constant, so that the compiler unrolls the inner loop. */
-static void jpeg_resample(const sc__jpeg *j, int sw, int stride, int ch, const sc__crop *c,
-                          uint8_t *out)
-{
-    if (ch == 3)
-        jpeg_resample_ch(j, sw, stride, 3, c, out);
-    else
-        jpeg_resample_ch(j, sw, stride, 1, c, out);
-}
-
-/* Room for the resample's tables and two resampled rows of an output of w x h, ch channels. */
-static int jpeg_tables(sc__jpeg *j, uint32_t w, uint32_t h, int ch, sc_error *err)
-{
-    size_t n = (size_t)w + h;
-    j->at = jpeg_scratch(j->at, &j->at_cap, n * sizeof *j->at);
-    j->wt = jpeg_scratch(j->wt, &j->wt_cap, n * sizeof *j->wt);
-    j->mid = jpeg_scratch(j->mid, &j->mid_cap, 2 * (size_t)ch * w * sizeof *j->mid);
-    return j->at && j->wt && j->mid
-               ? SC_OK
-               : sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", w, h);
 }
 
 /* One image read through libjpeg: its header, then (with a crop) the crop's rectangle. */
@@ -346,11 +168,9 @@ typedef struct jpeg_job {
     J_COLOR_SPACE space;
     int decoding;          /* past the header: a failure is a damaged image */
     int rc;                /* SC_OK, or a refusal of the header (in err) */
-    jpeg_rect r;           /* the crop, drawn from the seed */
-    tjscalingfactor s;     /* the scale it is decoded at: sw x sh */
-    int sw, sh;
-    JDIMENSION y0, y1, x0, w, end; /* rows [y0, y1) and columns [x0, x0 + w) decoded;
-                                      the resample reads columns before `end` */
+    sc__rect r;            /* the crop, drawn from the seed */
+    sc__region g;          /* the scale it is decoded at and the region the resample reads */
+    JDIMENSION x0, w;      /* columns [x0, x0 + w) decoded (rows: g's) */
 } jpeg_job;
 
 /* A header shardcache decodes: a size, not CMYK, not too many pixels. */
@@ -369,27 +189,19 @@ static int jpeg_check(const jpeg_job *job, sc_error *err)
 }
 
 /*
- * The crop, its scale, and what to decode: the scaled crop's pixels and the
- * one past each edge that bilinear may blend, rows [y0, y1) and columns
- * [x0, end).  libjpeg-turbo 2.1's fancy upsampling leaves the edge columns
- * of a cropped row undefined where the row starts or ends inside the
- * image, so 16 more columns (an iMCU at most) each side are decoded and
- * never read.
+ * The crop, its scale and region, and the columns to decode: the region's
+ * and 16 more each side (an iMCU at most), never read: libjpeg-turbo
+ * 2.1's fancy upsampling leaves the edge columns of a cropped row
+ * undefined where the row starts or ends inside the image.
  */
-static void jpeg_plan(jpeg_job *job)
+static void jpeg_plan(sc__jpeg *j, jpeg_job *job)
 {
-    job->r = jpeg_draw(job->crop, job->W, job->H, job->seed);
-    job->s = jpeg_scale(&job->r, job->crop);
-    job->sw = TJSCALED((int)job->W, job->s);
-    job->sh = TJSCALED((int)job->H, job->s);
-    double fx = (double)job->sw / job->W, fy = (double)job->sh / job->H;
-    JDIMENSION need = (JDIMENSION)floor(job->r.x * fx), sw = (JDIMENSION)job->sw;
-    double ye = ceil((job->r.y + job->r.h) * fy) + 1, xe = ceil((job->r.x + job->r.w) * fx) + 1;
-    job->y0 = (JDIMENSION)floor(job->r.y * fy);
-    job->y1 = ye < job->sh ? (JDIMENSION)ye : (JDIMENSION)job->sh;
-    job->end = xe < sw ? (JDIMENSION)xe : sw;
-    job->x0 = need > 16 ? need - 16 : 0;
-    job->w = (job->end + 16 < sw ? job->end + 16 : sw) - job->x0;
+    job->r = sc__crop_draw(job->crop, job->W, job->H, job->seed);
+    sc__resample_plan(&job->r, job->crop, job->W, job->H, (const int(*)[2])j->scales, j->nscales,
+                      &job->g);
+    const sc__region *g = &job->g;
+    job->x0 = g->x0 > 16 ? g->x0 - 16 : 0;
+    job->w = (g->x1 + 16 < g->sw ? g->x1 + 16 : g->sw) - job->x0;
 }
 
 /*
@@ -417,21 +229,21 @@ static const char *jpeg_run(sc__jpeg *j, const void *src, size_t n, jpeg_job *jo
         jpeg_abort_decompress(c);
         return NULL;
     }
-    jpeg_plan(job);
+    jpeg_plan(j, job);
     c->out_color_space = job->ch == 3 ? JCS_RGB : JCS_GRAYSCALE;
-    c->scale_num = (unsigned)job->s.num;
-    c->scale_denom = (unsigned)job->s.denom;
+    c->scale_num = (unsigned)job->g.num;
+    c->scale_denom = (unsigned)job->g.denom;
     jpeg_start_decompress(c);
     jpeg_crop_scanline(c, &job->x0, &job->w);
     size_t row = (size_t)job->w * (size_t)job->ch;
-    if (!(j->img = jpeg_scratch(j->img, &j->img_cap, row * (job->y1 - job->y0)))) {
+    if (!(j->img = sc__scratch(j->img, &j->img_cap, row * (job->g.y1 - job->g.y0)))) {
         jpeg_abort_decompress(c);
         return "no memory for the image";
     }
-    if (job->y0 > 0)
-        jpeg_skip_scanlines(c, job->y0);
-    while (c->output_scanline < job->y1) {
-        JSAMPROW r = j->img + (size_t)(c->output_scanline - job->y0) * row;
+    if (job->g.y0 > 0)
+        jpeg_skip_scanlines(c, job->g.y0);
+    while (c->output_scanline < job->g.y1) {
+        JSAMPROW r = j->img + (size_t)(c->output_scanline - job->g.y0) * row;
         jpeg_read_scanlines(c, &r, 1);
     }
     jpeg_abort_decompress(c); /* the rows below the crop are never decoded */
@@ -493,16 +305,10 @@ int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop 
     if (why)
         return sc__seterr(err, SC_EFORMAT, "%s: %s", job.decoding ? "a damaged JPEG image"
                           : "not a JPEG image libjpeg-turbo can read", why);
-    int rc = job.rc != SC_OK ? job.rc : jpeg_tables(j, crop->width, crop->height, channels, err);
-    if (rc != SC_OK)
-        return rc;
-    double fx = (double)job.sw / job.W, fy = (double)job.sh / job.H;
-    jpeg_axis(j->at, j->wt, crop->width, job.r.x * fx - job.x0, job.r.w * fx,
-              (int)(job.end - job.x0), job.r.flip);
-    jpeg_axis(j->at + crop->width, j->wt + crop->width, crop->height, job.r.y * fy - job.y0,
-              job.r.h * fy, (int)(job.y1 - job.y0), 0);
-    jpeg_resample(j, (int)(job.end - job.x0), (int)job.w, channels, crop, out);
-    return SC_OK;
+    if (job.rc != SC_OK)
+        return job.rc;
+    return sc__resample(j->rs, j->img, job.w, job.x0, job.g.y0, channels, &job.g, &job.r, job.W,
+                        job.H, crop, out, err);
 }
 
 int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w, uint32_t h,

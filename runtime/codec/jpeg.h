@@ -18,25 +18,9 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "resample.h"
 
 typedef struct sc__jpeg sc__jpeg;
-
-/* torchvision's RandomResizedCrop and RandomHorizontalFlip, by their parameters. */
-typedef struct sc__crop {
-    uint32_t width, height; /* of the output, in pixels */
-    double scale[2];        /* the crop's share of the image's area: (0.08, 1) */
-    double ratio[2];        /* its aspect ratio, width / height: (3/4, 4/3) */
-    int flip;               /* 1: mirrored left-right with probability 1/2 */
-} sc__crop;
-
-/* The defaults above, for an output of w x h pixels. */
-sc__crop sc__crop_default(uint32_t w, uint32_t h);
-
-/* Bytes of one image decoded to the crop's size, as the loader delivers it: 3 planes. */
-static inline uint64_t sc__crop_bytes(const sc__crop *c)
-{
-    return 3ull * c->width * c->height;
-}
 
 int sc__jpeg_new(sc__jpeg **out, sc_error *err);
 void sc__jpeg_free(sc__jpeg *j);
@@ -49,10 +33,7 @@ int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t 
  * Decodes the JPEG src[n] into out: `channels` (1 or 3) planes of
  * crop->height x crop->width uint8 (channels first, as the trainer's
  * images are), the crop rectangle and flip drawn from seed, resampled
- * bilinearly (samples within the crop, as torchvision crops then resizes;
- * no antialiasing when shrinking, which the reduced-scale decode keeps
- * under 2x).  libjpeg-turbo decodes at the smallest of its scales that
- * still holds the crop at the output's resolution.  A corrupt, truncated,
+ * by resample.c from the region of a reduced-scale decode it chooses.  A corrupt, truncated,
  * oversized or CMYK image is an error with the reason (libjpeg's warnings
  * are errors: no half-decoded sample is ever delivered), and the handle
  * decodes the next image as if it were new.
