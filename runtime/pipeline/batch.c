@@ -13,7 +13,7 @@
 #include "augment.h"
 #include "error.h"
 #include "hash.h"
-#include "jpeg.h"
+#include "image.h"
 #include "source.h"
 #include "stream_impl.h"
 #include "vlen.h"
@@ -56,13 +56,13 @@ static int batch_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *sl
  */
 static int batch_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
                          const unsigned char *src, uint64_t len, unsigned char *out,
-                         sc__jpeg **jp, sc_error *err)
+                         sc__image **jp, sc_error *err)
 {
     uint64_t id = e->sched.ids[q];
     uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_DECODE + (unsigned)f, id);
-    int rc = *jp ? SC_OK : sc__jpeg_new(jp, err);
+    int rc = *jp ? SC_OK : sc__image_new(jp, err);
     if (rc == SC_OK)
-        rc = sc__jpeg_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out, err);
+        rc = sc__image_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out, err);
     if (rc != SC_OK)
         sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
                    "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
@@ -92,7 +92,7 @@ static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t q, int 
  * samples' (end[f]: its bytes so far), its offset recorded.
  */
 static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
-                             rslot *slot, uint64_t *end, sc__jpeg **jp, sc_error *err)
+                             rslot *slot, uint64_t *end, sc__image **jp, sc_error *err)
 {
     uint64_t off = e->src_off[q], i = e->src_shard[q];
     const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
@@ -147,7 +147,7 @@ static int batch_copy(const sc__stream *s, rslot *slot, const uint64_t *vend, sc
 }
 
 int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                    sc__jpeg **jp, sc_error *err)
+                    sc__image **jp, sc_error *err)
 {
     uint64_t B = s->o.batch_size, q0 = b * B, vend[SC_MAX_FIELDS] = {0};
     uint64_t t0 = sc__tring_now(tr);

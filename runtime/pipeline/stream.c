@@ -31,7 +31,7 @@
 #include "error.h"
 #include "hash.h"
 #include "invariant.h"
-#include "jpeg.h"
+#include "image.h"
 #include "plan_state.h"
 #include "quality.h"
 #include "source.h"
@@ -386,7 +386,7 @@ static void *stream_producer(void *arg)
     snprintf(name, sizeof name, "producer %d", ++s->named);
     pthread_mutex_unlock(&s->mu);
     sc__tring *tr = sc__trace_ring(s->o.trace, name);
-    sc__jpeg *jp = NULL; /* this producer's decoder, made at its first image */
+    sc__image *jp = NULL; /* this producer's decoder, made at its first image */
     pthread_mutex_lock(&s->mu);
     if (rc != SC_OK)
         stream_fail(s, &err);
@@ -419,7 +419,7 @@ static void *stream_producer(void *arg)
             stream_finish(s, &t, hit);
     }
     pthread_mutex_unlock(&s->mu);
-    sc__jpeg_free(jp);
+    sc__image_free(jp);
     return NULL;
 }
 

@@ -17,7 +17,7 @@
 #define SC_STREAM_H
 
 #include "device.h"
-#include "jpeg.h"
+#include "resample.h"
 #include "schedule.h"
 #include "shardcache.h"
 #include "trace.h"

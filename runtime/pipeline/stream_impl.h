@@ -13,6 +13,7 @@
 
 #include "cache.h"
 #include "mem.h"
+#include "image.h"
 #include "stream.h"
 
 #define FIELD_ALIGN 256 /* each field of a ring slot starts on this boundary */
@@ -102,6 +103,6 @@ int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err);
  * producer's JPEG decoder, made at its first image.
  */
 int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                    sc__jpeg **jp, sc_error *err);
+                    sc__image **jp, sc_error *err);
 
 #endif /* SC_STREAM_IMPL_H */

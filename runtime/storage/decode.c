@@ -117,8 +117,8 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
     sc__crop crop = decode_centre(d->size);
     uint64_t image = sc__crop_bytes(&crop);
     sc_error e = SC_ERROR_INIT;
-    sc__jpeg *j = NULL;
-    int rc = sc__jpeg_new(&j, &e);
+    sc__image *j = NULL;
+    int rc = sc__image_new(&j, &e);
     (void)shard;
     for (int i = 0; rc == SC_OK && i < d->n; i++) {
         const unsigned char *blob = in[i];
@@ -129,7 +129,7 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
         }
         for (uint64_t k = 0; rc == SC_OK && k < n; k++) {
             uint64_t at = sc__vlen_off(blob, k), len = sc__vlen_off(blob, k + 1) - at;
-            rc = sc__jpeg_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0, 3,
+            rc = sc__image_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0, 3,
                                       (unsigned char *)out[i] + k * image, &e);
             if (rc != SC_OK)
                 snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s",
@@ -139,7 +139,7 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
     }
     if (rc != SC_OK && !msg[0])
         snprintf(msg, msglen, "%s", e.msg);
-    sc__jpeg_free(j);
+    sc__image_free(j);
     return rc != SC_OK;
 }
 
@@ -209,10 +209,10 @@ static int decode_setup(sc__decode *d, const sc_config *cfg, sc_error *err)
         rc = sc__seterr(err, SC_EINVAL, "source '%s': SC_DECODE and transform '%s' together: "
                         "decode in the transform instead (its input is the field's offsets "
                         "and values, vlen.h)", d->path, cfg->transform->name);
-    sc__jpeg *j = NULL;
-    if (rc == SC_OK && (rc = sc__jpeg_new(&j, err)) != SC_OK) /* a build without JPEG says so */
+    sc__image *j = NULL;
+    if (rc == SC_OK && (rc = sc__image_new(&j, err)) != SC_OK) /* a build without JPEG says so */
         sc__errctx(err, rc, "source '%s': SC_DECODE='%s'", d->path, cfg->decode);
-    sc__jpeg_free(j);
+    sc__image_free(j);
     if (rc == SC_OK && once)
         decode_once(d);
     return rc;

@@ -14,7 +14,7 @@
 
 #include "error.h"
 #include "field.h"
-#include "jpeg.h"
+#include "image.h"
 
 enum { SC__DECODE_NONE, SC__DECODE_EPOCH, SC__DECODE_ONCE };
 

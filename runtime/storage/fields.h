@@ -14,7 +14,7 @@
 
 #include "augment.h"
 #include "dataset_impl.h"
-#include "jpeg.h"
+#include "resample.h"
 
 /* The names of the fields to load, and the datasets "every field" left out. */
 typedef struct sc__fields_names {

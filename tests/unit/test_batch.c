@@ -18,6 +18,7 @@
 
 #include "dataset_impl.h"
 #include "hash.h"
+#include "jpeg.h"
 #include "sc_test.h"
 #include "stream_impl.h"
 #include "vlen.h"
@@ -318,7 +319,7 @@ static void test_jpeg_decode(void **state)
     lay_out(t);
     assert_int_equal(t->s.vlen[1], 0); /* delivered as fixed-shape images */
     assert_int_equal(t->s.fsb[1], 3 * 4 * 4);
-    sc__jpeg *mine = NULL; /* the producer's decoder, made at its first image */
+    sc__image *mine = NULL; /* the producer's decoder, made at its first image */
     SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &err), &err);
     assert_non_null(mine);
     for (uint64_t k = 0; k < B; k++) {
@@ -335,7 +336,7 @@ static void test_jpeg_decode(void **state)
     assert_int_not_equal(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &err), SC_OK);
     if (!strstr(err.msg, "rank 3: epoch 5: sample 10 (shard 0): field '/v'"))
         fail_msg("the message names no sample: '%s'", err.msg);
-    sc__jpeg_free(mine);
+    sc__image_free(mine);
     sc__jpeg_free(j);
     for (uint32_t sh = 0; sh < NSH; sh++) {
         t->fp[sh * 2 + 1] = t->v[sh];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "jpeg.h"
 #include "sc_test.h"
 #include "vlen.h"
 

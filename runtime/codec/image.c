@@ -1,0 +1,66 @@
+/*
+ * image.c - encoded image samples by their signature (see image.h).
+ */
+#include "image.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jpeg.h"
+
+struct sc__image {
+    sc__jpeg *jpeg;
+};
+
+int sc__image_new(sc__image **out, sc_error *err)
+{
+    sc__image *im = calloc(1, sizeof *im);
+    *out = NULL;
+    if (!im)
+        return sc__seterr(err, SC_ENOMEM, "no memory for an image decoder");
+    int rc = sc__jpeg_new(&im->jpeg, err);
+    if (rc != SC_OK) {
+        sc__image_free(im);
+        return rc;
+    }
+    *out = im;
+    return SC_OK;
+}
+
+void sc__image_free(sc__image *im)
+{
+    if (!im)
+        return;
+    sc__jpeg_free(im->jpeg);
+    free(im);
+}
+
+const char *sc__image_format(const void *src, size_t n)
+{
+    const unsigned char *b = src;
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+        return "JPEG";
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
+        return "PNG";
+    return NULL;
+}
+
+int sc__image_info(sc__image *im, const void *src, size_t n, uint32_t *w, uint32_t *h,
+                   int *channels, sc_error *err)
+{
+    return sc__jpeg_info(im->jpeg, src, n, w, h, channels, err);
+}
+
+int sc__image_decode_crop(sc__image *im, const void *src, size_t n, const sc__crop *crop,
+                          uint64_t seed, int channels, uint8_t *out, sc_error *err)
+{
+    return sc__jpeg_decode_crop(im->jpeg, src, n, crop, seed, channels, out, err);
+}
+
+int sc__image_check(sc__image *im, const void *src, size_t n, sc_error *err)
+{
+    /* The whole image into one pixel: the smallest scale, every scan decoded. */
+    sc__crop whole = {1, 1, {1.0, 1.0}, {1e-6, 1e6 - 1}, 0};
+    uint8_t px[3];
+    return sc__jpeg_decode_crop(im->jpeg, src, n, &whole, 0, 3, px, err);
+}
