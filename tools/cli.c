@@ -92,7 +92,9 @@ void *cli_slurp(FILE *f, size_t *len)
         buf = g;
         n += got = fread(buf + n, 1, cap - n, f);
     }
-    if (got || ferror(f)) { /* stopped by no memory, or by a read error */
+    if (got || ferror(f)) { /* stopped by no memory, or by a read error (errno says) */
+        if (got)
+            errno = ENOMEM;
         free(buf);
         buf = NULL;
     }

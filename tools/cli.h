@@ -21,7 +21,7 @@ int cli_double(const char *flag, const char *arg, double min, double max,
 int cli_choice(const char *flag, const char *arg, const char *const *names,
                int n, int *out);
 
-/* The whole of a stream into memory, or NULL (no memory, or a read error). */
+/* The whole of a stream into memory, or NULL (no memory, or a read error: errno says). */
 void *cli_slurp(FILE *f, size_t *len);
 
 /* Reads whitespace-separated unsigned counts from a file into *out. */

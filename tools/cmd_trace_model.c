@@ -130,7 +130,7 @@ char *cmd_trace_slurp(const char *path, size_t *len)
     char *buf = cli_slurp(f, len);
     fclose(f);
     if (!buf)
-        fprintf(stderr, "shardcache trace: cannot read '%s' (out of memory?)\n", path);
+        fprintf(stderr, "shardcache trace: cannot read '%s': %s\n", path, strerror(errno));
     return buf;
 }
 

@@ -191,14 +191,15 @@ static int cmd_verify_read_audit(const char *dir, rec **out, uint64_t *nrec, uin
         fclose(f);
         int rc = bytes ? cli_audit_parse(bytes, len, r, world, &all, &n, &cap, why, sizeof why)
                        : 2;
+        if (!bytes)
+            snprintf(why, sizeof why, "cannot be read: %s", strerror(errno));
         free(bytes);
         if (rc) {
             if (rc == 1)
                 fprintf(stderr, "shardcache verify: '%s' is not rank %" PRIu64
                                 "'s audit file (%s)\n", path, r, why);
             else
-                fprintf(stderr, "shardcache verify: '%s': %s\n", path,
-                        bytes ? why : "cannot be read");
+                fprintf(stderr, "shardcache verify: '%s': %s\n", path, why);
             free(all);
             return rc;
         }
@@ -298,6 +299,7 @@ static int cmd_verify_read_trails(const plan_opts *o, rec **out, uint64_t *nrec,
                                   uint64_t *world)
 {
     rec *rs = NULL;
+    size_t cap = 0;
     int rc;
     *nrec = 0;
     for (int d = 0; d < o->naudit; d++) {
@@ -307,7 +309,7 @@ static int cmd_verify_read_trails(const plan_opts *o, rec **out, uint64_t *nrec,
             free(rs);
             return rc;
         }
-        rec *all = realloc(rs, sizeof *all * (*nrec + np + 1));
+        rec *all = sc__vec_grow(rs, &cap, *nrec + np + 1, sizeof *all);
         if (!all) {
             free(part);
             free(rs);

@@ -418,8 +418,9 @@ static int loader_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep, i
 {
     if (!ld || !rep)
         return SC_EINVAL;
-    sc_epoch_summary *mine = sc__loader_report_of(ld, epoch);
-    if (!mine || epoch > ld->cur)
+    /* An epoch not begun is refused before its row is made (a far one would be gigabytes). */
+    sc_epoch_summary *mine = epoch <= ld->cur ? sc__loader_report_of(ld, epoch) : NULL;
+    if (!mine)
         return sc__seterr(&ld->err, SC_EINVAL, "rank %d: epoch %llu has not begun", ld->rank,
                           (unsigned long long)epoch);
     if (wait && epoch >= ld->settled_to)

@@ -65,6 +65,8 @@ sc_epoch_summary *sc__loader_report_of(sc_loader *ld, uint64_t epoch)
     if (!ld->started || epoch < ld->first)
         return NULL;
     uint64_t i = epoch - ld->first;
+    if (i >= SIZE_MAX / sizeof *ld->reps)
+        return NULL;
     if (i >= ld->nreps) { /* all of its room in use: each epoch's stays unset till used */
         size_t n = ld->nreps;
         sc_epoch_summary *r = sc__vec_grow(ld->reps, &n, i + 1, sizeof *r);

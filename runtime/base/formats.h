@@ -38,6 +38,8 @@
  * not decode is repaired, never served.
  */
 #define SC__ENTRY_MAGIC "SCENTRY1"
+/* The seed of its header's hashes and of the data checksum it records. */
+#define SC__ENTRY_SEED UINT64_C(0x7363616368653031) /* "scache01" */
 
 /*
  * A layout-B directory's saved scan, .shardcache-manifest (docs/cache.md):

@@ -11,6 +11,10 @@
 #define SC_VEC_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* Callers count in uint64_t: a count that fits one fits a size_t. */
+_Static_assert(SIZE_MAX >= UINT64_MAX, "shardcache needs a 64-bit size_t");
 
 /*
  * Room for `need` elements of `size` bytes: p itself when *cap holds

@@ -3,6 +3,9 @@
  */
 #include "agree.h"
 
+#include <limits.h>
+
+#include "invariant.h"
 #include "mpierr.h"
 
 int sc__agree(MPI_Comm comm, int rc, const char *what, sc_error *err)
@@ -18,6 +21,7 @@ int sc__agree(MPI_Comm comm, int rc, const char *what, sc_error *err)
 
 int sc__agree_range(MPI_Comm comm, int v, int *lo, int *hi)
 {
+    SC__ASSERT(v > INT_MIN);
     int mine[2] = {v, -v}, job[2] = {v, -v};
     int e = MPI_Allreduce(mine, job, 2, MPI_INT, MPI_MIN, comm);
     *lo = job[0];

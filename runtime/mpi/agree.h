@@ -31,8 +31,9 @@ static inline int sc__agree_min(MPI_Comm comm, int mine, int *least)
  */
 int sc__agree(MPI_Comm comm, int rc, const char *what, sc_error *err);
 
-/* The least and the greatest of every rank's `v`, in one reduction (a
-   setting every rank must give alike: lo == hi).  Collective; MPI's code. */
+/* The least and the greatest of every rank's `v` (above INT_MIN: the
+   greatest is found as the least of -v), in one reduction (a setting every
+   rank must give alike: lo == hi).  Collective; MPI's code. */
 int sc__agree_range(MPI_Comm comm, int v, int *lo, int *hi);
 
 #endif /* SC_AGREE_H */

@@ -46,11 +46,11 @@
 #include "entry.h"
 #include "entry_io.h"
 #include "evict.h"
+#include "formats.h"
 #include "hash.h"
 #include "log.h"
 #include "source.h"
 
-#define CHECKSUM_SEED UINT64_C(0x7363616368653031) /* "scache01" */
 #define CACHE_PAUSE_S 30 /* no admissions after a failed write, seconds */
 
 
@@ -283,7 +283,7 @@ int sc_cache_close(sc_cache *c)
 static uint64_t cache_checksum(const sc_dataset *ds, uint64_t shard, void *const *bufs)
 {
     sc__xxh64_state s;
-    sc__xxh64_init(&s, CHECKSUM_SEED);
+    sc__xxh64_init(&s, SC__ENTRY_SEED);
     for (int i = 0; i < ds->nfields; i++)
         sc__xxh64_update(&s, bufs[i], sc__field_bytes(ds, i, shard));
     return sc__xxh64_final(&s);

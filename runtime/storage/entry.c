@@ -9,7 +9,6 @@
 #include "formats.h"
 #include "hash.h"
 
-#define ENTRY_SEED UINT64_C(0x7363616368653031) /* "scache01": the cache's checksum seed */
 #define H_FIELDS_AT 48
 #define H_HASH_AT (H_FIELDS_AT + 16 * SC_MAX_FIELDS)
 #define H_JOB_AT (H_HASH_AT + 8) /* job token, then a hash of the header's hash and it */
@@ -27,15 +26,15 @@ void sc__entry_encode(const sc__entry *h, unsigned char *b)
         sc__put_u64(b + H_FIELDS_AT + 16 * i, h->off[i]);
         sc__put_u64(b + H_FIELDS_AT + 16 * i + 8, h->bytes[i]);
     }
-    sc__put_u64(b + H_HASH_AT, sc__xxh64(b, H_HASH_AT, ENTRY_SEED));
+    sc__put_u64(b + H_HASH_AT, sc__xxh64(b, H_HASH_AT, SC__ENTRY_SEED));
     sc__put_u64(b + H_JOB_AT, h->job);
-    sc__put_u64(b + H_JOB_AT + 8, sc__xxh64(b + H_HASH_AT, 16, ENTRY_SEED));
+    sc__put_u64(b + H_JOB_AT + 8, sc__xxh64(b + H_HASH_AT, 16, SC__ENTRY_SEED));
 }
 
 int sc__entry_decode(const unsigned char *b, sc__entry *h)
 {
     if (memcmp(b, SC__ENTRY_MAGIC, 8) != 0 || sc__get_u64(b + 8) != SC__ENTRY_BYTES ||
-        sc__get_u64(b + H_HASH_AT) != sc__xxh64(b, H_HASH_AT, ENTRY_SEED))
+        sc__get_u64(b + H_HASH_AT) != sc__xxh64(b, H_HASH_AT, SC__ENTRY_SEED))
         return -1;
     h->shard = sc__get_u64(b + 16);
     h->fingerprint = sc__get_u64(b + 24);
@@ -45,7 +44,7 @@ int sc__entry_decode(const unsigned char *b, sc__entry *h)
         h->off[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i);
         h->bytes[i] = sc__get_u64(b + H_FIELDS_AT + 16 * i + 8);
     }
-    h->job = sc__get_u64(b + H_JOB_AT + 8) == sc__xxh64(b + H_HASH_AT, 16, ENTRY_SEED)
+    h->job = sc__get_u64(b + H_JOB_AT + 8) == sc__xxh64(b + H_HASH_AT, 16, SC__ENTRY_SEED)
                  ? sc__get_u64(b + H_JOB_AT)
                  : 0;
     return h->nfields <= SC_MAX_FIELDS ? 0 : -1;

@@ -282,6 +282,9 @@ int sc__fields_check_file(hid_t f, const char *path, const sc_dataset *ds,
 int sc__fields_learn_lengths(sc_dataset *ds, hid_t d, const char *path, int i, uint64_t at,
                                 uint64_t n, sc__field *into, sc_error *err)
 {
+    if (at > UINT64_MAX / 16 || n > UINT64_MAX / 16 - at) /* a forged extent: no wrap below */
+        return sc__seterr(err, SC_EFORMAT, "source '%s': file '%s' says field '%s' holds %llu "
+                          "samples", ds->path, path, into->name, (unsigned long long)n);
     uint64_t *off = sc__vec_grow(ds->vlen_off[i], &ds->vlen_room[i], at + n + 1, sizeof *off);
     if (!off)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
