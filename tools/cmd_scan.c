@@ -262,16 +262,18 @@ static const char *cmd_scan_file(const scan_run *s, uint64_t k, uint64_t j)
     return ds->files[f];
 }
 
-/* Appends text, with tabs and line ends made spaces (a line's fields are tab-separated). */
-static void cmd_scan_put(scan_run *s, const char *text, size_t n, char end)
+/* Appends text, with tabs and line ends made spaces (a line's fields are tab-separated),
+   then `end`; -1 when there is no room. */
+static int cmd_scan_put(scan_run *s, const char *text, size_t n, char end)
 {
     char *p = sc__vec_grow(s->bad, &s->bad_room, s->nbad_bytes + n + 1, 1);
     if (!p)
-        return; /* cmd_scan_note() sees the room missing */
+        return -1;
     s->bad = p;
     for (size_t i = 0; i < n; i++)
         p[s->nbad_bytes++] = text[i] == '\t' || text[i] == '\n' || text[i] == '\r' ? ' ' : text[i];
     p[s->nbad_bytes++] = end;
+    return 0;
 }
 
 /* One bad sample: "id\tfield\tfile\treason\n". */
@@ -280,13 +282,10 @@ static int cmd_scan_note(scan_run *s, uint64_t k, uint64_t j, int field, const c
     char head[64];
     int n = snprintf(head, sizeof head, "%" PRIu64 "\t%d", s->first[k] + j, field);
     const char *file = cmd_scan_file(s, k, j);
-    size_t before = s->nbad_bytes;
-    cmd_scan_put(s, head, (size_t)n, '\t');
-    cmd_scan_put(s, file, strlen(file), '\t');
-    cmd_scan_put(s, why, strnlen(why, SCAN_REASON_MAX), '\n');
-    if (s->nbad_bytes == before + (size_t)n + strlen(file) + strnlen(why, SCAN_REASON_MAX) + 3)
-        return SC_OK;
-    return sc__seterr(&s->err, SC_ENOMEM, "no memory to list the bad samples");
+    if (cmd_scan_put(s, head, (size_t)n, '\t') || cmd_scan_put(s, file, strlen(file), '\t') ||
+        cmd_scan_put(s, why, strnlen(why, SCAN_REASON_MAX), '\n'))
+        return sc__seterr(&s->err, SC_ENOMEM, "no memory to list the bad samples");
+    return SC_OK;
 }
 
 /* Decodes every sample of field i of shard k (read into bufs[i]). */
