@@ -116,6 +116,7 @@ int cli_audit_parse(const void *buf, size_t len, uint64_t rank, uint64_t *world,
 int cmd_plan(int argc, char **argv);
 int cmd_make_dataset(int argc, char **argv);
 int cmd_stage(int argc, char **argv);
+int cmd_scan(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_cache(int argc, char **argv);

@@ -15,6 +15,7 @@ static const struct {
     {"plan", cmd_plan, "compute, broadcast and check epoch plans"},
     {"stage", cmd_stage, "warm node-local caches for the coming epochs"},
     {"cache", cmd_cache, "list node-local caches, reclaim stale ones (gc, clear)"},
+    {"scan", cmd_scan, "decode every image once; list the bad samples (a skip list)"},
     {"verify", cmd_verify, "check exactly-once from a job's audit trail"},
     {"trace", cmd_trace, "merge, summarize and plot producer/consumer traces"},
 };
