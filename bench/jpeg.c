@@ -12,7 +12,9 @@
  *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F] [--threads T]
  *
  * --file F takes the first N images of F's /images instead, JPEG samples
- * as make-dataset --encode jpeg (or h5py's vlen uint8) stores them.
+ * as make-dataset --encode jpeg (or h5py's vlen uint8) stores them, each
+ * decoded whole at its own size (samples libjpeg-turbo cannot read, a PNG
+ * named .jpg, are left out and counted).
  * --threads T then also runs T threads at once, each decoding all N whole
  * images with libjpeg-turbo (one handle each): the machine's own limit
  * with T cores busy (shared caches, memory and clocks), beside T times one
@@ -22,7 +24,9 @@
  *
  * and prints, best of R rounds (default 3), images/s and MB/s of JPEG in:
  *
- *   jpeg: S x S, N images (K KiB each): libjpeg-turbo I/s, crop C: I/s (ratio)
+ *   jpeg: S x S, N images (K KiB each): libjpeg-turbo I/s (MB/s in, Mpixel/s), crop C: I/s (ratio)
+ *
+ * (with --file, "own sizes (mean Mpixel, largest side; left out)" for S x S).
  */
 #include <hdf5.h>
 #include <pthread.h>
@@ -56,8 +60,10 @@ static void photo(uint8_t *p, int s, sc__rng *r)
     }
 }
 
-/* The first *n JPEG samples of path's /images (fewer if it holds fewer); s gets the first's width. */
-static void from_file(const char *path, int *n, int *s, unsigned char **img, size_t *len)
+/* The first *n samples of path's /images that libjpeg-turbo reads (fewer if it holds fewer),
+   with their sizes; *s gets the largest side, *skipped those it cannot read. */
+static void from_file(const char *path, int *n, int *s, unsigned char **img, size_t *len,
+                      int *wh, int *skipped)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t d = f >= 0 ? H5Dopen2(f, "/images", H5P_DEFAULT) : -1;
@@ -73,24 +79,28 @@ static void from_file(const char *path, int *n, int *s, unsigned char **img, siz
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
     if (H5Dread(d, mt, ms, fs, H5P_DEFAULT, v) < 0)
         die("--file: /images is not variable-length uint8", NULL);
-    for (hsize_t i = 0; i < cnt; i++) {
-        img[i] = malloc(v[i].len);
-        memcpy(img[i], v[i].p, v[i].len);
-        len[i] = v[i].len;
-    }
-    H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
-    free(v);
     tjhandle tj = tjInitDecompress();
-    *s = 0; /* the decode buffer's side: every image's whole, at full size */
+    int k = 0;
+    *s = *skipped = 0;
     for (hsize_t i = 0; i < cnt; i++) {
         int w = 0, h = 0, sub, cs;
-        if (tjDecompressHeader3(tj, img[i], len[i], &w, &h, &sub, &cs) != 0)
-            die("--file: an image libjpeg-turbo cannot read", NULL);
-        int side = w > h ? w : h;
-        *s = side > *s ? side : *s;
+        if (tjDecompressHeader3(tj, v[i].p, v[i].len, &w, &h, &sub, &cs) != 0) {
+            ++*skipped;
+            continue;
+        }
+        img[k] = malloc(v[i].len);
+        memcpy(img[k], v[i].p, v[i].len);
+        len[k] = v[i].len, wh[2 * k] = w, wh[2 * k + 1] = h;
+        *s = w > *s ? w : *s;
+        *s = h > *s ? h : *s;
+        k++;
     }
     tjDestroy(tj);
-    *n = (int)cnt;
+    H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
+    free(v);
+    if (k == 0)
+        die("--file: no image in /images that libjpeg-turbo reads", NULL);
+    *n = k;
     H5Sclose(ms), H5Sclose(fs), H5Tclose(mt), H5Dclose(d), H5Fclose(f);
 }
 
@@ -98,8 +108,16 @@ static void from_file(const char *path, int *n, int *s, unsigned char **img, siz
 typedef struct worker {
     unsigned char **img;
     size_t *len;
-    int n, s;
+    const int *wh; /* each image's width and height */
+    int n, s;      /* s: the largest side */
 } worker;
+
+/* Image i decoded whole, at its own size, into px (room for s x s x 3). */
+static int decode_whole(tjhandle tj, const worker *w, int i, uint8_t *px)
+{
+    int width = w->wh[2 * i], height = w->wh[2 * i + 1];
+    return tjDecompress2(tj, w->img[i], w->len[i], px, width, 3 * width, height, TJPF_RGB, 0);
+}
 
 static void *decode_all(void *arg)
 {
@@ -107,7 +125,7 @@ static void *decode_all(void *arg)
     tjhandle tj = tjInitDecompress();
     uint8_t *px = malloc((size_t)3 * w->s * w->s);
     for (int i = 0; tj && px && i < w->n; i++)
-        if (tjDecompress2(tj, w->img[i], w->len[i], px, w->s, 0, w->s, TJPF_RGB, 0) != 0)
+        if (decode_whole(tj, w, i, px) != 0)
             die(tjGetErrorStr2(tj), NULL);
     free(px);
     if (tj)
@@ -116,10 +134,11 @@ static void *decode_all(void *arg)
 }
 
 /* T threads decoding the set at once, best of `rounds`: images/s over all of them. */
-static double decode_parallel(int t, unsigned char **img, size_t *len, int n, int s, int rounds)
+static double decode_parallel(int t, const worker *set, int rounds)
 {
     pthread_t *th = calloc((size_t)t, sizeof *th);
-    worker w = {img, len, n, s};
+    worker w = *set;
+    int n = w.n;
     double best = 1e30;
     for (int r = 0; th && r < rounds; r++) {
         double t0 = bench_now();
@@ -157,11 +176,13 @@ int main(int argc, char **argv)
         die("no JPEG decoder", &err);
     unsigned char **img = calloc((size_t)n, sizeof *img);
     size_t *len = calloc((size_t)n, sizeof *len), total = 0;
+    int *wh = calloc((size_t)2 * n, sizeof *wh), skipped = 0;
+    double pixels = 0;
     uint8_t *px = malloc((size_t)3 * s * s), *out = malloc((size_t)3 * c * c);
     sc__rng r;
     sc__rng_init(&r, 1);
     if (file) {
-        from_file(file, &n, &s, img, len);
+        from_file(file, &n, &s, img, len, wh, &skipped);
         free(px);
         px = malloc((size_t)3 * s * s);
     }
@@ -170,16 +191,19 @@ int main(int argc, char **argv)
             photo(px, s, &r);
             if (sc__jpeg_encode(j, px, 3, (uint32_t)s, (uint32_t)s, 90, &img[i], &len[i], &err))
                 die("encode", &err);
+            wh[2 * i] = wh[2 * i + 1] = s;
         }
         total += len[i];
+        pixels += (double)wh[2 * i] * wh[2 * i + 1];
     }
     tjhandle tj = tjInitDecompress();
+    worker set = {img, len, wh, n, s};
     double best_full = 1e30, best_crop = 1e30;
     sc__crop crop = sc__crop_default((uint32_t)c, (uint32_t)c);
     for (int t = 0; t < rounds; t++) {
         double t0 = bench_now();
         for (int i = 0; i < n; i++)
-            if (tjDecompress2(tj, img[i], len[i], px, s, 0, s, TJPF_RGB, 0) != 0)
+            if (decode_whole(tj, &set, i, px) != 0)
                 die(tjGetErrorStr2(tj), NULL);
         double t1 = bench_now();
         for (int i = 0; i < n; i++)
@@ -190,18 +214,24 @@ int main(int argc, char **argv)
         best_full = t1 - t0 < best_full ? t1 - t0 : best_full;
         best_crop = t2 - t1 < best_crop ? t2 - t1 : best_crop;
     }
-    printf("jpeg: %dx%d, %d images (%.1f KiB each): libjpeg-turbo %.0f images/s (%.1f MB/s "
-           "in), crop %d: %.0f images/s (%.2fx)\n", s, s, n, total / 1024.0 / n, n / best_full,
-           total / best_full / 1e6, c, n / best_crop, best_full / best_crop);
+    if (file)
+        printf("jpeg: own sizes (%.2f Mpixel mean, %d largest side; %d not JPEG left out), ",
+               pixels / n / 1e6, s, skipped);
+    else
+        printf("jpeg: %dx%d, ", s, s);
+    printf("%d images (%.1f KiB each): libjpeg-turbo %.0f images/s (%.1f MB/s in, %.0f Mpixel/s), "
+           "crop %d: %.0f images/s (%.2fx)\n", n, total / 1024.0 / n, n / best_full,
+           total / best_full / 1e6, pixels / best_full / 1e6, c, n / best_crop,
+           best_full / best_crop);
     if (threads > 0) {
-        double all = decode_parallel(threads, img, len, n, s, rounds);
+        double all = decode_parallel(threads, &set, rounds);
         printf("jpeg: %d threads: libjpeg-turbo %.0f images/s (%.2f of %d x one thread's)\n",
                threads, all, all / (threads * n / best_full), threads);
     }
     tjDestroy(tj);
     for (int i = 0; i < n; i++)
         free(img[i]);
-    free(img), free(len), free(px), free(out);
+    free(img), free(len), free(wh), free(px), free(out);
     sc__jpeg_free(j);
     return 0;
 }

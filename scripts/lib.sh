@@ -17,10 +17,13 @@ python3-pytest python3-pil python3-torchvision"
 # Packages the full test suite adds: clang and libFuzzer for the fuzz test,
 # valgrind for the unit tests, Chromium and Python to render a trace plot
 # and check that it is not blank, shellcheck for the scripts, and Slurm
-# (slurm-wlm, munge) for the batch scripts on a real single-host cluster.
+# (slurm-wlm, munge) for the batch scripts on a real single-host cluster,
+# and real photographs: GIMP's manual (gimp-help-en, tests/photos/stage.py)
+# with jpegtran (libjpeg-turbo-progs) to add restart markers to some.
 # (No LZF plugin: shardcache writes and reads LZF chunks itself.)
 # shellcheck disable=SC2034
-SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind chromium python3 shellcheck slurm-wlm munge"
+SC_TEST_PACKAGES="clang libclang-rt-14-dev valgrind chromium python3 shellcheck slurm-wlm munge \
+gimp-help-en libjpeg-turbo-progs"
 
 sc_missing_packages() {
     local p missing=""
