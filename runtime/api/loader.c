@@ -244,8 +244,8 @@ static int loader_record_replaced(sc_loader *ld, const sc_batch *b, int skip, sc
         rc = sc__ledger_check(ld->ledger, ld->cur, &id, 1, err);
         if (rc != SC_OK || (k >= real && skip))
             continue;
-        if (k >= real)
-            rc = sc__ledger_consume(ld->ledger, ld->cur, &b->ids[k], 1, 1, err);
+        if (k >= real) /* a padding repeat, recorded as the sample it repeats */
+            rc = sc__ledger_consume(ld->ledger, ld->cur, &id, 1, 1, err);
         else if (b->replaced[k])
             rc = sc__ledger_replaced(ld->ledger, ld->cur, id, b->ids[k], b->replaced[k], !skip,
                                      err);

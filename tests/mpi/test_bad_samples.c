@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataset_impl.h"
 #include "jpeg.h"
@@ -203,6 +204,41 @@ static void free_job(job *jb)
     free(jb->repl);
 }
 
+/* `shardcache verify` (beside this program) accepts the trail and names the skips. */
+static void verify_trail(const job *jb, const char *audit, uint64_t skips)
+{
+    if (rank == 0) {
+        char self[1024] = "", cmd[4096], out[8192] = "";
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        assert_true(k > 0 && strrchr(self, '/'));
+        *strrchr(self, '/') = '\0';
+        snprintf(cmd, sizeof cmd, "'%s/shardcache' verify --audit-dir '%s' --plan-seed %llu "
+                 "--samples %llu --shard-size %llu --batch %d --remainder pad --mode sticky "
+                 "--exchange 0.1 2>&1", self,
+                 audit, (unsigned long long)jb->seed, (unsigned long long)jb->n,
+                 (unsigned long long)jb->shard, B);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t got = fread(out, 1, sizeof out - 1, p);
+        out[got] = '\0';
+        int status = pclose(p);
+        char want[160];
+        snprintf(want, sizeof want, "0 duplicated, 0 skipped; %llu skipped with a reason "
+                 "(%llu do not decode, 0 in the skip list), %llu replacements",
+                 (unsigned long long)skips, (unsigned long long)skips,
+                 (unsigned long long)skips);
+        if (status != 0 || !strstr(out, "exactly-once: ok") || !strstr(out, want))
+            fail_msg("%s\n%s\nwants '%s'", cmd, out, want);
+        for (uint64_t id = 0; id < jb->n; id++) {
+            snprintf(want, sizeof want, "epoch 0: sample %llu skipped (does not decode)",
+                     (unsigned long long)id);
+            if (jb->bad[id] && !strstr(out, want))
+                fail_msg("%s names no '%s'", out, want);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void test_skip_replaces_bad_samples(void **state)
 {
     (void)state;
@@ -216,8 +252,12 @@ static void test_skip_replaces_bad_samples(void **state)
     make_job(&jb, "skip", seed);
     uint64_t nbad = count_bad(&jb), *got = malloc(8 * jb.n), *stood = malloc(8 * jb.n);
     uint64_t *first = malloc(8 * jb.n);
+    char audit[1100];
+    snprintf(audit, sizeof audit, "%s/audit", dir);
     for (int run = 0; run < 2; run++) {
         sc_config c = job_config(&jb, 1);
+        if (run == 0)
+            snprintf(c.audit_dir, sizeof c.audit_dir, "%s", audit);
         sc_loader *ld = NULL;
         SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, NULL), NULL);
         for (uint64_t e = 0; e < (run ? 1u : 2u); e++) {
@@ -247,6 +287,8 @@ static void test_skip_replaces_bad_samples(void **state)
         else /* the same seed, the same replacements */
             assert_memory_equal(first, jb.repl, 8 * jb.n);
         assert_int_equal(sc_loader_close(ld), SC_OK);
+        if (run == 0)
+            verify_trail(&jb, audit, 2 * nbad);
     }
     free(got), free(stood), free(first);
     free_job(&jb);
