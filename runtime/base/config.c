@@ -6,7 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,25 +165,23 @@ static int config_parse_u64(const char *v, uint64_t *out, int bytes)
  */
 static const char *config_intern(const char *v)
 {
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static struct interned {
+    /* Pushed without a lock (base has no threads): a race may keep a text twice. */
+    typedef struct interned {
         struct interned *next;
         char text[];
-    } *all;
-    const char *out = NULL;
-    pthread_mutex_lock(&mu);
-    for (struct interned *i = all; i && !out; i = i->next)
+    } interned;
+    static _Atomic(interned *) all;
+    for (interned *i = atomic_load(&all); i; i = i->next)
         if (!strcmp(i->text, v))
-            out = i->text;
-    struct interned *n = out ? NULL : malloc(sizeof *n + strlen(v) + 1);
-    if (n) {
-        memcpy(n->text, v, strlen(v) + 1);
-        n->next = all;
-        all = n;
-        out = n->text;
-    }
-    pthread_mutex_unlock(&mu);
-    return out;
+            return i->text;
+    interned *n = malloc(sizeof *n + strlen(v) + 1);
+    if (!n)
+        return NULL;
+    memcpy(n->text, v, strlen(v) + 1);
+    n->next = atomic_load(&all);
+    while (!atomic_compare_exchange_weak(&all, &n->next, n))
+        ;
+    return n->text;
 }
 
 static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
