@@ -135,19 +135,30 @@ typedef int (*sc_transform_factory)(const char *arg, sc_transform *out, char *ms
 typedef struct sc_exactly_once {
     uint64_t epoch;
     int verified;          /* 0 while the reduction is still in flight */
-    int ok;                /* every sample delivered (or dropped by policy) once */
+    int ok;                /* every sample delivered (or dropped by policy, or skipped
+                              with a reason: skipped_bad, skipped_listed) once */
     int full;              /* 1: counted per sample (SC_VERIFY=full) */
     uint64_t samples;      /* samples in the dataset */
     uint64_t delivered;    /* deliveries, repeats for padding excluded */
     uint64_t dropped;      /* dropped by the remainder policy */
     uint64_t padded;       /* repeats delivered for padding (flagged) */
     uint64_t duplicated;   /* extra deliveries (sketch: a lower bound) */
-    uint64_t skipped;      /* samples never delivered (sketch: a lower bound) */
+    uint64_t skipped;      /* samples missing: never delivered nor accounted for
+                              (sketch: a lower bound) */
     char detail[256];      /* what went wrong, with sample ids in full mode */
     /* appended (room taken from reserved[]) */
     uint64_t caller_skipped; /* never handed out: the caller ended the epoch early
                                 (sc_epoch_skip_rest); such an epoch is not ok */
-    uint64_t reserved[7];     /* room for later fields: the size stays */
+    /* appended for bad samples (room taken from reserved[]): skipped with a reason,
+       each replaced by another sample of its shard; such an epoch is still ok */
+    uint64_t skipped_bad;    /* did not decode (SC_BAD_SAMPLE=skip) */
+    uint64_t skipped_listed; /* in the skip list (SC_SKIP_LIST) */
+    uint64_t replacements;   /* deliveries in their place (batch.replaced), not duplicates */
+    uint64_t stopped;        /* ranks that stopped in this epoch on a sample that does not
+                                decode (SC_BAD_SAMPLE=error); such an epoch is not ok */
+    uint64_t stopped_rank;   /* where stopped is 1: that rank, */
+    uint64_t stopped_sample; /* and the sample it stopped on */
+    uint64_t reserved[1];     /* room for later fields: the size stays */
 } sc_exactly_once;
 
 /* ------------------------------------------------------------------------ */
@@ -193,6 +204,15 @@ typedef struct sc_epoch_info {
     uint64_t reserved[8];      /* room for later fields: the size stays */
 } sc_epoch_info;
 
+/*
+ * Why a batch's slot holds a replacement (sc_batch.replaced): its sample did
+ * not decode (SC_BAD_SAMPLE=skip), or is in the skip list (SC_SKIP_LIST).
+ * The replacement is another sample of the same shard, chosen from (seed,
+ * epoch, the skipped sample) alone: the same on every run.
+ */
+#define SC_REPLACED_BAD 1
+#define SC_REPLACED_LISTED 2
+
 typedef struct sc_batch {
     uint64_t epoch;
     uint64_t index;            /* 0 .. batches-1 within the epoch */
@@ -213,7 +233,13 @@ typedef struct sc_batch {
                                 * [offsets[f][k], offsets[f][k+1])), in host memory even
                                 * for a device batch; bytes[f] is offsets[f][size] */
     void *detached;            /* set by sc_batch_detach: the memory it owns; do not change */
-    uint64_t reserved[14];     /* room for later fields: the size stays */
+    /* appended for bad samples (room taken from reserved[]) */
+    uint64_t nreplaced;        /* slots holding a replacement (0: replaced is all 0) */
+    const unsigned char *replaced; /* [size]: 0, or why slot k holds a replacement:
+                                * SC_REPLACED_BAD, SC_REPLACED_LISTED */
+    const uint64_t *stands_for; /* [size]: where replaced[k], the sample slot k replaces
+                                * (ids[k] is the replacement's id) */
+    uint64_t reserved[11];     /* room for later fields: the size stays */
 } sc_batch;
 
 typedef struct sc_epoch_summary {

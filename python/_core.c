@@ -327,9 +327,18 @@ static PyObject *core_begin(core_loader *self, PyObject *arg)
 
 /*
  * next() -> (seq, epoch, index, size, padded, device, ids_address,
- * [(address, bytes, offsets_address or 0)]) or None after the epoch's last
- * batch.
+ * [(address, bytes, offsets_address or 0)], [replaced slot], [the id each
+ * stands for]) or None after the epoch's last batch.
  */
+/* Appends v to list l: 0, or -1 with an exception. */
+static int core_append_u64(PyObject *l, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong((unsigned long long)v);
+    int rc = o ? PyList_Append(l, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
 static PyObject *core_next(core_loader *self, PyObject *unused)
 {
     (void)unused;
@@ -365,12 +374,20 @@ static PyObject *core_next(core_loader *self, PyObject *unused)
         PyList_SET_ITEM(bufs, f, Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)b.data[f],
                                                (unsigned long long)b.bytes[f],
                                                (unsigned long long)(uintptr_t)b.offsets[f]));
-    if (!bufs)
+    PyObject *slots = bufs ? PyList_New(0) : NULL, *stand = slots ? PyList_New(0) : NULL;
+    for (uint64_t i = 0; stand && b.nreplaced && i < b.size; i++)
+        if (b.replaced[i] && (core_append_u64(slots, i) || core_append_u64(stand,
+                                                                          b.stands_for[i])))
+            Py_CLEAR(stand);
+    if (!stand) {
+        Py_XDECREF(bufs);
+        Py_XDECREF(slots);
         return NULL;
-    return Py_BuildValue("(KKKKKiKN)", (unsigned long long)b.seq, (unsigned long long)b.epoch,
+    }
+    return Py_BuildValue("(KKKKKiKNNN)", (unsigned long long)b.seq, (unsigned long long)b.epoch,
                          (unsigned long long)b.index, (unsigned long long)b.size,
                          (unsigned long long)b.padded, b.device,
-                         (unsigned long long)(uintptr_t)b.ids, bufs);
+                         (unsigned long long)(uintptr_t)b.ids, bufs, slots, stand);
 }
 
 /* The batch handed out as `seq`, or NULL with an exception. */
@@ -469,7 +486,7 @@ static PyObject *core_summary(const sc_epoch_summary *r)
 {
     const sc_exactly_once *v = &r->exactly_once;
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsdsdsdsisisKsKsKsKsKsssK}", "epoch", (unsigned long long)r->epoch,
+        "{sKsKsKsKsKsKsKsdsdsdsisisKsKsKsKsKsssKsKsKsKsKsKsK}", "epoch", (unsigned long long)r->epoch,
         "batches", (unsigned long long)r->batches, "samples", (unsigned long long)r->samples,
         "cache_hits", (unsigned long long)r->cache_hits, "cache_misses",
         (unsigned long long)r->cache_misses, "bytes_from_source",
@@ -480,7 +497,11 @@ static PyObject *core_summary(const sc_epoch_summary *r)
         "dropped", (unsigned long long)v->dropped, "padded", (unsigned long long)v->padded,
         "duplicated", (unsigned long long)v->duplicated, "skipped",
         (unsigned long long)v->skipped, "detail", v->detail, "caller_skipped",
-        (unsigned long long)v->caller_skipped);
+        (unsigned long long)v->caller_skipped, "skipped_bad", (unsigned long long)v->skipped_bad,
+        "skipped_listed", (unsigned long long)v->skipped_listed, "replacements",
+        (unsigned long long)v->replacements, "stopped", (unsigned long long)v->stopped,
+        "stopped_rank", (unsigned long long)v->stopped_rank, "stopped_sample",
+        (unsigned long long)v->stopped_sample);
 }
 
 /* report(epoch, wait) -> dict: this rank's figures and the job's verdict. */

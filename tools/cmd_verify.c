@@ -24,7 +24,9 @@ static const char verify_usage[] =
     "--batch, --mode, --exchange, --remainder, --partitions), and checks that\n"
     "each sample was delivered once per epoch, on the rank that served it (its\n"
     "shard's home, or the rank a cut hands its range to), apart from the\n"
-    "samples the remainder policy drops or pads.  Prints\n"
+    "samples the remainder policy drops or pads.  A bad sample skipped with a\n"
+    "reason (SC_BAD_SAMPLE=skip, SC_SKIP_LIST) counts as accounted for, and is\n"
+    "named; its replacement is not a duplicate.  Prints\n"
     "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
     "offending sample ids, and exits 1 then.\n"
     "\n"
@@ -59,8 +61,8 @@ static int cmd_verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples,
         int seen = 0;
         for (uint64_t i = 0; i < nrec; i++) {
             uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
-            if (rs[i].epoch != e || (rs[i].id & SC_AUDIT_PADDED))
-                continue;
+            if (rs[i].epoch != e || (rs[i].id & (SC_AUDIT_PADDED | SC_AUDIT_REPLACEMENT)))
+                continue; /* a replacement stands in for a skip, counted apart */
             seen = 1;
             if (id >= nsamples) {
                 if (shown++ < 10)
@@ -69,7 +71,7 @@ static int cmd_verify_union(const rec *rs, uint64_t nrec, uint64_t nsamples,
                 continue;
             }
             count[id]++;
-            *delivered += !(rs[i].id & SC_AUDIT_DROPPED);
+            *delivered += !(rs[i].id & (SC_AUDIT_DROPPED | SC_AUDIT_SKIPPED));
         }
         if (!seen)
             continue;
@@ -229,8 +231,9 @@ static uint64_t cmd_verify_consumed(const sc_plan *plan, const uint64_t *first, 
     sc_plan_get_info(plan, &in);
     uint64_t bad = 0;
     for (uint64_t i = 0; i < nrec; i++) {
-        if (rs[i].epoch != in.epoch || (rs[i].id & SC_AUDIT_DROPPED))
-            continue; /* a policy drop: the plan says which are allowed (missing, below) */
+        if (rs[i].epoch != in.epoch || (rs[i].id & (SC_AUDIT_DROPPED | SC_AUDIT_REPLACEMENT)))
+            continue; /* a policy drop: the plan says which are allowed (missing, below); a
+                         replacement may be of another rank's part of its shard */
         uint64_t id = rs[i].id & ~SC_AUDIT_FLAGS;
         uint32_t owner = cmd_verify_owner(plan, first, id);
         if (owner != rs[i].rank) {
@@ -240,8 +243,8 @@ static uint64_t cmd_verify_consumed(const sc_plan *plan, const uint64_t *first, 
                        owner == UINT32_MAX ? -1 : (int)owner);
             bad++;
         } else if (!(rs[i].id & SC_AUDIT_PADDED)) {
-            count[id]++;
-            (*delivered)++;
+            count[id]++; /* delivered, or skipped with a reason: accounted for once */
+            *delivered += !(rs[i].id & SC_AUDIT_SKIPPED);
         }
     }
     return bad;
@@ -325,6 +328,32 @@ static int cmd_verify_read_trails(const plan_opts *o, rec **out, uint64_t *nrec,
     return 0;
 }
 
+/*
+ * Bad samples skipped with a reason (SC_BAD_SAMPLE=skip, SC_SKIP_LIST),
+ * each named, and the replacements delivered in their place: the suffix
+ * of the exactly-once line in words[n], empty when there were none.
+ */
+static void cmd_verify_skips(const rec *rs, uint64_t nrec, char *words, size_t n)
+{
+    uint64_t bad = 0, listed = 0, repl = 0;
+    for (uint64_t i = 0; i < nrec; i++) {
+        uint64_t f = rs[i].id;
+        repl += !!(f & SC_AUDIT_REPLACEMENT);
+        if (!(f & SC_AUDIT_SKIPPED))
+            continue;
+        *(f & SC_AUDIT_LISTED ? &listed : &bad) += 1;
+        if (bad + listed <= 20)
+            printf("epoch %" PRIu64 ": sample %" PRIu64 " skipped (%s), replaced on rank %u\n",
+                   rs[i].epoch, f & ~SC_AUDIT_FLAGS,
+                   f & SC_AUDIT_LISTED ? "in the skip list" : "does not decode", rs[i].rank);
+    }
+    words[0] = '\0';
+    if (bad + listed)
+        snprintf(words, n, "; %" PRIu64 " skipped with a reason (%" PRIu64 " do not decode, %"
+                 PRIu64 " in the skip list), %" PRIu64 " replacements", bad + listed, bad,
+                 listed, repl);
+}
+
 /* --union: the trails together; a resumed epoch has no plan, only the dataset's size. */
 static int cmd_verify_union_report(const plan_opts *o, const rec *rs, uint64_t nrec,
                                    const uint64_t *sizes, uint64_t n)
@@ -333,10 +362,12 @@ static int cmd_verify_union_report(const plan_opts *o, const rec *rs, uint64_t n
     for (uint64_t k = 0; k < n; k++)
         total += sizes[k];
     int rc = cmd_verify_union(rs, nrec, total, &epochs, &dup, &skip, &delivered);
+    char skips[160];
+    cmd_verify_skips(rs, nrec, skips, sizeof skips);
     if (rc < 2)
         printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
-               " duplicated, %" PRIu64 " skipped; %d trails)\n",
-               rc ? "FAILED" : "ok", epochs, delivered, dup, skip, o->naudit);
+               " duplicated, %" PRIu64 " skipped%s; %d trails)\n",
+               rc ? "FAILED" : "ok", epochs, delivered, dup, skip, skips, o->naudit);
     return rc;
 }
 
@@ -378,10 +409,12 @@ static int cmd_verify_plans(const plan_opts *o, const rec *rs, uint64_t nrec,
         prev = plan;
     }
     sc_plan_free(prev);
+    char skips[160];
+    cmd_verify_skips(rs, nrec, skips, sizeof skips);
     if (rc == 0)
         printf("exactly-once: %s (%" PRIu64 " epochs, %" PRIu64 " samples, %" PRIu64
-               " duplicated, %" PRIu64 " skipped)\n",
-               bad ? "FAILED" : "ok", epochs, delivered, dup, skip);
+               " duplicated, %" PRIu64 " skipped%s)\n",
+               bad ? "FAILED" : "ok", epochs, delivered, dup, skip, skips);
     free(count);
     free(zeros);
     free(first);

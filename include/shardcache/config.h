@@ -97,6 +97,16 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
 #define SC_SHARD_AUTO_MIN_BYTES (UINT64_C(1) << 20) /* 1 MiB */
 #define SC_SHARD_AUTO_MAX_BYTES (UINT64_C(64) << 20) /* 64 MiB */
 
+/*
+ * A sample that does not decode (SC_BAD_SAMPLE): stop the loader naming it
+ * (error), or leave it out of its batch and deliver another sample of its
+ * shard in its place (skip), counted in the verdict as skipped with the reason.
+ */
+typedef enum sc_bad_sample_policy {
+    SC_BAD_SAMPLE_ERROR = 0,
+    SC_BAD_SAMPLE_SKIP = 1
+} sc_bad_sample_policy;
+
 typedef struct sc_config {
     char source[SC_PATH_MAX];     /* SC_SOURCE: HDF5 file, directory or list */
     uint64_t shard_size;          /* SC_SHARD_SIZE: samples per shard (layout B: files
@@ -144,8 +154,12 @@ typedef struct sc_config {
     int augment_layout;           /* SC_AUGMENT_LAYOUT: 0 chw | 1 hwc, the stored images' */
     /* appended for world-size-free plans (room taken from reserved[]) */
     uint64_t partitions;          /* SC_PARTITIONS: 0, or P canonical partitions */
+    /* appended for bad samples (room taken from reserved[]) */
+    sc_bad_sample_policy bad_sample; /* SC_BAD_SAMPLE: error | skip (docs/reliability.md) */
+    const char *skip_list;        /* SC_SKIP_LIST: a skip list's path, or NULL; the text
+                                     is the library's, kept for the process's life */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[6];
+    uint64_t reserved[4];
 } sc_config;
 
 /*

@@ -119,13 +119,17 @@ class Batch(collections.abc.Mapping):
     """One batch, a mapping of field name to tensor: batch["images"] (a torch
     tensor; numpy without torch), "images" in batch, batch.keys(), .items();
     batch.ids the sample ids (int64), batch.epoch/index/size/padded as in
-    sc_batch.  Valid while you hold it (docs/python.md)."""
+    sc_batch; batch.replaced the slots holding a replacement for a skipped bad
+    sample (SC_BAD_SAMPLE=skip, SC_SKIP_LIST), batch.stands_for the ids they
+    replace, in the same order (both [] mostly).  Valid while you hold it
+    (docs/python.md)."""
 
     def __init__(self, loader, seq, epoch, index, size, padded, device, ids, bufs, owner):
         self._loader, self._seq = loader, seq
         self.epoch, self.index, self.size, self.padded, self.device = (
             epoch, index, size, padded, device)
         self._ids, self._bufs, self._owner = ids, bufs, owner
+        self.replaced, self.stands_for = [], []
         self.copied = not isinstance(owner, _Slot)  # fresh memory, not the ring
 
     def _check(self):
@@ -256,7 +260,9 @@ class Batch(collections.abc.Mapping):
 
 class Verdict(dict):
     """An epoch's figures on this rank and the job's exactly-once verdict:
-    ok, delivered, dropped, duplicated, skipped, detail, wait_s, wall_s, ..."""
+    ok, delivered, dropped, duplicated, skipped (missing), skipped_bad and
+    skipped_listed (skipped with a reason, each replaced: replacements),
+    stopped/stopped_rank/stopped_sample, detail, wait_s, wall_s, ..."""
 
     def __getattr__(self, name):
         try:
@@ -268,8 +274,10 @@ class Verdict(dict):
         if not self["verified"]:
             return f"epoch {self['epoch']}: exactly-once not verified yet"
         if self["ok"]:
+            skips = self["skipped_bad"] + self["skipped_listed"]
             return (f"epoch {self['epoch']}: exactly-once ok ({self['delivered']} delivered, "
-                    f"{self['dropped']} dropped by the remainder policy)")
+                    f"{self['dropped']} dropped by the remainder policy"
+                    f"{f', {skips} bad samples skipped and replaced' if skips else ''})")
         return f"epoch {self['epoch']}: exactly-once FAILED: {self['detail']}"
 
 
@@ -513,7 +521,7 @@ class Loader:
             self._more, self._left = False, 0
             return None
         self._left -= 1
-        seq, epoch, index, size, padded, device, ids, bufs = t
+        seq, epoch, index, size, padded, device, ids, bufs, replaced, stands_for = t
         if copy and device < 0:
             ids, bufs, owner = _copy_out(ids, size, bufs)
             self._do(self._c.release, seq, 0)
@@ -521,7 +529,9 @@ class Loader:
         else:
             self._live += 1
             owner = self._slots[seq] = _Slot(self, seq)
-        return Batch(self, seq, epoch, index, size, padded, device, ids, bufs, owner)
+        batch = Batch(self, seq, epoch, index, size, padded, device, ids, bufs, owner)
+        batch.replaced, batch.stands_for = replaced, stands_for
+        return batch
 
     def _warn_copy(self):
         if not self._warned_copy and self._depth > 2:

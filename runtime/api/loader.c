@@ -213,6 +213,51 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
 }
 
 /*
+ * A batch handed out, checked and recorded in the ledger: its real samples
+ * as delivered (`skip`: as skipped by the caller), its padding counted.
+ */
+static int loader_record(sc_loader *ld, const sc_batch *b, int skip, sc_error *err)
+{
+    uint64_t real = b->size - b->padded;
+    int rc = sc__ledger_check(ld->ledger, ld->cur, b->ids, b->size, err);
+    if (rc == SC_OK && skip)
+        rc = sc__ledger_skip(ld->ledger, ld->cur, b->ids, real, err);
+    else if (rc == SC_OK)
+        rc = sc__ledger_consume(ld->ledger, ld->cur, b->ids, real, 0, err);
+    if (rc == SC_OK && b->padded && !skip)
+        rc = sc__ledger_consume(ld->ledger, ld->cur, b->ids + real, b->padded, 1, err);
+    return rc;
+}
+
+/*
+ * loader_record for a batch with replacements, slot by slot: a replaced
+ * slot is checked as the sample it stands for (the replacement is of the
+ * same shard, not always of this rank's part of it), which is accounted
+ * for as skipped with its reason, its replacement counted apart.
+ */
+static int loader_record_replaced(sc_loader *ld, const sc_batch *b, int skip, sc_error *err)
+{
+    uint64_t real = b->size - b->padded;
+    int rc = SC_OK;
+    for (uint64_t k = 0; rc == SC_OK && k < b->size; k++) {
+        uint64_t id = b->replaced[k] ? b->stands_for[k] : b->ids[k];
+        rc = sc__ledger_check(ld->ledger, ld->cur, &id, 1, err);
+        if (rc != SC_OK || (k >= real && skip))
+            continue;
+        if (k >= real) /* a padding repeat, recorded as the sample it repeats */
+            rc = sc__ledger_consume(ld->ledger, ld->cur, &id, 1, 1, err);
+        else if (b->replaced[k])
+            rc = sc__ledger_replaced(ld->ledger, ld->cur, id, b->ids[k], b->replaced[k], !skip,
+                                     err);
+        else if (skip)
+            rc = sc__ledger_skip(ld->ledger, ld->cur, &id, 1, err);
+        else
+            rc = sc__ledger_consume(ld->ledger, ld->cur, &id, 1, 0, err);
+    }
+    return rc;
+}
+
+/*
  * The next batch, or SC_END_OF_EPOCH; `skip`: the caller ends the epoch
  * early, so its samples are recorded as skipped by the caller, not
  * delivered, and the batch is not counted as the consumer's.
@@ -260,7 +305,6 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
                         ld->rank, (unsigned long long)ld->cur,
                         (unsigned long long)batch->index, (unsigned long long)batch->epoch,
                         (unsigned long long)ld->delivered);
-    uint64_t real = batch->size - batch->padded;
     if (rc == SC_OK)
         rc = sc__ledger_progress(ld->ledger, &err);
     if (rc == SC_OK)
@@ -268,14 +312,8 @@ static int loader_take(sc_loader *ld, sc_batch *batch, int skip)
     if (rc == SC_OK)
         sc__loader_release_next(ld);
     if (rc == SC_OK)
-        rc = sc__ledger_check(ld->ledger, ld->cur, batch->ids, batch->size, &err);
-    if (rc == SC_OK && skip)
-        rc = sc__ledger_skip(ld->ledger, ld->cur, batch->ids, real, &err);
-    else if (rc == SC_OK)
-        rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids, real, 0, &err);
-    if (rc == SC_OK && batch->padded && !skip)
-        rc = sc__ledger_consume(ld->ledger, ld->cur, batch->ids + real, batch->padded, 1,
-                                &err);
+        rc = batch->nreplaced ? loader_record_replaced(ld, batch, skip, &err)
+                              : loader_record(ld, batch, skip, &err);
     if (rc != SC_OK) {
         memset(batch, 0, sizeof *batch);
         return sc__loader_fail(ld, &err);
@@ -396,15 +434,25 @@ int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream)
 static int loader_wait_verdict(sc_loader *ld, uint64_t epoch)
 {
     const sc_epoch_summary *rep = sc__loader_report_of(ld, epoch);
+    double closed = 0;
     for (;;) {
         int rc = sc__loader_poll_verdicts(ld, 0, 0);
         if (rc != SC_OK || !rep || rep->exactly_once.verified || ld->failed)
             return rc;
-        /* A rank 0 that closed its loader never joins the verdict: it says so in
-           the next plan's broadcast, whose failure ends this wait. */
+        /*
+         * A rank 0 that closed its loader before this epoch never joins the
+         * verdict: it says so in the next plan's broadcast, whose failure
+         * ends this wait.  But one that stopped in this epoch (a bad
+         * sample) posted its part before closing, and the verdict that
+         * names why is on its way: it is given LOADER_CLOSED_GRACE_S.
+         */
         sc__loader_rec *next = sc__loader_find_rec(ld, ld->cur + 1);
-        if (next && (rc = sc__loader_progress(ld)) == SC_OK && next->status != SC_OK)
-            return sc__loader_fail(ld, &next->err);
+        if (next && (rc = sc__loader_progress(ld)) == SC_OK && next->status != SC_OK) {
+            if (!closed)
+                closed = sc__clock_s();
+            else if (sc__clock_s() - closed > LOADER_CLOSED_GRACE_S)
+                return sc__loader_fail(ld, &next->err);
+        }
         if (rc != SC_OK)
             return rc;
         sc_error err = SC_ERROR_INIT;

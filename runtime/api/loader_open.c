@@ -240,6 +240,30 @@ static void loader_idle(void *arg)
     sc__loader_release_next(ld);
 }
 
+/*
+ * SC_SKIP_LIST, read by every rank (a list for another dataset, or a bad
+ * line, refused on every rank), and SC_BAD_SAMPLE checked.
+ */
+static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int rc = SC_OK;
+    if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && cfg->bad_sample != SC_BAD_SAMPLE_SKIP)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.bad_sample is %d, neither "
+                        "SC_BAD_SAMPLE_ERROR nor SC_BAD_SAMPLE_SKIP", ld->rank,
+                        (int)cfg->bad_sample);
+    else if (cfg->skip_list && cfg->skip_list[0])
+        rc = sc__skiplist_load(cfg->skip_list, ld->ds->fingerprint, ld->ds->nsamples, &ld->skip,
+                               err);
+    if (rc != SC_OK)
+        sc__errctx(err, rc, "rank %d: SC_SKIP_LIST", ld->rank);
+    rc = loader_agree(ld, rc, err);
+    if (rc == SC_OK && ld->skip.n && ld->rank == 0)
+        sc__log(cfg->log_level, SC__LOG_INFO, 0, "SC_SKIP_LIST '%s': %llu samples skipped, "
+                "each replaced by another sample of its shard", cfg->skip_list,
+                (unsigned long long)ld->skip.n);
+    return rc;
+}
+
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
@@ -253,6 +277,10 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     int producers = 2;
     if (rc == SC_OK) /* collective: every rank, whatever SC_PRODUCERS says */
         rc = loader_agree(ld, loader_default_producers(ld, &producers, err), err);
+    if (rc != SC_OK)
+        return rc;
+    if (rc == SC_OK)
+        rc = loader_open_skiplist(ld, cfg, err);
     if (rc != SC_OK)
         return rc;
     /* Resolved here, so that checkpoints record (and resumes compare) samples. */
@@ -291,6 +319,9 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .tf = sc__fields_shard_tf(ld->ds, cfg),
         .idle = loader_idle,
         .idle_arg = ld,
+        .skip_bad = cfg->bad_sample == SC_BAD_SAMPLE_SKIP,
+        .skip = ld->skip.n ? &ld->skip : NULL,
+        .log_level = cfg->log_level,
     };
     int decodes = 0;
     for (int f = 0; f < ld->ds->nfields; f++)
@@ -400,6 +431,7 @@ int sc_loader_close(sc_loader *ld)
     sc__peer_give_up(ld->peer, UINT64_MAX, NULL);
     sc__stream_close(ld->stream);
     ld->stream = NULL;
+    sc__skiplist_free(&ld->skip);
     /* The producers are joined: every ring can be drained and the file finished. */
     sc_error terr = SC_ERROR_INIT;
     if (sc__trace_close(ld->trace, &terr) != SC_OK && rc == SC_OK) {
@@ -425,7 +457,7 @@ int sc_loader_close(sc_loader *ld)
         for (uint64_t e = ld->posted_to; e < all[0]; e++)
             sc__loader_post(ld, e, 1);
         for (uint64_t e = ld->settled_to; e < all[1]; e++)
-            sc__ledger_abandon(ld->ledger, e, NULL);
+            sc__ledger_abandon(ld->ledger, e, UINT64_MAX, NULL);
         for (int i = 0; i < NREC; i++) {
             sc__loader_rec *r = &ld->recs[i];
             if (r->state != REC_FREE && r->bc_live) {

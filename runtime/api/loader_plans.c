@@ -24,7 +24,8 @@ void sc__loader_settle(sc_loader *ld)
 {
     if (!ld->started || !ld->ledger || ld->settled_to > ld->cur)
         return;
-    sc__ledger_abandon(ld->ledger, ld->cur, NULL);
+    /* A rank stopped by a bad image says which: every rank's verdict names it. */
+    sc__ledger_abandon(ld->ledger, ld->cur, sc__stream_failed_sample(ld->stream), NULL);
     ld->settled_to = ld->cur + 1;
     if (ld->phase == LD_RUNNING)
         ld->phase = LD_ENDED;

@@ -37,6 +37,7 @@
 #include "ledger.h"
 #include "peer.h"
 #include "resume.h"
+#include "skiplist.h"
 #include "source.h"
 #include "stream.h"
 #include "trace.h"
@@ -87,6 +88,12 @@ typedef enum sc__loader_phase {
     LD_RUNNING,      /* begun: batches are being handed out */
     LD_ENDED,        /* its last batch is out (or it was abandoned) */
 } sc__loader_phase;
+
+/*
+ * Waiting for a verdict after rank 0 closed: how long its part may take to
+ * arrive (it posted it before closing if it stopped in that epoch).
+ */
+#define LOADER_CLOSED_GRACE_S 2.0
 
 /* Transfers from other nodes: at close, the exchange must end within 30 s. */
 #define LOADER_PEER_WAIT_S 30.0
@@ -152,6 +159,7 @@ struct sc_loader {
     } resume;
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
     uint64_t ahead_to;       /* 1 + the last epoch the cache's future holds (0: none) */
+    sc__skiplist skip;       /* SC_SKIP_LIST's samples (none: n = 0); the stream reads it */
 };
 
 /* ---- loader_plans.c: epoch records, broadcasts, verdicts ---------------------- */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #include "error.h"
 #include "shardcache/config.h"
 
-typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_LEVEL, T_INT } kind;
+typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_LEVEL, T_INT, T_REF } kind;
 
 typedef struct setting {
     const char *env;
@@ -109,6 +110,13 @@ static const setting settings[] = {
      "where batches land: host (what a CPU loop reads), cuda (the GPU, or an error), "
      "auto (the GPU when every rank sees one: the loop must look at batch.device)"
      SC_DEVICE_SIM_HELP},
+    {"SC_BAD_SAMPLE", T_ENUM, F(bad_sample), "error", {"error", "skip"},
+     "a sample that does not decode: error stops the loader naming it; skip leaves it out "
+     "and delivers another sample of its shard in its place (batch.replaced), counted in "
+     "the verdict as skipped with the reason"},
+    {"SC_SKIP_LIST", T_REF, F(skip_list), "", {0},
+     "a skip list (shardcache scan --decode writes one): its samples are skipped and "
+     "replaced, never decoded; empty: none"},
     {"SC_VERIFY", T_ENUM, F(verify), "sketch", {"sketch", "full"},
      "exactly-once check: an O(1) sketch per epoch, or per-sample counts"},
     {"SC_AUDIT_DIR", T_STR, F(audit_dir), "", {0},
@@ -150,6 +158,32 @@ static int config_parse_u64(const char *v, uint64_t *out, int bytes)
     return 0;
 }
 
+/*
+ * A T_REF setting's text: interned for the process's life, so that a
+ * config stays a plain struct its callers copy (it has no room for a path
+ * of its own).  Each distinct text is kept once.
+ */
+static const char *config_intern(const char *v)
+{
+    /* Pushed without a lock (base has no threads): a race may keep a text twice. */
+    typedef struct interned {
+        struct interned *next;
+        char text[];
+    } interned;
+    static _Atomic(interned *) all;
+    for (interned *i = atomic_load(&all); i; i = i->next)
+        if (!strcmp(i->text, v))
+            return i->text;
+    interned *n = malloc(sizeof *n + strlen(v) + 1);
+    if (!n)
+        return NULL;
+    memcpy(n->text, v, strlen(v) + 1);
+    n->next = atomic_load(&all);
+    while (!atomic_compare_exchange_weak(&all, &n->next, n))
+        ;
+    return n->text;
+}
+
 static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_error *err)
 {
     char *field = (char *)cfg + s->offset;
@@ -161,6 +195,13 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
                               s->env, strlen(v), s->size - 1);
         memcpy(field, v, strlen(v) + 1);
         return SC_OK;
+    case T_REF: {
+        const char *ref = *v ? config_intern(v) : NULL;
+        if (*v && !ref)
+            return sc__seterr(err, SC_ENOMEM, "%s: no memory for its value", s->env);
+        memcpy(field, &ref, sizeof ref);
+        return SC_OK;
+    }
     case T_U64:
     case T_BYTES:
         /* Words: the first for UINT64_MAX, the second for 0. */
@@ -253,6 +294,11 @@ static const char *config_text(const sc_config *cfg, const setting *s, char *val
     switch (s->type) {
     case T_STR:
         return field;
+    case T_REF: {
+        const char *ref;
+        memcpy(&ref, field, sizeof ref);
+        return ref ? ref : "";
+    }
     case T_U64:
     case T_BYTES:
         memcpy(&u, field, sizeof u);

@@ -78,6 +78,18 @@
  */
 
 /*
+ * A skip list (SC_SKIP_LIST; docs/reliability.md): text, its first line
+ * exactly this magic; then optional "# source <path>" and "# fingerprint
+ * <16 lowercase hex digits>" lines (the dataset's fingerprint, which the
+ * reader holds the open dataset to); other '#' lines and blank lines are
+ * ignored; every other line is a global sample id (decimal), then
+ * optionally a TAB and the reason (the rest of the line).  Reader, the
+ * format's one owner: storage/skiplist.c; writer: `shardcache scan
+ * --decode`.  The version is the magic's last word.
+ */
+#define SC__SKIPLIST_MAGIC "# shardcache skip list 1"
+
+/*
  * The audit trail (SC_AUDIT_DIR), public: SC_AUDIT_MAGIC and its flags in
  * include/shardcache/formats.h.  Writer: mpi/ledger.c, each rank's
  * audit-r<rank>.bin; reader: `shardcache verify` (tools/cmd_verify.c).  Its

@@ -70,6 +70,7 @@ typedef struct sc__rng {
 #define SC__PURPOSE_AUGMENT UINT64_C(0x6175676d656e74) /* "augment" */
 #define SC__PURPOSE_DECODE UINT64_C(0x6465636f6465)    /* "decode": its random crop */
 #define SC__PURPOSE_STAGES UINT64_C(0x737461676573)    /* "stages": SC_AUGMENT's draws */
+#define SC__PURPOSE_REPLACE UINT64_C(0x7265706c616365) /* "replace": a skipped sample's stand-in */
 
 static inline uint64_t sc__rng_key(uint64_t seed, uint64_t epoch,
                                    uint64_t purpose, uint64_t sub)

@@ -54,11 +54,19 @@ static int64_t ledger_epoch_delta(uint32_t word, uint64_t epoch)
     return d <= TAG_SPAN / 2 ? (int64_t)d : (int64_t)d - (int64_t)TAG_SPAN;
 }
 
-enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, CALLER, WORDS };
+/*
+ * The words summed: the sketches; drops, padding, failed ranks, caller
+ * skips; bad samples skipped (did not decode, or listed) and their
+ * replacements; ranks stopped on a bad sample, their ranks and samples
+ * summed (exact when one stopped).
+ */
+enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, CALLER,
+       SKIP_BAD, SKIP_LISTED, REPLACED, STOP_N, STOP_RANK, STOP_ID, WORDS };
 
 /* What a recorded sample is: delivered, a padding repeat, dropped by policy,
- * or skipped by the caller (its epoch ended early, never handed out). */
-enum { REC_GOT, REC_PADDED, REC_DROPPED, REC_CALLER };
+ * skipped by the caller (its epoch ended early, never handed out), or
+ * skipped as bad (it did not decode, or the skip list names it). */
+enum { REC_GOT, REC_PADDED, REC_DROPPED, REC_CALLER, REC_BAD, REC_LISTED };
 
 typedef struct slot {
     int used, posted, done;
@@ -578,11 +586,16 @@ static int ledger_record(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uin
         }
         s->sums[DROPPED] += kind == REC_DROPPED ? n : 0;
         s->sums[CALLER] += kind == REC_CALLER ? n : 0;
+        s->sums[SKIP_BAD] += kind == REC_BAD ? n : 0;
+        s->sums[SKIP_LISTED] += kind == REC_LISTED ? n : 0;
     }
     if (audit && l->audit && kind != REC_CALLER) {
-        /* Records: epoch, then the id, flagged for padding repeats and policy drops. */
-        uint64_t flag = kind == REC_PADDED ? SC_AUDIT_PADDED
-                        : kind == REC_DROPPED ? SC_AUDIT_DROPPED : 0;
+        /* Records: epoch, then the id, flagged for padding repeats, policy drops, skips. */
+        uint64_t flag = kind == REC_PADDED    ? SC_AUDIT_PADDED
+                        : kind == REC_DROPPED ? SC_AUDIT_DROPPED
+                        : kind == REC_BAD     ? SC_AUDIT_SKIPPED
+                        : kind == REC_LISTED  ? SC_AUDIT_SKIPPED | SC_AUDIT_LISTED
+                                              : 0;
         for (uint64_t i = 0; i < n; i++) {
             uint64_t rec[2] = {epoch, ids[i] | flag};
             fwrite(rec, sizeof rec, 1, l->audit);
@@ -626,6 +639,21 @@ int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t
     return ledger_record(l, epoch, ids, n, REC_CALLER, 0, err);
 }
 
+int sc__ledger_replaced(sc__ledger *l, uint64_t epoch, uint64_t id, uint64_t by, int why,
+                        int delivered, sc_error *err)
+{
+    int rc = ledger_record(l, epoch, &id, 1, why == SC_REPLACED_LISTED ? REC_LISTED : REC_BAD,
+                           1, err);
+    if (rc != SC_OK || !delivered)
+        return rc;
+    ledger_find(l, epoch)->sums[REPLACED]++; /* recorded above: the epoch is open */
+    if (l->audit) {
+        uint64_t rec[2] = {epoch, by | SC_AUDIT_REPLACEMENT};
+        fwrite(rec, sizeof rec, 1, l->audit);
+    }
+    return SC_OK;
+}
+
 int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
 {
     slot *s = ledger_find(l, epoch);
@@ -638,7 +666,7 @@ int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
     return SC_OK;
 }
 
-int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
+int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, uint64_t bad, sc_error *err)
 {
     slot *s = ledger_find(l, epoch);
     int rc;
@@ -650,6 +678,11 @@ int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err)
         s->used = 1;
     }
     s->sums[FAILED] = 1;
+    if (bad != UINT64_MAX) {
+        s->sums[STOP_N] = 1;
+        s->sums[STOP_RANK] = (uint64_t)l->rank;
+        s->sums[STOP_ID] = bad;
+    }
     return sc__ledger_end(l, epoch, err);
 }
 
@@ -695,6 +728,25 @@ int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
+/* The detail of an epoch some rank stopped on a bad sample in (SC_BAD_SAMPLE=error). */
+static void ledger_say_stopped(sc_exactly_once *v, uint64_t failed)
+{
+    if (v->stopped == 1)
+        snprintf(v->detail, sizeof v->detail,
+                 "rank %llu stopped in epoch %llu on sample %llu, whose image does not decode "
+                 "(SC_BAD_SAMPLE=error; its message says why; SC_BAD_SAMPLE=skip replaces "
+                 "such samples); %llu rank(s) abandoned the epoch",
+                 (unsigned long long)v->stopped_rank, (unsigned long long)v->epoch,
+                 (unsigned long long)v->stopped_sample, (unsigned long long)failed);
+    else
+        snprintf(v->detail, sizeof v->detail,
+                 "%llu ranks stopped in epoch %llu on samples whose images do not decode "
+                 "(SC_BAD_SAMPLE=error; their messages name them); %llu rank(s) abandoned "
+                 "the epoch",
+                 (unsigned long long)v->stopped, (unsigned long long)v->epoch,
+                 (unsigned long long)failed);
+}
+
 static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
     const uint64_t *t = s->total;
@@ -705,10 +757,21 @@ static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_onc
     v->samples = l->nsamples;
     v->dropped = t[DROPPED];
     v->padded = t[PADDED];
-    v->delivered = t[GOT_N] - t[DROPPED] - t[CALLER];
+    v->delivered = t[GOT_N] - t[DROPPED] - t[CALLER] - t[SKIP_BAD] - t[SKIP_LISTED];
     v->caller_skipped = t[CALLER];
+    v->skipped_bad = t[SKIP_BAD];
+    v->skipped_listed = t[SKIP_LISTED];
+    v->replacements = t[REPLACED];
+    v->stopped = t[STOP_N];
+    if (t[STOP_N] == 1)
+        v->stopped_rank = t[STOP_RANK], v->stopped_sample = t[STOP_ID];
     int same = t[GOT_N] == t[EXP_N] && t[GOT_H] == t[EXP_H] && t[GOT_H2] == t[EXP_H2];
     v->ok = same && t[EXP_N] == l->nsamples;
+    if (t[STOP_N]) {
+        v->ok = 0;
+        ledger_say_stopped(v, t[FAILED]);
+        return;
+    }
     if (t[FAILED]) {
         v->ok = 0;
         snprintf(v->detail, sizeof v->detail,
@@ -768,6 +831,14 @@ static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_onc
 static void ledger_verdict(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
     ledger_verdict_of(l, s, v);
+    if (v->ok && (v->skipped_bad || v->skipped_listed))
+        snprintf(v->detail, sizeof v->detail,
+                 "%llu samples of epoch %llu skipped with a reason (%llu do not decode, "
+                 "%llu in the skip list), each replaced by another of its shard (%llu "
+                 "replacements delivered); the rest delivered once",
+                 (unsigned long long)(v->skipped_bad + v->skipped_listed),
+                 (unsigned long long)v->epoch, (unsigned long long)v->skipped_bad,
+                 (unsigned long long)v->skipped_listed, (unsigned long long)v->replacements);
     if (v->caller_skipped && v->ok) {
         v->ok = 0;
         snprintf(v->detail, sizeof v->detail,

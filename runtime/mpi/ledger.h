@@ -107,11 +107,23 @@ int sc__ledger_skip(sc__ledger *l, uint64_t epoch, const uint64_t *ids, uint64_t
                     sc_error *err);
 
 /*
+ * Slot of a batch whose sample `id` was skipped for `why` (SC_REPLACED_*),
+ * `by` in its place: id is accounted for, skipped with its reason, and `by`
+ * counts as a replacement, not a delivery (`delivered` 0: the slot was
+ * never handed out, the caller ended the epoch early).  Both go to the
+ * audit trail, flagged.
+ */
+int sc__ledger_replaced(sc__ledger *l, uint64_t epoch, uint64_t id, uint64_t by, int why,
+                        int delivered, sc_error *err);
+
+/*
  * After an error in `epoch` (begun or not), still posts this rank's part of
  * the reduction, marked failed, so that no other rank waits forever and
- * every rank's verdict says the epoch is not exactly-once.
+ * every rank's verdict says the epoch is not exactly-once.  `bad`: the
+ * sample whose image did not decode that stopped this rank (the verdict
+ * names it and this rank), or UINT64_MAX.
  */
-int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, sc_error *err);
+int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, uint64_t bad, sc_error *err);
 
 /* This rank is done with `epoch`: posts the reduction, returns at once. */
 int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err);

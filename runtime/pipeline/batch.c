@@ -14,6 +14,8 @@
 #include "error.h"
 #include "hash.h"
 #include "image.h"
+#include "log.h"
+#include "skiplist.h"
 #include "source.h"
 #include "stream_impl.h"
 #include "vlen.h"
@@ -32,7 +34,7 @@ static int batch_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *sl
         void *fields[SC_MAX_FIELDS];
         for (int f = 0; f < s->nfields; f++)
             fields[f] = slot->host + s->fval[f] + (s->vlen[f] ? slot->offs[f][k] : k * s->fsb[f]);
-        uint64_t id = e->sched.ids[b * s->o.batch_size + k];
+        uint64_t id = slot->ids[k]; /* a replacement's own: its draws are its own */
         uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
         char msg[256] = "";
         if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
@@ -50,23 +52,23 @@ static int batch_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *sl
  * A variable-length field's sample, JPEG-decoded into out with a random
  * resized crop and flip drawn from (seed, epoch, sample, field) alone: the
  * same bytes for any producer count, and on resume.  `jp` is the calling
- * producer's decoder, made at its first image.  A corrupt image stops the
- * job, naming the sample (no policy skips it: an epoch short of a sample
- * is not the epoch the plan proved).
+ * producer's decoder, made at its first image.  An image that does not
+ * decode is SC_EFORMAT naming the sample (*bad set): SC_BAD_SAMPLE says
+ * whether it stops the job or is replaced (batch_put_sample).
  */
-static int batch_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
+static int batch_decode(const sc__stream *s, const ep *e, uint64_t id, uint32_t shard, int f,
                          const unsigned char *src, uint64_t len, unsigned char *out,
-                         sc__image **jp, sc_error *err)
+                         sc__image **jp, int *bad, sc_error *err)
 {
-    uint64_t id = e->sched.ids[q];
     uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_DECODE + (unsigned)f, id);
     int rc = *jp ? SC_OK : sc__image_new(jp, err);
-    if (rc == SC_OK)
-        rc = sc__image_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out, err);
+    if (rc == SC_OK && (rc = sc__image_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out,
+                                                   err)) == SC_EFORMAT)
+        *bad = 1;
     if (rc != SC_OK)
         sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
                    "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
-                   e->shards[e->src_shard[q]], s->ds->fields[f].name, (unsigned long long)len);
+                   shard, s->ds->fields[f].name, (unsigned long long)len);
     return rc;
 }
 
@@ -75,39 +77,41 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t q, int f,
  * stages with draws keyed as batch_decode's are, by (seed, epoch, field,
  * sample) alone.
  */
-static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t q, int f,
+static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t id, int f,
                                const unsigned char *from, unsigned char *to)
 {
     const sc__aug *a = sc__fields_aug(s->ds, f);
     if (a)
         sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
-                                             SC__PURPOSE_STAGES + (unsigned)f, e->sched.ids[q]));
+                                             SC__PURPOSE_STAGES + (unsigned)f, id));
     else
         memcpy(to, from, s->fsb[f]);
 }
 
 /*
- * Position q of the epoch into sample k of a batch, field by field: copied,
- * or decoded; a variable-length field's values after the batch's earlier
- * samples' (end[f]: its bytes so far), its offset recorded.
+ * Sample `off` of the epoch's shard i (global id `id`) into sample k of a
+ * batch, field by field: copied, or decoded; a variable-length field's
+ * values after the batch's earlier samples' (end[f]: its bytes so far),
+ * its offset recorded.  *bad: it failed because an image does not decode.
  */
-static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
-                             rslot *slot, uint64_t *end, sc__image **jp, sc_error *err)
+static int batch_put_one(const sc__stream *s, const ep *e, uint64_t i, uint64_t off,
+                         uint64_t id, uint64_t k, rslot *slot, uint64_t *end, sc__image **jp,
+                         int *bad, sc_error *err)
 {
-    uint64_t off = e->src_off[q], i = e->src_shard[q];
     const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
     uint64_t n = s->ds->shard_sizes[e->shards[i]];
     for (int f = 0; f < s->nfields; f++) {
         unsigned char *to = slot->host + s->fval[f];
         if (!s->ds->fields[f].vlen) {
-            batch_copy_sample(s, e, q, f, fp[f] + off * s->ds->fields[f].sample_bytes,
+            batch_copy_sample(s, e, id, f, fp[f] + off * s->ds->fields[f].sample_bytes,
                                to + k * s->fsb[f]);
             continue;
         }
         uint64_t at = sc__vlen_off(fp[f], off), len = sc__vlen_off(fp[f], off + 1) - at;
         const unsigned char *from = sc__vlen_values(fp[f], n) + at;
         if (s->crop[f].width) {
-            int rc = batch_decode(s, e, q, f, from, len, to + k * s->fsb[f], jp, err);
+            int rc = batch_decode(s, e, id, e->shards[i], f, from, len, to + k * s->fsb[f], jp,
+                                  bad, err);
             if (rc != SC_OK)
                 return rc;
             continue;
@@ -116,13 +120,87 @@ static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64
             return sc__seterr(err, SC_EFORMAT, "rank %d: epoch %llu: sample %llu: field '%s' "
                               "holds %llu bytes, more than its largest at open (%llu)",
                               s->o.rank, (unsigned long long)e->epoch,
-                              (unsigned long long)e->sched.ids[q], s->ds->fields[f].name,
+                              (unsigned long long)id, s->ds->fields[f].name,
                               (unsigned long long)len, (unsigned long long)s->fsb[f]);
         memcpy(to + end[f], from, len);
         ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
         end[f] += len;
     }
     return SC_OK;
+}
+
+/*
+ * Sample k of the batch stands in for position q's sample, skipped for
+ * `why` (SC_REPLACED_*): the first sample of the same shard, in an order
+ * drawn from (seed, epoch, the skipped id) alone, that is not listed and
+ * puts cleanly; one that does not decode is passed over under
+ * SC_BAD_SAMPLE=skip (its own slot will skip it), and stops the job under
+ * error.  The same replacement on every run, whatever the producers.
+ */
+static int batch_replace(const sc__stream *s, const ep *e, uint64_t q, uint64_t k, int why,
+                         rslot *slot, uint64_t *end, sc__image **jp, sc_error *err)
+{
+    uint64_t id = e->sched.ids[q], i = e->src_shard[q];
+    uint32_t shard = e->shards[i];
+    uint64_t n = s->ds->shard_sizes[shard], first = s->ds->shard_first[shard];
+    uint64_t start = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_REPLACE, id) % n;
+    uint64_t keep[SC_MAX_FIELDS];
+    memcpy(keep, end, sizeof keep);
+    for (uint64_t t = 0; t < n; t++) {
+        uint64_t c = (start + t) % n;
+        if (c == e->src_off[q] || sc__skiplist_find(s->o.skip, first + c) >= 0)
+            continue;
+        int bad = 0, rc = batch_put_one(s, e, i, c, first + c, k, slot, end, jp, &bad, err);
+        if (rc == SC_OK) {
+            slot->ids[k] = first + c;
+            slot->replaced[k] = (unsigned char)why;
+            slot->stands_for[k] = id;
+            slot->nreplaced++;
+            return SC_OK;
+        }
+        if (!bad || !s->o.skip_bad)
+            return rc;
+        memcpy(end, keep, sizeof keep); /* a half-put candidate's values are dropped */
+    }
+    return sc__seterr(err, SC_EFORMAT, "rank %d: epoch %llu: sample %llu (shard %u) is %s, "
+                      "and no other sample of its shard (%llu samples) can take its place",
+                      s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id, shard,
+                      why == SC_REPLACED_LISTED ? "in the skip list" : "bad",
+                      (unsigned long long)n);
+}
+
+/*
+ * Position q of the epoch into sample k of a batch; a sample the skip list
+ * names, or (SC_BAD_SAMPLE=skip) one that does not decode, is replaced
+ * (batch_replace) and named in the log.  *bad_id: the sample a failure
+ * stopped on, when an image did not decode.
+ */
+static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
+                             rslot *slot, uint64_t *end, sc__image **jp, uint64_t *bad_id,
+                             sc_error *err)
+{
+    uint64_t id = e->sched.ids[q], keep[SC_MAX_FIELDS];
+    int64_t listed = sc__skiplist_find(s->o.skip, id);
+    int bad = 0, rc = SC_OK;
+    slot->replaced[k] = 0;
+    slot->ids[k] = id;
+    memcpy(keep, end, sizeof keep);
+    if (listed < 0)
+        rc = batch_put_one(s, e, e->src_shard[q], e->src_off[q], id, k, slot, end, jp, &bad,
+                           err);
+    if (listed < 0 && !(bad && s->o.skip_bad)) {
+        *bad_id = bad ? id : *bad_id;
+        return rc;
+    }
+    memcpy(end, keep, sizeof keep);
+    if (bad)
+        sc__log(s->o.log_level, SC__LOG_WARN, s->o.rank, "SC_BAD_SAMPLE=skip: %s: skipped, "
+                "replaced by another sample of its shard", err->msg);
+    rc = batch_replace(s, e, q, k, listed < 0 ? SC_REPLACED_BAD : SC_REPLACED_LISTED, slot,
+                       end, jp, err);
+    if (rc == SC_EFORMAT && *bad_id == UINT64_MAX)
+        *bad_id = id;
+    return rc;
 }
 
 /*
@@ -147,8 +225,10 @@ static int batch_copy(const sc__stream *s, rslot *slot, const uint64_t *vend, sc
 }
 
 int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                    sc__image **jp, sc_error *err)
+                    sc__image **jp, uint64_t *bad_id, sc_error *err)
 {
+    *bad_id = UINT64_MAX;
+    slot->nreplaced = 0;
     uint64_t B = s->o.batch_size, q0 = b * B, vend[SC_MAX_FIELDS] = {0};
     uint64_t t0 = sc__tring_now(tr);
     int rc = sc__dev_event_wait(s->o.dev, slot->event, err);
@@ -156,12 +236,11 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
         return rc;
     sc__tring_slow(tr, SC__ST_ASSEMBLY);
     for (uint64_t k = 0; k < B; k++)
-        if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, jp, err)) != SC_OK)
+        if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, jp, bad_id, err)) != SC_OK)
             return rc;
     for (int f = 0; f < s->nfields; f++)
         if (s->vlen[f])
             ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
-    memcpy(slot->ids, e->sched.ids + q0, sizeof *slot->ids * B);
     if ((rc = batch_augment(s, e, b, slot, err)) != SC_OK)
         return rc;
     slot->epoch = e->epoch;

@@ -252,8 +252,8 @@ static int stream_pick(sc__stream *s, task *t)
             break; /* later epochs wait for this one's schedule */
         while (e->next_load < e->nsh && e->state[e->next_load] != SH_WAIT)
             e->next_load++;
-        if (!build && e->next_build < e->nb)
-            build = e;
+        if (!build && e->next_build < e->nb && e->seq0 + e->next_build < s->fail_seq)
+            build = e; /* none at or after a failed build */
         if (!load && e->next_load < e->nsh)
             load = e;
         if (build && load)
@@ -296,6 +296,23 @@ static void stream_fail(sc__stream *s, const sc_error *err)
         s->err = *err;
     }
     s->stop = 1;
+    pthread_cond_broadcast(&s->ready);
+    pthread_cond_broadcast(&s->work);
+}
+
+/*
+ * A build failed (mutex held): the error waits for its batch's turn
+ * (sc__stream_next), the batches before it are still built; the earliest
+ * failed batch's error is the one kept.
+ */
+static void stream_defer(sc__stream *s, const task *t, uint64_t bad_id, const sc_error *err)
+{
+    if (t->slot->seq < s->fail_seq) {
+        s->fail_seq = t->slot->seq;
+        s->fail_id = bad_id;
+        s->fail_err = *err;
+    }
+    t->slot->state = SL_FREE;
     pthread_cond_broadcast(&s->ready);
     pthread_cond_broadcast(&s->work);
 }
@@ -404,16 +421,19 @@ static void *stream_producer(void *arg)
         }
         pthread_mutex_unlock(&s->mu);
         int hit = 0;
+        uint64_t bad_id = UINT64_MAX;
         if (t.kind == T_PREPARE)
             rc = stream_prepare(s, t.e, &err);
         else if (t.kind == T_LOAD)
             rc = stream_load(s, &t, tr, &hit, &err);
         else
-            rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &err);
+            rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
             sc__pool_put(&s->pool, t.buf, t.cap, s->o.mem_bytes);
-        if (rc != SC_OK)
+        if (rc != SC_OK && t.kind == T_BUILD)
+            stream_defer(s, &t, bad_id, &err);
+        else if (rc != SC_OK)
             stream_fail(s, &err);
         else
             stream_finish(s, &t, hit);
@@ -442,6 +462,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     s->cache = cache;
     s->o = *o;
     s->nfields = ds->nfields;
+    s->fail_seq = s->fail_id = s->failed_id = UINT64_MAX;
     stream_mutex_init(s);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->ready, NULL);
@@ -454,9 +475,11 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
         rslot *r = &s->ring[i];
         rc = sc__dev_host_alloc(o->dev, s->slot_bytes, (void **)&r->host, err);
         r->ids = malloc(sizeof *r->ids * o->batch_size);
+        r->replaced = calloc(o->batch_size, 1);
+        r->stands_for = calloc(o->batch_size, sizeof *r->stands_for);
         for (int f = 0; rc == SC_OK && f < s->nfields; f++)
             r->offs[f] = s->vlen[f] ? (const uint64_t *)(r->host + s->foff[f]) : NULL;
-        if (rc == SC_OK && !r->ids)
+        if (rc == SC_OK && (!r->ids || !r->replaced || !r->stands_for))
             rc = sc__seterr(err, SC_ENOMEM, "no memory for a batch's ids");
         if (rc == SC_OK && o->device >= 0)
             rc = sc__dev_alloc(o->dev, s->slot_bytes, (void **)&r->dev, err);
@@ -575,11 +598,16 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
                           s->o.rank, (unsigned long long)s->o.depth);
     }
     rslot *slot = stream_slot_with(s, SL_READY, s->take);
-    if (!slot && !s->failed) {
+    if (!slot && !s->failed && s->take < s->fail_seq) {
         double t0 = sc__clock_s();
-        while (!s->failed && !(slot = stream_slot_with(s, SL_READY, s->take)))
+        while (!s->failed && s->take < s->fail_seq &&
+               !(slot = stream_slot_with(s, SL_READY, s->take)))
             stream_wait_ready(s);
         *waited = sc__clock_s() - t0;
+    }
+    if (!s->failed && s->take >= s->fail_seq) { /* the failed batch is due: the stream stops */
+        stream_fail(s, &s->fail_err);
+        s->failed_id = s->fail_id;
     }
     if (s->failed) {
         if (err)
@@ -600,6 +628,9 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
         b->bytes[f] = s->vlen[f] ? slot->offs[f][s->o.batch_size] : s->o.batch_size * s->fsb[f];
     }
     b->offsets = slot->offs;
+    b->nreplaced = slot->nreplaced;
+    b->replaced = slot->replaced;
+    b->stands_for = slot->stands_for;
     b->device = s->o.device;
     b->ready = slot->event;
     b->seq = slot->seq;
@@ -626,6 +657,16 @@ int sc__stream_status(sc__stream *s)
     int rc = s->failed ? s->err.code : SC_OK;
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+uint64_t sc__stream_failed_sample(sc__stream *s)
+{
+    if (!s)
+        return UINT64_MAX;
+    pthread_mutex_lock(&s->mu);
+    uint64_t id = s->failed ? s->failed_id : UINT64_MAX;
+    pthread_mutex_unlock(&s->mu);
+    return id;
 }
 
 int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error *err)
@@ -661,7 +702,8 @@ int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error 
 /* What a detached batch owns, freed as one (sc_batch_free): its offsets table here. */
 typedef struct detached {
     unsigned char *host;
-    uint64_t *ids;
+    uint64_t *ids, *stands_for;
+    unsigned char *replaced;
     const uint64_t *offs[SC_MAX_FIELDS];
 } detached;
 
@@ -673,7 +715,9 @@ int sc__stream_detach(sc__stream *s, sc_batch *b, void **out, sc_error *err)
     detached *d = calloc(1, sizeof *d);
     unsigned char *host = NULL;
     uint64_t *ids = malloc(sizeof *ids * s->o.batch_size);
-    int rc = d && ids ? sc__dev_host_alloc(s->o.dev, s->slot_bytes, (void **)&host, err)
+    uint64_t *stands_for = calloc(s->o.batch_size, sizeof *stands_for);
+    unsigned char *replaced = calloc(s->o.batch_size, 1);
+    int rc = d && ids && stands_for && replaced ? sc__dev_host_alloc(s->o.dev, s->slot_bytes, (void **)&host, err)
                       : sc__seterr(err, SC_ENOMEM, "no memory to detach a batch");
     pthread_mutex_lock(&s->mu);
     rslot *slot = rc == SC_OK ? stream_slot_with(s, SL_HELD, b->seq) : NULL;
@@ -683,7 +727,10 @@ int sc__stream_detach(sc__stream *s, sc_batch *b, void **out, sc_error *err)
     if (rc == SC_OK) {
         /* The batch keeps the slot's memory; the slot takes the new. */
         d->host = slot->host, d->ids = slot->ids;
+        d->replaced = slot->replaced, d->stands_for = slot->stands_for;
         slot->host = host, slot->ids = ids;
+        slot->replaced = replaced, slot->stands_for = stands_for;
+        replaced = NULL, stands_for = NULL;
         for (int f = 0; f < s->nfields; f++) {
             d->offs[f] = slot->offs[f];
             slot->offs[f] = s->vlen[f] ? (const uint64_t *)(host + s->foff[f]) : NULL;
@@ -698,6 +745,8 @@ int sc__stream_detach(sc__stream *s, sc_batch *b, void **out, sc_error *err)
     pthread_mutex_unlock(&s->mu);
     sc__dev_host_free(s->o.dev, host);
     free(ids);
+    free(replaced);
+    free(stands_for);
     if (rc != SC_OK)
         free(d);
     return rc;
@@ -710,6 +759,8 @@ void sc__stream_detached_free(void *p)
         return;
     free(d->host); /* a ring without a device allocates with sc__big_alloc: free() */
     free(d->ids);
+    free(d->replaced);
+    free(d->stands_for);
     free(d);
 }
 
@@ -775,6 +826,8 @@ void sc__stream_close(sc__stream *s)
         sc__dev_free(s->o.dev, r->dev, s->slot_bytes);
         sc__dev_host_free(s->o.dev, r->host);
         free(r->ids);
+        free(r->replaced);
+        free(r->stands_for);
     }
     sc__pool_free(&s->pool);
     free(s->ring);

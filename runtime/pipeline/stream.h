@@ -11,7 +11,8 @@
  * per batch.  This module must never call MPI (the loader does, from the
  * caller's thread), and it must never hand out a batch that a failed read
  * touched: the first error stops the producers and is returned by every
- * later sc__stream_next.
+ * later sc__stream_next (an error building a batch, once the batches
+ * before it have been handed out).
  */
 #ifndef SC_STREAM_H
 #define SC_STREAM_H
@@ -19,6 +20,7 @@
 #include "device.h"
 #include "resample.h"
 #include "schedule.h"
+#include "skiplist.h"
 #include "shardcache.h"
 #include "trace.h"
 
@@ -41,6 +43,9 @@ typedef struct sc__stream_opts {
     /* Per field, width 0: delivered as cached; else a variable-length uint8 field's
        JPEGs decoded every delivery into 3 x height x width uint8 (stream_decode). */
     sc__crop crop[SC_MAX_FIELDS];
+    int skip_bad;              /* SC_BAD_SAMPLE=skip: a sample that does not decode is replaced */
+    const sc__skiplist *skip;  /* SC_SKIP_LIST's samples, replaced undecoded; NULL: none */
+    int log_level;             /* SC_LOG: for the skips it names */
 } sc__stream_opts;
 
 /* What one epoch did on this rank, for sc_epoch_report. */
@@ -77,6 +82,8 @@ uint64_t sc__stream_ready(sc__stream *s);
 
 /* SC_OK, or the error that stopped the producers (sticky). */
 int sc__stream_status(sc__stream *s);
+/* The sample whose image did not decode that stopped the stream, or UINT64_MAX. */
+uint64_t sc__stream_failed_sample(sc__stream *s);
 /*
  * Gives a batch's slot back; a device slot's next copy waits on the GPU for
  * the work queued on `stream` (the consumer's; NULL: the legacy stream).

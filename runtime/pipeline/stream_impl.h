@@ -52,7 +52,10 @@ typedef struct ep {
 typedef struct rslot {
     int state;
     uint64_t seq, epoch, index, padded;
-    uint64_t *ids;
+    uint64_t *ids;           /* as delivered: a replacement's own id in its slot */
+    unsigned char *replaced; /* [B]: 0, or SC_REPLACED_* (sc_batch.replaced) */
+    uint64_t *stands_for;    /* [B]: where replaced, the skipped sample's id */
+    uint64_t nreplaced;
     unsigned char *host;
     unsigned char *dev;
     const uint64_t *offs[SC_MAX_FIELDS]; /* a variable-length field's offsets in host; else NULL */
@@ -81,6 +84,15 @@ struct sc__stream {
     int nthreads, named, stop, failed;
     sc_error err;
     /*
+     * A failed build belongs to its batch: batches before it are still
+     * built and handed out, and the error stops the stream only when its
+     * batch is due (so an error in the next epoch's first batch, built
+     * ahead, surfaces in that epoch).  UINT64_MAX: none.
+     */
+    uint64_t fail_seq, fail_id; /* fail_id: the sample that did not decode, or UINT64_MAX */
+    sc_error fail_err;
+    uint64_t failed_id;         /* the stream's stop was fail_id's: the sample, or UINT64_MAX */
+    /*
      * Shard buffers freed by builders, kept for the next loads: a fresh
      * malloc of a shard-sized block is an mmap whose every page faults on
      * first touch, which costs more than the copy into it (bench/stream).
@@ -100,9 +112,12 @@ int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err);
  * Batch b of epoch e into `slot` (mutex not held): every sample put,
  * decoded or copied, the user's augmentation run, and the slot copied to
  * the device when one is in use; traced into tr.  `jp` is the calling
- * producer's JPEG decoder, made at its first image.
+ * producer's JPEG decoder, made at its first image.  A sample in the skip
+ * list, or (SC_BAD_SAMPLE=skip) one that does not decode, is replaced by
+ * another of its shard (slot->replaced); on a failure *bad_id is the
+ * sample whose image did not decode (UINT64_MAX: another cause).
  */
 int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                    sc__image **jp, sc_error *err);
+                    sc__image **jp, uint64_t *bad_id, sc_error *err);
 
 #endif /* SC_STREAM_IMPL_H */

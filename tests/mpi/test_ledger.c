@@ -111,7 +111,7 @@ static void test_conflicting_claims(void **state)
         deliver(l, plan, 0, 0);
         SC_ASSERT_OK(sc__ledger_end(l, 0, &err), &err);
     } else {
-        SC_ASSERT_OK(sc__ledger_abandon(l, 0, &err), &err);
+        SC_ASSERT_OK(sc__ledger_abandon(l, 0, UINT64_MAX, &err), &err);
     }
     sc_exactly_once v;
     SC_ASSERT_OK(sc__ledger_result(l, 0, 1, &v, &err), &err);
@@ -261,7 +261,7 @@ static void test_epochs_across_the_tag_wrap(void **state)
             assert_int_equal(rc, SC_EOWNERSHIP);
             assert_non_null(strstr(err.msg, "epoch 4103: shard"));
             assert_non_null(strstr(err.msg, "in this epoch"));
-            SC_ASSERT_OK(sc__ledger_abandon(l, last, &err), &err);
+            SC_ASSERT_OK(sc__ledger_abandon(l, last, UINT64_MAX, &err), &err);
         } else {
             SC_ASSERT_OK(rc, &err);
             deliver(l, plan, 0, 0);

@@ -6,7 +6,9 @@ layouts, contiguous and chunked storage, from the source and then from the
 cache, exactly once.  JPEG fields decoded every epoch (SC_DECODE=jpeg) get
 the same bytes for any producer count and differ between epochs; decoded
 once (jpeg-once) they are cached as images and flipped at random; a corrupt
-image stops the loader naming the sample; a job stopped mid-epoch and
+image stops the loader naming the sample (with bad_sample="skip" it is
+replaced by another image of its shard, flagged in batch.replaced and
+counted in the verdict apart); a job stopped mid-epoch and
 resumed decodes every image as the uninterrupted job did.
 """
 import io
@@ -369,3 +371,31 @@ def test_a_corrupt_jpeg_is_named(shared_dir, cache_dir):
                                                    "\\(40 bytes\\)"):
             for _ in loader.epoch(0):
                 pass
+
+
+def test_a_corrupt_jpeg_is_skipped_by_policy(shared_dir, cache_dir):
+    path = os.path.join(shared_dir, "corrupt-skip.h5")
+    images = [jpeg_bytes((100, 150, 200)) for _ in range(30)]
+    images[17] = images[17][:40]  # truncated
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            write_vlen(f, "jpeg", images, np.uint8)
+    COMM.Barrier()
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=5, shard_size=10,
+                           decode="jpeg", decode_size=8, log=0, bad_sample="skip",
+                           remainder="pad") as loader:
+        ids, stood = [], []
+        for batch in loader.epoch(0):
+            got = batch.ids.numpy().tolist()
+            real = batch.size - batch.padded
+            for k, was in zip(batch.replaced, batch.stands_for):
+                assert was == 17 and got[k] != 17 and got[k] // 10 == 1  # its shard's
+                if k < real:
+                    stood.append(was)
+            ids += [i for k, i in enumerate(got[:real]) if k not in batch.replaced]
+        counts = counts_of(ids, 30)
+        assert counts[17] == 0 and (np.delete(counts, 17) == 1).all()
+        assert counts_of(stood, 30)[17] == 1
+        v = loader.verdict(0)
+        assert v.ok and v.skipped_bad == 1 and v.replacements == 1 and v.duplicated == 0, v
+        assert v.delivered == 29 and "bad samples skipped" in str(v)

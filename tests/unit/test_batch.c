@@ -10,7 +10,10 @@
  * the user's augmentation called once a sample with the seed of (seed,
  * epoch, sample) alone, its failure naming the sample and transform; and
  * a JPEG field decoded with the draws of (seed, epoch, field, sample), a
- * corrupt image naming its sample, shard and field.
+ * corrupt image naming its sample, shard and field; with SC_BAD_SAMPLE=skip
+ * the corrupt image replaced by another of its shard, decoded with that
+ * one's own draws, the same one every time; a skip list's sample replaced
+ * undecoded, and a shard with nothing left to stand in refused.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include "hash.h"
 #include "jpeg.h"
 #include "sc_test.h"
+#include "skiplist.h"
 #include "stream_impl.h"
 #include "vlen.h"
 
@@ -32,7 +36,7 @@ enum { B = 4, NSH = 2, PER = 3, M = NSH * PER, NB = 2, SEED = 77, EPOCH = 5 };
  */
 typedef struct fixture {
     sc_dataset ds;
-    uint64_t shard_sizes[NSH];
+    uint64_t shard_sizes[NSH], shard_first[NSH + 1];
     sc__stream s;
     ep e;
     uint64_t ids[NB * B];
@@ -41,7 +45,8 @@ typedef struct fixture {
     unsigned char *v[NSH];
     const unsigned char *fp[NSH * 2];
     rslot slot;
-    uint64_t slot_ids[B];
+    uint64_t slot_ids[B], stands_for[B], bad;
+    unsigned char replaced[B];
     sc__dev *dev;
 } fixture;
 
@@ -95,6 +100,9 @@ static int setup(void **state)
     t->ds.fields[1] = field("/v", SC__DT_U8, 0, 0, 4, 1); /* the largest: 4 bytes */
     t->ds.sample_bytes = 12;
     t->ds.shard_sizes = t->shard_sizes;
+    t->ds.shard_first = t->shard_first;
+    for (uint32_t sh = 0; sh <= NSH; sh++)
+        t->shard_first[sh] = id_of(sh, 0);
     for (uint32_t sh = 0; sh < NSH; sh++) {
         t->shard_sizes[sh] = PER;
         t->shards[sh] = sh;
@@ -119,6 +127,8 @@ static int setup(void **state)
     t->s.o = (sc__stream_opts){.producers = 1, .depth = 1, .batch_size = B, .seed = SEED,
                                .rank = 3, .dev = t->dev, .device = -1};
     t->slot.ids = t->slot_ids;
+    t->slot.replaced = t->replaced;
+    t->slot.stands_for = t->stands_for;
     *state = t;
     return 0;
 }
@@ -195,13 +205,13 @@ static void test_build_puts_every_sample(void **state)
     fixture *t = *state;
     lay_out(t);
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &err), &err);
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &t->bad, &err), &err);
     assert_int_equal(t->slot.epoch, EPOCH);
     assert_int_equal(t->slot.index, 0);
     assert_int_equal(t->slot.padded, 0);
     check_batch(t, 0);
     memset(t->slot.host, 0xab, t->s.slot_bytes); /* nothing left over from batch 0 counts */
-    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 1, &t->slot, NULL, NULL, &err), &err);
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 1, &t->slot, NULL, NULL, &t->bad, &err), &err);
     assert_int_equal(t->slot.index, 1);
     assert_int_equal(t->slot.padded, 2); /* positions 6 and 7 repeat samples */
     check_batch(t, 1);
@@ -219,7 +229,7 @@ static void test_too_long_a_sample_is_named(void **state)
     memcpy(grown + 8 * PER, &last, 8);
     t->fp[1 * 2 + 1] = grown;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_RC(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &err), SC_EFORMAT,
+    SC_ASSERT_RC(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &t->bad, &err), SC_EFORMAT,
                  &err);
     assert_non_null(strstr(err.msg, "rank 3: epoch 5: sample 15: field '/v' holds 9 bytes, "
                                     "more than its largest at open (4)"));
@@ -257,7 +267,7 @@ static void test_augmentation(void **state)
     sc_transform tf = {.name = "aug", .version = "2", .augment = record, .arg = &c};
     t->s.o.tf = &tf;
     sc_error err = SC_ERROR_INIT;
-    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &err), &err);
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &t->bad, &err), &err);
     assert_int_equal(c.n, B);
     for (uint64_t k = 0; k < B; k++) {
         assert_int_equal(c.id[k], t->ids[k]);
@@ -265,7 +275,7 @@ static void test_augmentation(void **state)
         assert_int_equal(c.v0[k], (unsigned char)t->ids[k]);
     }
     c = (calls){.bad = t->ids[2]};
-    SC_ASSERT_RC(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &err), SC_ETRANSFORM,
+    SC_ASSERT_RC(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &t->bad, &err), SC_ETRANSFORM,
                  &err);
     char want[128];
     snprintf(want, sizeof want, "epoch 5: batch 0: sample %llu: augmentation of 'aug' version "
@@ -320,7 +330,7 @@ static void test_jpeg_decode(void **state)
     assert_int_equal(t->s.vlen[1], 0); /* delivered as fixed-shape images */
     assert_int_equal(t->s.fsb[1], 3 * 4 * 4);
     sc__image *mine = NULL; /* the producer's decoder, made at its first image */
-    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &err), &err);
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &t->bad, &err), &err);
     assert_non_null(mine);
     for (uint64_t k = 0; k < B; k++) {
         uint8_t want[48];
@@ -333,9 +343,40 @@ static void test_jpeg_decode(void **state)
     }
     /* Sample 10 (shard 0, row 0, position 1) damaged: named, with its shard and field. */
     memset(blob[0] + 8 * (PER + 1), 0, len[0][0]);
-    assert_int_not_equal(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &err), SC_OK);
+    assert_int_equal(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &t->bad, &err),
+                     SC_EFORMAT);
     if (!strstr(err.msg, "rank 3: epoch 5: sample 10 (shard 0): field '/v'"))
         fail_msg("the message names no sample: '%s'", err.msg);
+    assert_int_equal(t->bad, 10);
+    /* SC_BAD_SAMPLE=skip: slot 1 holds another sample of shard 0, decoded as itself. */
+    t->s.o.skip_bad = 1;
+    t->s.o.log_level = -1;
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &t->bad, &err), &err);
+    assert_int_equal(t->slot.nreplaced, 1);
+    assert_int_equal(t->slot.replaced[1], SC_REPLACED_BAD);
+    assert_int_equal(t->slot.stands_for[1], 10);
+    uint64_t by = t->slot.ids[1];
+    assert_true(by == 11 || by == 12);
+    for (uint64_t k = 0; k < B; k++)
+        assert_int_equal(t->slot.replaced[k], k == 1 ? SC_REPLACED_BAD : 0);
+    uint8_t want[48], first[48];
+    SC_ASSERT_OK(sc__jpeg_decode_crop(j, enc[0][by - 10], len[0][by - 10], &t->s.crop[1],
+                                      sc__rng_key(SEED, EPOCH, SC__PURPOSE_DECODE + 1, by), 3,
+                                      want, &err), &err);
+    assert_memory_equal(t->slot.host + t->s.fval[1] + 48, want, 48);
+    assert_int_equal(((const int32_t *)t->slot.host)[2], (int32_t)by); /* every field its own */
+    memcpy(first, want, sizeof first);
+    memset(t->slot.host, 0, t->s.slot_bytes);
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &t->bad, &err), &err);
+    assert_int_equal(t->slot.ids[1], by); /* the same replacement, the same bytes */
+    assert_memory_equal(t->slot.host + t->s.fval[1] + 48, first, 48);
+    /* The whole shard bad: nothing can stand in, and the message says so. */
+    memset(blob[0] + 8 * (PER + 1), 0, len[0][0] + len[0][1] + len[0][2]);
+    assert_int_equal(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, &mine, &t->bad, &err),
+                     SC_EFORMAT);
+    if (!strstr(err.msg, "sample 10 (shard 0) is bad, and no other sample of its shard"))
+        fail_msg("'%s'", err.msg);
+    t->s.o.skip_bad = 0;
     sc__image_free(mine);
     sc__jpeg_free(j);
     for (uint32_t sh = 0; sh < NSH; sh++) {
@@ -347,6 +388,26 @@ static void test_jpeg_decode(void **state)
     t->s.o.crop[1] = (sc__crop){0};
 }
 
+/* A skip list's sample is replaced without being read; replacements stay off the list. */
+static void test_skip_list(void **state)
+{
+    fixture *t = *state;
+    lay_out(t);
+    uint64_t ids[] = {14, 15};
+    char *why[] = {"", ""};
+    sc__skiplist l = {2, ids, why};
+    t->s.o.skip = &l;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc__batch_build(&t->s, &t->e, 0, &t->slot, NULL, NULL, &t->bad, &err), &err);
+    /* Position 0 is 15 (shard 1, row 2): only 13 is neither it nor listed. */
+    assert_int_equal(t->slot.replaced[0], SC_REPLACED_LISTED);
+    assert_int_equal(t->slot.stands_for[0], 15);
+    assert_int_equal(t->slot.ids[0], 13);
+    assert_int_equal(((const int32_t *)t->slot.host)[0], 13);
+    assert_int_equal(t->slot.nreplaced, 1);
+    t->s.o.skip = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_too_long_a_sample_is_named),
         cmocka_unit_test(test_augmentation),
         cmocka_unit_test(test_jpeg_decode),
+        cmocka_unit_test(test_skip_list),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
