@@ -15,14 +15,13 @@
 
 #include "agree.h"
 #include "clock.h"
+#include "formats.h"
 #include "cli.h"
 #include "image.h"
 #include "source.h"
 #include "vec.h"
 #include "vlen.h"
 
-/* The skip list's first line; its reader (SC_SKIP_LIST) owns the format. */
-#define SCAN_SKIP_HEADER "# shardcache skip list 1"
 #define SCAN_REASON_MAX 240 /* a reason's bytes in a line: libjpeg's are one sentence */
 
 static const char usage[] =
@@ -433,7 +432,7 @@ static int cmd_scan_write_list(const scan_run *s, const scan_bad *b, uint64_t n)
     if (!f)
         return 2;
     char real[PATH_MAX];
-    fprintf(f, "%s\n# source %s\n# fingerprint %016" PRIx64 "\n", SCAN_SKIP_HEADER,
+    fprintf(f, "%s\n# source %s\n# fingerprint %016" PRIx64 "\n", SC__SKIPLIST_MAGIC,
             realpath(s->cfg->source, real) ? real : s->cfg->source, s->fingerprint);
     for (uint64_t i = 0; i < n; i++) {
         sc_field_info fi;
