@@ -10,6 +10,7 @@
  *                   training step wants, at libjpeg's reduced scales
  *
  *   bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F] [--threads T]
+ *              [--dump D]
  *
  * --file F takes the first N images of F's /images instead, JPEG samples
  * as make-dataset --encode jpeg (or h5py's vlen uint8) stores them, each
@@ -21,6 +22,12 @@
  * thread's rate:
  *
  *   jpeg: T threads: libjpeg-turbo I/s (x of T x one thread's)
+ *
+ * --dump D (with --file) times nothing: it writes to D, for each image,
+ * decode-once's centre crop and 4 random resized crops (seeds (7, k, 0, i))
+ * as the loader delivers them, each a record of uint32 image, k, flip, 0,
+ * double x, y, w, h (the crop in the image's pixels), then 3 planes of
+ * C x C bytes: what bench/resample_vs_pil.py compares with PIL.
  *
  * and prints, best of R rounds (default 3), images/s and MB/s of JPEG in:
  *
@@ -153,10 +160,42 @@ static double decode_parallel(int t, const worker *set, int rounds)
     return (double)t * n / best;
 }
 
+/* --dump: each image's centre crop (k 0) and 4 random ones, with their rectangles, to path. */
+static void dump(sc__jpeg *j, const char *path, unsigned char **img, size_t *len, int n, int c)
+{
+    FILE *f = fopen(path, "wb");
+    uint8_t *out = malloc((size_t)3 * c * c);
+    sc_error err = SC_ERROR_INIT;
+    if (!f || !out)
+        die("--dump: cannot write there", NULL);
+    for (int i = 0; i < n; i++) {
+        uint32_t W, H;
+        int ch;
+        if (sc__jpeg_info(j, img[i], len[i], &W, &H, &ch, &err) != SC_OK)
+            die("--dump: info", &err);
+        for (uint32_t k = 0; k < 5; k++) {
+            sc__crop crop = k ? sc__crop_default((uint32_t)c, (uint32_t)c)
+                              : (sc__crop){(uint32_t)c, (uint32_t)c, {1, 1}, {1, 1}, 0};
+            uint64_t seed = sc__rng_key(7, k, 0, (uint64_t)i);
+            sc__rect r = sc__crop_draw(&crop, W, H, seed);
+            if (sc__jpeg_decode_crop(j, img[i], len[i], &crop, seed, 3, out, &err) != SC_OK)
+                die("--dump: decode", &err);
+            uint32_t head[4] = {(uint32_t)i, k, (uint32_t)r.flip, 0};
+            double rect[4] = {r.x, r.y, r.w, r.h};
+            fwrite(head, sizeof head, 1, f);
+            fwrite(rect, sizeof rect, 1, f);
+            fwrite(out, (size_t)3 * c * c, 1, f);
+        }
+    }
+    if (fclose(f) != 0)
+        die("--dump: write failed", NULL);
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     int n = 256, s = 256, c = 224, rounds = 3, threads = 0;
-    const char *file = NULL;
+    const char *file = NULL, *dump_to = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--images")) n = v;
@@ -165,8 +204,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rounds")) rounds = v;
         else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) threads = v;
+        else if (!strcmp(argv[i], "--dump")) dump_to = argv[i + 1];
         else die("usage: bench_jpeg [--images N] [--size S] [--crop C] [--rounds R] [--file F] "
-                 "[--threads T]", NULL);
+                 "[--threads T] [--dump D]", NULL);
     }
     if (n < 1 || s < 8 || c < 1 || rounds < 1)
         die("--images, --size (>= 8), --crop and --rounds must be positive", NULL);
@@ -185,6 +225,10 @@ int main(int argc, char **argv)
         from_file(file, &n, &s, img, len, wh, &skipped);
         free(px);
         px = malloc((size_t)3 * s * s);
+        if (dump_to) {
+            dump(j, dump_to, img, len, n, c);
+            return 0;
+        }
     }
     for (int i = 0; i < n; i++) {
         if (!file) {
