@@ -144,8 +144,11 @@ typedef struct sc_config {
     int augment_layout;           /* SC_AUGMENT_LAYOUT: 0 chw | 1 hwc, the stored images' */
     /* appended for world-size-free plans (room taken from reserved[]) */
     uint64_t partitions;          /* SC_PARTITIONS: 0, or P canonical partitions */
+    /* appended for decoded images (room taken from reserved[]) */
+    int decode_channels;          /* SC_DECODE_CHANNELS: 3 (RGB) or 1 (PIL's "L") planes */
+    int decode_exif;              /* SC_DECODE_EXIF: 1 turns images upright by EXIF first */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[6];
+    uint64_t reserved[5];
 } sc_config;
 
 /*
