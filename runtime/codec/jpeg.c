@@ -213,27 +213,32 @@ static void jpeg_plan(sc__jpeg *j, jpeg_job *job)
 }
 
 /*
- * Reads the rows [y0, y1) (ch values a pixel) into j->img, a CMYK image's
- * through a 4-value row after them, converted as PIL converts it.
+ * Reads the rows [y0, y1) (ch values a pixel) into j->img; a CMYK row, or
+ * an RGB one for 1 plane, through a row after them, converted as PIL
+ * converts it (PIL's "L" of a colour JPEG is the luma of its RGB, not
+ * libjpeg's Y: they differ by up to 14 levels where the RGB clips).
  */
 static int jpeg_rows(sc__jpeg *j, jpeg_job *job)
 {
     struct jpeg_decompress_struct *c = &j->cinfo;
-    int cmyk = c->out_color_space == JCS_CMYK;
+    int in = c->out_color_components; /* libjpeg's values a pixel: 1, 3 or 4 */
     size_t row = (size_t)job->w * (size_t)job->ch;
     size_t rows = job->y1 - job->y0;
-    if (!(j->img = sc__scratch(j->img, &j->img_cap, row * rows + (cmyk ? 4u * job->w : 0))))
+    size_t extra = in != job->ch ? (size_t)in * job->w : 0;
+    if (!(j->img = sc__scratch(j->img, &j->img_cap, row * rows + extra)))
         return 0;
     if (job->y0 > 0)
         jpeg_skip_scanlines(c, job->y0);
     while (c->output_scanline < job->y1) {
         JSAMPROW r = j->img + (size_t)(c->output_scanline - job->y0) * row;
-        JSAMPROW in = cmyk ? j->img + row * rows : r;
-        jpeg_read_scanlines(c, &in, 1);
-        if (cmyk) {
-            sc__cmyk_row(in, job->w, job->ch);
-            memcpy(r, in, row);
-        }
+        JSAMPROW px = extra ? j->img + row * rows : r;
+        jpeg_read_scanlines(c, &px, 1);
+        if (in == 4)
+            sc__cmyk_row(px, job->w, job->ch);
+        else if (extra)
+            sc__luma_row(px, job->w);
+        if (extra)
+            memcpy(r, px, row);
     }
     return 1;
 }
@@ -264,10 +269,10 @@ static const char *jpeg_run(sc__jpeg *j, const void *src, size_t n, jpeg_job *jo
         return NULL;
     }
     jpeg_plan(j, job);
-    /* libjpeg turns YCCK into CMYK; PIL's RGB and luma are made from that (colour.h) */
+    /* libjpeg turns YCCK into CMYK; PIL's RGB and luma are made from that (pixels.h) */
     c->out_color_space = job->space == JCS_CMYK || job->space == JCS_YCCK ? JCS_CMYK
-                         : job->ch == 3                                  ? JCS_RGB
-                                                                         : JCS_GRAYSCALE;
+                         : job->space == JCS_GRAYSCALE && job->ch == 1   ? JCS_GRAYSCALE
+                                                                         : JCS_RGB;
     c->scale_num = (unsigned)job->g.num;
     c->scale_denom = (unsigned)job->g.denom;
     jpeg_start_decompress(c);
