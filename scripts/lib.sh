@@ -6,7 +6,7 @@
 # shellcheck disable=SC2034
 SC_BUILD_PACKAGES="cmake make gcc pkg-config libopenmpi-dev openmpi-bin \
 libhdf5-openmpi-dev hdf5-tools libcmocka-dev libdeflate-dev libturbojpeg0-dev \
-libjpeg62-turbo-dev"
+libjpeg62-turbo-dev libspng-dev"
 # The Python package and its example: the extension builds with python3-dev
 # and mpi4py's C API; numpy, torch and h5py run the example, pytest its tests,
 # PIL decodes make-dataset's JPEG samples in the tests, torchvision is what

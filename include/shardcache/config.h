@@ -158,8 +158,11 @@ typedef struct sc_config {
     sc_bad_sample_policy bad_sample; /* SC_BAD_SAMPLE: error | skip (docs/reliability.md) */
     const char *skip_list;        /* SC_SKIP_LIST: a skip list's path, or NULL; the text
                                      is the library's, kept for the process's life */
+    /* appended for decoded images (room taken from reserved[]) */
+    int decode_channels;          /* SC_DECODE_CHANNELS: 3 (RGB) or 1 (PIL's "L") planes */
+    int decode_exif;              /* SC_DECODE_EXIF: 1 turns images upright by EXIF first */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[4];
+    uint64_t reserved[3];
 } sc_config;
 
 /*

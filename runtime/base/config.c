@@ -88,11 +88,17 @@ static const setting settings[] = {
      "first: a dataset's first dimension counts samples; none: layout B files hold one "
      "sample each, their datasets without a sample axis"},
     {"SC_DECODE", T_STR, F(decode), "", {0},
-     "variable-length uint8 fields of JPEG bytes delivered as 3 x N x N images: jpeg decodes "
+     "variable-length uint8 fields of JPEG or PNG bytes delivered as C x N x N images: jpeg decodes "
      "every epoch (random resized crop and flip), jpeg-once into the cache (centre square, "
      "flipped at random each delivery); FIELD=jpeg,... per field; empty: delivered as bytes"},
     {"SC_DECODE_SIZE", T_U64, F(decode_size), "224", {0},
      "SC_DECODE's output side N, in pixels"},
+    {"SC_DECODE_CHANNELS", T_INT, F(decode_channels), "3", {0},
+     "SC_DECODE's planes: 3 (PIL's convert(\"RGB\"), grayscale as three equal planes) or 1 "
+     "(convert(\"L\")): C x N x N images"},
+    {"SC_DECODE_EXIF", T_ENUM, F(decode_exif), "0", {"0", "1"},
+     "1: SC_DECODE turns each image upright by its EXIF orientation first (PIL's "
+     "ImageOps.exif_transpose); 0: as stored (PIL's and torchvision's default)"},
     {"SC_AUGMENT", T_STR, F(augment), "", {0},
      "built-in augmentations of a fixed-shape uint8 image field in the producers, "
      "torchvision's: [FIELD=]random_crop(32,padding=4);random_horizontal_flip;"

@@ -2,7 +2,7 @@
  * image.h - encoded image samples, whatever their format: the format is
  * decided by the bytes' signature, never by a file's name or a field's
  * declared codec (ImageNet holds PNGs named .JPEG).  Each format's decoder
- * (jpeg.c) delivers the same crop (resample.h).  A handle is one thread's:
+ * (jpeg.c, png.c) delivers the same crop (resample.h).  A handle is one thread's:
  * producers make one each, at their first image.
  */
 #ifndef SC_IMAGE_H

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "mem.h"
+#include "orient.h"
+#include "pixels.h"
 
 #ifndef SC_HAVE_JPEG
 
@@ -69,9 +71,6 @@ int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w
 #include <jerror.h> /* after jpeglib.h */
 #include <turbojpeg.h>
 
-/* Images above this many pixels are refused: a forged header must not size our buffers. */
-#define JPEG_MAX_PIXELS ((uint64_t)1 << 28)
-
 /* libjpeg's errors, and its warnings (a corrupt image: no half-decoded sample), jump here. */
 typedef struct jpeg_trap {
     struct jpeg_error_mgr mgr;
@@ -86,6 +85,8 @@ struct sc__jpeg {
     char why[JMSG_LENGTH_MAX];
     unsigned char *img; /* the decoded region, interleaved, or the image to encode */
     size_t img_cap;     /* its bytes */
+    unsigned char *up;  /* the decoded image turned upright (SC_DECODE_EXIF) */
+    size_t up_cap;
     sc__resampler *rs;
     int scales[16][2];  /* libjpeg-turbo's scales, num / denom */
     int nscales;
@@ -148,6 +149,7 @@ void sc__jpeg_free(sc__jpeg *j)
     if (j->has_cinfo)
         jpeg_destroy_decompress(&j->cinfo);
     free(j->img);
+    free(j->up);
     sc__resampler_free(j->rs);
     free(j);
 }
@@ -165,26 +167,25 @@ typedef struct jpeg_job {
     uint64_t seed;
     int ch;                /* the output's channels */
     uint32_t W, H;         /* the header's */
+    int orient;            /* its EXIF orientation when the crop asks for it, else 1 */
     J_COLOR_SPACE space;
     int decoding;          /* past the header: a failure is a damaged image */
     int rc;                /* SC_OK, or a refusal of the header (in err) */
     sc__rect r;            /* the crop, drawn from the seed */
     sc__region g;          /* the scale it is decoded at and the region the resample reads */
-    JDIMENSION x0, w;      /* columns [x0, x0 + w) decoded (rows: g's) */
+    JDIMENSION x0, w;      /* columns [x0, x0 + w) decoded */
+    JDIMENSION y0, y1;     /* and rows */
 } jpeg_job;
 
-/* A header shardcache decodes: a size, not CMYK, not too many pixels. */
+/* A header shardcache decodes: a size, not too many pixels. */
 static int jpeg_check(const jpeg_job *job, sc_error *err)
 {
     if (job->W == 0 || job->H == 0)
         return sc__seterr(err, SC_EFORMAT, "not a JPEG image libjpeg-turbo can read: no size");
-    if (job->space == JCS_CMYK || job->space == JCS_YCCK)
-        return sc__seterr(err, SC_EFORMAT, "a CMYK JPEG image: shardcache decodes RGB and "
-                          "grayscale JPEGs (convert it, e.g. PIL's convert(\"RGB\"))");
-    if ((uint64_t)job->W * job->H > JPEG_MAX_PIXELS)
+    if ((uint64_t)job->W * job->H > SC__IMAGE_MAX_PIXELS)
         return sc__seterr(err, SC_EFORMAT, "a JPEG image of %ux%u pixels: shardcache decodes "
                           "images of 1 to %llu pixels", job->W, job->H,
-                          (unsigned long long)JPEG_MAX_PIXELS);
+                          (unsigned long long)SC__IMAGE_MAX_PIXELS);
     return SC_OK;
 }
 
@@ -196,12 +197,50 @@ static int jpeg_check(const jpeg_job *job, sc_error *err)
  */
 static void jpeg_plan(sc__jpeg *j, jpeg_job *job)
 {
-    job->r = sc__crop_draw(job->crop, job->W, job->H, job->seed);
-    sc__resample_plan(&job->r, job->crop, job->W, job->H, (const int(*)[2])j->scales, j->nscales,
-                      &job->g);
+    uint32_t W, H; /* upright */
+    sc__orient_size(job->orient, job->W, job->H, &W, &H);
+    job->r = sc__crop_draw(job->crop, W, H, job->seed);
+    sc__resample_plan(&job->r, job->crop, W, H, (const int(*)[2])j->scales, j->nscales, &job->g);
     const sc__region *g = &job->g;
+    if (job->orient != 1) { /* the whole image at g's scale, turned upright after */
+        sc__orient_size(job->orient, g->sw, g->sh, &W, &H);
+        job->x0 = 0, job->w = W, job->y0 = 0, job->y1 = H;
+        return;
+    }
     job->x0 = g->x0 > 16 ? g->x0 - 16 : 0;
     job->w = (g->x1 + 16 < g->sw ? g->x1 + 16 : g->sw) - job->x0;
+    job->y0 = g->y0, job->y1 = g->y1;
+}
+
+/*
+ * Reads the rows [y0, y1) (ch values a pixel) into j->img; a CMYK row, or
+ * an RGB one for 1 plane, through a row after them, converted as PIL
+ * converts it (PIL's "L" of a colour JPEG is the luma of its RGB, not
+ * libjpeg's Y: they differ by up to 14 levels where the RGB clips).
+ */
+static int jpeg_rows(sc__jpeg *j, jpeg_job *job)
+{
+    struct jpeg_decompress_struct *c = &j->cinfo;
+    int in = c->out_color_components; /* libjpeg's values a pixel: 1, 3 or 4 */
+    size_t row = (size_t)job->w * (size_t)job->ch;
+    size_t rows = job->y1 - job->y0;
+    size_t extra = in != job->ch ? (size_t)in * job->w : 0;
+    if (!(j->img = sc__scratch(j->img, &j->img_cap, row * rows + extra)))
+        return 0;
+    if (job->y0 > 0)
+        jpeg_skip_scanlines(c, job->y0);
+    while (c->output_scanline < job->y1) {
+        JSAMPROW r = j->img + (size_t)(c->output_scanline - job->y0) * row;
+        JSAMPROW px = extra ? j->img + row * rows : r;
+        jpeg_read_scanlines(c, &px, 1);
+        if (in == 4)
+            sc__cmyk_row(px, job->w, job->ch);
+        else if (extra)
+            sc__luma_row(px, job->w);
+        if (extra)
+            memcpy(r, px, row);
+    }
+    return 1;
 }
 
 /*
@@ -230,24 +269,17 @@ static const char *jpeg_run(sc__jpeg *j, const void *src, size_t n, jpeg_job *jo
         return NULL;
     }
     jpeg_plan(j, job);
-    c->out_color_space = job->ch == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    /* libjpeg turns YCCK into CMYK; PIL's RGB and luma are made from that (pixels.h) */
+    c->out_color_space = job->space == JCS_CMYK || job->space == JCS_YCCK ? JCS_CMYK
+                         : job->space == JCS_GRAYSCALE && job->ch == 1   ? JCS_GRAYSCALE
+                                                                         : JCS_RGB;
     c->scale_num = (unsigned)job->g.num;
     c->scale_denom = (unsigned)job->g.denom;
     jpeg_start_decompress(c);
     jpeg_crop_scanline(c, &job->x0, &job->w);
-    size_t row = (size_t)job->w * (size_t)job->ch;
-    if (!(j->img = sc__scratch(j->img, &j->img_cap, row * (job->g.y1 - job->g.y0)))) {
-        jpeg_abort_decompress(c);
-        return "no memory for the image";
-    }
-    if (job->g.y0 > 0)
-        jpeg_skip_scanlines(c, job->g.y0);
-    while (c->output_scanline < job->g.y1) {
-        JSAMPROW r = j->img + (size_t)(c->output_scanline - job->g.y0) * row;
-        jpeg_read_scanlines(c, &r, 1);
-    }
+    int ok = jpeg_rows(j, job);
     jpeg_abort_decompress(c); /* the rows below the crop are never decoded */
-    return NULL;
+    return ok ? NULL : "no memory for the image";
 }
 
 int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t *h,
@@ -265,19 +297,80 @@ int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t 
     return job.rc;
 }
 
+/* Where a JPEG's bytes end, and its EXIF block (APP1 "Exif"), if any. */
+typedef struct jpeg_span {
+    size_t end;                /* just past its end-of-image marker */
+    const unsigned char *exif; /* the TIFF block, or NULL */
+    size_t exif_n;
+} jpeg_span;
+
 /*
- * Whether src ends with an image's end marker (0xFF 0xD9) in its last KiB:
- * the region decode never reads the rows below the crop, so a truncated
- * image would decode whenever its crop missed the lost rows; this refuses
- * it at every epoch instead.  (Damage inside the data below a crop is
- * found only when a crop reaches it.)
+ * The next marker's code at or after b[*i], *i left just past it; -1 at
+ * the data's end.  As libjpeg's next_marker: bytes before an 0xFF are
+ * skipped, 0xFF fill bytes too, and inside a scan 0xFF 0x00 (a stuffed
+ * byte) and 0xFF 0xD0-D7 (restart markers) are the scan's data, so the
+ * same skip walks over an entropy-coded segment to the marker that ends it.
  */
-static int jpeg_has_end(const unsigned char *src, size_t n)
+static int jpeg_next_marker(const unsigned char *b, size_t n, size_t *i)
 {
-    for (size_t i = n, stop = n > 1024 ? n - 1024 : 0; i >= stop + 2; i--)
-        if (src[i - 2] == 0xFF && src[i - 1] == 0xD9)
-            return 1;
-    return 0;
+    while (*i < n) {
+        const unsigned char *p = memchr(b + *i, 0xFF, n - *i);
+        if (!p)
+            break;
+        size_t k = (size_t)(p - b) + 1;
+        while (k < n && b[k] == 0xFF)
+            k++;
+        *i = k + 1;
+        if (k < n && b[k] != 0x00 && (b[k] < 0xD0 || b[k] > 0xD7))
+            return b[k];
+    }
+    *i = n;
+    return -1;
+}
+
+/*
+ * Walks src from its start-of-image marker to its end-of-image marker:
+ * marker segments by their lengths (an EXIF thumbnail's own markers inside
+ * APP1 are skipped with it), scans by their data.  The region decode never
+ * reads the rows below the crop, so a truncated image would decode
+ * whenever its crop missed the lost rows: this refuses it at every epoch,
+ * and bytes after the end (some files carry kilobytes) are left out.
+ * NULL, or what is wrong.
+ */
+static const char *jpeg_walk(const unsigned char *b, size_t n, jpeg_span *sp)
+{
+    size_t i = 2; /* past SOI */
+    for (int m; (m = jpeg_next_marker(b, n, &i)) >= 0;) {
+        if (m == 0xD9) {
+            sp->end = i;
+            return NULL;
+        }
+        if (m == 0xD8 || m == 0x01) /* no length (libjpeg refuses a second SOI itself) */
+            continue;
+        if (i + 2 > n)
+            break;
+        size_t len = (size_t)b[i] << 8 | b[i + 1];
+        if (len < 2)
+            return "with a marker segment of length < 2 (damaged)";
+        if (m == 0xE1 && !sp->exif && len >= 8 && i + len <= n && !memcmp(b + i + 2, "Exif\0", 6))
+            sp->exif = b + i + 8, sp->exif_n = len - 8;
+        i += len;
+    }
+    return "with no end-of-image marker (truncated)";
+}
+
+/* A decode of the whole image (jpeg_plan's, under an EXIF orientation) turned upright and
+   resampled. */
+static int jpeg_upright(sc__jpeg *j, const jpeg_job *job, const sc__crop *crop, uint8_t *out,
+                        sc_error *err)
+{
+    const sc__region *g = &job->g;
+    if (!(j->up = sc__scratch(j->up, &j->up_cap, (size_t)g->sw * g->sh * (size_t)job->ch)))
+        return sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u image", g->sw, g->sh);
+    sc__orient(j->img, job->w, job->y1, job->ch, job->orient, j->up);
+    uint32_t W, H;
+    sc__orient_size(job->orient, job->W, job->H, &W, &H);
+    return sc__resample(j->rs, j->up, g->sw, 0, 0, job->ch, g, &job->r, W, H, crop, out, err);
 }
 
 /* Whether a crop's settings hold together. */
@@ -296,19 +389,24 @@ int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop 
                           "a size, a scale range within (0, 1] and a positive ratio range");
     if (!j || !src || n > ULONG_MAX)
         return sc__seterr(err, SC_EINVAL, "sc__jpeg_decode_crop: no decoder or no image");
-    const unsigned char *b = src; /* a JPEG (it starts so) whose end is missing */
-    if (n >= 2 && b[0] == 0xFF && b[1] == 0xD8 && !jpeg_has_end(b, n))
-        return sc__seterr(err, SC_EFORMAT, "a damaged JPEG image: no end-of-image marker in "
-                          "its last KiB (truncated?)");
-    jpeg_job job = {.crop = crop, .seed = seed, .ch = channels};
-    const char *why = jpeg_run(j, src, n, &job, err);
+    const unsigned char *b = src;
+    jpeg_span sp = {.end = n};
+    const char *bad = n >= 2 && b[0] == 0xFF && b[1] == 0xD8 ? jpeg_walk(b, n, &sp) : NULL;
+    if (bad)
+        return sc__seterr(err, SC_EFORMAT, "a JPEG image %s", bad);
+    jpeg_job job = {.crop = crop, .seed = seed, .ch = channels, .orient = 1};
+    if (crop->exif)
+        job.orient = sc__exif_orientation(sp.exif, sp.exif_n);
+    const char *why = jpeg_run(j, src, sp.end, &job, err);
     if (why)
         return sc__seterr(err, SC_EFORMAT, "%s: %s", job.decoding ? "a damaged JPEG image"
                           : "not a JPEG image libjpeg-turbo can read", why);
     if (job.rc != SC_OK)
         return job.rc;
-    return sc__resample(j->rs, j->img, job.w, job.x0, job.g.y0, channels, &job.g, &job.r, job.W,
-                        job.H, crop, out, err);
+    if (job.orient == 1)
+        return sc__resample(j->rs, j->img, job.w, job.x0, job.y0, channels, &job.g, &job.r,
+                            job.W, job.H, crop, out, err);
+    return jpeg_upright(j, &job, crop, out, err);
 }
 
 int sc__jpeg_encode(sc__jpeg *j, const uint8_t *planar, int channels, uint32_t w, uint32_t h,

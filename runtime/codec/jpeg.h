@@ -33,10 +33,14 @@ int sc__jpeg_info(sc__jpeg *j, const void *src, size_t n, uint32_t *w, uint32_t 
  * Decodes the JPEG src[n] into out: `channels` (1 or 3) planes of
  * crop->height x crop->width uint8 (channels first, as the trainer's
  * images are), the crop rectangle and flip drawn from seed, resampled
- * by resample.c from the region of a reduced-scale decode it chooses.  A corrupt, truncated,
- * oversized or CMYK image is an error with the reason (libjpeg's warnings
- * are errors: no half-decoded sample is ever delivered), and the handle
- * decodes the next image as if it were new.
+ * by resample.c from the region of a reduced-scale decode it chooses.
+ * Colours as PIL's convert("RGB") or convert("L") (CMYK and YCCK as
+ * Adobe's inverted CMYK, as PIL reads them); bytes after the end-of-image
+ * marker are ignored; with crop->exif the image is turned upright by its
+ * EXIF orientation first.  A corrupt, truncated or oversized image is an
+ * error with the reason (libjpeg's warnings are errors: no half-decoded
+ * sample is ever delivered), and the handle decodes the next image as if
+ * it were new.
  */
 int sc__jpeg_decode_crop(sc__jpeg *j, const void *src, size_t n, const sc__crop *crop,
                          uint64_t seed, int channels, uint8_t *out, sc_error *err);

@@ -42,7 +42,7 @@ struct sc__resampler {
 
 sc__crop sc__crop_default(uint32_t w, uint32_t h)
 {
-    return (sc__crop){w, h, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, 1};
+    return (sc__crop){w, h, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, 1, 3, 0};
 }
 
 static double resample_uniform(sc__rng *r, double lo, double hi)

@@ -24,15 +24,23 @@ typedef struct sc__crop {
     double scale[2];        /* the crop's share of the image's area: (0.08, 1) */
     double ratio[2];        /* its aspect ratio, width / height: (3/4, 4/3) */
     int flip;               /* 1: mirrored left-right with probability 1/2 */
+    int channels;           /* planes delivered: 1 (PIL's convert("L")) or 3 (0 too: RGB) */
+    int exif;               /* 1: the image turned upright by its EXIF orientation first */
 } sc__crop;
 
 /* The defaults above, for an output of w x h pixels. */
 sc__crop sc__crop_default(uint32_t w, uint32_t h);
 
-/* Bytes of one image decoded to the crop's size, as the loader delivers it: 3 planes. */
+/* The planes a crop delivers: 1 or 3. */
+static inline int sc__crop_planes(const sc__crop *c)
+{
+    return c->channels == 1 ? 1 : 3;
+}
+
+/* Bytes of one image decoded to the crop's size, as the loader delivers it. */
 static inline uint64_t sc__crop_bytes(const sc__crop *c)
 {
-    return 3ull * c->width * c->height;
+    return (uint64_t)sc__crop_planes(c) * c->width * c->height;
 }
 
 /* A crop rectangle of the full image, in its pixels, and whether it is mirrored. */

@@ -62,8 +62,9 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t id, uint32_t 
 {
     uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_DECODE + (unsigned)f, id);
     int rc = *jp ? SC_OK : sc__image_new(jp, err);
-    if (rc == SC_OK && (rc = sc__image_decode_crop(*jp, src, len, &s->crop[f], seed, 3, out,
-                                                   err)) == SC_EFORMAT)
+    if (rc == SC_OK && (rc = sc__image_decode_crop(*jp, src, len, &s->crop[f], seed,
+                                                   sc__crop_planes(&s->crop[f]), out, err)) ==
+                           SC_EFORMAT)
         *bad = 1;
     if (rc != SC_OK)
         sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "

@@ -16,6 +16,8 @@
 struct sc__decode {
     unsigned char mode[SC_MAX_FIELDS]; /* per source field, SC__DECODE_* */
     uint32_t size;                     /* the decoded images' side */
+    int channels;                      /* and planes: 1 or 3 */
+    int exif;                          /* 1: turned upright by their EXIF orientation */
     int n;                             /* the source's fields, as scanned */
     sc__field src[SC_MAX_FIELDS];
     const char *path;                  /* the source's, for messages: the dataset's */
@@ -103,9 +105,9 @@ static int decode_parse(sc__decode *d, const char *spec, sc_error *err)
 }
 
 /* The centre square, resized: what a decode-once field caches. */
-static sc__crop decode_centre(uint32_t side)
+static sc__crop decode_centre(const sc__decode *d)
 {
-    return (sc__crop){side, side, {1.0, 1.0}, {1.0, 1.0}, 0};
+    return (sc__crop){d->size, d->size, {1.0, 1.0}, {1.0, 1.0}, 0, d->channels, d->exif};
 }
 
 /* Decode-once's shard transform: decoded fields into images, every other one as it is
@@ -114,7 +116,7 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
                         const void *const *in, void *const *out, char *msg, size_t msglen)
 {
     const sc__decode *d = arg;
-    sc__crop crop = decode_centre(d->size);
+    sc__crop crop = decode_centre(d);
     uint64_t image = sc__crop_bytes(&crop);
     sc_error e = SC_ERROR_INIT;
     sc__image *j = NULL;
@@ -129,7 +131,8 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
         }
         for (uint64_t k = 0; rc == SC_OK && k < n; k++) {
             uint64_t at = sc__vlen_off(blob, k), len = sc__vlen_off(blob, k + 1) - at;
-            rc = sc__image_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0, 3,
+            rc = sc__image_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0,
+                                       d->channels,
                                       (unsigned char *)out[i] + k * image, &e);
             if (rc != SC_OK)
                 snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s",
@@ -143,10 +146,10 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
     return rc != SC_OK;
 }
 
-/* Mirrors one CHW uint8 image left to right. */
-static void decode_mirror(unsigned char *img, uint32_t side)
+/* Mirrors one CHW uint8 image of `planes` planes left to right. */
+static void decode_mirror(unsigned char *img, uint32_t side, int planes)
 {
-    for (uint64_t row = 0; row < 3ull * side; row++)
+    for (uint64_t row = 0; row < (uint64_t)planes * side; row++)
         for (uint32_t x = 0, y = side - 1; x < y; x++, y--) {
             unsigned char *p = img + row * side, t = p[x];
             p[x] = p[y];
@@ -162,14 +165,15 @@ static int decode_flip(void *arg, uint64_t epoch, uint64_t sample, uint64_t seed
     (void)epoch, (void)sample, (void)msg, (void)msglen;
     for (int i = 0; i < d->n; i++)
         if (d->mode[i] == SC__DECODE_ONCE && (seed >> 63))
-            decode_mirror(fields[i], d->size);
+            decode_mirror(fields[i], d->size, d->channels);
     return 0;
 }
 
 void sc__decode_image(const sc__decode *d, const sc__field *f, sc__field *out)
 {
-    sc__crop c = decode_centre(d->size);
-    *out = (sc__field){.dtype = SC__DT_U8, .ndims = 3, .dims = {3, c.height, c.width},
+    sc__crop c = decode_centre(d);
+    *out = (sc__field){.dtype = SC__DT_U8, .ndims = 3,
+                       .dims = {(uint64_t)sc__crop_planes(&c), c.height, c.width},
                        .sample_bytes = sc__crop_bytes(&c)};
     snprintf(out->name, sizeof out->name, "%s", f->name);
 }
@@ -178,7 +182,9 @@ void sc__decode_image(const sc__decode *d, const sc__field *f, sc__field *out)
 static void decode_once(sc__decode *d)
 {
     sc_transform *t = &d->tf;
-    snprintf(d->version, sizeof d->version, "1 jpeg centre %u", d->size);
+    /* today's settings keep the version their caches were written under */
+    snprintf(d->version, sizeof d->version, "1 jpeg centre %u%s%s", d->size,
+             d->channels == 1 ? " L" : "", d->exif ? " exif" : "");
     *t = (sc_transform){.name = DECODE_NAME, .version = d->version, .nout = d->n,
                         .shard = decode_shard, .augment = decode_flip, .arg = d};
     for (int i = 0; i < d->n; i++) {
@@ -201,7 +207,13 @@ static int decode_setup(sc__decode *d, const sc_config *cfg, sc_error *err)
     if (cfg->decode_size < 1 || cfg->decode_size > 8192)
         return sc__seterr(err, SC_EINVAL, "SC_DECODE_SIZE=%llu: the decoded images' side must "
                           "be 1 to 8192 pixels", (unsigned long long)cfg->decode_size);
+    if (cfg->decode_channels != 1 && cfg->decode_channels != 3)
+        return sc__seterr(err, SC_EINVAL, "SC_DECODE_CHANNELS=%d: the decoded images are 3 "
+                          "planes (RGB, PIL's convert(\"RGB\")) or 1 (PIL's convert(\"L\"))",
+                          cfg->decode_channels);
     d->size = (uint32_t)cfg->decode_size;
+    d->channels = cfg->decode_channels;
+    d->exif = cfg->decode_exif;
     int rc = decode_parse(d, cfg->decode, err), once = 0, mode = 0;
     for (int i = 0; i < d->n; i++)
         once |= d->mode[i] == SC__DECODE_ONCE, mode |= d->mode[i];
@@ -251,5 +263,9 @@ const sc_transform *sc__decode_once(const sc__decode *d)
 sc__crop sc__decode_epoch(const sc__decode *d, int i)
 {
     int epoch = d && i < d->n && d->mode[i] == SC__DECODE_EPOCH;
-    return epoch ? sc__crop_default(d->size, d->size) : (sc__crop){0};
+    if (!epoch)
+        return (sc__crop){0};
+    sc__crop c = sc__crop_default(d->size, d->size);
+    c.channels = d->channels, c.exif = d->exif;
+    return c;
 }

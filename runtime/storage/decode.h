@@ -1,13 +1,16 @@
 /*
  * decode.h - SC_DECODE: variable-length fields of encoded samples (JPEG
- * bytes) delivered as fixed-shape images, decoded either at every
+ * or PNG bytes, told apart by their signature) delivered as fixed-shape
+ * images, decoded either at every
  * delivery (random resized crop and flip, in the producers: the stream
  * decodes) or once, as a shard is cached (the centre square, with a
  * random flip at every delivery: a built-in shard transform, here).
  *
  * The setting is a comma list of FIELD=DECODER or DECODER, a bare one
  * for every variable-length uint8 field not named; DECODER is "jpeg"
- * (every epoch) or "jpeg-once".  SC_DECODE_SIZE is the output's side.
+ * (every epoch) or "jpeg-once" (either decodes PNGs too).  SC_DECODE_SIZE
+ * is the output's side, SC_DECODE_CHANNELS its planes (3 or 1),
+ * SC_DECODE_EXIF whether images are turned upright first.
  */
 #ifndef SC_DECODE_H
 #define SC_DECODE_H
@@ -42,7 +45,7 @@ const sc_transform *sc__decode_once(const sc__decode *d);
 /* Source field i's crop when it is decoded every epoch; width 0: it is not. */
 sc__crop sc__decode_epoch(const sc__decode *d, int i);
 
-/* Field f as the images d decodes it into: 3 x side x side uint8. */
+/* Field f as the images d decodes it into: channels x side x side uint8. */
 void sc__decode_image(const sc__decode *d, const sc__field *f, sc__field *out);
 
 #endif /* SC_DECODE_H */

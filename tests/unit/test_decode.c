@@ -260,7 +260,7 @@ static void test_decode_once_shard(void **state)
     void *const out2[4] = {out0, out1, thumb, out3};
     char msg[256] = "";
     assert_int_equal(t->shard(t->arg, 5, 100, N, in, out2, msg, sizeof msg), 0);
-    sc__crop centre = {SIDE, SIDE, {1.0, 1.0}, {1.0, 1.0}, 0};
+    sc__crop centre = {SIDE, SIDE, {1.0, 1.0}, {1.0, 1.0}, 0, 3, 0};
     for (int k = 0; k < N; k++) {
         uint8_t want[IMG];
         SC_ASSERT_OK(sc__jpeg_decode_crop(j, jp[k], jn[k], &centre, 0, 3, want, &err), &err);

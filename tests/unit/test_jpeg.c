@@ -71,7 +71,7 @@ static double mean_abs_diff(const uint8_t *a, const uint8_t *b, size_t n)
 /* The whole image at its own size and ratio: the crop every try draws. */
 static sc__crop whole(int flip)
 {
-    return (sc__crop){W, H, {1.0, 1.0}, {(double)W / H, (double)W / H}, flip};
+    return (sc__crop){W, H, {1.0, 1.0}, {(double)W / H, (double)W / H}, flip, 3, 0};
 }
 
 static void test_round_trip(void **state)
@@ -164,7 +164,7 @@ static void test_damage_is_refused(void **state)
     need_jpeg();
     unsigned char *p = malloc(enc_n);
     memcpy(p, enc, enc_n);
-    expect_refused(p, enc_n - 40, "damaged"); /* truncated: libjpeg's warning is an error */
+    expect_refused(p, enc_n - 40, "no end-of-image marker (truncated)");
     expect_refused(p, 200, "JPEG"); /* cut in its tables */
     expect_refused((const unsigned char *)"not a jpeg at all", 17, "not a JPEG");
     for (size_t i = 0; i + 8 < enc_n; i++) /* a forged frame header: 65535 x 65535 */
@@ -227,31 +227,91 @@ static void test_truncated_always_and_stray_bytes_never(void **state)
     free(p);
 }
 
-/* A CMYK JPEG (some ImageNet files are) is refused by name; bad crop settings are refused. */
+/* PIL's RGB of one CMYK pixel as libjpeg delivers it: inverted (Adobe's), then cmyk2rgb. */
+static void pil_cmyk(const unsigned char *p, uint8_t *rgb)
+{
+    for (int k = 0; k < 3; k++) {
+        unsigned c = 255u - p[k], nk = p[3], t = c * nk + 128;
+        rgb[k] = (uint8_t)(nk - (((t >> 8) + t) >> 8));
+    }
+}
+
+/*
+ * A YCCK JPEG (TurboJPEG writes CMYK so, with Adobe's marker; some
+ * ImageNet files are CMYK) decodes to PIL's RGB of libjpeg's CMYK, and 1
+ * plane to its luma; bad crop settings are refused.
+ */
 static void test_cmyk_and_bad_settings(void **state)
 {
     (void)state;
     need_jpeg();
 #ifdef SC_HAVE_JPEG
-    unsigned char cmyk[4 * 16 * 16], *buf = NULL;
+    enum { S = 16 };
+    unsigned char cmyk[4 * S * S], raw[4 * S * S], *buf = NULL;
     unsigned long n = 0;
-    memset(cmyk, 90, sizeof cmyk);
-    tjhandle t = tjInitCompress();
-    assert_int_equal(tjCompress2(t, cmyk, 16, 0, 16, TJPF_CMYK, &buf, &n, TJSAMP_444, 90, 0), 0);
-    uint8_t out[3 * 16 * 16];
-    sc__crop c = sc__crop_default(16, 16);
+    for (int i = 0; i < 4 * S * S; i++)
+        cmyk[i] = (unsigned char)(i % 4 == 3 ? 40 + i / 8 : (i * 29) % 256);
+    tjhandle t = tjInitCompress(), d = tjInitDecompress();
+    assert_int_equal(tjCompress2(t, cmyk, S, 0, S, TJPF_CMYK, &buf, &n, TJSAMP_444, 95, 0), 0);
+    assert_int_equal(tjDecompress2(d, buf, n, raw, S, 0, S, TJPF_CMYK, 0), 0);
+    uint8_t out[3 * S * S], luma[S * S];
+    sc__crop c = {S, S, {1.0, 1.0}, {1.0, 1.0}, 0, 3, 0}, c1 = c;
+    c1.channels = 1;
     sc_error err = SC_ERROR_INIT;
-    assert_int_equal(sc__jpeg_decode_crop(jp, buf, n, &c, 3, 3, out, &err), SC_EFORMAT);
-    assert_non_null(strstr(err.msg, "CMYK"));
+    SC_ASSERT_OK(sc__jpeg_decode_crop(jp, buf, n, &c, 3, 3, out, &err), &err);
+    SC_ASSERT_OK(sc__jpeg_decode_crop(jp, buf, n, &c1, 3, 1, luma, &err), &err);
+    for (int i = 0; i < S * S; i++) {
+        uint8_t rgb[3];
+        pil_cmyk(raw + 4 * i, rgb);
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(out[k * S * S + i], rgb[k]);
+        assert_int_equal(luma[i], (rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+    }
     tjFree(buf);
     tjDestroy(t);
+    tjDestroy(d);
     good_still_decodes();
-    sc__crop bad = c;
+    sc__crop bad = sc__crop_default(16, 16);
     bad.scale[0] = 0.9, bad.scale[1] = 0.5;
     assert_int_equal(sc__jpeg_decode_crop(jp, enc, enc_n, &bad, 3, 3, out, &err), SC_EINVAL);
-    bad = c, bad.ratio[0] = 0.0 / 0.0;
+    bad = sc__crop_default(16, 16), bad.ratio[0] = 0.0 / 0.0;
     assert_int_equal(sc__jpeg_decode_crop(jp, enc, enc_n, &bad, 3, 3, out, &err), SC_EINVAL);
 #endif
+}
+
+/*
+ * Bytes after the end-of-image marker, however many, are not the image:
+ * 2 KiB of them decode to the image's own bytes; so does an EXIF block
+ * with a thumbnail (its own FF D8 .. FF D9, skipped with its segment),
+ * whose image cut before its end is still refused.
+ */
+static void test_trailing_bytes_and_thumbnails(void **state)
+{
+    (void)state;
+    need_jpeg();
+    uint8_t a[3 * 16 * 16], b[3 * 16 * 16];
+    sc__crop c = sc__crop_default(16, 16);
+    sc_error err = SC_ERROR_INIT;
+    unsigned char *p = malloc(enc_n + 4096);
+    memcpy(p, enc, enc_n);
+    for (int i = 0; i < 2048; i++)
+        p[enc_n + i] = (unsigned char)(i * 7);
+    SC_ASSERT_OK(sc__jpeg_decode_crop(jp, p, enc_n + 2048, &c, 5, 3, a, &err), &err);
+    SC_ASSERT_OK(sc__jpeg_decode_crop(jp, enc, enc_n, &c, 5, 3, b, &err), &err);
+    assert_memory_equal(a, b, sizeof a);
+    /* APP1 "Exif" holding a whole small JPEG (the thumbnail) right after SOI */
+    size_t seg = 2 + 6 + enc_n;
+    p[0] = 0xFF, p[1] = 0xD8, p[2] = 0xFF, p[3] = 0xE1;
+    p[4] = (unsigned char)(seg >> 8), p[5] = (unsigned char)seg;
+    memcpy(p + 6, "Exif\0\0", 6);
+    memcpy(p + 12, enc, enc_n);
+    memcpy(p + 12 + enc_n, enc + 2, enc_n - 2);
+    size_t n = 12 + enc_n + enc_n - 2;
+    SC_ASSERT_OK(sc__jpeg_decode_crop(jp, p, n, &c, 5, 3, a, &err), &err);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(sc__jpeg_decode_crop(jp, p, n - 300, &c, 5, 3, a, &err), SC_EFORMAT);
+    assert_non_null(strstr(err.msg, "a JPEG image with no end-of-image marker (truncated)"));
+    free(p);
 }
 
 int main(void)
@@ -263,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_damage_is_refused),
         cmocka_unit_test(test_truncated_always_and_stray_bytes_never),
         cmocka_unit_test(test_cmyk_and_bad_settings),
+        cmocka_unit_test(test_trailing_bytes_and_thumbnails),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
