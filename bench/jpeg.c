@@ -175,7 +175,7 @@ static void dump(sc__jpeg *j, const char *path, unsigned char **img, size_t *len
             die("--dump: info", &err);
         for (uint32_t k = 0; k < 5; k++) {
             sc__crop crop = k ? sc__crop_default((uint32_t)c, (uint32_t)c)
-                              : (sc__crop){(uint32_t)c, (uint32_t)c, {1, 1}, {1, 1}, 0};
+                              : (sc__crop){(uint32_t)c, (uint32_t)c, {1, 1}, {1, 1}, 0, 3, 0};
             uint64_t seed = sc__rng_key(7, k, 0, (uint64_t)i);
             sc__rect r = sc__crop_draw(&crop, W, H, seed);
             if (sc__jpeg_decode_crop(j, img[i], len[i], &crop, seed, 3, out, &err) != SC_OK)

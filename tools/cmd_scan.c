@@ -162,7 +162,7 @@ static int cmd_scan_pick_named(scan_run *s)
     for (const char *p = s->o->field; *p;) {
         size_t len = strcspn(p, ",");
         int i = 0;
-        sc_field_info f;
+        sc_field_info f = {0};
         for (; i < s->di.nfields; i++)
             if (sc_dataset_field(s->ds, i, &f) == SC_OK && cmd_scan_names(&f, p, len))
                 break;

@@ -143,7 +143,8 @@ def differences(path, cache_dir, mode, n, epochs=(0,)):
     with h5py.File(path, "r") as f:
         blobs = [b.tobytes() for b in f["images"][:]]
     got = {}
-    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=4, shard_size=16,
+    shard = max(1, min(16, len(blobs) // SIZE))  # every rank a shard, on any world size
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=4, shard_size=shard,
                            shuffle="global", seed=SEED, remainder="pad", decode=mode,
                            decode_size=n, log=0) as loader:
         field = [f[0] for f in loader.fields].index("images")

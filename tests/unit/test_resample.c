@@ -140,7 +140,7 @@ static void test_crop_at_the_edge(void **state)
 }
 
 /*
- * The plan: the scale leaves the filter at least 8x the output's pixels
+ * The plan: the scale leaves the filter at least 12x the output's pixels
  * (the IDCT alone shrinking to the output differs from PIL by levels),
  * and the region is the crop's pixels at that scale, which every window
  * lies in.
@@ -153,17 +153,17 @@ static void test_plan_keeps_the_filter(void **state)
     sc__rect r = {0, 0, 1024, 1024, 0};
     sc__region g;
     sc__resample_plan(&r, &c, 1024, 1024, scales, 8, &g);
-    assert_int_equal(g.num * 8, 2 * g.denom); /* 256 = 8 x 32 pixels; 1/8 leaves 128 */
-    assert_int_equal(g.x1 - g.x0, 256);
-    r = (sc__rect){100, 36, 800, 700, 0}; /* 3/8: 262.5 rows; 2/8 leaves 175 */
+    assert_int_equal(g.num * 8, 3 * g.denom); /* 384 = 12 x 32 pixels; 2/8 leaves 256 */
+    assert_int_equal(g.x1 - g.x0, 384);
+    r = (sc__rect){100, 36, 800, 700, 0}; /* 5/8: 437.5 rows; 4/8 leaves 350 */
     sc__resample_plan(&r, &c, 1024, 1024, scales, 8, &g);
-    assert_int_equal(g.num * 8, 3 * g.denom);
-    assert_int_equal(g.sw, 384);
-    assert_int_equal(g.x0, 37), assert_int_equal(g.x1, 338); /* [37.5, 337.5]: the centres in it */
-    assert_int_equal(g.y0, 13), assert_int_equal(g.y1, 276); /* [13.5, 276] */
+    assert_int_equal(g.num * 8, 5 * g.denom);
+    assert_int_equal(g.sw, 640);
+    assert_int_equal(g.x0, 62), assert_int_equal(g.x1, 563); /* [62.5, 562.5]: the centres in it */
+    assert_int_equal(g.y0, 22), assert_int_equal(g.y1, 460); /* [22.5, 460] */
     c = sc__crop_default(224, 224);
     sc__resample_plan(&r, &c, 1024, 1024, scales, 8, &g);
-    assert_int_equal(g.num, g.denom); /* no scale keeps 8 x 224 */
+    assert_int_equal(g.num, g.denom); /* no scale keeps 12 x 224 */
     assert_int_equal(g.x0, 100), assert_int_equal(g.x1, 900);
     assert_int_equal(g.y0, 36), assert_int_equal(g.y1, 736);
 }
