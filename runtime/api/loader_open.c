@@ -20,6 +20,7 @@
 #include "config.h"
 #include "decode.h"
 #include "error.h"
+#include "fields.h"
 #include "jobwide.h"
 #include "loader_state.h"
 #include "log.h"
@@ -256,6 +257,12 @@ static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *e
                                err);
     if (rc != SC_OK)
         sc__errctx(err, rc, "rank %d: SC_SKIP_LIST", ld->rank);
+    else if (sc__fields_decode_skip(ld->ds, &ld->skip) && cfg->bad_sample == SC_BAD_SAMPLE_SKIP)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: SC_BAD_SAMPLE=skip replaces an image that "
+                        "fails to decode at delivery (SC_DECODE=jpeg); decode-once (jpeg-once) "
+                        "decodes a shard once into the cache, where a bad image has no "
+                        "replacement: list every bad sample first with `shardcache scan "
+                        "--decode` and pass the list as SC_SKIP_LIST", ld->rank);
     rc = loader_agree(ld, rc, err);
     if (rc == SC_OK && ld->skip.n && ld->rank == 0)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "SC_SKIP_LIST '%s': %llu samples skipped, "

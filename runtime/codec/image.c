@@ -41,7 +41,8 @@ void sc__image_free(sc__image *im)
 const char *sc__image_format(const void *src, size_t n)
 {
     const unsigned char *b = src;
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+    if (n >= 2 && b[0] == 0xFF && b[1] == 0xD8) /* its start of image: the JPEG decoder says
+                                                  what is wrong past it, in its words */
         return "JPEG";
     if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
         return "PNG";

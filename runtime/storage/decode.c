@@ -22,6 +22,7 @@ struct sc__decode {
     sc__field src[SC_MAX_FIELDS];
     const char *path;                  /* the source's, for messages: the dataset's */
     sc_transform tf;                   /* decode-once's; tf.shard NULL: none decoded once */
+    const sc__skiplist *skip;          /* samples decode-once leaves undecoded; NULL: none */
     char version[64];
 };
 
@@ -131,11 +132,16 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
         }
         for (uint64_t k = 0; rc == SC_OK && k < n; k++) {
             uint64_t at = sc__vlen_off(blob, k), len = sc__vlen_off(blob, k + 1) - at;
+            if (sc__skiplist_find(d->skip, first + k) >= 0) { /* never delivered */
+                memset((unsigned char *)out[i] + k * image, 0, image);
+                continue;
+            }
             rc = sc__image_decode_crop(j, sc__vlen_values(blob, n) + at, len, &crop, 0,
                                        d->channels,
                                       (unsigned char *)out[i] + k * image, &e);
             if (rc != SC_OK)
-                snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s",
+                snprintf(msg, msglen, "sample %llu: field '%s' (%llu bytes): %s (`shardcache "
+                         "scan --decode` lists every bad sample for SC_SKIP_LIST)",
                          (unsigned long long)(first + k), d->src[i].name,
                          (unsigned long long)len, e.msg);
         }
@@ -144,6 +150,12 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
         snprintf(msg, msglen, "%s", e.msg);
     sc__image_free(j);
     return rc != SC_OK;
+}
+
+void sc__decode_skip(sc__decode *d, const sc__skiplist *l)
+{
+    if (d)
+        d->skip = l && l->n ? l : NULL;
 }
 
 /* Mirrors one CHW uint8 image of `planes` planes left to right. */

@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "field.h"
+#include "skiplist.h"
 #include "image.h"
 
 enum { SC__DECODE_NONE, SC__DECODE_EPOCH, SC__DECODE_ONCE };
@@ -38,6 +39,14 @@ typedef struct sc__decode sc__decode;
 int sc__decode_new(const char *path, const sc__field *fields, int n, const sc_config *cfg,
                    sc__decode **out, sc_error *err);
 void sc__decode_free(sc__decode *d);
+
+/*
+ * The skip list's samples (l: NULL or empty for none) are not decoded
+ * once: their images stay zero, and the stream replaces them, so they are
+ * never delivered.  Set by the loader's open, before any shard is read;
+ * l must outlive d's transform.  d may be NULL (no SC_DECODE).
+ */
+void sc__decode_skip(sc__decode *d, const sc__skiplist *l);
 
 /* Decode-once's shard transform, or NULL when no field is decoded once (or d is NULL). */
 const sc_transform *sc__decode_once(const sc__decode *d);

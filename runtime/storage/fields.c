@@ -418,6 +418,12 @@ const sc_transform *sc__fields_shard_tf(const sc_dataset *ds, const sc_config *c
     return once ? once : cfg->transform;
 }
 
+int sc__fields_decode_skip(sc_dataset *ds, const sc__skiplist *l)
+{
+    sc__decode_skip(ds->decode, l);
+    return sc__decode_once(ds->decode) != NULL;
+}
+
 sc__crop sc__fields_crop(const sc_dataset *ds, int i)
 {
     /* fields[] are the source's: no transform, or decode-once's (which keeps their order) */

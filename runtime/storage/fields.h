@@ -15,6 +15,7 @@
 #include "augment.h"
 #include "dataset_impl.h"
 #include "resample.h"
+#include "skiplist.h"
 
 /* The names of the fields to load, and the datasets "every field" left out. */
 typedef struct sc__fields_names {
@@ -73,6 +74,12 @@ int sc__fields_setup(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
 /* The transform the stream runs (its augmentation): decode-once's, or cfg's own. */
 const sc_transform *sc__fields_shard_tf(const sc_dataset *ds, const sc_config *cfg);
+
+/*
+ * Decode-once leaves the skip list's samples undecoded (decode.h); 1 when
+ * a field of ds is decoded once.  Before any shard is read.
+ */
+int sc__fields_decode_skip(sc_dataset *ds, const sc__skiplist *l);
 
 /* The crop delivered field i is decoded with at every delivery; width 0: none. */
 sc__crop sc__fields_crop(const sc_dataset *ds, int i);

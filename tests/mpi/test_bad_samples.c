@@ -85,11 +85,13 @@ typedef struct job {
     char src[1200];
 } job;
 
+static const char *decoder = "jpeg"; /* SC_DECODE's for /img: every epoch, or "jpeg-once" */
+
 /* Fields: /img decoded to 3 x OUT x OUT, /y int64. */
 static sc_config job_config(const job *jb, int skip)
 {
     sc_config c = sc_t_config(jb->src, dir, jb->shard, B, jb->seed);
-    snprintf(c.decode, sizeof c.decode, "img=jpeg");
+    snprintf(c.decode, sizeof c.decode, "img=%s", decoder);
     c.decode_size = OUT;
     c.remainder = SC_REMAINDER_PAD;
     c.bad_sample = skip ? SC_BAD_SAMPLE_SKIP : SC_BAD_SAMPLE_ERROR;
@@ -329,7 +331,7 @@ static void test_skip_list(void **state)
     if (!f.jpeg)
         skip();
     job jb;
-    make_job(&jb, "listed", 7);
+    make_job(&jb, strcmp(decoder, "jpeg") ? "listed-once" : "listed", 7); /* a file of its own */
     uint64_t extra = 0;
     while (jb.bad[extra] || jb.bad[extra + 1])
         extra += 2; /* a good one, its shard not all listed */
@@ -367,6 +369,13 @@ static void test_skip_list(void **state)
     assert_int_equal(rep.exactly_once.skipped_listed, count_bad(&jb) + 1);
     assert_int_equal(rep.exactly_once.skipped_bad, 0);
     sc_loader_close(ld);
+    if (!strcmp(decoder, "jpeg-once")) { /* its cache holds no bad image to replace at delivery */
+        sc_error err = SC_ERROR_INIT;
+        c = job_config(&jb, 1);
+        assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+        if (!strstr(err.msg, "SC_BAD_SAMPLE=skip") || !strstr(err.msg, "SC_SKIP_LIST"))
+            fail_msg("'%s'", err.msg);
+    }
 
     /* Another dataset's list, then an id out of range: refused at open, file and line. */
     write_list(list, fp ^ 1, &jb, extra);
@@ -387,6 +396,18 @@ static void test_skip_list(void **state)
     if (!strstr(err.msg, list) || !strstr(err.msg, want))
         fail_msg("'%s' names no '%s'", err.msg, want);
     free_job(&jb);
+}
+
+/*
+ * Decode-once with the skip list: the listed images are never decoded into
+ * the cache (a bad one would fail its shard), and replaced at delivery as
+ * every epoch's are; SC_BAD_SAMPLE=skip, which it cannot honour, refused.
+ */
+static void test_skip_list_decode_once(void **state)
+{
+    decoder = "jpeg-once";
+    test_skip_list(state);
+    decoder = "jpeg";
 }
 
 /* A sample rank 0 reads in `epoch` of a job with c (its first shard's first sample). */
@@ -464,6 +485,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_skip_replaces_bad_samples),
         cmocka_unit_test(test_skip_list),
+        cmocka_unit_test(test_skip_list_decode_once),
         cmocka_unit_test(test_error_names_rank_sample_epoch),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
