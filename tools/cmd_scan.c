@@ -15,6 +15,7 @@
 
 #include "agree.h"
 #include "clock.h"
+#include "field.h"
 #include "formats.h"
 #include "cli.h"
 #include "image.h"
@@ -143,14 +144,6 @@ typedef struct scan_run {
 } scan_run;
 
 /* Field f's name matches `name` ("/x" and "x" alike). */
-static int cmd_scan_names(const sc_field_info *f, const char *name, size_t len)
-{
-    const char *fn = f->name + (f->name[0] == '/');
-    if (len && name[0] == '/')
-        name++, len--;
-    return strlen(fn) == len && !memcmp(fn, name, len);
-}
-
 static int cmd_scan_takes(const sc_field_info *f)
 {
     return f->vlen && !strcmp(f->dtype, "uint8");
@@ -164,7 +157,7 @@ static int cmd_scan_pick_named(scan_run *s)
         int i = 0;
         sc_field_info f = {0};
         for (; i < s->di.nfields; i++)
-            if (sc_dataset_field(s->ds, i, &f) == SC_OK && cmd_scan_names(&f, p, len))
+            if (sc_dataset_field(s->ds, i, &f) == SC_OK && sc__field_named(f.name, p, len))
                 break;
         if (i == s->di.nfields)
             return sc__seterr(&s->err, SC_EINVAL, "source '%s' has no field '%.*s' (SC_FIELDS "

@@ -43,7 +43,7 @@ static const char *decode_item(const char *item, size_t len, char *field, size_t
 /* Source field i's name matches `field` ("/x" and "x" alike). */
 static int decode_names(const sc__field *f, const char *field)
 {
-    return !strcmp(f->name + (f->name[0] == '/'), field + (field[0] == '/'));
+    return sc__field_named(f->name, field, strlen(field));
 }
 
 static int decode_takes(const sc__field *f)

@@ -50,3 +50,11 @@ int sc__field_sane(const sc__field *f)
             return 0;
     return bytes == f->sample_bytes;
 }
+
+int sc__field_named(const char *name, const char *want, size_t len)
+{
+    name += name[0] == '/';
+    if (len && want[0] == '/')
+        want++, len--;
+    return strlen(name) == len && !memcmp(name, want, len);
+}

@@ -36,6 +36,9 @@ void sc__field_words(const sc__field *f, char *buf, size_t n);
 /* Whether a and b hold the same samples (type, shape, axis): the name aside. */
 int sc__field_same(const sc__field *a, const sc__field *b);
 
+/* Whether a field's name is want[len] as a user writes it: "/x" and "x" alike. */
+int sc__field_named(const char *name, const char *want, size_t len);
+
 /* Whether a description that came from elsewhere (a manifest) holds together. */
 int sc__field_sane(const sc__field *f);
 
