@@ -7,8 +7,8 @@
 #   real       the real photographs of tests/photos/stage.py (Debian's
 #              gimp-help-en, installed or downloaded: 62 to 768 pixels on a
 #              side, their own size distribution), repeated in order to
-#              SAMPLES; files that are not JPEG (one PNG named .jpg) are
-#              left out while shardcache's decoder refuses them
+#              SAMPLES; the one PNG named .jpg is left out, as the limit
+#              line (libjpeg-turbo alone) reads JPEGs only
 #
 # and on each:
 #
