@@ -33,9 +33,9 @@ static const char usage[] =
     "file, field and reason, in id order, then a summary line.  Exits 0 when\n"
     "every sample decodes, 1 when some do not (the skip list written), 2 on\n"
     "an error (a file that cannot be read, bad flags).\n"
-    "Give the job's settings (SC_FIELDS, SC_SHARD_SIZE, SC_SAMPLE_AXIS,\n"
-    "SC_DECODE): the skip list carries the dataset's fingerprint, which they\n"
-    "key, and a job refuses a list of another fingerprint.\n"
+    "The skip list carries the fingerprint of the source's samples (its files,\n"
+    "their stamps and sample counts: SC_SAMPLE_AXIS moves ids, SC_SHARD_SIZE,\n"
+    "SC_FIELDS and SC_DECODE do not), and a job refuses a list of another.\n"
     "SC_* environment variables apply; flags override them.\n"
     "\n"
     "  --decode           decode every image (the check this scan makes)\n"
@@ -133,7 +133,7 @@ typedef struct scan_run {
     sc_dataset *ds;
     sc_dataset_info di;
     const uint64_t *first;   /* each shard's first global id */
-    uint64_t fingerprint;    /* the job's dataset's (with its SC_DECODE) */
+    uint64_t fingerprint;    /* the source's samples' (sc_dataset_info) */
     unsigned char pick[SC_MAX_FIELDS]; /* the fields decoded */
     uint64_t lo, hi;         /* this rank's shards */
     void **bufs;
@@ -187,25 +187,6 @@ static int cmd_scan_pick(scan_run *s)
                                     "uint8 field (encoded images) to decode", s->cfg->source);
 }
 
-/*
- * The fingerprint a job on these settings sees: decode-once's transform
- * keys it too, so with SC_DECODE the source is opened again as the job
- * opens it (the scan's own open leaves SC_DECODE out: it reads the bytes).
- */
-static int cmd_scan_fingerprint(scan_run *s)
-{
-    s->fingerprint = s->di.fingerprint;
-    if (!s->cfg->decode[0])
-        return SC_OK;
-    sc_dataset *job = NULL;
-    sc_dataset_info ji;
-    int rc = sc_dataset_open(MPI_COMM_WORLD, s->cfg, &job, &s->err);
-    if (rc == SC_OK && sc_dataset_get_info(job, &ji) == SC_OK)
-        s->fingerprint = ji.fingerprint;
-    sc_dataset_close(job);
-    return rc;
-}
-
 /* Buffers for the largest of this rank's shards, field by field. */
 static int cmd_scan_buffers(scan_run *s)
 {
@@ -228,13 +209,13 @@ static int cmd_scan_open(scan_run *s)
 {
     sc_config raw = *s->cfg;
     raw.decode[0] = 0;
+    raw.skip_list = NULL; /* the scan finds the bad samples: a list of them is not its input */
     int rc = sc_dataset_open(MPI_COMM_WORLD, &raw, &s->ds, &s->err);
     if (rc != SC_OK)
         return rc;
     sc_dataset_get_info(s->ds, &s->di);
     sc_dataset_shard_offsets(s->ds, &s->first);
-    if ((rc = cmd_scan_fingerprint(s)) != SC_OK)
-        return rc;
+    s->fingerprint = s->di.samples_fingerprint;
     s->lo = s->di.nshards * (uint64_t)s->rank / (uint64_t)s->world;
     s->hi = s->di.nshards * (uint64_t)(s->rank + 1) / (uint64_t)s->world;
     if ((rc = cmd_scan_pick(s)) == SC_OK && (rc = cmd_scan_buffers(s)) == SC_OK)

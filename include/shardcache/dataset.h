@@ -57,7 +57,10 @@ typedef struct sc_dataset_info {
                                   sample counts from the directory's saved manifest
                                   (`shardcache stage` saves it) instead of opening each */
     uint64_t nfiles;           /* the source's files (layout A: 1) */
-    uint64_t reserved[6];      /* room for later fields: the size stays */
+    uint64_t samples_fingerprint; /* what a sample id means: the files, their stamps and
+                                     sample counts, whatever SC_SHARD_SIZE, SC_FIELDS or
+                                     SC_DECODE say (a skip list's `# fingerprint`) */
+    uint64_t reserved[5];      /* room for later fields: the size stays */
 } sc_dataset_info;
 
 

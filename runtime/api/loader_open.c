@@ -242,32 +242,35 @@ static void loader_idle(void *arg)
 }
 
 /*
- * SC_SKIP_LIST, read by every rank (a list for another dataset, or a bad
- * line, refused on every rank), and SC_BAD_SAMPLE checked.
+ * SC_BAD_SAMPLE and SC_SKIP_LIST (read by the dataset's open, against what
+ * its sample ids mean) checked against what can replace a sample: another
+ * of its shard, at delivery.
  */
 static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
-    int rc = SC_OK;
-    if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && cfg->bad_sample != SC_BAD_SAMPLE_SKIP)
+    int rc = SC_OK, skip = cfg->bad_sample == SC_BAD_SAMPLE_SKIP;
+    const sc__skiplist *l = sc__fields_skip(ld->ds);
+    if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && !skip)
         rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.bad_sample is %d, neither "
                         "SC_BAD_SAMPLE_ERROR nor SC_BAD_SAMPLE_SKIP", ld->rank,
                         (int)cfg->bad_sample);
-    else if (cfg->skip_list && cfg->skip_list[0])
-        rc = sc__skiplist_load(cfg->skip_list, ld->ds->fingerprint, ld->ds->nsamples, &ld->skip,
-                               err);
-    if (rc != SC_OK)
-        sc__errctx(err, rc, "rank %d: SC_SKIP_LIST", ld->rank);
-    else if (sc__fields_decode_skip(ld->ds, &ld->skip) && cfg->bad_sample == SC_BAD_SAMPLE_SKIP)
+    else if ((skip || l) && ld->ds->shard_size < 2)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: %s replaces a sample by another of its "
+                        "shard, and source '%s' has shards of one sample (SC_SHARD_SIZE=%s): "
+                        "set SC_SHARD_SIZE to 2 or more", ld->rank,
+                        skip ? "SC_BAD_SAMPLE=skip" : "SC_SKIP_LIST", ld->ds->path,
+                        cfg->shard_size == SC_SHARD_AUTO ? "auto, for a small source" : "1");
+    else if (skip && sc__fields_decodes_once(ld->ds))
         rc = sc__seterr(err, SC_EINVAL, "rank %d: SC_BAD_SAMPLE=skip replaces an image that "
                         "fails to decode at delivery (SC_DECODE=jpeg); decode-once (jpeg-once) "
                         "decodes a shard once into the cache, where a bad image has no "
                         "replacement: list every bad sample first with `shardcache scan "
                         "--decode` and pass the list as SC_SKIP_LIST", ld->rank);
     rc = loader_agree(ld, rc, err);
-    if (rc == SC_OK && ld->skip.n && ld->rank == 0)
+    if (rc == SC_OK && l && ld->rank == 0)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "SC_SKIP_LIST '%s': %llu samples skipped, "
                 "each replaced by another sample of its shard", cfg->skip_list,
-                (unsigned long long)ld->skip.n);
+                (unsigned long long)l->n);
     return rc;
 }
 
@@ -327,7 +330,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .idle = loader_idle,
         .idle_arg = ld,
         .skip_bad = cfg->bad_sample == SC_BAD_SAMPLE_SKIP,
-        .skip = ld->skip.n ? &ld->skip : NULL,
+        .skip = sc__fields_skip(ld->ds),
         .log_level = cfg->log_level,
     };
     int decodes = 0;
@@ -438,7 +441,6 @@ int sc_loader_close(sc_loader *ld)
     sc__peer_give_up(ld->peer, UINT64_MAX, NULL);
     sc__stream_close(ld->stream);
     ld->stream = NULL;
-    sc__skiplist_free(&ld->skip);
     /* The producers are joined: every ring can be drained and the file finished. */
     sc_error terr = SC_ERROR_INIT;
     if (sc__trace_close(ld->trace, &terr) != SC_OK && rc == SC_OK) {

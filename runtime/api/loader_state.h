@@ -159,7 +159,6 @@ struct sc_loader {
     } resume;
     uint64_t plan_nb;        /* the current epoch's plan: batches per rank */
     uint64_t ahead_to;       /* 1 + the last epoch the cache's future holds (0: none) */
-    sc__skiplist skip;       /* SC_SKIP_LIST's samples (none: n = 0); the stream reads it */
 };
 
 /* ---- loader_plans.c: epoch records, broadcasts, verdicts ---------------------- */

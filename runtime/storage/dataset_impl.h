@@ -13,6 +13,7 @@
 
 #include "field.h"
 #include "fingerprint.h"
+#include "skiplist.h"
 #include "shardcache.h"
 
 struct sc_dataset {
@@ -49,6 +50,13 @@ struct sc_dataset {
     int nsrc;
     /* SC_DECODE (decode.h): its settings and decode-once's transform; NULL: unset. */
     struct sc__decode *decode;
+    /*
+     * What a sample id means, apart from the settings that do not move one
+     * (shard size, fields, decoding): the layout, the files in order with
+     * their stamps, the sample count.  SC_SKIP_LIST's lists are keyed by it.
+     */
+    uint64_t samples_fp;
+    sc__skiplist skip; /* SC_SKIP_LIST's samples, read at the open (n = 0: none) */
     /* SC_AUGMENT (augment.h): the stages delivered field aug_field goes through; NULL: none. */
     struct sc__aug *aug;
     int aug_field;

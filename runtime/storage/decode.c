@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "hash.h"
 #include "vlen.h"
 
 #define DECODE_NAME "shardcache-decode-once"
@@ -152,12 +153,6 @@ static int decode_shard(void *arg, uint64_t shard, uint64_t first, uint64_t n,
     return rc != SC_OK;
 }
 
-void sc__decode_skip(sc__decode *d, const sc__skiplist *l)
-{
-    if (d)
-        d->skip = l && l->n ? l : NULL;
-}
-
 /* Mirrors one CHW uint8 image of `planes` planes left to right. */
 static void decode_mirror(unsigned char *img, uint32_t side, int planes)
 {
@@ -195,8 +190,13 @@ static void decode_once(sc__decode *d)
 {
     sc_transform *t = &d->tf;
     /* today's settings keep the version their caches were written under */
-    snprintf(d->version, sizeof d->version, "1 jpeg centre %u%s%s", d->size,
-             d->channels == 1 ? " L" : "", d->exif ? " exif" : "");
+    char skip[40] = "";
+    if (d->skip) /* its zero images are another cache's: never served to a job without it */
+        snprintf(skip, sizeof skip, " skip %016llx",
+                 (unsigned long long)sc__xxh64(d->skip->ids, sizeof *d->skip->ids * d->skip->n,
+                                               0));
+    snprintf(d->version, sizeof d->version, "1 jpeg centre %u%s%s%s", d->size,
+             d->channels == 1 ? " L" : "", d->exif ? " exif" : "", skip);
     *t = (sc_transform){.name = DECODE_NAME, .version = d->version, .nout = d->n,
                         .shard = decode_shard, .augment = decode_flip, .arg = d};
     for (int i = 0; i < d->n; i++) {
@@ -243,7 +243,7 @@ static int decode_setup(sc__decode *d, const sc_config *cfg, sc_error *err)
 }
 
 int sc__decode_new(const char *path, const sc__field *fields, int n, const sc_config *cfg,
-                   sc__decode **out, sc_error *err)
+                   const sc__skiplist *skip, sc__decode **out, sc_error *err)
 {
     *out = NULL;
     if (!cfg->decode[0])
@@ -253,6 +253,7 @@ int sc__decode_new(const char *path, const sc__field *fields, int n, const sc_co
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory for SC_DECODE", path);
     d->path = path;
     d->n = n;
+    d->skip = skip && skip->n ? skip : NULL;
     memcpy(d->src, fields, sizeof *fields * (size_t)n);
     int rc = decode_setup(d, cfg, err);
     if (rc != SC_OK)

@@ -34,19 +34,15 @@ typedef struct sc__decode sc__decode;
  * Reads cfg->decode against the source's fields[n] (path names the source
  * in errors; it must outlive *out), refusing a field that is not
  * variable-length uint8, a user transform beside it, or a build without
- * JPEG.  *out is NULL when SC_DECODE is unset.
+ * JPEG.  *out is NULL when SC_DECODE is unset.  The skip list's samples
+ * (skip: NULL or empty for none; it must outlive *out) are not decoded
+ * once: their images stay zero (the stream replaces them: they are never
+ * delivered), and the list keys decode-once's version, so that a cache
+ * filled with it never serves a job without it.
  */
 int sc__decode_new(const char *path, const sc__field *fields, int n, const sc_config *cfg,
-                   sc__decode **out, sc_error *err);
+                   const sc__skiplist *skip, sc__decode **out, sc_error *err);
 void sc__decode_free(sc__decode *d);
-
-/*
- * The skip list's samples (l: NULL or empty for none) are not decoded
- * once: their images stay zero, and the stream replaces them, so they are
- * never delivered.  Set by the loader's open, before any shard is read;
- * l must outlive d's transform.  d may be NULL (no SC_DECODE).
- */
-void sc__decode_skip(sc__decode *d, const sc__skiplist *l);
 
 /* Decode-once's shard transform, or NULL when no field is decoded once (or d is NULL). */
 const sc_transform *sc__decode_once(const sc__decode *d);

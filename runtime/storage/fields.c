@@ -404,7 +404,11 @@ static int fields_augment(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 
 int sc__fields_setup(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    int rc = sc__decode_new(ds->path, ds->fields, ds->nfields, cfg, &ds->decode, err);
+    int rc = SC_OK;
+    if (cfg->skip_list && cfg->skip_list[0]) /* before decode-once, whose cache it keys */
+        rc = sc__skiplist_load(cfg->skip_list, ds->samples_fp, ds->nsamples, &ds->skip, err);
+    if (rc == SC_OK)
+        rc = sc__decode_new(ds->path, ds->fields, ds->nfields, cfg, &ds->skip, &ds->decode, err);
     if (rc == SC_OK)
         rc = fields_transform(ds, sc__fields_shard_tf(ds, cfg), err);
     if (rc == SC_OK)
@@ -418,10 +422,14 @@ const sc_transform *sc__fields_shard_tf(const sc_dataset *ds, const sc_config *c
     return once ? once : cfg->transform;
 }
 
-int sc__fields_decode_skip(sc_dataset *ds, const sc__skiplist *l)
+int sc__fields_decodes_once(const sc_dataset *ds)
 {
-    sc__decode_skip(ds->decode, l);
     return sc__decode_once(ds->decode) != NULL;
+}
+
+const sc__skiplist *sc__fields_skip(const sc_dataset *ds)
+{
+    return ds->skip.n ? &ds->skip : NULL;
 }
 
 sc__crop sc__fields_crop(const sc_dataset *ds, int i)

@@ -75,11 +75,11 @@ int sc__fields_setup(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 /* The transform the stream runs (its augmentation): decode-once's, or cfg's own. */
 const sc_transform *sc__fields_shard_tf(const sc_dataset *ds, const sc_config *cfg);
 
-/*
- * Decode-once leaves the skip list's samples undecoded (decode.h); 1 when
- * a field of ds is decoded once.  Before any shard is read.
- */
-int sc__fields_decode_skip(sc_dataset *ds, const sc__skiplist *l);
+/* Whether a field of ds is decoded once (SC_DECODE=...jpeg-once). */
+int sc__fields_decodes_once(const sc_dataset *ds);
+
+/* SC_SKIP_LIST's samples, read at the open (NULL: none). */
+const sc__skiplist *sc__fields_skip(const sc_dataset *ds);
 
 /* The crop delivered field i is decoded with at every delivery; width 0: none. */
 sc__crop sc__fields_crop(const sc_dataset *ds, int i);

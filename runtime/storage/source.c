@@ -513,6 +513,34 @@ static void source_note_auto(const sc_dataset *ds, const sc_config *cfg)
             source_bytes_words(b * ds->shard_size, shard, sizeof shard), chunks);
 }
 
+/*
+ * The samples' fingerprint (dataset_impl.h): layout A's file and stamp,
+ * layout B's files as named below the source, with their stamps and
+ * sample counts, on every rank alike (B's come from rank 0's scan).
+ */
+static int source_samples_fp(sc_dataset *ds, sc_error *err)
+{
+    sc__fingerprint fp = {0};
+    int rc = SC_OK;
+    size_t base = strlen(ds->path);
+    sc__fingerprint_put(&fp, &ds->layout, 1);
+    sc__fingerprint_u64(&fp, ds->nsamples);
+    if (ds->layout == 'A')
+        rc = sc__fingerprint_file(&fp, ds->path, NULL, err);
+    for (uint64_t k = 0; ds->layout == 'B' && k < ds->nfiles; k++) {
+        const char *f = ds->files[k];
+        sc__fingerprint_str(&fp, ds->is_dir && !strncmp(f, ds->path, base) ? f + base : f);
+        for (int i = 0; i < STAMP; i++)
+            sc__fingerprint_u64(&fp, ds->file_stamp[STAMP * k + i]);
+        sc__fingerprint_u64(&fp, ds->file_sizes[k]);
+    }
+    if (rc == SC_OK && fp.oom)
+        rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    ds->samples_fp = sc__fingerprint_hash(&fp);
+    free(fp.p);
+    return rc;
+}
+
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
     int rc = ds->layout == 'B' ? source_group_files(ds, source_shard_size(ds, cfg), err) : SC_OK;
@@ -525,7 +553,9 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     ds->shard_first[0] = 0;
     for (uint64_t k = 0; k < ds->nshards; k++)
         ds->shard_first[k + 1] = ds->shard_first[k] + ds->shard_sizes[k];
-    rc = sc__fields_setup(ds, cfg, err);
+    rc = source_samples_fp(ds, err);
+    if (rc == SC_OK)
+        rc = sc__fields_setup(ds, cfg, err);
     if (rc == SC_OK)
         ds->sample_bytes = source_mean_bytes(ds, ds->fields, ds->nfields);
     return rc;
@@ -548,6 +578,7 @@ int sc_dataset_close(sc_dataset *ds)
     free(ds->file_first);
     sc__aug_free(ds->aug);
     sc__decode_free(ds->decode);
+    sc__skiplist_free(&ds->skip);
     free(ds);
     return SC_OK;
 }
@@ -561,7 +592,7 @@ int sc_dataset_get_info(const sc_dataset *ds, sc_dataset_info *out)
     *out = (sc_dataset_info){ds->layout, ds->nsamples, ds->nshards, ds->shard_size,
                              ds->sample_bytes, ds->nfields, ds->fingerprint,
                              (uint64_t)ds->from_manifest, ds->layout == 'B' ? ds->nfiles : 1,
-                             {0}};
+                             ds->samples_fp, {0}};
     return SC_OK;
 }
 

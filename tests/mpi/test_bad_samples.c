@@ -304,7 +304,7 @@ static uint64_t fingerprint_of(const sc_config *c)
     sc_dataset_info di;
     sc_dataset_get_info(sc_loader_dataset(ld), &di);
     sc_loader_close(ld);
-    return di.fingerprint;
+    return di.samples_fingerprint;
 }
 
 static void write_list(const char *path, uint64_t fp, const job *jb, uint64_t extra)

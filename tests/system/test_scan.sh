@@ -2,8 +2,8 @@
 # `shardcache scan --decode` on JPEG datasets of both layouts with a few
 # samples damaged as no decoder can take (zeroed, truncated, random bytes,
 # empty): on 1 and 3 ranks every bad id is named exactly once and no good
-# one, the skip list parses and carries the fingerprint a job's cache is
-# named by, and the exit status says 0 clean, 1 bad samples, 2 an error
+# one, the skip list parses and carries the fingerprint of the samples a
+# job takes it by (decode-once too), and the exit status says 0 clean, 1 bad samples, 2 an error
 # (one rank's unreadable file too, without a hang).
 . "$(dirname "$0")/lib.sh"
 sc=$SC_BIN
@@ -101,19 +101,32 @@ run_scan 3 "$d/a.h5" --field /images
 scan_check "layout A, 3 ranks, --field /images" "$d/a.images" 1 - "$out"
 grep -q "skip list" <<<"$out" && failed "a skip list said without --skip-list" || pass "no --skip-list: none written"
 
-# The list's fingerprint is the one a job on the same settings keys its
-# cache by (the cache directory's name), SC_DECODE=jpeg-once's too.
+# The list's fingerprint is the source's samples' (files, stamps, counts):
+# the same whatever SC_SHARD_SIZE or SC_DECODE say, and a job takes it.
 fp_of() { sed -n 's/^# fingerprint //p' "$1"; }
-"$sc" stage --source "$d/a.h5" --cache-dir "$d/cache" --cache-bytes unbounded >/dev/null 2>&1
-[ -d "$d/cache/shardcache-$(fp_of "$d/a1.list")-l0" ] && pass "the fingerprint is the job's (layout A)" ||
-    failed "fingerprint $(fp_of "$d/a1.list"), caches: $(ls "$d/cache")"
-"$sc" stage --source "$d/b" --cache-dir "$d/cache" --cache-bytes unbounded >/dev/null 2>&1
-[ -d "$d/cache/shardcache-$(fp_of "$d/b1.list")-l0" ] && pass "the fingerprint is the job's (layout B)" ||
-    failed "fingerprint $(fp_of "$d/b1.list"), caches: $(ls "$d/cache")"
-SC_DECODE=jpeg-once run_scan 1 "$d/clean.h5" --skip-list "$d/once.list"
-SC_DECODE=jpeg-once "$sc" stage --source "$d/clean.h5" --cache-dir "$d/once" --cache-bytes unbounded >/dev/null 2>&1
-[ -d "$d/once/shardcache-$(fp_of "$d/once.list")-l0" ] && pass "the fingerprint is the job's (SC_DECODE=jpeg-once)" ||
-    failed "fingerprint $(fp_of "$d/once.list"), caches: $(ls "$d/once")"
+SC_SHARD_SIZE=7 SC_DECODE=jpeg-once run_scan 1 "$d/a.h5" --skip-list "$d/a7.list"
+[ "$(fp_of "$d/a7.list")" = "$(fp_of "$d/a1.list")" ] &&
+    pass "the fingerprint is the samples' (SC_SHARD_SIZE, SC_DECODE aside)" ||
+    failed "fingerprints $(fp_of "$d/a7.list") and $(fp_of "$d/a1.list")"
+stage() { "$sc" stage --cache-bytes unbounded --shard-size 5 "$@" >"$d/stage.out" 2>&1; }
+SC_SKIP_LIST=$d/a1.list stage --source "$d/a.h5" --cache-dir "$d/cache" &&
+    pass "a job takes the list (layout A, another shard size)" || failed "$(cat "$d/stage.out")"
+SC_SKIP_LIST=$d/b1.list stage --source "$d/b" --cache-dir "$d/cache" &&
+    pass "a job takes the list (layout B)" || failed "$(cat "$d/stage.out")"
+sed 's/^# fingerprint .*/# fingerprint 0123456789abcdef/' "$d/a1.list" >"$d/other.list"
+SC_SKIP_LIST=$d/other.list stage --source "$d/a.h5" --cache-dir "$d/cache" &&
+    failed "another source's list taken" ||
+    { grep -q "other.list', line 3: made for the dataset of fingerprint 0123456789abcdef" \
+        "$d/stage.out" && pass "another source's list refused, file and line named" ||
+        failed "$(cat "$d/stage.out")"; }
+# Decode-once fills its cache only with the list (its bad images are never
+# decoded), into a cache of its own: a job without the list never reads it.
+SC_DECODE=images=jpeg-once stage --source "$d/a.h5" --cache-dir "$d/once" &&
+    failed "decode-once staged bad images" || pass "decode-once without the list stops on a bad image"
+SC_DECODE=images=jpeg-once SC_SKIP_LIST=$d/a1.list stage --source "$d/a.h5" --cache-dir "$d/once" &&
+    pass "decode-once with the list stages" || failed "$(cat "$d/stage.out")"
+[ "$(ls "$d/once" | wc -l)" -ge 2 ] && pass "the list keys decode-once's cache" ||
+    failed "caches: $(ls "$d/once")"
 
 # A clean set: exit 0, an empty list a job still takes.
 run_scan 3 "$d/clean.h5" --skip-list "$d/clean.list"

@@ -82,7 +82,7 @@ static sc__decode *make(const char *spec)
     sc_config c = cfg(spec);
     sc_error err = SC_ERROR_INIT;
     sc__decode *d = NULL;
-    SC_ASSERT_OK(sc__decode_new(src, fields, 4, &c, &d, &err), &err);
+    SC_ASSERT_OK(sc__decode_new(src, fields, 4, &c, NULL, &d, &err), &err);
     return d;
 }
 
@@ -92,7 +92,7 @@ static void test_unset_decodes_nothing(void **state)
     sc_config c = cfg("");
     sc_error err = SC_ERROR_INIT;
     sc__decode *d = (sc__decode *)&c; /* overwritten */
-    SC_ASSERT_OK(sc__decode_new(src, fields, 4, &c, &d, &err), &err);
+    SC_ASSERT_OK(sc__decode_new(src, fields, 4, &c, NULL, &d, &err), &err);
     assert_null(d);
     assert_null(sc__decode_once(NULL));
     assert_int_equal(sc__decode_epoch(NULL, 0).width, 0);
@@ -153,7 +153,7 @@ static void refused_from(int first, const char *spec, uint64_t side, const sc_tr
     c.transform = tf;
     sc_error err = SC_ERROR_INIT;
     sc__decode *d = NULL;
-    SC_ASSERT_RC(sc__decode_new(src, fields + first, 4 - first, &c, &d, &err), SC_EINVAL, &err);
+    SC_ASSERT_RC(sc__decode_new(src, fields + first, 4 - first, &c, NULL, &d, &err), SC_EINVAL, &err);
     assert_null(d);
     if (!strstr(err.msg, says))
         fail_msg("SC_DECODE='%s': '%s' does not say '%s'", spec, err.msg, says);
@@ -191,7 +191,7 @@ static void test_no_jpeg_says_so(void **state)
     sc_config c = cfg("jpeg");
     sc_error err = SC_ERROR_INIT;
     sc__decode *d = NULL;
-    SC_ASSERT_RC(sc__decode_new(src, fields, 4, &c, &d, &err), SC_ENOTSUP, &err);
+    SC_ASSERT_RC(sc__decode_new(src, fields, 4, &c, NULL, &d, &err), SC_ENOTSUP, &err);
     assert_non_null(strstr(err.msg, "source '/data/set.h5': SC_DECODE='jpeg'"));
 }
 
