@@ -237,6 +237,15 @@ static rslot *stream_slot_with(const sc__stream *s, int state, uint64_t seq)
     return NULL;
 }
 
+/* Every queued epoch's held_peak, after the stream took more memory (mutex held). */
+static void stream_note_held(sc__stream *s)
+{
+    uint64_t held = s->resident + s->pool.bytes;
+    for (ep *e = s->head; e; e = e->next)
+        if (held > e->counts.held_peak)
+            e->counts.held_peak = held;
+}
+
 static int stream_pick(sc__stream *s, task *t)
 {
     SC__ASSERT(stream_held(s));
@@ -267,6 +276,9 @@ static int stream_pick(sc__stream *s, task *t)
         t->e = build;
         t->i = b;
         if (build->loaded_prefix > build->need[b] && slot) {
+            if (b == 0) /* what the epoch's first batch waited for */
+                build->counts.first_bytes =
+                    build->counts.bytes_from_source + build->counts.bytes_from_cache;
             build->next_build++;
             slot->state = SL_BUILDING;
             slot->seq = build->seq0 + b; /* batches are picked in seq order */
@@ -283,6 +295,7 @@ static int stream_pick(sc__stream *s, task *t)
             s->resident += bytes;
             *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
             t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
+            stream_note_held(s);
             return 1;
         }
     }
@@ -799,6 +812,16 @@ int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **drop
     *ndropped = e->sched.ndropped;
     *counts = e->counts;
     return SC_OK;
+}
+
+int sc__stream_last_counts(sc__stream *s, sc__stream_counts *out)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->retired ? SC_OK : SC_EINVAL;
+    if (s->retired)
+        *out = s->retired->counts;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 void sc__stream_close(sc__stream *s)
