@@ -156,7 +156,7 @@ int main(int argc, char **argv)
     parse(argc, argv, &o, &doc);
     int automatic = o.window == SC_WINDOW_AUTO;
     sc_config cfg = {.shuffle_window = o.window, .stream_bytes = UINT64_C(256) << 20};
-    o.window = sc__config_window(&cfg, o.sample_bytes);
+    o.window = sc__config_window(&cfg, o.sample_bytes, o.shard, o.batch);
     o.samples -= o.samples % o.shard;
     uint32_t *random = malloc(sizeof *random * o.samples), *sorted = malloc(sizeof *sorted * o.samples);
     if (!random || !sorted)

@@ -553,7 +553,7 @@ static int cmd_plan_epochs(const plan_opts *o, sc_plan_params *p, const cmd_labe
 }
 
 /* The shuffle window --quality measures, in samples; 0, or prints and 2. */
-static int cmd_plan_window(plan_opts *o, const cmd_labels *l)
+static int cmd_plan_window(plan_opts *o, const cmd_labels *l, uint64_t shard_samples)
 {
     sc_config cfg;
     sc_error err = SC_ERROR_INIT;
@@ -570,7 +570,10 @@ static int cmd_plan_window(plan_opts *o, const cmd_labels *l)
                         "--window W\n");
         return 2;
     }
-    o->window = sc__config_window(&cfg, sb);
+    /* the loader's rule: whole shards of the largest, at least one batch */
+    cfg.partitions = o->partitions;
+    uint64_t least = o->partitions ? o->batch * o->ranks : o->batch;
+    o->window = sc__config_window(&cfg, sb, shard_samples, least);
     return 0;
 }
 
@@ -592,7 +595,10 @@ static int cmd_plan_inputs(plan_opts *o, int rank, int world, uint64_t **sizes, 
         if (cmd_quality_labels(o, rank, sizes, n, l))
             return 2;
     }
-    return o->quality ? cmd_plan_window(o, l) : 0;
+    uint64_t most = 1;
+    for (uint64_t k = 0; k < *n; k++)
+        most = (*sizes)[k] > most ? (*sizes)[k] : most;
+    return o->quality ? cmd_plan_window(o, l, most) : 0;
 }
 
 /* --save and the --check verdict, on rank 0, once every epoch went well. */

@@ -71,8 +71,10 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
  * the printout (`SC_DUMP_CONFIG=1` prints it to stderr at init).
  */
 /*
- * SC_SHUFFLE_WINDOW=auto: as many samples as half of SC_STREAM_BYTES holds,
- * and at least SC_WINDOW_AUTO_MIN (the fixed default before auto).
+ * SC_SHUFFLE_WINDOW=auto: as many samples as half of SC_STREAM_BYTES holds
+ * in whole shards, and at least a batch.  (SC_WINDOW_AUTO_MIN, the fixed
+ * 4096 before auto, was its floor until samples of megabytes showed that
+ * floor holding many times SC_STREAM_BYTES; it is no longer used.)
  */
 #define SC_WINDOW_AUTO UINT64_MAX
 /*

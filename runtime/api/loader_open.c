@@ -274,6 +274,53 @@ static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *e
     return rc;
 }
 
+/*
+ * The shuffle window in samples, resolved here so that checkpoints record
+ * (and resumes compare) samples: what SC_STREAM_BYTES holds in whole
+ * shards (config.h), said on rank 0 with what it costs (the shards a batch
+ * can draw from), and warned of when the user's window was lowered or a
+ * batch alone needs more than the bound.
+ */
+static void loader_resolve_window(sc_loader *ld, const sc_config *cfg)
+{
+    const sc_dataset *ds = ld->ds;
+    uint64_t S = ds->shard_size ? ds->shard_size : 1, shard = S * ds->sample_bytes;
+    uint64_t least = cfg->partitions ? cfg->batch_size * (uint64_t)ld->size : cfg->batch_size;
+    uint64_t w = sc__config_window(cfg, ds->sample_bytes, S, least);
+    uint64_t held = sc__config_window_bytes(w, cfg->partitions, ds->sample_bytes, S);
+    ld->cfg.shuffle_window = w;
+    if (ld->rank != 0)
+        return;
+    int lvl = cfg->log_level;
+    sc__log(lvl, SC__LOG_INFO, 0, "shuffle window: %llu samples%s, at most %llu shards of %llu "
+            "bytes held at once (%llu bytes; SC_STREAM_BYTES=%llu holds two windows): a batch "
+            "draws from at most that many shards",
+            (unsigned long long)w, cfg->shuffle_window == SC_WINDOW_AUTO ? " (auto)" : "",
+            (unsigned long long)(shard ? held / shard : 0), (unsigned long long)shard,
+            (unsigned long long)held, (unsigned long long)cfg->stream_bytes);
+    uint64_t asked = cfg->shuffle_window;
+    if (asked != SC_WINDOW_AUTO && w < asked)
+        sc__log(lvl, SC__LOG_WARN, 0,
+                "SC_SHUFFLE_WINDOW=%llu spans up to %llu bytes of shards, more than half of "
+                "SC_STREAM_BYTES=%llu: the window is %llu samples (%llu bytes of shards); "
+                "SC_STREAM_BYTES=%llu would hold the one asked for",
+                (unsigned long long)asked,
+                (unsigned long long)sc__config_window_bytes(asked, cfg->partitions,
+                                                            ds->sample_bytes, S),
+                (unsigned long long)cfg->stream_bytes, (unsigned long long)w,
+                (unsigned long long)held,
+                (unsigned long long)(2 * sc__config_window_bytes(asked, cfg->partitions,
+                                                                 ds->sample_bytes, S)));
+    if (w == least && held > cfg->stream_bytes / 2)
+        sc__log(lvl, SC__LOG_WARN, 0,
+                "a batch of %llu samples spans up to %llu bytes of shards of %llu samples, "
+                "more than half of SC_STREAM_BYTES=%llu: the window is one batch and the "
+                "stream holds up to %llu bytes; raise SC_STREAM_BYTES or lower SC_SHARD_SIZE",
+                (unsigned long long)least, (unsigned long long)held, (unsigned long long)S,
+                (unsigned long long)cfg->stream_bytes,
+                (unsigned long long)(held > cfg->stream_bytes ? held : cfg->stream_bytes));
+}
+
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
@@ -293,13 +340,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         rc = loader_open_skiplist(ld, cfg, err);
     if (rc != SC_OK)
         return rc;
-    /* Resolved here, so that checkpoints record (and resumes compare) samples. */
-    ld->cfg.shuffle_window = sc__config_window(cfg, ld->ds->sample_bytes);
-    if (ld->rank == 0)
-        sc__log(cfg->log_level, SC__LOG_INFO, 0, "shuffle window: %llu samples%s",
-                (unsigned long long)ld->cfg.shuffle_window,
-                cfg->shuffle_window == SC_WINDOW_AUTO
-                    ? " (auto: half of SC_STREAM_BYTES' samples, at least 4096)" : "");
+    loader_resolve_window(ld, cfg);
     /*
      * Each partition shuffles within window / P (core/schedule.c): say when
      * that holds fewer than two of the blocks it gives each batch.

@@ -94,8 +94,11 @@ static int resume_same_settings(const sc__ckpt *a, const sc_config *cfg, uint64_
         return sc__seterr(err, SC_EINVAL,
                           "the checkpoints were taken with %s=%s, this job's is %s%s: resume "
                           "with the same settings", setting_names[i], then, here,
-                          i == S_WINDOW ? " (samples; auto is half of SC_STREAM_BYTES' "
-                                          "samples)" : "");
+                          i == S_WINDOW ? " (samples as resolved: auto, or a window "
+                                          "SC_STREAM_BYTES cannot hold, comes to what half "
+                                          "of SC_STREAM_BYTES holds in whole shards; set "
+                                          "SC_SHUFFLE_WINDOW to the checkpoint's and an "
+                                          "SC_STREAM_BYTES that holds it)" : "");
     }
     return SC_OK;
 }

@@ -83,7 +83,8 @@ static const setting settings[] = {
      "batches built ahead of the training loop (the ring depth)"},
     {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "auto", {"auto"},
      "samples shuffled together within a rank's epoch, across shards; 0: none; "
-     "auto: as many as half of SC_STREAM_BYTES holds, at least 4096"},
+     "auto: as many as half of SC_STREAM_BYTES holds in whole shards (at least a batch); "
+     "a larger number is lowered to that"},
     {"SC_SAMPLE_AXIS", T_ENUM, F(sample_axis), "first", {"first", "none"},
      "first: a dataset's first dimension counts samples; none: layout B files hold one "
      "sample each, their datasets without a sample axis"},
@@ -353,14 +354,34 @@ int sc__config_text(const sc_config *cfg, const char *name, char *buf, size_t n)
     return SC_EINVAL;
 }
 
-uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes)
+/* The shards a run of w consecutive samples may touch: its first's and one per shard start. */
+static uint64_t config_span(uint64_t w, uint64_t shard_samples)
+{
+    return w > 1 ? (w - 1 + shard_samples - 1) / shard_samples + 1 : 1;
+}
+
+uint64_t sc__config_window_bytes(uint64_t window, uint64_t partitions, uint64_t sample_bytes,
+                                 uint64_t shard_samples)
+{
+    uint64_t units = partitions ? partitions : 1, S = shard_samples ? shard_samples : 1;
+    uint64_t per = window / units; /* sc__unit_window's */
+    return units * config_span(per, S) * S * sample_bytes;
+}
+
+uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes, uint64_t shard_samples,
+                           uint64_t least)
 {
     if (!cfg)
         return 0;
-    if (cfg->shuffle_window != SC_WINDOW_AUTO)
-        return cfg->shuffle_window;
-    uint64_t w = cfg->stream_bytes / 2 / (sample_bytes ? sample_bytes : 1);
-    return w > SC_WINDOW_AUTO_MIN ? w : SC_WINDOW_AUTO_MIN;
+    uint64_t units = cfg->partitions ? cfg->partitions : 1, S = shard_samples ? shard_samples : 1;
+    uint64_t shard = S * (sample_bytes ? sample_bytes : 1);
+    /* Each unit's window spans at most n shards: (n - 1) S + 1 samples. */
+    uint64_t n = cfg->stream_bytes / 2 / units / shard;
+    uint64_t fit = n ? ((n - 1) * S + 1) * units : 0;
+    fit = fit > least ? fit : least; /* one batch, which the stream must hold anyway */
+    if (cfg->shuffle_window == SC_WINDOW_AUTO)
+        return fit;
+    return cfg->shuffle_window < fit ? cfg->shuffle_window : fit;
 }
 
 uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes)

@@ -24,13 +24,22 @@
 int sc__cache_root(const sc_config *cfg, char *buf, size_t n);
 
 /*
- * The shuffle window cfg means, in samples of sample_bytes: shuffle_window
- * itself, or for SC_WINDOW_AUTO as many as half of stream_bytes holds, so
- * that the stream can load the next window while it builds batches from
- * this one, but at least SC_WINDOW_AUTO_MIN (samples over 32 KiB then take
- * more than the bound, as the fixed 4096 did).  0 for a NULL cfg.
+ * The shuffle window cfg means, in samples, for shards of shard_samples
+ * samples of sample_bytes: the stream holds every shard a window touches
+ * until its last batch is built, so a window may span at most as many
+ * whole shards as half of stream_bytes holds (the other half loads the
+ * next window, and holds this one's last shards while a batch straddles
+ * the two); with P partitions each unit's window (window / P) a P-th of
+ * that, so that one rank serving all P stays within it.  Auto is that
+ * many; an explicit shuffle_window above it is lowered to it (the caller
+ * warns).  Never below `least` (a batch: the stream holds its shards
+ * whatever the window), which may exceed the bound.  0 for a NULL cfg.
  */
-uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes);
+uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes, uint64_t shard_samples,
+                           uint64_t least);
+/* The shard bytes a window of `window` samples may hold at once (the rule above). */
+uint64_t sc__config_window_bytes(uint64_t window, uint64_t partitions, uint64_t sample_bytes,
+                                 uint64_t shard_samples);
 
 /*
  * The plan parameters of `epoch` for a job of world_size ranks with these

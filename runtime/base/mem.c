@@ -84,6 +84,18 @@ void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit)
     free(b);
 }
 
+void sc__pool_trim(sc__pool *p, uint64_t limit)
+{
+    while (p->bytes > limit && p->n > 0) {
+        size_t big = 0;
+        for (size_t k = 1; k < p->n; k++)
+            big = p->v[k].cap > p->v[big].cap ? k : big;
+        p->bytes -= p->v[big].cap;
+        free(p->v[big].buf);
+        p->v[big] = p->v[--p->n];
+    }
+}
+
 void sc__pool_free(sc__pool *p)
 {
     for (size_t k = 0; k < p->n; k++)

@@ -41,6 +41,8 @@ typedef struct sc__pool {
 void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap);
 /* Keeps b (cap bytes) while the pool holds at most `limit` bytes; else frees it. */
 void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit);
+/* Frees pooled buffers, largest first, until the pool holds at most `limit` bytes. */
+void sc__pool_trim(sc__pool *p, uint64_t limit);
 /* Frees every pooled buffer; the pool is empty again. */
 void sc__pool_free(sc__pool *p);
 

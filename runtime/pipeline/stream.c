@@ -237,6 +237,30 @@ static rslot *stream_slot_with(const sc__stream *s, int state, uint64_t seq)
     return NULL;
 }
 
+/* Every queued epoch's held_peak, after the stream took more memory (mutex held). */
+static void stream_note_held(sc__stream *s)
+{
+    uint64_t held = s->resident + s->pool.bytes;
+    for (ep *e = s->head; e; e = e->next)
+        if (held > e->counts.held_peak)
+            e->counts.held_peak = held;
+}
+
+/* Whether a batch is being built: it frees shards when done (mutex held). */
+static int stream_building(const sc__stream *s)
+{
+    for (uint64_t i = 0; i < s->o.depth; i++)
+        if (s->ring[i].state == SL_BUILDING)
+            return 1;
+    return 0;
+}
+
+/* What the bound leaves the pool beside the shards held (mutex held). */
+static uint64_t stream_room(const sc__stream *s)
+{
+    return s->resident < s->o.mem_bytes ? s->o.mem_bytes - s->resident : 0;
+}
+
 static int stream_pick(sc__stream *s, task *t)
 {
     SC__ASSERT(stream_held(s));
@@ -267,6 +291,9 @@ static int stream_pick(sc__stream *s, task *t)
         t->e = build;
         t->i = b;
         if (build->loaded_prefix > build->need[b] && slot) {
+            if (b == 0) /* what the epoch's first batch waited for */
+                build->counts.first_bytes =
+                    build->counts.bytes_from_source + build->counts.bytes_from_cache;
             build->next_build++;
             slot->state = SL_BUILDING;
             slot->seq = build->seq0 + b; /* batches are picked in seq order */
@@ -277,12 +304,21 @@ static int stream_pick(sc__stream *s, task *t)
     if (load) {
         uint64_t i = load->next_load, bytes = stream_shard_bytes(s, load, i);
         int must = load == build && i <= build->need[build->next_build];
-        if (must || s->resident == 0 || s->resident + bytes <= s->o.mem_bytes) {
+        /*
+         * A shard the next batch needs that the bound cannot hold waits for
+         * the builds in flight, which free shards; with none, it loads over
+         * the bound (a batch whose shards alone exceed it: the open warned).
+         */
+        int fits = s->resident == 0 || s->resident + bytes <= s->o.mem_bytes;
+        if (fits || (must && !stream_building(s))) {
             load->state[i] = SH_LOADING;
             load->next_load++;
             s->resident += bytes;
             *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
             t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
+            if (!t->buf) /* a fresh buffer: the pool gives back what the bound lacks */
+                sc__pool_trim(&s->pool, stream_room(s));
+            stream_note_held(s);
             return 1;
         }
     }
@@ -378,13 +414,15 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
         for (uint64_t q = t->i * B; q < (t->i + 1) * B; q++) {
             uint32_t i = e->src_shard[q];
             if (--e->refs[i] == 0) {
+                uint64_t bytes = stream_shard_bytes(s, e, i);
+                s->resident -= bytes;
                 if (e->map[i].base)
                     sc__cache_unmap(&e->map[i]);
-                else
-                    sc__pool_put(&s->pool, e->buf[i], e->cap[i], s->o.mem_bytes);
+                else /* pooled while shards and pool stay within the bound (and its spare byte) */
+                    sc__pool_put(&s->pool, e->buf[i], e->cap[i],
+                                 stream_room(s) + e->cap[i] - bytes);
                 e->buf[i] = NULL;
                 e->state[i] = SH_FREED;
-                s->resident -= stream_shard_bytes(s, e, i);
             }
         }
         t->slot->state = SL_READY;
@@ -430,7 +468,7 @@ static void *stream_producer(void *arg)
             rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
-            sc__pool_put(&s->pool, t.buf, t.cap, s->o.mem_bytes);
+            sc__pool_put(&s->pool, t.buf, t.cap, stream_room(s));
         if (rc != SC_OK && t.kind == T_BUILD)
             stream_defer(s, &t, bad_id, &err);
         else if (rc != SC_OK)
@@ -799,6 +837,16 @@ int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **drop
     *ndropped = e->sched.ndropped;
     *counts = e->counts;
     return SC_OK;
+}
+
+int sc__stream_last_counts(sc__stream *s, sc__stream_counts *out)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->retired ? SC_OK : SC_EINVAL;
+    if (s->retired)
+        *out = s->retired->counts;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 void sc__stream_close(sc__stream *s)

@@ -52,6 +52,13 @@ typedef struct sc__stream_opts {
 typedef struct sc__stream_counts {
     uint64_t hits, misses, bytes_from_source, bytes_from_cache;
     uint64_t batch_shards, full_batches; /* distinct shards summed over full real batches */
+    /*
+     * The memory bound as it held: the most bytes of shards and pooled
+     * buffers the stream held at once (all queued epochs') while this
+     * epoch was queued, and the shard bytes read when its first batch
+     * could be built (what a cold epoch's first batch waited for).
+     */
+    uint64_t held_peak, first_bytes;
 } sc__stream_counts;
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
@@ -107,6 +114,9 @@ void sc__stream_detached_free(void *d);
 int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **dropped,
                             uint64_t *ndropped, sc__stream_counts *counts,
                             sc_error *err);
+
+/* The counts of the epoch sc__stream_finish_epoch retired last: SC_OK, or SC_EINVAL if none. */
+int sc__stream_last_counts(sc__stream *s, sc__stream_counts *out);
 
 /* Stops and joins the producers, frees everything; safe at any point. */
 void sc__stream_close(sc__stream *s);

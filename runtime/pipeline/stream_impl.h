@@ -96,7 +96,8 @@ struct sc__stream {
      * Shard buffers freed by builders, kept for the next loads: a fresh
      * malloc of a shard-sized block is an mmap whose every page faults on
      * first touch, which costs more than the copy into it (bench/stream).
-     * At most mem_bytes are pooled.
+     * The pool holds what mem_bytes leaves beside the shards held
+     * (resident): the two together stay within the bound.
      */
     sc__pool pool;
 };

@@ -298,10 +298,16 @@ static void test_bad_records_are_refused(void **state)
         assert_non_null(strstr(msg, "taken with SC_PARTITIONS=0, this job's is"));
     other = c; /* an auto window that comes to another number of samples than 32 */
     other.shuffle_window = SC_WINDOW_AUTO;
-    assert_true(sc__config_window(&other, 1) != 32);
+    assert_true(sc__config_window(&other, 1, SHARD, B) != 32);
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
     if (rank == 0)
         assert_non_null(strstr(msg, "SC_SHUFFLE_WINDOW=32, this job's is"));
+    other = c; /* the same window on a machine whose SC_STREAM_BYTES cannot hold it */
+    other.stream_bytes = 64;
+    assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);
+    if (rank == 0 && (!strstr(msg, "SC_SHUFFLE_WINDOW=32, this job's is") ||
+                      !strstr(msg, "SC_STREAM_BYTES")))
+        fail_msg("a resume whose SC_STREAM_BYTES lowers the window: %s", msg);
     other = c;
     other.shard_size = SHARD + 1; /* another dataset (its fingerprint) */
     assert_int_equal(resume_status(&other, blobs, size, msg), SC_EINVAL);

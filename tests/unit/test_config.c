@@ -88,24 +88,48 @@ static void test_bad_values_are_errors(void **state)
     assert_int_equal(sc_config_init(NULL, NULL), SC_EINVAL);
 }
 
-/* auto is half of SC_STREAM_BYTES in samples; a number is itself. */
+/*
+ * auto is what half of SC_STREAM_BYTES holds in whole shards, at least a
+ * batch, for any sample size; a number is itself while it fits, else
+ * lowered to that; partitions split it.
+ */
 static void test_shuffle_window(void **state)
 {
     (void)state;
     sc_config c;
     sc_error err;
+    const uint64_t M = UINT64_C(1) << 20;
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
     assert_true(c.shuffle_window == SC_WINDOW_AUTO);
     SC_ASSERT_OK(sc_config_set(&c, "SC_STREAM_BYTES", "1M", &err), &err);
-    assert_int_equal(sc__config_window(&c, 100), (UINT64_C(1) << 20) / 2 / 100);
-    assert_int_equal(sc__config_window(&c, 1000), SC_WINDOW_AUTO_MIN); /* never below */
-    assert_int_equal(sc__config_window(&c, UINT64_C(1) << 30), SC_WINDOW_AUTO_MIN);
-    assert_int_equal(sc__config_window(&c, 0), (UINT64_C(1) << 20) / 2);
+    /* one-sample shards: half the bound's samples */
+    assert_int_equal(sc__config_window(&c, 100, 1, 1), M / 2 / 100);
+    /* shards of 64: n shards hold (n - 1) 64 + 1 samples at any offset */
+    uint64_t n = M / 2 / (64 * 100);
+    assert_int_equal(sc__config_window(&c, 100, 64, 1), (n - 1) * 64 + 1);
+    assert_true(sc__config_window_bytes((n - 1) * 64 + 1, 0, 100, 64) <= M / 2);
+    assert_true(sc__config_window_bytes((n - 1) * 64 + 2, 0, 100, 64) > M / 2);
+    /* large samples: no 4096 floor, down to one batch */
+    for (uint64_t sb = 16; sb <= 8 * M; sb *= 4) {
+        uint64_t w = sc__config_window(&c, sb, 4, 8);
+        assert_true(w >= 8);
+        if (w > 8)
+            assert_true(sc__config_window_bytes(w, 0, sb, 4) <= M / 2);
+    }
+    assert_int_equal(sc__config_window(&c, UINT64_C(1) << 30, 1, 7), 7);
     SC_ASSERT_OK(sc_config_set(&c, "SC_SHUFFLE_WINDOW", "777", &err), &err);
-    assert_int_equal(sc__config_window(&c, 1000), 777);
+    assert_int_equal(sc__config_window(&c, 100, 1, 1), 777);
+    assert_int_equal(sc__config_window(&c, 1000, 1, 1), M / 2 / 1000); /* lowered */
+    assert_int_equal(sc__config_window(&c, 1 << 30, 1, 7), 7);
+    /* partitions: each unit's window fits its share of the half */
     SC_ASSERT_OK(sc_config_set(&c, "SC_SHUFFLE_WINDOW", "auto", &err), &err);
+    c.partitions = 4;
+    uint64_t w = sc__config_window(&c, 100, 16, 1);
+    assert_true(w % 4 == 0 && sc__config_window_bytes(w, 4, 100, 16) <= M / 2);
+    assert_true(sc__config_window_bytes(w + 4, 4, 100, 16) > M / 2);
+    c.partitions = 0;
     assert_true(c.shuffle_window == SC_WINDOW_AUTO);
-    assert_int_equal(sc__config_window(NULL, 1), 0);
+    assert_int_equal(sc__config_window(NULL, 1, 1, 1), 0);
 }
 
 /* The bounds SC_SHARD_SIZE=auto promises for n samples of b bytes. */
