@@ -320,6 +320,14 @@ static int evict_select(sc__evict *ev, const uint64_t *prev)
     uint64_t base = ev->cursor;
     if (evict_tree_init(&ev->t, ev->nseq - base + 1, base) != SC_OK)
         return SC_ENOMEM;
+    /*
+     * Entries written and not read yet keep their spans first: dropping one
+     * now would waste its write (they fit: they are held, within capacity).
+     */
+    for (uint64_t k = 0; k < ev->n; k++)
+        if (ev->e[k].unread && ev->e[k].next != NEVER)
+            ev->e[k].keep = (unsigned char)evict_tree_take(ev, 0, ev->e[k].next - base,
+                                                           ev->e[k].bytes);
     for (uint64_t j = base; j < ev->nseq; j++) {
         if (ev->done[j])
             continue;
@@ -329,7 +337,7 @@ static int evict_select(sc__evict *ev, const uint64_t *prev)
             uint64_t i = prev[j];
             uint64_t bytes = k ? ev->e[*k].bytes : ev->size(ev->size_arg, ev->seq[j]);
             ev->keep[i] = (unsigned char)evict_tree_take(ev, i - base + 1, end, bytes);
-        } else if (k && ev->e[*k].next == j) {
+        } else if (k && ev->e[*k].next == j && !ev->e[*k].unread) {
             ev->e[*k].keep = (unsigned char)evict_tree_take(ev, 0, end, ev->e[*k].bytes);
         }
     }
@@ -464,16 +472,16 @@ void sc__evict_remove(sc__evict *ev, uint32_t shard)
 }
 
 /*
- * Belady: spans not kept first, then furthest next use; LRU: oldest last
- * use first; then the lowest shard id.
+ * Belady: (for a kept miss or fill: spans not kept first, then) furthest
+ * next use; LRU: oldest last use first; then the lowest shard id.
  */
-static uint64_t evict_pick_victim(const sc__evict *ev)
+static uint64_t evict_pick_victim(const sc__evict *ev, int by_keep)
 {
     uint64_t best = 0;
     for (uint64_t k = 1; k < ev->n; k++) {
         const entry *a = &ev->e[k], *b = &ev->e[best];
         int better;
-        if (ev->policy == SC_CACHE_BELADY && a->keep != b->keep)
+        if (by_keep && ev->policy == SC_CACHE_BELADY && a->keep != b->keep)
             better = a->keep < b->keep;
         else if (ev->policy == SC_CACHE_BELADY && a->next != b->next)
             better = a->next > b->next;
@@ -488,14 +496,14 @@ static uint64_t evict_pick_victim(const sc__evict *ev)
 }
 
 /* Makes room for `bytes`, listing the victims in ev->victims. */
-static int evict_make_room(sc__evict *ev, uint64_t bytes)
+static int evict_make_room(sc__evict *ev, uint64_t bytes, int by_keep)
 {
     while (ev->bytes + bytes > ev->capacity) {
         uint32_t *v = sc__vec_grow(ev->victims, &ev->vcap, ev->nvictims + 1, sizeof *v);
         if (!v)
             return SC_ENOMEM;
         ev->victims = v;
-        uint64_t k = evict_pick_victim(ev);
+        uint64_t k = evict_pick_victim(ev, by_keep);
         ev->victims[ev->nvictims++] = ev->e[k].shard;
         if (ev->e[k].unread)
             ev->unread_n++, ev->unread_bytes += ev->e[k].bytes;
@@ -504,15 +512,18 @@ static int evict_make_room(sc__evict *ev, uint64_t bytes)
     return SC_OK;
 }
 
-/* Holds `shard` as entry `proto` says (its shard, bytes, next, keep and flags). */
-static int evict_insert(sc__evict *ev, entry proto, const uint32_t **victims,
+/*
+ * Holds `shard` as entry `proto` says (its shard, bytes, next, keep and
+ * flags); victims by Belady's plan when `by_keep`.
+ */
+static int evict_insert(sc__evict *ev, entry proto, int by_keep, const uint32_t **victims,
                         uint64_t *nvictims)
 {
     entry *e = sc__vec_grow(ev->e, &ev->cap, ev->n + 1, sizeof *e);
     if (!e)
         return SC_ENOMEM;
     ev->e = e;
-    int rc = evict_make_room(ev, proto.bytes);
+    int rc = evict_make_room(ev, proto.bytes, by_keep);
     *victims = ev->victims;
     *nvictims = ev->nvictims;
     if (rc != SC_OK || evict_map_put(&ev->idx, proto.shard, ev->n) != SC_OK)
@@ -541,7 +552,7 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
     uint64_t p = evict_consume(ev, shard);
     if (bytes > ev->capacity)
         return SC_EOVERFLOW;
-    return evict_insert(ev, evict_entry_at(ev, shard, bytes, p), victims, nvictims);
+    return evict_insert(ev, evict_entry_at(ev, shard, bytes, p), 0, victims, nvictims);
 }
 
 int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
@@ -564,7 +575,7 @@ int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
         return SC_EOVERFLOW;
     entry e = evict_entry_at(ev, shard, bytes, p);
     e.unread = 1;
-    return evict_insert(ev, e, victims, nvictims);
+    return evict_insert(ev, e, 1, victims, nvictims);
 }
 
 int sc__evict_fill(sc__evict *ev, uint32_t shard, uint64_t bytes,
@@ -582,7 +593,7 @@ int sc__evict_fill(sc__evict *ev, uint32_t shard, uint64_t bytes,
         (e.next == NEVER || bytes > sc__evict_spare(ev) ||
          !evict_tree_take(ev, ev->cursor - ev->t.base, e.next - ev->t.base, bytes)))
         return SC_EOVERFLOW;
-    return evict_insert(ev, e, victims, nvictims);
+    return evict_insert(ev, e, 1, victims, nvictims);
 }
 
 void sc__evict_unread_evictions(const sc__evict *ev, uint64_t *n, uint64_t *bytes)
