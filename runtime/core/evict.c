@@ -564,17 +564,24 @@ int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
     uint64_t p = evict_consume(ev, shard);
     if (bytes > ev->capacity)
         return SC_EOVERFLOW;
-    /*
-     * Not kept: written now, it would be evicted before its next read (or
-     * never read).  Nor when only a kept entry's eviction makes room (reads
-     * out of plan order): one of the two writes would be wasted.
-     */
-    if (evict_selective(ev) &&
-        (p == NEVER ? ev->bytes + bytes > ev->capacity
-                    : !ev->keep[p] || bytes > sc__evict_spare(ev)))
-        return SC_EOVERFLOW;
     entry e = evict_entry_at(ev, shard, bytes, p);
     e.unread = 1;
+    /*
+     * Not kept: written now, it would be evicted before its next read (or
+     * never read), unless room no kept span needs is left until the end of
+     * the known future (for other ranks' reads, later epochs, later jobs).
+     * Nor when only a kept entry's eviction makes room (reads out of plan
+     * order): one of the two writes would be wasted.
+     */
+    if (evict_selective(ev)) {
+        int fits = bytes <= sc__evict_spare(ev);
+        e.keep = (unsigned char)(fits && e.keep);
+        if (fits && !e.keep && ev->t.n)
+            e.keep = (unsigned char)evict_tree_take(ev, ev->cursor - ev->t.base, ev->t.n - 1,
+                                                    bytes);
+        if (!e.keep)
+            return SC_EOVERFLOW;
+    }
     return evict_insert(ev, e, 1, victims, nvictims);
 }
 

@@ -346,8 +346,8 @@ static void test_miss_beyond_the_horizon_is_not_admitted(void **state)
     assert_true(sc__evict_has(ev, 1) && sc__evict_has(ev, 2));
     sc__evict_touch(ev, 1);
     sc__evict_touch(ev, 2);
-    /* Never read again: not written either. */
-    assert_int_equal(sc__evict_miss(ev, 3, 1, &v, &nv), SC_EOVERFLOW);
+    /* Never read again in the known future, but no kept span needs the room: written. */
+    assert_int_equal(sc__evict_miss(ev, 3, 1, &v, &nv), SC_OK);
     sc__evict_free(ev);
     /* LRU, and a cache with no known future, admit every miss, as before. */
     assert_int_equal(sc__evict_new(SC_CACHE_LRU, 2, &ev), SC_OK);
@@ -362,7 +362,9 @@ static void test_miss_beyond_the_horizon_is_not_admitted(void **state)
 /*
  * Shards of many sizes, read slightly out of plan order (producers read
  * ahead in parallel), futures extended mid-way: never over the capacity,
- * never a written entry evicted before it is read.
+ * and (nearly) never a written entry evicted before it is read: only a
+ * write into room no kept span needed, which the extended future then
+ * needs, can be.
  */
 static void test_admission_wastes_no_write(void **state)
 {
@@ -371,7 +373,7 @@ static void test_admission_wastes_no_write(void **state)
     sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 16));
     enum { N = 800, S = 50 };
     static uint32_t seq[N], order[N];
-    uint64_t size[S];
+    uint64_t size[S], wasted = 0;
     for (unsigned t = 0; t < sc_test_cases(60); t++) {
         uint64_t total = 0;
         for (int s = 0; s < S; s++)
@@ -393,9 +395,12 @@ static void test_admission_wastes_no_write(void **state)
         replay(ev, order + N / 4, N - N / 4, size, cap);
         uint64_t un, ub;
         sc__evict_unread_evictions(ev, &un, &ub);
-        assert_int_equal(un, 0);
+        wasted += un;
         sc__evict_free(ev);
     }
+    print_message("%llu writes evicted unread in %llu reads\n", (unsigned long long)wasted,
+                  (unsigned long long)(sc_test_cases(60) * N));
+    assert_true(wasted * 1000 <= sc_test_cases(60) * N);
 }
 
 /* A peer's fill: kept only with room until its read; its first read says so. */
