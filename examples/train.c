@@ -185,11 +185,12 @@ static void after_step(const ex_opts *o, job *j)
 static void report_epoch(job *j, uint64_t e, double loss, uint64_t n, double secs,
                          const sc_epoch_summary *rep)
 {
-    double mine[8] = {loss, (double)n, rep->wait_s, rep->wall_s, (double)rep->cache_hits,
+    double mine[9] = {loss, (double)n, rep->wait_s, rep->wall_s, (double)rep->cache_hits,
                       (double)(rep->cache_hits + rep->cache_misses),
-                      (double)rep->bytes_from_source, (double)rep->bytes_from_peers};
-    double all[8];
-    MPI_Allreduce(mine, all, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                      (double)rep->bytes_from_source, (double)rep->bytes_from_peers,
+                      (double)rep->bytes_from_cache};
+    double all[9];
+    MPI_Allreduce(mine, all, 9, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &secs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     totals *t = &j->t;
     double mean = all[0] / all[1];
@@ -207,11 +208,12 @@ static void report_epoch(job *j, uint64_t e, double loss, uint64_t n, double sec
     t->skipped += v->skipped;
     if (j->rank == 0)
         printf("epoch %llu: loss %.4f, %.0f samples/s, consumer wait %.1f%% of step "
-               "time, cache hit rate %.1f%%, from source %.1f MiB, from other nodes %.1f MiB, "
+               "time, cache hit rate %.1f%%, from cache %.1f MiB, from source %.1f MiB, "
+               "from other nodes %.1f MiB, "
                "exactly-once %s%s%s\n",
                (unsigned long long)e, mean, all[1] / secs,
                all[3] > 0 ? 100.0 * all[2] / all[3] : 0.0,
-               all[5] > 0 ? 100.0 * all[4] / all[5] : 0.0, all[6] / 1048576.0,
+               all[5] > 0 ? 100.0 * all[4] / all[5] : 0.0, all[8] / 1048576.0, all[6] / 1048576.0,
                all[7] / 1048576.0, v->ok ? "ok" : "FAILED",
                v->ok ? "" : ": ", v->ok ? "" : v->detail);
     fflush(stdout);

@@ -33,7 +33,12 @@ typedef struct sc_cache_stats {
     uint64_t bytes_checked;     /* read from the cache and checked against its checksum */
     uint64_t bytes_from_peers;  /* cached from another node's rank over MPI, not the source */
     uint64_t capacity;          /* this rank's bound (payload bytes); 0: unbounded */
-    uint64_t reserved[6];     /* room for later fields: the size stays */
+    /* appended for admission (room taken from reserved[]) */
+    uint64_t bytes_written;     /* written into entries: misses kept, peers' fills */
+    uint64_t misses_not_kept;   /* misses served without a write: Belady would evict
+                                   them before their next read (or none is known) */
+    uint64_t evicted_unread;    /* entries written here and evicted before any read */
+    uint64_t reserved[3];       /* room for later fields: the size stays */
 } sc_cache_stats;
 
 /*

@@ -51,7 +51,7 @@ static int loader_end_epoch(sc_loader *ld)
         rep->cache_misses = c.misses;
         rep->bytes_from_cache = c.bytes_from_cache;
         rep->bytes_from_source = c.bytes_from_source;
-        rep->bytes_from_peers = sc__peer_received(ld->peer, ld->cur);
+        rep->bytes_from_peers = c.bytes_from_peers;
         rep->shards_per_batch = spread;
     }
     return SC_OK;

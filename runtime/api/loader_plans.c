@@ -301,9 +301,20 @@ int sc__loader_progress(sc_loader *ld)
     return done ? sc__loader_arrive(ld, r) : SC_OK;
 }
 
-/* Tells the cache what this rank reads from now on, for Belady eviction. */
+/*
+ * Tells the cache what this rank reads from now on, for Belady eviction.
+ * When the cache knows this epoch already (its plan came during the last
+ * one), only what it lacks is appended: the shards producers read ahead,
+ * behind the last epoch, stay read in its future.
+ */
 void sc__loader_plan_ahead(sc_loader *ld)
 {
+    if (ld->ahead_to > ld->cur) {
+        sc__loader_rec *r = sc__loader_find_rec(ld, ld->ahead_to);
+        if (r && r->plan)
+            loader_plan_next(ld, r);
+        return;
+    }
     uint32_t *seq = NULL;
     uint64_t n = 0;
     size_t room = 0;

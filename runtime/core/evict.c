@@ -1,7 +1,11 @@
 /*
  * evict.c - entries in an array, found through an open-addressing map
  * (shard -> index); victims by a linear scan, since a rank holds at most
- * capacity / shard size entries (hundreds to thousands).
+ * capacity / shard size entries (hundreds to thousands).  What to keep is
+ * planned each time the future is given, in O(n log n): spans by earliest
+ * end, each tested against the bytes already kept over its moments in a
+ * segment tree (range add, range max), which is kept for the fills that
+ * come later.
  */
 #include "evict.h"
 
@@ -17,8 +21,20 @@
 typedef struct entry {
     uint32_t shard;
     int flag;
+    unsigned char keep;   /* its span to its next read is kept (Belady's plan) */
+    unsigned char unread; /* written here (miss, fill), not read since */
+    unsigned char ahead;  /* filled ahead of its read, not read since */
     uint64_t bytes, last, next; /* next: position in the future, or NEVER */
 } entry;
+
+/*
+ * The bytes kept at each moment of the planned future: moment 0 is now (at
+ * the plan), moment t just after the read at position base + t - 1.
+ */
+typedef struct tree {
+    uint64_t *mx, *add; /* [4 * n]: a node's max and what was added to all of it */
+    uint64_t n, base;
+} tree;
 
 /* shard -> position map, used both for entries and for the future's scan. */
 typedef struct map {
@@ -34,8 +50,15 @@ struct sc__evict {
     size_t n, cap;
     map idx;          /* shard -> index in e[] */
     uint32_t *seq;    /* the future */
-    uint64_t *after;  /* after[i]: next position of seq[i] beyond i, or NEVER */
-    uint64_t nseq, cursor;
+    uint64_t *after;  /* after[i]: next unread position of seq[i] beyond i, or NEVER */
+    unsigned char *done; /* [nseq] read already (reads may come out of order) */
+    unsigned char *keep; /* [nseq] the span from this read to the next is kept */
+    uint64_t nseq, cursor; /* cursor: the first position not read */
+    map head;         /* shard -> its first unread position */
+    tree t;
+    uint64_t (*size)(void *, uint32_t);
+    void *size_arg;
+    uint64_t unread_n, unread_bytes; /* written, evicted before any read */
     uint32_t *victims;
     size_t nvictims, vcap;
 };
@@ -123,6 +146,13 @@ static void evict_map_del(map *m, uint32_t k)
     }
 }
 
+static uint64_t evict_unit(void *arg, uint32_t shard)
+{
+    (void)arg;
+    (void)shard;
+    return 1;
+}
+
 int sc__evict_new(sc_cache_policy policy, uint64_t capacity, sc__evict **out)
 {
     sc__evict *ev = calloc(1, sizeof *ev);
@@ -130,8 +160,14 @@ int sc__evict_new(sc_cache_policy policy, uint64_t capacity, sc__evict **out)
         free(ev);
         return SC_ENOMEM;
     }
+    if (evict_map_init(&ev->head, 16) != SC_OK) {
+        evict_map_free(&ev->idx);
+        free(ev);
+        return SC_ENOMEM;
+    }
     ev->policy = policy;
     ev->capacity = capacity ? capacity : UINT64_MAX;
+    ev->size = evict_unit;
     *out = ev;
     return SC_OK;
 }
@@ -146,89 +182,255 @@ uint64_t sc__evict_capacity(const sc__evict *ev)
     return ev->capacity == UINT64_MAX ? 0 : ev->capacity;
 }
 
+void sc__evict_set_sizer(sc__evict *ev, uint64_t (*size)(void *arg, uint32_t shard), void *arg)
+{
+    ev->size = size ? size : evict_unit;
+    ev->size_arg = arg;
+}
+
+static void evict_tree_free(tree *t)
+{
+    free(t->mx);
+    free(t->add);
+    memset(t, 0, sizeof *t);
+}
+
 void sc__evict_free(sc__evict *ev)
 {
     if (!ev)
         return;
     evict_map_free(&ev->idx);
+    evict_map_free(&ev->head);
+    evict_tree_free(&ev->t);
     free(ev->e);
     free(ev->seq);
     free(ev->after);
+    free(ev->done);
+    free(ev->keep);
     free(ev->victims);
     free(ev);
 }
 
-/* The next position at or after the cursor where `shard` is read, or NEVER. */
-static uint64_t evict_first_use(const sc__evict *ev, uint32_t shard)
+/* ---- the segment tree of bytes kept per moment ------------------------------- */
+
+static int evict_tree_init(tree *t, uint64_t n, uint64_t base)
 {
-    for (uint64_t i = ev->cursor; i < ev->nseq; i++)
-        if (ev->seq[i] == shard)
-            return i;
-    return NEVER;
+    evict_tree_free(t);
+    t->mx = calloc(4 * n, sizeof *t->mx);
+    t->add = calloc(4 * n, sizeof *t->add);
+    t->n = n;
+    t->base = base;
+    return t->mx && t->add ? SC_OK : SC_ENOMEM;
 }
 
-int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n)
+static uint64_t evict_max2(uint64_t a, uint64_t b)
 {
-    uint32_t *s = n ? malloc(sizeof *s * n) : NULL;
-    uint64_t *after = n ? malloc(sizeof *after * n) : NULL;
-    map last = {0};
-    if ((n && (!s || !after)) || evict_map_init(&last, n) != SC_OK) {
+    return a > b ? a : b;
+}
+
+/* Adds v to moments [ql, qr] under node k, which covers [l, r]. */
+static void evict_tree_add(tree *t, uint64_t k, uint64_t l, uint64_t r, uint64_t ql,
+                           uint64_t qr, uint64_t v)
+{
+    if (qr < l || r < ql)
+        return;
+    if (ql <= l && r <= qr) {
+        t->add[k] += v;
+        t->mx[k] += v;
+        return;
+    }
+    uint64_t mid = l + (r - l) / 2;
+    evict_tree_add(t, 2 * k, l, mid, ql, qr, v);
+    evict_tree_add(t, 2 * k + 1, mid + 1, r, ql, qr, v);
+    t->mx[k] = t->add[k] + evict_max2(t->mx[2 * k], t->mx[2 * k + 1]);
+}
+
+/* The most bytes kept at any moment of [ql, qr] under node k. */
+static uint64_t evict_tree_max(const tree *t, uint64_t k, uint64_t l, uint64_t r, uint64_t ql,
+                               uint64_t qr)
+{
+    if (qr < l || r < ql)
+        return 0;
+    if (ql <= l && r <= qr)
+        return t->mx[k];
+    uint64_t mid = l + (r - l) / 2;
+    return t->add[k] + evict_max2(evict_tree_max(t, 2 * k, l, mid, ql, qr),
+                                  evict_tree_max(t, 2 * k + 1, mid + 1, r, ql, qr));
+}
+
+/* Keeps `bytes` over moments [from, to] if they fit the capacity: 1 if kept. */
+static int evict_tree_take(sc__evict *ev, uint64_t from, uint64_t to, uint64_t bytes)
+{
+    tree *t = &ev->t;
+    if (!t->n || to >= t->n || from > to)
+        return 0;
+    if (evict_tree_max(t, 1, 0, t->n - 1, from, to) + bytes > ev->capacity)
+        return 0;
+    evict_tree_add(t, 1, 0, t->n - 1, from, to, bytes);
+    return 1;
+}
+
+/* ---- the future and the plan of what to keep -------------------------------- */
+
+/* Belady decides admissions: bounded, and a future known. */
+static int evict_selective(const sc__evict *ev)
+{
+    return ev->policy == SC_CACHE_BELADY && ev->capacity != UINT64_MAX && ev->seq;
+}
+
+/*
+ * after[] and head over the positions not read yet (prev[j]: the unread
+ * position whose next read is j, or NEVER), the cursor at the first.
+ */
+static int evict_chain(sc__evict *ev, uint64_t *prev)
+{
+    evict_map_free(&ev->head);
+    if (evict_map_init(&ev->head, ev->nseq) != SC_OK)
+        return SC_ENOMEM;
+    for (uint64_t i = 0; i < ev->nseq; i++)
+        prev[i] = NEVER;
+    for (uint64_t i = ev->nseq; i-- > 0;) {
+        ev->after[i] = NEVER;
+        if (ev->done[i])
+            continue;
+        uint64_t *v = evict_map_get(&ev->head, ev->seq[i]);
+        if (v)
+            ev->after[i] = *v, prev[*v] = i;
+        if (evict_map_put(&ev->head, ev->seq[i], i) != SC_OK)
+            return SC_ENOMEM;
+    }
+    ev->cursor = 0;
+    while (ev->cursor < ev->nseq && ev->done[ev->cursor])
+        ev->cursor++;
+    for (uint64_t k = 0; k < ev->n; k++) {
+        uint64_t *v = evict_map_get(&ev->head, ev->e[k].shard);
+        ev->e[k].next = v ? *v : NEVER;
+        ev->e[k].keep = 0;
+    }
+    return SC_OK;
+}
+
+/*
+ * The offline optimum for the capacity: spans taken by earliest end (one
+ * span ends at each unread position j: a held entry's, from now, or that
+ * of the read before j), each kept when it fits at every moment it covers.
+ */
+static int evict_select(sc__evict *ev, const uint64_t *prev)
+{
+    uint64_t base = ev->cursor;
+    if (evict_tree_init(&ev->t, ev->nseq - base + 1, base) != SC_OK)
+        return SC_ENOMEM;
+    /*
+     * Entries written and not read yet keep their spans first: dropping one
+     * now would waste its write (they fit: they are held, within capacity).
+     */
+    for (uint64_t k = 0; k < ev->n; k++)
+        if (ev->e[k].unread && ev->e[k].next != NEVER)
+            ev->e[k].keep = (unsigned char)evict_tree_take(ev, 0, ev->e[k].next - base,
+                                                           ev->e[k].bytes);
+    for (uint64_t j = base; j < ev->nseq; j++) {
+        if (ev->done[j])
+            continue;
+        uint64_t end = j - base; /* the moment just before the read at j */
+        uint64_t *k = evict_map_get(&ev->idx, ev->seq[j]);
+        if (prev[j] != NEVER) {
+            uint64_t i = prev[j];
+            uint64_t bytes = k ? ev->e[*k].bytes : ev->size(ev->size_arg, ev->seq[j]);
+            ev->keep[i] = (unsigned char)evict_tree_take(ev, i - base + 1, end, bytes);
+        } else if (k && ev->e[*k].next == j && !ev->e[*k].unread) {
+            ev->e[*k].keep = (unsigned char)evict_tree_take(ev, 0, end, ev->e[*k].bytes);
+        }
+    }
+    return SC_OK;
+}
+
+/* Re-plans from the unread part of seq[] (done[] says what was read). */
+static int evict_plan(sc__evict *ev)
+{
+    uint64_t *prev = malloc(sizeof *prev * (ev->nseq + 1));
+    int rc = prev ? evict_chain(ev, prev) : SC_ENOMEM;
+    memset(ev->keep, 0, ev->nseq);
+    evict_tree_free(&ev->t);
+    if (rc == SC_OK && evict_selective(ev)) {
+        rc = evict_select(ev, prev);
+    } else if (rc == SC_OK) {
+        memset(ev->keep, 1, ev->nseq); /* every span kept: LRU or unbounded */
+        for (uint64_t k = 0; k < ev->n; k++)
+            ev->e[k].keep = 1;
+    }
+    free(prev);
+    return rc;
+}
+
+/* Takes seq[0..n) (done[] from `done`, or none read) as the future and plans. */
+static int evict_set_future(sc__evict *ev, const uint32_t *seq, const unsigned char *done,
+                            uint64_t n)
+{
+    uint32_t *s = malloc(sizeof *s * (n + 1));
+    uint64_t *after = malloc(sizeof *after * (n + 1));
+    unsigned char *d = calloc(n + 1, 1), *keep = calloc(n + 1, 1);
+    if (!s || !after || !d || !keep) {
         free(s);
         free(after);
+        free(d);
+        free(keep);
         return SC_ENOMEM;
     }
     if (n)
         memcpy(s, seq, sizeof *s * n);
-    /* Backwards: after[i] is where seq[i] is seen next. */
-    for (uint64_t i = n; i-- > 0;) {
-        uint64_t *v = evict_map_get(&last, s[i]);
-        after[i] = v ? *v : NEVER;
-        if (evict_map_put(&last, s[i], i) != SC_OK) {
-            evict_map_free(&last);
-            free(s);
-            free(after);
-            return SC_ENOMEM;
-        }
-    }
+    if (n && done)
+        memcpy(d, done, n);
     free(ev->seq);
     free(ev->after);
-    ev->seq = s;
-    ev->after = after;
+    free(ev->done);
+    free(ev->keep);
+    ev->seq = s, ev->after = after, ev->done = d, ev->keep = keep;
     ev->nseq = n;
-    ev->cursor = 0;
-    for (uint64_t k = 0; k < ev->n; k++) {
-        uint64_t *v = evict_map_get(&last, ev->e[k].shard);
-        ev->e[k].next = v ? *v : NEVER;
-    }
-    evict_map_free(&last);
-    return SC_OK;
+    return evict_plan(ev);
+}
+
+int sc__evict_future(sc__evict *ev, const uint32_t *seq, uint64_t n)
+{
+    return evict_set_future(ev, seq, NULL, n);
 }
 
 int sc__evict_extend(sc__evict *ev, const uint32_t *more, uint64_t n)
 {
     uint64_t left = ev->nseq - ev->cursor;
     uint32_t *s = malloc(sizeof *s * (left + n + 1));
-    if (!s)
+    unsigned char *d = calloc(left + n + 1, 1);
+    if (!s || !d) {
+        free(s);
+        free(d);
         return SC_ENOMEM;
-    if (left)
+    }
+    if (left) {
         memcpy(s, ev->seq + ev->cursor, sizeof *s * left);
+        memcpy(d, ev->done + ev->cursor, left); /* read ahead, out of order */
+    }
     if (n)
         memcpy(s + left, more, sizeof *s * n);
-    int rc = sc__evict_future(ev, s, left + n);
+    int rc = evict_set_future(ev, s, d, left + n);
     free(s);
+    free(d);
     return rc;
 }
 
-/* A read of `shard` now: move the cursor past it; its next use after that. */
-static uint64_t evict_advance(sc__evict *ev, uint32_t shard)
+/* A read of `shard` now: its first unread position (NEVER: not in the future), now read. */
+static uint64_t evict_consume(sc__evict *ev, uint32_t shard)
 {
-    uint64_t pos = ev->cursor < ev->nseq && ev->seq[ev->cursor] == shard
-                       ? ev->cursor
-                       : evict_first_use(ev, shard); /* off plan: rare */
-    if (pos == NEVER)
+    uint64_t *h = evict_map_get(&ev->head, shard);
+    if (!h)
         return NEVER;
-    ev->cursor = pos + 1;
-    return ev->after[pos];
+    uint64_t p = *h;
+    ev->done[p] = 1;
+    if (ev->after[p] == NEVER)
+        evict_map_del(&ev->head, shard);
+    else
+        *h = ev->after[p];
+    while (ev->cursor < ev->nseq && ev->done[ev->cursor])
+        ev->cursor++;
+    return p;
 }
 
 int sc__evict_has(const sc__evict *ev, uint32_t shard)
@@ -236,13 +438,19 @@ int sc__evict_has(const sc__evict *ev, uint32_t shard)
     return evict_map_get(&ev->idx, shard) != NULL;
 }
 
-void sc__evict_touch(sc__evict *ev, uint32_t shard)
+int sc__evict_touch(sc__evict *ev, uint32_t shard)
 {
     uint64_t *k = evict_map_get(&ev->idx, shard);
     if (!k)
-        return;
-    ev->e[*k].last = ++ev->clock;
-    ev->e[*k].next = evict_advance(ev, shard);
+        return 0;
+    entry *e = &ev->e[*k];
+    uint64_t p = evict_consume(ev, shard);
+    e->last = ++ev->clock;
+    if (p != NEVER) /* else a read off the plan: its next read stays the same */
+        e->next = ev->after[p], e->keep = ev->keep[p];
+    int first = e->ahead;
+    e->ahead = e->unread = 0;
+    return first;
 }
 
 static void evict_drop(sc__evict *ev, uint64_t k)
@@ -263,14 +471,19 @@ void sc__evict_remove(sc__evict *ev, uint32_t shard)
         evict_drop(ev, *k);
 }
 
-/* Belady: furthest next use first; LRU: oldest last use first. */
-static uint64_t evict_pick_victim(const sc__evict *ev)
+/*
+ * Belady: (for a kept miss or fill: spans not kept first, then) furthest
+ * next use; LRU: oldest last use first; then the lowest shard id.
+ */
+static uint64_t evict_pick_victim(const sc__evict *ev, int by_keep)
 {
     uint64_t best = 0;
     for (uint64_t k = 1; k < ev->n; k++) {
         const entry *a = &ev->e[k], *b = &ev->e[best];
         int better;
-        if (ev->policy == SC_CACHE_BELADY && a->next != b->next)
+        if (by_keep && ev->policy == SC_CACHE_BELADY && a->keep != b->keep)
+            better = a->keep < b->keep;
+        else if (ev->policy == SC_CACHE_BELADY && a->next != b->next)
             better = a->next > b->next;
         else if (a->last != b->last)
             better = a->last < b->last;
@@ -282,36 +495,118 @@ static uint64_t evict_pick_victim(const sc__evict *ev)
     return best;
 }
 
+/* Makes room for `bytes`, listing the victims in ev->victims. */
+static int evict_make_room(sc__evict *ev, uint64_t bytes, int by_keep)
+{
+    while (ev->bytes + bytes > ev->capacity) {
+        uint32_t *v = sc__vec_grow(ev->victims, &ev->vcap, ev->nvictims + 1, sizeof *v);
+        if (!v)
+            return SC_ENOMEM;
+        ev->victims = v;
+        uint64_t k = evict_pick_victim(ev, by_keep);
+        ev->victims[ev->nvictims++] = ev->e[k].shard;
+        if (ev->e[k].unread)
+            ev->unread_n++, ev->unread_bytes += ev->e[k].bytes;
+        evict_drop(ev, k);
+    }
+    return SC_OK;
+}
+
+/*
+ * Holds `shard` as entry `proto` says (its shard, bytes, next, keep and
+ * flags); victims by Belady's plan when `by_keep`.
+ */
+static int evict_insert(sc__evict *ev, entry proto, int by_keep, const uint32_t **victims,
+                        uint64_t *nvictims)
+{
+    entry *e = sc__vec_grow(ev->e, &ev->cap, ev->n + 1, sizeof *e);
+    if (!e)
+        return SC_ENOMEM;
+    ev->e = e;
+    int rc = evict_make_room(ev, proto.bytes, by_keep);
+    *victims = ev->victims;
+    *nvictims = ev->nvictims;
+    if (rc != SC_OK || evict_map_put(&ev->idx, proto.shard, ev->n) != SC_OK)
+        return SC_ENOMEM;
+    proto.last = ++ev->clock;
+    ev->e[ev->n++] = proto;
+    ev->bytes += proto.bytes;
+    return SC_OK;
+}
+
+/* An entry for a read at position p (NEVER: off the plan). */
+static entry evict_entry_at(const sc__evict *ev, uint32_t shard, uint64_t bytes, uint64_t p)
+{
+    entry e = {.shard = shard, .bytes = bytes, .next = NEVER};
+    if (p != NEVER)
+        e.next = ev->after[p], e.keep = ev->keep[p];
+    return e;
+}
+
 int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
                     const uint32_t **victims, uint64_t *nvictims)
 {
     ev->nvictims = 0;
     *victims = ev->victims;
     *nvictims = 0;
-    if (bytes > ev->capacity) {
-        evict_advance(ev, shard);
+    uint64_t p = evict_consume(ev, shard);
+    if (bytes > ev->capacity)
         return SC_EOVERFLOW;
-    }
-    entry *e = sc__vec_grow(ev->e, &ev->cap, ev->n + 1, sizeof *e);
-    if (!e)
-        return SC_ENOMEM;
-    ev->e = e;
-    while (ev->bytes + bytes > ev->capacity) {
-        uint32_t *v = sc__vec_grow(ev->victims, &ev->vcap, ev->nvictims + 1, sizeof *v);
-        if (!v)
-            return SC_ENOMEM;
-        ev->victims = v;
-        uint64_t k = evict_pick_victim(ev);
-        ev->victims[ev->nvictims++] = ev->e[k].shard;
-        evict_drop(ev, k);
-    }
-    if (evict_map_put(&ev->idx, shard, ev->n) != SC_OK)
-        return SC_ENOMEM;
-    ev->e[ev->n++] = (entry){shard, 0, bytes, ++ev->clock, evict_advance(ev, shard)};
-    ev->bytes += bytes;
+    return evict_insert(ev, evict_entry_at(ev, shard, bytes, p), 0, victims, nvictims);
+}
+
+int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
+                   const uint32_t **victims, uint64_t *nvictims)
+{
+    ev->nvictims = 0;
     *victims = ev->victims;
-    *nvictims = ev->nvictims;
-    return SC_OK;
+    *nvictims = 0;
+    uint64_t p = evict_consume(ev, shard);
+    if (bytes > ev->capacity)
+        return SC_EOVERFLOW;
+    entry e = evict_entry_at(ev, shard, bytes, p);
+    e.unread = 1;
+    /*
+     * Not kept: written now, it would be evicted before its next read (or
+     * never read), unless room no kept span needs is left until the end of
+     * the known future (for other ranks' reads, later epochs, later jobs).
+     * Nor when only a kept entry's eviction makes room (reads out of plan
+     * order): one of the two writes would be wasted.
+     */
+    if (evict_selective(ev)) {
+        int fits = bytes <= sc__evict_spare(ev);
+        e.keep = (unsigned char)(fits && e.keep);
+        if (fits && !e.keep && ev->t.n)
+            e.keep = (unsigned char)evict_tree_take(ev, ev->cursor - ev->t.base, ev->t.n - 1,
+                                                    bytes);
+        if (!e.keep)
+            return SC_EOVERFLOW;
+    }
+    return evict_insert(ev, e, 1, victims, nvictims);
+}
+
+int sc__evict_fill(sc__evict *ev, uint32_t shard, uint64_t bytes,
+                   const uint32_t **victims, uint64_t *nvictims)
+{
+    ev->nvictims = 0;
+    *victims = ev->victims;
+    *nvictims = 0;
+    uint64_t *h = evict_map_get(&ev->head, shard);
+    entry e = {.shard = shard, .bytes = bytes, .next = h ? *h : NEVER, .keep = 1,
+               .unread = 1, .ahead = 1};
+    if (bytes > ev->capacity)
+        return SC_EOVERFLOW;
+    if (evict_selective(ev) &&
+        (e.next == NEVER || bytes > sc__evict_spare(ev) ||
+         !evict_tree_take(ev, ev->cursor - ev->t.base, e.next - ev->t.base, bytes)))
+        return SC_EOVERFLOW;
+    return evict_insert(ev, e, 1, victims, nvictims);
+}
+
+void sc__evict_unread_evictions(const sc__evict *ev, uint64_t *n, uint64_t *bytes)
+{
+    *n = ev->unread_n;
+    *bytes = ev->unread_bytes;
 }
 
 int sc__evict_flag(const sc__evict *ev, uint32_t shard)
@@ -334,11 +629,11 @@ uint64_t sc__evict_count(const sc__evict *ev)
 
 uint64_t sc__evict_spare(const sc__evict *ev)
 {
-    if (!ev->capacity)
+    if (ev->capacity == UINT64_MAX)
         return UINT64_MAX;
     uint64_t spare = ev->capacity > ev->bytes ? ev->capacity - ev->bytes : 0;
     for (uint64_t k = 0; ev->policy == SC_CACHE_BELADY && k < ev->n; k++)
-        spare += ev->e[k].next == NEVER ? ev->e[k].bytes : 0;
+        spare += ev->e[k].next == NEVER || !ev->e[k].keep ? ev->e[k].bytes : 0;
     return spare;
 }
 

@@ -364,7 +364,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     sc__tctx tc = {tr, e->epoch};
     int rc = sc__cache_map(s->cache, e->shards[i], m, &tc, err);
     if (rc == SC_OK && m->base) {
-        *hit = 1;
+        *hit = m->origin;
         for (int f = 0; f < s->nfields; f++)
             fp[f] = m->field[f];
         return SC_OK; /* published to builders under the mutex, by finish() */
@@ -405,7 +405,9 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
         e->state[t->i] = SH_LOADED;
         stream_advance_prefix(e);
         uint64_t bytes = stream_shard_bytes(s, e, t->i);
-        if (hit)
+        if (hit == SC__FROM_PEER) /* a hit, whose bytes came from another node */
+            e->counts.hits++, e->counts.bytes_from_peers += bytes;
+        else if (hit)
             e->counts.hits++, e->counts.bytes_from_cache += bytes;
         else
             e->counts.misses++, e->counts.bytes_from_source += bytes;

@@ -48,9 +48,14 @@ typedef struct sc__stream_opts {
     int log_level;             /* SC_LOG: for the skips it names */
 } sc__stream_opts;
 
-/* What one epoch did on this rank, for sc_epoch_report. */
+/*
+ * What one epoch did on this rank, for sc_epoch_report.  Every shard loaded
+ * counts its bytes once, by origin: from_cache + from_peers + from_source
+ * are the bytes loaded (a peer's fill is a hit whose bytes came from
+ * another node, counted in from_peers at its first read).
+ */
 typedef struct sc__stream_counts {
-    uint64_t hits, misses, bytes_from_source, bytes_from_cache;
+    uint64_t hits, misses, bytes_from_source, bytes_from_cache, bytes_from_peers;
     uint64_t batch_shards, full_batches; /* distinct shards summed over full real batches */
     /*
      * The memory bound as it held: the most bytes of shards and pooled

@@ -122,12 +122,22 @@ static void cache_repair(sc_cache *c, uint64_t shard, const char *why)
             c->pl.dir, name, (unsigned long long)shard, why);
 }
 
-/* Admits a shard to the index and deletes the files of the entries it evicts. */
-static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes)
+/* How an entry comes to be held (cache_admit). */
+typedef enum { HOLD_FOUND, HOLD_MISS, HOLD_FILL } cache_hold;
+
+/*
+ * Admits a shard to the index, as found on disk (always), read from the
+ * source (when Belady keeps it) or filled by a peer ahead of its read, and
+ * deletes the files of the entries it evicts.  SC_EOVERFLOW: not kept.
+ */
+static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes, cache_hold how)
 {
     const uint32_t *victims;
     uint64_t nv;
-    int rc = sc__evict_admit(c->ev, (uint32_t)shard, bytes, &victims, &nv);
+    uint32_t s32 = (uint32_t)shard;
+    int rc = how == HOLD_MISS   ? sc__evict_miss(c->ev, s32, bytes, &victims, &nv)
+             : how == HOLD_FILL ? sc__evict_fill(c->ev, s32, bytes, &victims, &nv)
+                                : sc__evict_admit(c->ev, s32, bytes, &victims, &nv);
     for (uint64_t i = 0; i < nv; i++) {
         char name[32];
         sc__entry_name(victims[i], name, sizeof name);
@@ -135,6 +145,13 @@ static int cache_admit(sc_cache *c, uint64_t shard, uint64_t bytes)
         c->st.evictions++;
     }
     return rc;
+}
+
+/* The bytes of a shard not held, for Belady's plan of what to keep. */
+static uint64_t cache_shard_size(void *arg, uint32_t shard)
+{
+    const sc_dataset *ds = arg;
+    return shard < ds->nshards ? sc__shard_bytes(ds, shard) : 1;
 }
 
 /* Learns what an earlier run left: entries, and temporaries of crashed writers. */
@@ -163,7 +180,7 @@ static int cache_scan(sc_cache *c, sc_error *err)
                            : "an entry for a shard this dataset does not have");
             continue;
         }
-        if (cache_admit(c, shard, sc__shard_bytes(c->ds, shard)) == SC_ENOMEM) {
+        if (cache_admit(c, shard, sc__shard_bytes(c->ds, shard), HOLD_FOUND) == SC_ENOMEM) {
             closedir(d);
             return sc__seterr(err, SC_ENOMEM, "cache '%s': no memory", c->pl.dir);
         }
@@ -228,6 +245,7 @@ static int cache_load_index(sc_cache *c, const sc_config *cfg, sc_error *err)
     int rc = sc__evict_new(cfg->cache_policy, autob ? 0 : cfg->cache_bytes, &c->ev);
     if (rc != SC_OK)
         return sc__seterr(err, rc, "no memory for the cache index");
+    sc__evict_set_sizer(c->ev, cache_shard_size, (void *)ds);
     rc = cache_scan(c, err);
     if (rc == SC_OK && autob)
         cache_bound(c); /* from what it holds */
@@ -413,10 +431,13 @@ static const char *cache_neighbor_entry(sc_cache *c, uint64_t shard, void *const
 /*
  * A warm hit: the entry read (or mapped), checked, and counted; or why it
  * could not be served, in which case it has been repaired (dropped).
+ * *origin: SC__FROM_PEER for the first read of a peer's fill, else
+ * SC__FROM_CACHE.
  */
 static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *bufs,
-                                   sc__mapping *m, const sc__tctx *tc)
+                                   sc__mapping *m, const sc__tctx *tc, int *origin)
 {
+    *origin = SC__FROM_CACHE;
     uint32_t s32 = (uint32_t)shard;
     pthread_mutex_lock(&c->mu);
     int held, verified = 0;
@@ -432,7 +453,8 @@ static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *buf
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
     if (!why) {
         if (sc__evict_has(c->ev, s32)) {
-            sc__evict_touch(c->ev, s32);
+            if (sc__evict_touch(c->ev, s32))
+                *origin = SC__FROM_PEER;
             sc__evict_set_flag(c->ev, s32, 1);
         }
         c->st.hits++;
@@ -451,7 +473,9 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    cache_hit_entry(c, shard, NULL, m, tc);
+    int origin;
+    if (!cache_hit_entry(c, shard, NULL, m, tc, &origin))
+        m->origin = origin;
     return sc__errok(err);
 }
 
@@ -465,15 +489,16 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
 /*
  * Reserves `shard` in the index for an entry about to be written (mutex
  * held): SC_OK, or SC_EOVERFLOW when it is not to be kept (bigger than the
- * whole cache, held meanwhile, or the cache paused after a failed write),
- * or the index's own error.
+ * whole cache, held meanwhile, the cache paused after a failed write, or
+ * Belady's plan: it would be evicted before it is read again), or the
+ * index's own error.
  */
-static int cache_reserve_locked(sc_cache *c, uint64_t shard, uint64_t bytes)
+static int cache_reserve_locked(sc_cache *c, uint64_t shard, uint64_t bytes, cache_hold how)
 {
     uint32_t s32 = (uint32_t)shard;
     int kept = sc__evict_has(c->ev, s32) || sc__clock_s() < c->pause_until
                    ? SC_EOVERFLOW
-                   : cache_admit(c, shard, bytes);
+                   : cache_admit(c, shard, bytes, how);
     if (kept == SC_OK)
         sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
     return kept;
@@ -489,6 +514,7 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
     uint32_t s32 = (uint32_t)shard;
     pthread_mutex_lock(&c->mu);
     int held = sc__evict_has(c->ev, s32);
+    c->st.bytes_written += wrc == SC_OK ? sc__shard_bytes(c->ds, shard) : 0;
     if (wrc != SC_OK) {
         if (held)
             sc__evict_remove(c->ev, s32);
@@ -517,7 +543,8 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__
     pthread_mutex_lock(&c->mu);
     c->st.misses++;
     c->st.bytes_from_source += bytes;
-    int kept = cache_reserve_locked(c, shard, bytes);
+    int kept = cache_reserve_locked(c, shard, bytes, HOLD_MISS);
+    c->st.misses_not_kept += kept == SC_EOVERFLOW;
     pthread_mutex_unlock(&c->mu);
     if (kept != SC_OK && kept != SC_EOVERFLOW)
         return sc__seterr(err, kept, "cache '%s': no memory for its index", c->pl.dir);
@@ -564,7 +591,7 @@ int sc__cache_reserve(sc_cache *c, uint64_t shard)
     if (shard >= c->ds->nshards || cache_on_node(c, shard))
         return 0;
     pthread_mutex_lock(&c->mu);
-    int kept = cache_reserve_locked(c, shard, sc__shard_bytes(c->ds, shard));
+    int kept = cache_reserve_locked(c, shard, sc__shard_bytes(c->ds, shard), HOLD_FILL);
     pthread_mutex_unlock(&c->mu);
     return kept == SC_OK;
 }
@@ -639,11 +666,12 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
+    int origin;
     if (hit)
-        *hit = 0;
-    if (!cache_hit_entry(c, shard, bufs, NULL, tc)) {
+        *hit = SC__FROM_SOURCE;
+    if (!cache_hit_entry(c, shard, bufs, NULL, tc, &origin)) {
         if (hit)
-            *hit = 1;
+            *hit = origin;
         return sc__errok(err);
     }
     int rc = cache_miss(c, shard, bufs, tc, err);
@@ -691,6 +719,8 @@ int sc_cache_get_stats(const sc_cache *c, sc_cache_stats *out)
     out->entries = sc__evict_count(c->ev);
     out->bytes_cached = sc__evict_bytes(c->ev);
     out->capacity = sc__evict_capacity(c->ev);
+    uint64_t unread_bytes;
+    sc__evict_unread_evictions(c->ev, &out->evicted_unread, &unread_bytes);
     pthread_mutex_unlock(&m->mu);
     return SC_OK;
 }

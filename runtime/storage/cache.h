@@ -38,8 +38,13 @@ int sc__cache_make_room(const sc_dataset *ds, const sc__cache_site *site, const 
 int sc__cache_open(sc_dataset *ds, const sc__cache_site *site, const sc_config *cfg,
                    sc_cache **out, sc_error *err);
 
+/* Where a shard read came from (sc__cache_read's *hit, sc__mapping's origin). */
+enum { SC__FROM_SOURCE = 0, SC__FROM_CACHE = 1, SC__FROM_PEER = 2 };
+
 /*
- * sc_cache_read, telling whether it was a hit, and tracing its stages
+ * sc_cache_read, telling where the bytes came from (*hit: SC__FROM_SOURCE,
+ * SC__FROM_CACHE, or SC__FROM_PEER for the first read of an entry a peer
+ * on another node filled ahead of it), and tracing its stages
  * (cache read, checksum, source read, cache write) into `tc` (may be
  * NULL).  Safe from several threads at once, for different shards.
  */
@@ -48,7 +53,8 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
 
 /*
  * A warm hit without a copy: maps the entry (checked as a read would be)
- * and counts the hit.  When the shard is not cached, or its entry had to
+ * and counts the hit (m->origin: SC__FROM_CACHE or SC__FROM_PEER, as
+ * sc__cache_read's *hit).  When the shard is not cached, or its entry had to
  * be repaired, m->base is NULL and the caller reads it with
  * sc__cache_read (which goes to the source).  Unmap with sc__cache_unmap.
  */

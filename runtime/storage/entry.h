@@ -55,6 +55,7 @@ typedef struct sc__mapping {
     void *base;
     size_t len;
     int copied; /* base is malloc'd (freed by sc__cache_unmap), not mapped */
+    int origin; /* the cache's SC__FROM_*: a peer's fill read the first time, or the cache */
     const unsigned char *field[SC_MAX_FIELDS];
 } sc__mapping;
 

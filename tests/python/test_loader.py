@@ -68,6 +68,8 @@ def test_batches_are_zero_copy_and_the_source_bytes(dataset, cache_dir):
             assert v.ok and v.verified, str(v)
             assert "exactly-once ok" in str(v)
             assert v["bytes_from_peers"] == 0  # one node: nothing from other nodes
+            loaded = v["bytes_from_cache"] + v["bytes_from_source"]  # by origin, every byte once
+            assert loaded > 0 and (v["cache_hits"] > 0) == (v["bytes_from_cache"] > 0), v
             assert abs(v["shards_per_batch"] - np.mean(spread)) < 1e-9, (v, spread)
             counts = all_ids(ids)
             assert counts.max() == 1 and counts.min() == 1  # pad: nothing dropped

@@ -37,13 +37,14 @@ grep -q " $d/small " /proc/mounts && failed "the tmpfs leaked out of its namespa
     || pass "nothing mounted outside the test's namespace"
 
 # The cache's filesystem turns read-only mid-job (remounted once epoch 0 is
-# reported): a capped cache keeps evicting and admitting, so later epochs
-# try to write, fail, and are served from the source, said once per rank.
+# reported): a capped LRU cache keeps evicting and admitting (Belady's
+# admission would write nothing more once its kept shards are in), so later
+# epochs try to write, fail, and are served from the source, said once per rank.
 mkdir -p "$d/ro"
 cat >"$d/ro.sh" <<JOB
 mount -t tmpfs -o size=64m tmpfs "$d/ro"
 SC_SOURCE="$d/data.h5" SC_SHARD_SIZE=128 SC_BATCH_SIZE=64 SC_CACHE_DIR="$d/ro" \\
-    SC_CACHE_BYTES=3M SC_SHUFFLE=global \\
+    SC_CACHE_BYTES=3M SC_CACHE_POLICY=lru SC_SHUFFLE=global \\
     "$MPIEXEC" -n 2 --oversubscribe "$train" --epochs 4 --step-ms 5 >"$d/ro.log" 2>&1 &
 job=\$!
 for i in \$(seq 600); do grep -q "^epoch 0:" "$d/ro.log" && break; sleep 0.05; done
