@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "mem.h"
 
 /* One call moves at most 1 GiB: Linux moves less than 2 GiB a call anyway. */
@@ -56,6 +57,10 @@ const char *sc__io_pwrite(int fd, const void *buf, uint64_t n, uint64_t off)
 
 int sc__io_open_direct(int fd, int flags)
 {
+    if (sc__fault("io-no-direct")) { /* test hook: a filesystem that refuses it */
+        errno = EINVAL;
+        return -1;
+    }
     char at[64];
     snprintf(at, sizeof at, "/proc/self/fd/%d", fd);
     return open(at, flags | O_DIRECT | O_CLOEXEC);

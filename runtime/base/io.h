@@ -36,7 +36,8 @@ const char *sc__io_pwrite(int fd, const void *buf, uint64_t n, uint64_t off);
 /*
  * The file open at fd opened again (a new open file, its own flags) with
  * O_DIRECT and `flags` (O_RDONLY or O_WRONLY): a descriptor, or -1 with
- * errno (EINVAL: the filesystem refuses O_DIRECT, as tmpfs does).
+ * errno (EINVAL: the filesystem refuses O_DIRECT, as tmpfs did before
+ * Linux 6.6; in testing builds, always with SC_FAULT=io-no-direct).
  */
 int sc__io_open_direct(int fd, int flags);
 
