@@ -408,3 +408,22 @@ int sc__read_vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *co
     }
     return -1;
 }
+
+void sc__read_skews(const sc_dataset *ds, uint64_t shard, uint64_t *skew)
+{
+    for (int i = 0; i < ds->nfields; i++) {
+        const sc__field *f = &ds->fields[i];
+        uint64_t at = UINT64_MAX;
+        if (ds->tf || f->vlen || shard >= ds->nshards) {
+            /* a transform's output or a blob: never read in place */
+        } else if (ds->layout == 'A') {
+            sc__h5_lock();
+            at = sc__source_raw_offset(ds->dset[i], f, ds->nsamples);
+            sc__h5_unlock();
+            at = at == UINT64_MAX ? at : at + ds->shard_first[shard] * f->sample_bytes;
+        } else if (ds->file_off) {
+            at = ds->file_off[ds->file_first[shard] * (uint64_t)ds->nfields + (uint64_t)i];
+        }
+        skew[i] = at == UINT64_MAX ? 0 : at % SC__IO_ALIGN;
+    }
+}
