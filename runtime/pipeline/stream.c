@@ -353,9 +353,10 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     void *bufs[SC_MAX_FIELDS];
     uint64_t at = 0;
     for (int f = 0; f < s->nfields; at += sc__field_bytes(s->ds, f, e->shards[i]), f++) {
-        at = (at + SC__IO_ALIGN - 1) / SC__IO_ALIGN * SC__IO_ALIGN + skew[f];
+        at += (skew[f] + SC__IO_ALIGN - at % SC__IO_ALIGN) % SC__IO_ALIGN; /* < a page more */
         bufs[f] = buf + at;
     }
+    SC__ASSERT(at < t->cap); /* need: a page at most ahead of each field, and one byte */
     if (rc == SC_OK)
         rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
     if (rc != SC_OK) {
