@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "mem.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -55,6 +56,47 @@ void *sc__scratch(void *old, size_t *cap, size_t n)
     void *p = malloc(n ? n : 1);
     *cap = p ? n : 0;
     return p;
+}
+
+/* Each thread's buffers (sc__thread_buffer), freed by the key's destructor. */
+typedef struct mem_thread {
+    void *buf[SC__THREAD_BUFFERS];
+    size_t cap[SC__THREAD_BUFFERS];
+} mem_thread;
+
+static pthread_key_t mem_key;
+static pthread_once_t mem_once = PTHREAD_ONCE_INIT;
+
+static void mem_thread_free(void *p)
+{
+    mem_thread *t = p;
+    for (int i = 0; i < SC__THREAD_BUFFERS; i++)
+        free(t->buf[i]);
+    free(t);
+}
+
+static void mem_key_make(void)
+{
+    pthread_key_create(&mem_key, mem_thread_free);
+}
+
+void *sc__thread_buffer(int slot, size_t n)
+{
+    if (slot < 0 || slot >= SC__THREAD_BUFFERS)
+        return NULL;
+    pthread_once(&mem_once, mem_key_make);
+    mem_thread *t = pthread_getspecific(mem_key);
+    if (!t && (t = calloc(1, sizeof *t)) && pthread_setspecific(mem_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    if (!t)
+        return NULL;
+    if (t->cap[slot] < n) { /* its bytes are not kept: no realloc's copy */
+        free(t->buf[slot]);
+        t->cap[slot] = (t->buf[slot] = sc__big_alloc(n)) ? n : 0;
+    }
+    return t->buf[slot];
 }
 
 void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap)

@@ -23,6 +23,16 @@ void *sc__big_alloc(size_t bytes);
 void *sc__scratch(void *old, size_t *cap, size_t n);
 
 /*
+ * This thread's buffer number `slot` (< SC__THREAD_BUFFERS), at least n
+ * bytes, from sc__big_alloc, or NULL: kept between calls (a fresh buffer
+ * faults on every first touch, which costs more than filling it), its
+ * contents not kept when it grows, freed when the thread ends.  Slots:
+ * SC__TB_CHUNK* for chunks.c, SC__TB_BOUNCE for io.c's aligned transfers.
+ */
+enum { SC__TB_CHUNK_RAW, SC__TB_CHUNK, SC__TB_CHUNK_TMP, SC__TB_BOUNCE, SC__THREAD_BUFFERS };
+void *sc__thread_buffer(int slot, size_t n);
+
+/*
  * Freed buffers kept for reuse: a fresh buffer of megabytes faults on
  * every first touch, which costs more than filling it, while a reused one
  * is warm.  Not thread-safe: its owner serializes (the stream, under its

@@ -31,6 +31,7 @@
 #include "error.h"
 #include "hash.h"
 #include "invariant.h"
+#include "io.h"
 #include "image.h"
 #include "plan_state.h"
 #include "quality.h"
@@ -369,17 +370,29 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
             fp[f] = m->field[f];
         return SC_OK; /* published to builders under the mutex, by finish() */
     }
-    unsigned char *buf = t->buf;
-    if (!buf)
-        buf = sc__big_alloc(t->cap = stream_shard_bytes(s, e, i) + 1);
+    /*
+     * Each field placed as its bytes lie in the source file (modulo a
+     * page: sc__read_skews), so that a direct read lands in place.
+     */
+    uint64_t skew[SC_MAX_FIELDS], need = stream_shard_bytes(s, e, i) + 1 +
+                                         (uint64_t)s->nfields * SC__IO_ALIGN;
+    sc__read_skews(s->ds, e->shards[i], skew);
+    unsigned char *buf = t->buf && t->cap >= need ? t->buf : NULL;
+    if (!buf) {
+        free(t->buf); /* a pooled buffer too small for the skews */
+        buf = sc__big_alloc(t->cap = need);
+    }
     t->buf = NULL; /* the shard's now, or freed below */
     if (!buf)
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
                           s->o.rank, (unsigned long long)e->epoch, e->shards[i]);
     void *bufs[SC_MAX_FIELDS];
     uint64_t at = 0;
-    for (int f = 0; f < s->nfields; at += sc__field_bytes(s->ds, f, e->shards[i]), f++)
+    for (int f = 0; f < s->nfields; at += sc__field_bytes(s->ds, f, e->shards[i]), f++) {
+        at += (skew[f] + SC__IO_ALIGN - at % SC__IO_ALIGN) % SC__IO_ALIGN; /* < a page more */
         bufs[f] = buf + at;
+    }
+    SC__ASSERT(at < t->cap); /* need: a page at most ahead of each field, and one byte */
     if (rc == SC_OK)
         rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
     if (rc != SC_OK) {

@@ -3,7 +3,6 @@
  */
 #include "chunks.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,47 +95,13 @@ int sc__chunks_direct(hid_t d, const sc__field *f, sc__chunking *c)
 }
 
 /*
- * Each thread's buffers, kept between shards: a fresh chunk-sized malloc
- * is an mmap whose every page faults on first touch, which costs more than
- * the decompression (bench/compressed.sh).  Freed when the thread ends.
+ * Each thread's buffers, kept between shards (mem.h): a fresh chunk-sized
+ * malloc is an mmap whose every page faults on first touch, which costs
+ * more than the decompression (bench/compressed.sh).
  */
-typedef struct scratch {
-    unsigned char *buf[3]; /* the stored chunk, the decoded chunk, the codec's scratch */
-    size_t cap[3];
-} scratch;
-
-static pthread_key_t chunks_key;
-static pthread_once_t chunks_once = PTHREAD_ONCE_INIT;
-
-static void chunks_scratch_free(void *p)
+static unsigned char *chunks_buffer(int slot, size_t n)
 {
-    scratch *s = p;
-    for (int i = 0; i < 3; i++)
-        free(s->buf[i]);
-    free(s);
-}
-
-static void chunks_key_make(void)
-{
-    pthread_key_create(&chunks_key, chunks_scratch_free);
-}
-
-/* This thread's buffer i, at least n bytes, or NULL. */
-static unsigned char *chunks_buffer(int i, size_t n)
-{
-    pthread_once(&chunks_once, chunks_key_make);
-    scratch *s = pthread_getspecific(chunks_key);
-    if (!s && (s = calloc(1, sizeof *s)) && pthread_setspecific(chunks_key, s) != 0) {
-        free(s);
-        s = NULL;
-    }
-    if (!s)
-        return NULL;
-    if (s->cap[i] < n) { /* its bytes are not kept: no realloc's copy */
-        free(s->buf[i]);
-        s->cap[i] = (s->buf[i] = sc__big_alloc(n)) ? n : 0;
-    }
-    return s->buf[i];
+    return sc__thread_buffer(slot, n);
 }
 
 /* The chunk at `row`: its stored bytes into *raw (this thread's); the lock is taken here. */
@@ -156,7 +121,7 @@ static int chunks_fetch(hid_t d, uint64_t row, unsigned char **raw, size_t *n, u
     H5E_BEGIN_TRY { got = H5Dget_chunk_storage_size(d, off, &bytes); } H5E_END_TRY;
     if (got < 0 || bytes == 0)
         rc = SC__CHUNK_UNSTORED;
-    if (rc == SC_OK && !(*raw = chunks_buffer(0, bytes)))
+    if (rc == SC_OK && !(*raw = chunks_buffer(SC__TB_CHUNK_RAW, bytes)))
         rc = sc__seterr(err, SC_ENOMEM, "%s: no memory for %llu bytes", what,
                         (unsigned long long)bytes);
     if (rc == SC_OK && H5Dread_chunk(d, H5P_DEFAULT, off, mask, *raw) < 0)
@@ -171,7 +136,7 @@ int sc__chunks_read(hid_t d, const sc__field *f, const sc__chunking *c, uint64_t
                     sc_error *err)
 {
     size_t want = c->rows * f->sample_bytes, n = 0;
-    unsigned char *raw = NULL, *chunk = chunks_buffer(1, want), *tmp = chunks_buffer(2, want);
+    unsigned char *raw = NULL, *chunk = chunks_buffer(SC__TB_CHUNK, want), *tmp = chunks_buffer(SC__TB_CHUNK_TMP, want);
     int rc = chunk && tmp ? SC_OK
                           : sc__seterr(err, SC_ENOMEM, "source '%s': shard %llu: no memory for "
                                        "a chunk of field '%s'", path,

@@ -64,6 +64,7 @@ struct sc_dataset {
     int64_t dset[SC_MAX_FIELDS];
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
     int rank, world, is_dir;
+    int log_level; /* SC_LOG: read.c says when the filesystem refuses O_DIRECT */
     int from_manifest; /* layout B: the scan was the directory's saved one (manifest.c) */
     uint64_t manifest_key; /* the scanning rank's: its files when scanned */
     char asked[1024];      /* ...and the SC_FIELDS it scanned them for */

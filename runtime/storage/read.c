@@ -1,10 +1,12 @@
 /*
  * read.c - a shard's bytes from the source (see read.h).
  */
+#define _GNU_SOURCE /* O_DIRECT's EINVAL, posix_fadvise */
 #include "read.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,9 @@
 #include "fields.h"
 #include "h5.h"
 #include "io.h"
+#include "log.h"
 #include "mem.h"
+#include "source.h"
 #include "vlen.h"
 
 #define STAMP SC__STAMP_WORDS /* words of a file's stamp */
@@ -79,19 +83,120 @@ static void read_throttle(const sc_dataset *ds, uint64_t shard, const sc__field 
 #endif
 
 /*
+ * An O_DIRECT descriptor of the file open at fd (buffered), or -1: where
+ * the filesystem refuses (tmpfs, some network filesystems) the bytes come
+ * through the page cache, read ahead (POSIX_FADV_SEQUENTIAL), and the log
+ * says so once a process, naming the file.
+ */
+static int read_open_direct(const sc_dataset *ds, int fd, const char *path)
+{
+    static _Atomic int said;
+    int dfd = sc__io_open_direct(fd, O_RDONLY);
+    if (dfd >= 0)
+        return dfd;
+    int why = errno;
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (!atomic_exchange(&said, 1))
+        sc__log(ds->log_level, SC__LOG_INFO, ds->rank,
+                "source file '%s': its filesystem refuses O_DIRECT (%s): reading it through "
+                "the page cache", path, strerror(why));
+    return -1;
+}
+
+/*
+ * A file of fewer bytes is read buffered: its page-cache pages cost less
+ * than the two more system calls a direct read makes (open, mincore).
+ */
+#define READ_DIRECT_MIN ((uint64_t)256 << 10)
+
+/* n bytes at off of the file open at fd (and dfd: read.h) into buf: sc__io_pread's words. */
+static const char *read_bytes(int fd, int dfd, void *buf, uint64_t n, uint64_t off)
+{
+    if (dfd < 0) /* buffered: the whole range read ahead at once, in flight together */
+        (void)posix_fadvise(fd, (off_t)off, (off_t)n, POSIX_FADV_WILLNEED);
+    return sc__io_pread_direct(fd, dfd, buf, n, off);
+}
+
+/*
+ * Descriptors of dataset d's file (buffered into *fd, direct into *dfd or
+ * -1), the very file HDF5 has open: its own descriptor reopened.  0, or -1
+ * where HDF5's driver has no descriptor (MPI-IO).  The HDF5 lock is held.
+ */
+static int read_fds(const sc_dataset *ds, hid_t d, const char *path, int *fd, int *dfd)
+{
+    hid_t file = H5Iget_file_id(d), fapl = file >= 0 ? H5Fget_access_plist(file) : -1;
+    void *h = NULL;
+    *fd = *dfd = -1;
+    if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 &&
+        H5Fget_vfd_handle(file, H5P_DEFAULT, &h) >= 0 && h) {
+        char at[64];
+        snprintf(at, sizeof at, "/proc/self/fd/%d", *(int *)h);
+        *fd = open(at, O_RDONLY | O_CLOEXEC);
+    }
+    if (*fd >= 0)
+        *dfd = read_open_direct(ds, *fd, path);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (file >= 0)
+        H5Fclose(file);
+    H5Eclear2(H5E_DEFAULT);
+    return *fd >= 0 ? 0 : -1;
+}
+
+/*
+ * A contiguous field's rows read by their offset in the file, outside HDF5
+ * and its lock, direct where the filesystem allows (io.h): H5Dread would
+ * read them one producer at a time, through fresh page-cache pages.
+ * READ_VIA_HDF5 when they do not lie in the file as delivered, or HDF5's
+ * driver has no descriptor.  Called without the lock.
+ */
+#define READ_VIA_HDF5 1
+static int read_contiguous(const sc_dataset *ds, hid_t d, const sc__field *f, uint64_t first,
+                           uint64_t count, void *buf, const char *path, uint64_t shard,
+                           sc_error *err)
+{
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    int fd = -1, dfd = -1;
+    uint64_t at = UINT64_MAX;
+    sc__h5_lock();
+    hid_t sp = f->vlen || f->no_axis ? H5I_INVALID_HID : H5Dget_space(d);
+    if (sp >= 0 && H5Sget_simple_extent_dims(sp, dims, NULL) > 0)
+        at = sc__source_raw_offset(d, f, dims[0]);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (at != UINT64_MAX)
+        read_fds(ds, d, path, &fd, &dfd);
+    sc__h5_unlock();
+    if (fd < 0)
+        return READ_VIA_HDF5;
+    const char *why = read_bytes(fd, dfd, buf, count * f->sample_bytes,
+                                 at + first * f->sample_bytes);
+    if (dfd >= 0)
+        close(dfd);
+    close(fd);
+    return why ? sc__seterr(err, SC_EIO, "source '%s': shard %llu of field '%s': %s", path,
+                            (unsigned long long)shard, f->name, why)
+               : SC_OK;
+}
+
+/*
  * One field's rows of an open dataset, called without the lock: chunk by
  * chunk, decoded outside the lock (chunks.c), where the filters allow;
  * else one H5Dread under it.
  */
-static int read_field(hid_t d, const sc__field *f, uint64_t first, uint64_t count,
-                             void *buf, const char *path, uint64_t shard, sc_error *err)
+static int read_field(const sc_dataset *ds, hid_t d, const sc__field *f, uint64_t first,
+                      uint64_t count, void *buf, const char *path, uint64_t shard,
+                      sc_error *err)
 {
+    int rc = read_contiguous(ds, d, f, first, count, buf, path, shard, err);
+    if (rc != READ_VIA_HDF5)
+        return rc;
     sc__chunking c;
     sc__h5_lock();
     int direct = sc__chunks_direct(d, f, &c);
     sc__h5_unlock();
-    int rc = direct ? sc__chunks_read(d, f, &c, first, count, buf, path, shard, err)
-                    : SC__CHUNK_UNSTORED;
+    rc = direct ? sc__chunks_read(d, f, &c, first, count, buf, path, shard, err)
+                : SC__CHUNK_UNSTORED;
     if (rc == SC__CHUNK_UNSTORED) { /* HDF5 reads what it must decode or fill */
         sc__h5_lock();
         rc = read_rows(d, f, first, count, buf, path, shard, err);
@@ -124,7 +229,7 @@ static int read_part(const sc_dataset *ds, hid_t d, const sc__field *f, int i,
         return sc__vlen_read(d, f, first, count, ds->vlen_off[i] + ds->shard_first[shard],
                              ds->shard_sizes[shard], row, buf, path, shard,
                              ds->shard_first[shard], err);
-    return read_field(d, f, first, count, (unsigned char *)buf + row * f->sample_bytes,
+    return read_field(ds, d, f, first, count, (unsigned char *)buf + row * f->sample_bytes,
                              path, shard, err);
 }
 
@@ -133,9 +238,9 @@ static int read_part(const sc_dataset *ds, hid_t d, const sc__field *f, int i,
  * with pread outside HDF5 and its lock, once its stamp (size, mtime,
  * inode, change time) says it is the file this open saw: an HDF5 open costs more than
  * reading a sample of tens of KiB, and one-sample files are read one each.
- * READ_VIA_HDF5 when a field is not so stored.
+ * Direct where the filesystem allows (read_bytes).  READ_VIA_HDF5 when a
+ * field is not so stored.
  */
-#define READ_VIA_HDF5 1
 static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
                               const sc__field *fields, int nfields, void *const *bufs,
                               sc_error *err)
@@ -147,18 +252,25 @@ static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t r
     const char *path = ds->files[file], *why = NULL, *field = NULL;
     struct stat st;
     uint64_t now[SC__STAMP_WORDS] = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC), dfd = -1;
     if (fd < 0 || fstat(fd, &st) != 0)
         why = strerror(errno);
     else
         sc__fingerprint_stamp(&st, now);
+    uint64_t bytes = 0;
+    for (int i = 0; i < nfields; i++)
+        bytes += n * fields[i].sample_bytes;
+    if (!why && bytes >= READ_DIRECT_MIN)
+        dfd = read_open_direct(ds, fd, path);
     if (!why && memcmp(now, ds->file_stamp + STAMP * file, sizeof now) != 0)
         why = "it changed since the dataset was opened";
     for (int i = 0; !why && i < nfields; i++) {
         field = fields[i].name;
-        why = sc__io_pread(fd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
-                               n * fields[i].sample_bytes, off[i]);
+        why = read_bytes(fd, dfd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
+                         n * fields[i].sample_bytes, off[i]);
     }
+    if (dfd >= 0)
+        close(dfd);
     if (fd >= 0)
         close(fd);
     if (!why)
@@ -295,4 +407,23 @@ int sc__read_vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *co
                 return i;
     }
     return -1;
+}
+
+void sc__read_skews(const sc_dataset *ds, uint64_t shard, uint64_t *skew)
+{
+    for (int i = 0; i < ds->nfields; i++) {
+        const sc__field *f = &ds->fields[i];
+        uint64_t at = UINT64_MAX;
+        if (ds->tf || f->vlen || shard >= ds->nshards) {
+            /* a transform's output or a blob: never read in place */
+        } else if (ds->layout == 'A') {
+            sc__h5_lock();
+            at = sc__source_raw_offset(ds->dset[i], f, ds->nsamples);
+            sc__h5_unlock();
+            at = at == UINT64_MAX ? at : at + ds->shard_first[shard] * f->sample_bytes;
+        } else if (ds->file_off) {
+            at = ds->file_off[ds->file_first[shard] * (uint64_t)ds->nfields + (uint64_t)i];
+        }
+        skew[i] = at == UINT64_MAX ? 0 : at % SC__IO_ALIGN;
+    }
 }

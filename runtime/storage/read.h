@@ -20,4 +20,12 @@
  */
 int sc__read_vlen_disagrees(const sc_dataset *ds, uint64_t shard, const void *const *bufs);
 
+/*
+ * Where each delivered field of `shard` should start in its buffer, as an
+ * offset modulo SC__IO_ALIGN (io.h): its first byte's in the source file
+ * when it is read from there by offset (a direct read then lands in place,
+ * not through the bounce buffer), else 0.  Into skew[ds->nfields].
+ */
+void sc__read_skews(const sc_dataset *ds, uint64_t shard, uint64_t *skew);
+
 #endif /* SC_READ_H */

@@ -248,13 +248,7 @@ static int source_put_files(sc_dataset *ds, sc__fingerprint *b, sc_error *err)
                                  : rc;
 }
 
-/*
- * Where a field's bytes lie in its file exactly as shardcache delivers
- * them, for a read without HDF5 (source_read_direct): contiguous,
- * allocated and whole, in the file itself (not external), in this
- * machine's byte order; else UINT64_MAX.  The caller holds the HDF5 lock.
- */
-static uint64_t source_raw_offset(hid_t d, const sc__field *f, uint64_t n)
+uint64_t sc__source_raw_offset(int64_t d, const sc__field *f, uint64_t n)
 {
     SC__ASSERT(sc__h5_held());
     if (f->vlen)
@@ -300,7 +294,7 @@ static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const s
     if (rc == SC_OK && fld.vlen)
         rc = sc__fields_learn_lengths(ds, d, path, i, ds->nsamples, n, &ds->fields[i], err);
     if (rc == SC_OK)
-        ds->file_off[k * (uint64_t)names->n + (uint64_t)i] = source_raw_offset(d, &fld, n);
+        ds->file_off[k * (uint64_t)names->n + (uint64_t)i] = sc__source_raw_offset(d, &fld, n);
     if (d >= 0)
         H5Dclose(d);
     return rc;
@@ -429,6 +423,7 @@ int sc__dataset_new(MPI_Comm comm, const sc_config *cfg, sc_dataset **out, sc_er
     ds->is_dir = S_ISDIR(st.st_mode);
     MPI_Comm_rank(comm, &ds->rank);
     MPI_Comm_size(comm, &ds->world);
+    ds->log_level = cfg->log_level;
     snprintf(ds->path, sizeof ds->path, "%s", cfg->source);
 #ifdef SC_TESTING
     const char *mbps = getenv("SC_TEST_SOURCE_MBPS");

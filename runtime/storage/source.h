@@ -40,6 +40,14 @@ int sc__dataset_manifest(const sc_dataset *ds, int rc, const char *msg, void **b
 int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_error *err);
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
+/*
+ * Where field f's bytes (n samples) lie in dataset d's file exactly as
+ * shardcache delivers them, for a read without HDF5 (read.c): contiguous,
+ * allocated and whole, in the file itself (not external), in this
+ * machine's byte order; else UINT64_MAX.  The caller holds the HDF5 lock.
+ */
+uint64_t sc__source_raw_offset(int64_t d, const sc__field *f, uint64_t n); /* d: a hid_t */
+
 /* Plan parameters for this dataset and config (sc__config_plan_params of its shards). */
 int sc__dataset_plan_params(const sc_dataset *ds, const sc_config *cfg, uint32_t world_size,
                             uint64_t epoch, sc_plan_params *out);
