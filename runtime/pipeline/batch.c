@@ -80,6 +80,11 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t id, uint32_t 
         sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
                    "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
                    shard, s->ds->fields[f].name, (unsigned long long)len);
+    if (rc == SC_EFORMAT && !s->o.skip_bad && err) { /* it stops the job: say what next */
+        sc_error was = *err;
+        sc__seterr(err, rc, "%s (SC_BAD_SAMPLE=skip replaces it; `shardcache scan --decode` "
+                   "lists every bad sample for SC_SKIP_LIST)", was.msg);
+    }
     return rc;
 }
 
