@@ -154,7 +154,8 @@ typedef struct sc_exactly_once {
     uint64_t skipped_bad;    /* did not decode (SC_BAD_SAMPLE=skip) */
     uint64_t skipped_listed; /* in the skip list (SC_SKIP_LIST) */
     uint64_t replacements;   /* deliveries in their place (batch.replaced), not duplicates */
-    uint64_t stopped;        /* ranks that stopped in this epoch on a sample that does not
+    uint64_t stopped;        /* ranks that stopped in this epoch, or before it (they never
+                                ran it: detail names the epoch), on a sample that does not
                                 decode (SC_BAD_SAMPLE=error); such an epoch is not ok */
     uint64_t stopped_rank;   /* where stopped is 1: that rank, */
     uint64_t stopped_sample; /* and the sample it stopped on */

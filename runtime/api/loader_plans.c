@@ -19,14 +19,21 @@
 /*
  * After an error or at close: the epoch being begun or run is abandoned in
  * the ledger (begun there or not), so no other rank waits for it forever.
+ * After an error, so are the epochs whose plans are out (posted_to): other
+ * ranks may run them, and their verdicts then say why this rank never did,
+ * not only that it closed.
  */
 void sc__loader_settle(sc_loader *ld)
 {
     if (!ld->started || !ld->ledger || ld->settled_to > ld->cur)
         return;
     /* A rank stopped by a bad image says which: every rank's verdict names it. */
-    sc__ledger_abandon(ld->ledger, ld->cur, sc__stream_failed_sample(ld->stream), NULL);
-    ld->settled_to = ld->cur + 1;
+    sc__ledger_stopped why = {.sample = sc__stream_failed_sample(ld->stream), .epoch = ld->cur,
+                              .skip = ld->cfg.bad_sample == SC_BAD_SAMPLE_SKIP};
+    uint64_t to = ld->failed && ld->posted_to > ld->cur ? ld->posted_to : ld->cur + 1;
+    for (uint64_t e = ld->cur; e < to; e++)
+        sc__ledger_stop(ld->ledger, e, &why, NULL);
+    ld->settled_to = to;
     if (ld->phase == LD_RUNNING)
         ld->phase = LD_ENDED;
     sc__loader_rec *r = sc__loader_find_rec(ld, ld->cur);

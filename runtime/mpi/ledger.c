@@ -57,11 +57,13 @@ static int64_t ledger_epoch_delta(uint32_t word, uint64_t epoch)
 /*
  * The words summed: the sketches; drops, padding, failed ranks, caller
  * skips; bad samples skipped (did not decode, or listed) and their
- * replacements; ranks stopped on a bad sample, their ranks and samples
- * summed (exact when one stopped).
+ * replacements; ranks stopped on a bad sample, their ranks, samples and
+ * the epochs they stopped in summed (exact when one stopped), and those
+ * of them that stopped under SC_BAD_SAMPLE=skip (nothing could replace it).
  */
 enum { GOT_N, GOT_H, GOT_H2, EXP_N, EXP_H, EXP_H2, DROPPED, PADDED, FAILED, CALLER,
-       SKIP_BAD, SKIP_LISTED, REPLACED, STOP_N, STOP_RANK, STOP_ID, WORDS };
+       SKIP_BAD, SKIP_LISTED, REPLACED, STOP_N, STOP_RANK, STOP_ID, STOP_EPOCH, STOP_SKIP,
+       WORDS };
 
 /* What a recorded sample is: delivered, a padding repeat, dropped by policy,
  * skipped by the caller (its epoch ended early, never handed out), or
@@ -666,7 +668,8 @@ int sc__ledger_unused(sc__ledger *l, uint64_t epoch, uint64_t n, sc_error *err)
     return SC_OK;
 }
 
-int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, uint64_t bad, sc_error *err)
+int sc__ledger_stop(sc__ledger *l, uint64_t epoch, const sc__ledger_stopped *why,
+                    sc_error *err)
 {
     slot *s = ledger_find(l, epoch);
     int rc;
@@ -678,12 +681,20 @@ int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, uint64_t bad, sc_error *er
         s->used = 1;
     }
     s->sums[FAILED] = 1;
-    if (bad != UINT64_MAX) {
+    if (why && why->sample != UINT64_MAX) {
         s->sums[STOP_N] = 1;
         s->sums[STOP_RANK] = (uint64_t)l->rank;
-        s->sums[STOP_ID] = bad;
+        s->sums[STOP_ID] = why->sample;
+        s->sums[STOP_EPOCH] = why->epoch;
+        s->sums[STOP_SKIP] = why->skip != 0;
     }
     return sc__ledger_end(l, epoch, err);
+}
+
+int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, uint64_t bad, sc_error *err)
+{
+    sc__ledger_stopped why = {.sample = bad, .epoch = epoch};
+    return sc__ledger_stop(l, epoch, &why, err);
 }
 
 void sc__ledger_flush(sc__ledger *l)
@@ -728,23 +739,34 @@ int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
-/* The detail of an epoch some rank stopped on a bad sample in (SC_BAD_SAMPLE=error). */
-static void ledger_say_stopped(sc_exactly_once *v, uint64_t failed)
+/*
+ * The detail of an epoch some rank stopped on a bad sample in, or before
+ * (then the epoch cannot be verified: that rank never ran it), with the
+ * policy it stopped under and what to do next.
+ */
+static void ledger_say_stopped(sc_exactly_once *v, const uint64_t *t)
 {
+    const char *policy = t[STOP_SKIP] ? "SC_BAD_SAMPLE=skip, and no other sample of its "
+                                        "shard could take its place"
+                                      : "SC_BAD_SAMPLE=error; SC_BAD_SAMPLE=skip replaces "
+                                        "such samples";
+    int ahead = v->stopped == 1 && t[STOP_EPOCH] != v->epoch;
+    int at = ahead ? snprintf(v->detail, sizeof v->detail, "epoch %llu cannot be verified: ",
+                              (unsigned long long)v->epoch)
+                   : 0;
     if (v->stopped == 1)
-        snprintf(v->detail, sizeof v->detail,
+        snprintf(v->detail + at, sizeof v->detail - (size_t)at,
                  "rank %llu stopped in epoch %llu on sample %llu, whose image does not decode "
-                 "(SC_BAD_SAMPLE=error; its message says why; SC_BAD_SAMPLE=skip replaces "
-                 "such samples); %llu rank(s) abandoned the epoch",
-                 (unsigned long long)v->stopped_rank, (unsigned long long)v->epoch,
-                 (unsigned long long)v->stopped_sample, (unsigned long long)failed);
+                 "(%s; its message says why); %llu rank(s) abandoned the epoch",
+                 (unsigned long long)v->stopped_rank, (unsigned long long)t[STOP_EPOCH],
+                 (unsigned long long)v->stopped_sample, policy,
+                 (unsigned long long)t[FAILED]);
     else
         snprintf(v->detail, sizeof v->detail,
-                 "%llu ranks stopped in epoch %llu on samples whose images do not decode "
-                 "(SC_BAD_SAMPLE=error; their messages name them); %llu rank(s) abandoned "
-                 "the epoch",
-                 (unsigned long long)v->stopped, (unsigned long long)v->epoch,
-                 (unsigned long long)failed);
+                 "%llu ranks stopped in or before epoch %llu on samples whose images do not "
+                 "decode (%s; their messages name them); %llu rank(s) abandoned the epoch",
+                 (unsigned long long)v->stopped, (unsigned long long)v->epoch, policy,
+                 (unsigned long long)t[FAILED]);
 }
 
 static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_once *v)
@@ -769,7 +791,7 @@ static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_onc
     v->ok = same && t[EXP_N] == l->nsamples;
     if (t[STOP_N]) {
         v->ok = 0;
-        ledger_say_stopped(v, t[FAILED]);
+        ledger_say_stopped(v, t);
         return;
     }
     if (t[FAILED]) {

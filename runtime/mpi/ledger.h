@@ -125,6 +125,21 @@ int sc__ledger_replaced(sc__ledger *l, uint64_t epoch, uint64_t id, uint64_t by,
  */
 int sc__ledger_abandon(sc__ledger *l, uint64_t epoch, uint64_t bad, sc_error *err);
 
+/* Why a rank stopped on a bad sample: which, in what epoch, under what policy. */
+typedef struct sc__ledger_stopped {
+    uint64_t sample; /* UINT64_MAX: not on a bad sample */
+    uint64_t epoch;  /* the epoch it stopped in */
+    int skip;        /* SC_BAD_SAMPLE=skip, and nothing could take its place */
+} sc__ledger_stopped;
+
+/*
+ * sc__ledger_abandon of `epoch` by a rank that stopped as `why` says, in
+ * `epoch` or in an earlier one (an epoch whose plan other ranks have and
+ * may run while this rank never will: their verdict on it names the stop).
+ */
+int sc__ledger_stop(sc__ledger *l, uint64_t epoch, const sc__ledger_stopped *why,
+                    sc_error *err);
+
 /* This rank is done with `epoch`: posts the reduction, returns at once. */
 int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err);
 

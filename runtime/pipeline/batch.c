@@ -1,13 +1,14 @@
 /*
  * batch.c - a batch assembled into a ring slot: each sample of the epoch's
- * delivered order copied from its shard in memory (or JPEG-decoded, or
- * through SC_AUGMENT's stages), a variable-length field's values packed
- * after their offsets, the user's augmentation, and the copy to the
- * device.  Runs on a producer thread without the stream's mutex: the slot
+ * delivered order copied from its shard in memory (or JPEG-decoded), a
+ * variable-length field's values packed after their offsets, the user's
+ * augmentation, SC_AUGMENT's stages (after it: the user's sees the stored
+ * image), and the copy to the device.  Runs on a producer thread without the stream's mutex: the slot
  * and the shards it reads are the builder's until it retires the build
  * (stream.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "augment.h"
@@ -21,30 +22,39 @@
 #include "vlen.h"
 
 /*
- * The user's augmentation, on every sample of a built batch, in place; its
- * seed depends on (seed, epoch, sample) only, so the bytes delivered do
- * not depend on which thread built the batch.
+ * What a build carries from sample to sample: the producer's JPEG decoder
+ * (made at its first image), the batch's index, and, where a transform
+ * augments and SC_AUGMENT has stages, room for one stored image of the
+ * staged field: the transform's augmentation (decode-once's flip) is of the
+ * stored uint8 image, before the stages change its dtype, shape or layout.
  */
-static int batch_augment(const sc__stream *s, const ep *e, uint64_t b, rslot *slot, sc_error *err)
+typedef struct bwork {
+    sc__image **jp;
+    unsigned char *pre;
+    uint64_t b;
+} bwork;
+
+/*
+ * The user's augmentation, on one sample's fields in place; its seed
+ * depends on (seed, epoch, sample) only, so the bytes delivered do not
+ * depend on which thread built the batch.  `id` is the sample put: a
+ * replacement's own, so its draws are its own.
+ */
+static int batch_augment(const sc__stream *s, const ep *e, uint64_t b, uint64_t id,
+                         void *const *fields, sc_error *err)
 {
     const sc_transform *tf = s->o.tf;
     if (!tf || !tf->augment)
         return SC_OK;
-    for (uint64_t k = 0; k < s->o.batch_size; k++) {
-        void *fields[SC_MAX_FIELDS];
-        for (int f = 0; f < s->nfields; f++)
-            fields[f] = slot->host + s->fval[f] + (s->vlen[f] ? slot->offs[f][k] : k * s->fsb[f]);
-        uint64_t id = slot->ids[k]; /* a replacement's own: its draws are its own */
-        uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
-        char msg[256] = "";
-        if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
-            return sc__seterr(err, SC_ETRANSFORM,
-                              "rank %d: epoch %llu: batch %llu: sample %llu: augmentation of "
-                              "'%s' version %s failed: %s",
-                              s->o.rank, (unsigned long long)e->epoch, (unsigned long long)b,
-                              (unsigned long long)id, tf->name, tf->version,
-                              msg[0] ? msg : "(no reason given)");
-    }
+    uint64_t seed = sc__rng_key(s->o.seed, e->epoch, SC__PURPOSE_AUGMENT, id);
+    char msg[256] = "";
+    if (tf->augment(tf->arg, e->epoch, id, seed, fields, msg, sizeof msg) != 0)
+        return sc__seterr(err, SC_ETRANSFORM,
+                          "rank %d: epoch %llu: batch %llu: sample %llu: augmentation of "
+                          "'%s' version %s failed: %s",
+                          s->o.rank, (unsigned long long)e->epoch, (unsigned long long)b,
+                          (unsigned long long)id, tf->name, tf->version,
+                          msg[0] ? msg : "(no reason given)");
     return SC_OK;
 }
 
@@ -70,6 +80,11 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t id, uint32_t 
         sc__errctx(err, rc, "rank %d: epoch %llu: sample %llu (shard %u): field '%s' (%llu "
                    "bytes)", s->o.rank, (unsigned long long)e->epoch, (unsigned long long)id,
                    shard, s->ds->fields[f].name, (unsigned long long)len);
+    if (rc == SC_EFORMAT && !s->o.skip_bad && err) { /* it stops the job: say what next */
+        sc_error was = *err;
+        sc__seterr(err, rc, "%s (SC_BAD_SAMPLE=skip replaces it; `shardcache scan --decode` "
+                   "lists every bad sample for SC_SKIP_LIST)", was.msg);
+    }
     return rc;
 }
 
@@ -90,29 +105,49 @@ static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t id, int
 }
 
 /*
+ * A fixed-shape field's sample `from` into `to`, or, when it has stages and
+ * the transform augments (w->pre), into w->pre to be augmented first
+ * (batch_put_one runs the stages after): where the augmentation sees it.
+ */
+static void *batch_put_fixed(const sc__stream *s, const ep *e, uint64_t id, int f,
+                             const unsigned char *from, unsigned char *to, const bwork *w)
+{
+    if (w->pre && sc__fields_aug(s->ds, f)) {
+        memcpy(w->pre, from, s->ds->fields[f].sample_bytes);
+        return w->pre;
+    }
+    batch_copy_sample(s, e, id, f, from, to);
+    return to;
+}
+
+/*
  * Sample `off` of the epoch's shard i (global id `id`) into sample k of a
  * batch, field by field: copied, or decoded; a variable-length field's
  * values after the batch's earlier samples' (end[f]: its bytes so far),
- * its offset recorded.  *bad: it failed because an image does not decode.
+ * its offset recorded; then the user's augmentation, and SC_AUGMENT's
+ * stages of a field it augmented in w->pre.  *bad: it failed because an
+ * image does not decode.
  */
 static int batch_put_one(const sc__stream *s, const ep *e, uint64_t i, uint64_t off,
-                         uint64_t id, uint64_t k, rslot *slot, uint64_t *end, sc__image **jp,
+                         uint64_t id, uint64_t k, rslot *slot, uint64_t *end, const bwork *w,
                          int *bad, sc_error *err)
 {
     const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
     uint64_t n = s->ds->shard_sizes[e->shards[i]];
+    void *fields[SC_MAX_FIELDS];
     for (int f = 0; f < s->nfields; f++) {
         unsigned char *to = slot->host + s->fval[f];
+        fields[f] = to + k * s->fsb[f];
         if (!s->ds->fields[f].vlen) {
-            batch_copy_sample(s, e, id, f, fp[f] + off * s->ds->fields[f].sample_bytes,
-                               to + k * s->fsb[f]);
+            fields[f] = batch_put_fixed(s, e, id, f, fp[f] + off * s->ds->fields[f].sample_bytes,
+                                        fields[f], w);
             continue;
         }
         uint64_t at = sc__vlen_off(fp[f], off), len = sc__vlen_off(fp[f], off + 1) - at;
         const unsigned char *from = sc__vlen_values(fp[f], n) + at;
         if (s->crop[f].width) {
-            int rc = batch_decode(s, e, id, e->shards[i], f, from, len, to + k * s->fsb[f], jp,
-                                  bad, err);
+            int rc = batch_decode(s, e, id, e->shards[i], f, from, len, fields[f], w->jp, bad,
+                                  err);
             if (rc != SC_OK)
                 return rc;
             continue;
@@ -123,11 +158,16 @@ static int batch_put_one(const sc__stream *s, const ep *e, uint64_t i, uint64_t 
                               s->o.rank, (unsigned long long)e->epoch,
                               (unsigned long long)id, s->ds->fields[f].name,
                               (unsigned long long)len, (unsigned long long)s->fsb[f]);
-        memcpy(to + end[f], from, len);
+        fields[f] = to + end[f];
+        memcpy(fields[f], from, len);
         ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
         end[f] += len;
     }
-    return SC_OK;
+    int rc = batch_augment(s, e, w->b, id, fields, err);
+    for (int f = 0; rc == SC_OK && w->pre && f < s->nfields; f++)
+        if (fields[f] == w->pre)
+            batch_copy_sample(s, e, id, f, w->pre, slot->host + s->fval[f] + k * s->fsb[f]);
+    return rc;
 }
 
 /*
@@ -139,7 +179,7 @@ static int batch_put_one(const sc__stream *s, const ep *e, uint64_t i, uint64_t 
  * error.  The same replacement on every run, whatever the producers.
  */
 static int batch_replace(const sc__stream *s, const ep *e, uint64_t q, uint64_t k, int why,
-                         rslot *slot, uint64_t *end, sc__image **jp, sc_error *err)
+                         rslot *slot, uint64_t *end, const bwork *w, sc_error *err)
 {
     uint64_t id = e->sched.ids[q], i = e->src_shard[q];
     uint32_t shard = e->shards[i];
@@ -151,7 +191,7 @@ static int batch_replace(const sc__stream *s, const ep *e, uint64_t q, uint64_t 
         uint64_t c = (start + t) % n;
         if (c == e->src_off[q] || sc__skiplist_find(s->o.skip, first + c) >= 0)
             continue;
-        int bad = 0, rc = batch_put_one(s, e, i, c, first + c, k, slot, end, jp, &bad, err);
+        int bad = 0, rc = batch_put_one(s, e, i, c, first + c, k, slot, end, w, &bad, err);
         if (rc == SC_OK) {
             slot->ids[k] = first + c;
             slot->replaced[k] = (unsigned char)why;
@@ -177,7 +217,7 @@ static int batch_replace(const sc__stream *s, const ep *e, uint64_t q, uint64_t 
  * stopped on, when an image did not decode.
  */
 static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64_t k,
-                             rslot *slot, uint64_t *end, sc__image **jp, uint64_t *bad_id,
+                             rslot *slot, uint64_t *end, const bwork *w, uint64_t *bad_id,
                              sc_error *err)
 {
     uint64_t id = e->sched.ids[q], keep[SC_MAX_FIELDS];
@@ -187,7 +227,7 @@ static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64
     slot->ids[k] = id;
     memcpy(keep, end, sizeof keep);
     if (listed < 0)
-        rc = batch_put_one(s, e, e->src_shard[q], e->src_off[q], id, k, slot, end, jp, &bad,
+        rc = batch_put_one(s, e, e->src_shard[q], e->src_off[q], id, k, slot, end, w, &bad,
                            err);
     if (listed < 0 && !(bad && s->o.skip_bad)) {
         *bad_id = bad ? id : *bad_id;
@@ -198,7 +238,7 @@ static int batch_put_sample(const sc__stream *s, const ep *e, uint64_t q, uint64
         sc__log(s->o.log_level, SC__LOG_WARN, s->o.rank, "SC_BAD_SAMPLE=skip: %s: skipped, "
                 "replaced by another sample of its shard", err->msg);
     rc = batch_replace(s, e, q, k, listed < 0 ? SC_REPLACED_BAD : SC_REPLACED_LISTED, slot,
-                       end, jp, err);
+                       end, w, err);
     if (rc == SC_EFORMAT && *bad_id == UINT64_MAX)
         *bad_id = id;
     return rc;
@@ -225,8 +265,9 @@ static int batch_copy(const sc__stream *s, rslot *slot, const uint64_t *vend, sc
     return rc;
 }
 
-int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
-                    sc__image **jp, uint64_t *bad_id, sc_error *err)
+/* sc__batch_build's, with w's room (if any) made. */
+static int batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                       const bwork *w, uint64_t *bad_id, sc_error *err)
 {
     *bad_id = UINT64_MAX;
     slot->nreplaced = 0;
@@ -237,13 +278,11 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
         return rc;
     sc__tring_slow(tr, SC__ST_ASSEMBLY);
     for (uint64_t k = 0; k < B; k++)
-        if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, jp, bad_id, err)) != SC_OK)
+        if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, w, bad_id, err)) != SC_OK)
             return rc;
     for (int f = 0; f < s->nfields; f++)
         if (s->vlen[f])
             ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
-    if ((rc = batch_augment(s, e, b, slot, err)) != SC_OK)
-        return rc;
     slot->epoch = e->epoch;
     slot->index = b;
     uint64_t end = q0 + B;
@@ -262,6 +301,36 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
                               (unsigned long long)e->epoch, (unsigned long long)b);
     }
     return SC_OK;
+}
+
+/*
+ * One stored image of the field SC_AUGMENT stages when the transform
+ * augments too (decode-once's flip): bytes per batch build, 0 when none.
+ */
+static uint64_t batch_pre_bytes(const sc__stream *s)
+{
+    uint64_t most = 0;
+    for (int f = 0; s->o.tf && s->o.tf->augment && f < s->nfields; f++)
+        if (sc__fields_aug(s->ds, f) && s->ds->fields[f].sample_bytes > most)
+            most = s->ds->fields[f].sample_bytes;
+    return most;
+}
+
+int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
+                    sc__image **jp, uint64_t *bad_id, sc_error *err)
+{
+    bwork w = {.jp = jp, .b = b};
+    uint64_t pre = batch_pre_bytes(s);
+    if (pre && !(w.pre = malloc(pre))) {
+        *bad_id = UINT64_MAX;
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: batch %llu: no memory for "
+                          "an image of %llu bytes to augment", s->o.rank,
+                          (unsigned long long)e->epoch, (unsigned long long)b,
+                          (unsigned long long)pre);
+    }
+    int rc = batch_build(s, e, b, slot, tr, &w, bad_id, err);
+    free(w.pre);
+    return rc;
 }
 
 /*

@@ -14,8 +14,9 @@
  *   list for another dataset, or with an id out of range, is refused at
  *   open naming the file and the line.
  * - SC_BAD_SAMPLE=error: rank 0 stops on a bad image of epoch 1; the other
- *   ranks end epoch 1 and its verdict names rank 0, the sample and epoch 1
- *   (it said "rank 0 closed its loader before epoch 3").
+ *   ranks end epoch 1, run epoch 2, and then epoch 1's verdict names rank
+ *   0, the sample and epoch 1, and epoch 2's says it cannot be verified
+ *   because of that stop (it said "rank 0 closed its loader before epoch 3").
  * A failed assertion aborts the job (CMOCKA_TEST_ABORT): no rank hangs.
  */
 #include <stdio.h>
@@ -411,22 +412,56 @@ static void test_skip_list_decode_once(void **state)
 }
 
 /* A sample rank 0 reads in `epoch` of a job with c (its first shard's first sample). */
-static uint64_t owned_by_rank0(const sc_config *c, uint64_t epoch)
+static uint64_t owned_by_rank0(const sc_config *c, uint64_t e0, uint64_t e1)
 {
     sc_dataset *ds = NULL;
     SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, c, &ds, NULL), NULL);
-    sc_plan_params p;
-    sc_plan *plan = NULL;
-    SC_ASSERT_OK(sc__dataset_plan_params(ds, c, (uint32_t)size, epoch, &p), NULL);
-    SC_ASSERT_OK(sc__plan_at(&p, NULL, &plan, NULL), NULL);
-    uint64_t id = 0;
-    for (uint32_t owner = UINT32_MAX; owner != 0; id++)
-        sc_plan_sample_owner(plan, ds->shard_first, id, &owner);
-    sc_plan_free(plan);
+    sc_plan *plan[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        sc_plan_params p;
+        SC_ASSERT_OK(sc__dataset_plan_params(ds, c, (uint32_t)size, i ? e1 : e0, &p), NULL);
+        SC_ASSERT_OK(sc__plan_at(&p, NULL, &plan[i], NULL), NULL);
+    }
+    uint64_t id = 0, n = ds->nsamples;
+    for (; id < n; id++) {
+        uint32_t o0 = UINT32_MAX, o1 = UINT32_MAX;
+        sc_plan_sample_owner(plan[0], ds->shard_first, id, &o0);
+        sc_plan_sample_owner(plan[1], ds->shard_first, id, &o1);
+        if (o0 == 0 && o1 == 0)
+            break;
+    }
+    sc_plan_free(plan[0]), sc_plan_free(plan[1]);
     sc_dataset_close(ds);
-    return id - 1;
+    assert_true(id < n); /* the seed is fixed: one exists on 1, 2 and 4 ranks */
+    return id;
 }
 
+/* The verdict on epoch e names rank 0, sample bad, and `want` in its detail. */
+static void check_stopped(sc_loader *ld, uint64_t e, uint64_t bad, const char *want)
+{
+    sc_epoch_summary rep;
+    int rc = sc_epoch_wait(ld, e, &rep);
+    if (rc != SC_OK)
+        fail_msg("rank %d: epoch %llu's verdict: %s", rank, (unsigned long long)e,
+                 sc_loader_last_error(ld));
+    const sc_exactly_once *v = &rep.exactly_once;
+    assert_true(v->verified && !v->ok);
+    assert_int_equal(v->epoch, e);
+    assert_int_equal(v->stopped, 1);
+    assert_int_equal(v->stopped_rank, 0);
+    assert_int_equal(v->stopped_sample, bad);
+    if (!strstr(v->detail, want))
+        fail_msg("rank %d: epoch %llu: '%s' names no '%s'", rank, (unsigned long long)e,
+                 v->detail, want);
+}
+
+/*
+ * Rank 0 stops on a bad image in epoch 1; the others end epoch 1, run all
+ * of epoch 2 (its plan was out) and only then ask: epoch 1's verdict names
+ * rank 0, the sample and epoch 1; epoch 2's says it cannot be verified
+ * because of that stop (it said "rank 0 closed its loader before epoch
+ * 3"); epoch 3 is refused, not waited for.
+ */
 static void test_error_names_rank_sample_epoch(void **state)
 {
     (void)state;
@@ -440,7 +475,7 @@ static void test_error_names_rank_sample_epoch(void **state)
     snprintf(jb.src, sizeof jb.src, "%s/stop.h5", dir);
     write_source(jb.src, jb.n, jb.bad); /* clean: to learn the plan */
     sc_config c = job_config(&jb, 0);
-    uint64_t bad = owned_by_rank0(&c, 1);
+    uint64_t bad = owned_by_rank0(&c, 1, 2); /* the others never meet it */
     jb.bad[bad] = 1;
     snprintf(jb.src, sizeof jb.src, "%s/stop2.h5", dir);
     write_source(jb.src, jb.n, jb.bad);
@@ -452,7 +487,7 @@ static void test_error_names_rank_sample_epoch(void **state)
     int rc;
     while ((rc = sc_batch_next(ld, &b)) == SC_OK)
         sc_batch_release(ld, &b);
-    char want[96];
+    char want[160];
     snprintf(want, sizeof want, "epoch 1: sample %llu", (unsigned long long)bad);
     if (rank == 0) {
         assert_int_equal(rc, SC_EFORMAT);
@@ -460,20 +495,17 @@ static void test_error_names_rank_sample_epoch(void **state)
             fail_msg("'%s' names no '%s'", sc_loader_last_error(ld), want);
     } else {
         assert_int_equal(rc, SC_END_OF_EPOCH);
-        sc_epoch_summary rep;
-        rc = sc_epoch_wait(ld, 1, &rep);
-        if (rc != SC_OK)
-            fail_msg("rank %d: epoch 1's verdict: %s", rank, sc_loader_last_error(ld));
-        const sc_exactly_once *v = &rep.exactly_once;
-        assert_true(v->verified && !v->ok);
-        assert_int_equal(v->epoch, 1);
-        assert_int_equal(v->stopped, 1);
-        assert_int_equal(v->stopped_rank, 0);
-        assert_int_equal(v->stopped_sample, bad);
+        SC_ASSERT_OK(sc_epoch_begin(ld, 2, NULL), NULL);
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK)
+            sc_batch_release(ld, &b);
+        assert_int_equal(rc, SC_END_OF_EPOCH);
         snprintf(want, sizeof want, "rank 0 stopped in epoch 1 on sample %llu",
                  (unsigned long long)bad);
-        if (!strstr(v->detail, want))
-            fail_msg("'%s' names no '%s'", v->detail, want);
+        check_stopped(ld, 1, bad, want);
+        snprintf(want, sizeof want, "epoch 2 cannot be verified: rank 0 stopped in epoch 1 "
+                 "on sample %llu", (unsigned long long)bad);
+        check_stopped(ld, 2, bad, want);
+        assert_int_not_equal(sc_epoch_begin(ld, 3, NULL), SC_OK);
     }
     sc_loader_close(ld);
     free_job(&jb);

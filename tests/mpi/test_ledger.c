@@ -2,7 +2,9 @@
  * The ownership ledger under mpiexec -n 1, 2 and 4: a clean epoch verifies
  * exactly-once without any rank waiting; conflicting claims are caught
  * naming epoch, shard and owner; a batch with a foreign sample is refused;
- * SC_VERIFY=full names duplicated and skipped samples; a rank may run
+ * SC_VERIFY=full names duplicated and skipped samples; a rank stopped on
+ * a bad sample is named, with its epoch and policy, in the verdicts of
+ * that epoch and of one it never ran; a rank may run
  * epochs ahead up to the lookahead bound; all of it across the owner
  * words' epoch-tag wrap.
  */
@@ -75,6 +77,57 @@ static void test_clean_epochs_verify(void **state)
         assert_int_equal(v.samples, NSH * PER);
         assert_int_equal(v.delivered, NSH * PER);
         sc_plan_free(plans[e]);
+    }
+    sc__ledger_close(l);
+}
+
+/*
+ * Rank 0 stops on sample 7 in epoch e and abandons e and e + 1 (whose plan
+ * the others have); the others run both.  Epoch e's verdict names the
+ * rank, sample and epoch; e + 1's says it cannot be verified because of
+ * that stop; both name the policy it stopped under (under skip: nothing
+ * could replace the sample; it said "SC_BAD_SAMPLE=error" under skip too).
+ */
+static void test_stop_names_epoch_and_policy(void **state)
+{
+    (void)state;
+    sc__ledger *l;
+    sc_error err;
+    SC_ASSERT_OK(sc__ledger_open(MPI_COMM_WORLD, NSH, SC__PLAN_MAX_CUTS(size), first, NULL, &l, &err), &err);
+    for (int skip = 0; skip < 2; skip++) {
+        uint64_t e = 2 * (uint64_t)skip;
+        sc__ledger_stopped why = {.sample = 7, .epoch = e, .skip = skip};
+        for (uint64_t k = e; k < e + 2; k++) {
+            sc_plan *plan = plan_for(k, 5);
+            if (rank == 0) {
+                SC_ASSERT_OK(sc__ledger_stop(l, k, &why, &err), &err);
+            } else {
+                SC_ASSERT_OK(sc__ledger_begin(l, plan, &err), &err);
+                deliver(l, plan, 0, 0);
+                SC_ASSERT_OK(sc__ledger_end(l, k, &err), &err);
+            }
+            sc_plan_free(plan);
+        }
+        for (uint64_t k = e; k < e + 2; k++) {
+            sc_exactly_once v;
+            char want[160];
+            SC_ASSERT_OK(sc__ledger_result(l, k, 1, &v, &err), &err);
+            assert_true(v.verified && !v.ok);
+            assert_int_equal(v.stopped, 1);
+            assert_int_equal(v.stopped_rank, 0);
+            assert_int_equal(v.stopped_sample, 7);
+            int at = k == e ? 0 : snprintf(want, sizeof want, "epoch %llu cannot be verified: ",
+                                           (unsigned long long)k);
+            snprintf(want + at, sizeof want - (size_t)at, "rank 0 stopped in epoch %llu on "
+                     "sample 7", (unsigned long long)e);
+            const char *policy = skip ? "SC_BAD_SAMPLE=skip, and no other sample of its shard "
+                                        "could take its place"
+                                      : "SC_BAD_SAMPLE=error; SC_BAD_SAMPLE=skip replaces";
+            if (strncmp(v.detail, want, strlen(want)) || !strstr(v.detail, policy) ||
+                (skip && strstr(v.detail, "=error")))
+                fail_msg("epoch %llu: '%s' (wanted '%s', '%s')", (unsigned long long)k, v.detail,
+                         want, policy);
+        }
     }
     sc__ledger_close(l);
 }
@@ -287,6 +340,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clean_epochs_verify),
         cmocka_unit_test(test_conflicting_claims),
+        cmocka_unit_test(test_stop_names_epoch_and_policy),
         cmocka_unit_test(test_foreign_sample_refused),
         cmocka_unit_test(test_duplicate_and_skip_found),
         cmocka_unit_test(test_run_ahead_within_bound),

@@ -182,6 +182,76 @@ def test_every_photo_decoded_once_as_pil_resizes_it(photos, cache_dir, n):
     assert not over, msg
 
 
+NORM_MEAN, NORM_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.fixture(scope="module")
+def small_jpegs(shared_dir):
+    """32 small JPEGs of several shapes (layout A: a vlen uint8 field), fast to decode."""
+    path = os.path.join(shared_dir, "small-jpegs.h5")
+    if RANK == 0:
+        rng = np.random.default_rng(36)
+        with h5py.File(path, "w") as f:
+            d = f.create_dataset("images", (32,), dtype=h5py.vlen_dtype(np.uint8))
+            for i in range(32):
+                h, w = (40, 56) if i % 2 else (60, 44)
+                y, x = np.mgrid[0:h, 0:w]
+                rgb = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h)], -1)
+                rgb = rgb + rng.integers(0, 40, rgb.shape)
+                buf = io.BytesIO()
+                Image.fromarray(rgb.clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+                d[i] = np.frombuffer(buf.getvalue(), np.uint8)
+            f["labels"] = np.arange(32, dtype=np.int64)
+    COMM.Barrier()
+    return path
+
+
+def once_batches(path, cache_dir, n, **kw):
+    """{(epoch, id): decode-once's delivered image} over 2 epochs, all ranks'."""
+    got = {}
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=8, shard_size=32 // SIZE,
+                           shuffle="global", seed=SEED, decode="jpeg-once", decode_size=n,
+                           log=0, **kw) as loader:
+        for epoch in (0, 1):
+            for batch in loader.epoch(epoch):
+                x = batch["images"].numpy()
+                for k, i in enumerate(batch.ids[:batch.size - batch.padded]):
+                    got[(epoch, int(i))] = x[k].copy()
+            assert loader.verdict(epoch).ok
+    return {k: v for part in COMM.allgather(got) for k, v in part.items()}
+
+
+def test_decode_once_flips_before_augments_normalize(small_jpegs, cache_dir):
+    """SC_AUGMENT's normalize on decode-once's images: the flip is of the
+    uint8 image (before the stages), so every image is torchvision's
+    Normalize of decode-once's plain one, bit for bit, and of PIL's centre
+    square (the flip recomputed) within the bound; NaN and 1e38 came from a
+    flip of the float32 output as if its elements were bytes."""
+    import torch
+    import torchvision.transforms.functional as TF
+
+    n = 32
+    spec = "normalize(mean=%s, std=%s)" % (",".join(map(str, NORM_MEAN)),
+                                          ",".join(map(str, NORM_STD)))
+    plain = once_batches(small_jpegs, cache_dir + "-plain", n)
+    normed = once_batches(small_jpegs, cache_dir + "-normed", n, augment=spec)
+    assert sorted(plain) == sorted(normed) and len(plain) == 64, "every image, both epochs"
+    with h5py.File(small_jpegs, "r") as f:
+        blobs = [b.tobytes() for b in f["images"][:]]
+    flips = set()
+    for (epoch, i), got in normed.items():
+        assert got.dtype == np.float32 and got.shape == (3, n, n)
+        want = TF.normalize(torch.from_numpy(plain[(epoch, i)]).float().div(255), NORM_MEAN,
+                            NORM_STD).numpy()
+        np.testing.assert_array_equal(got, want, err_msg=f"epoch {epoch} sample {i}")
+        pil = TF.normalize(torch.from_numpy(expected_once(blobs[i], n, epoch, i).copy())
+                           .float().div(255), NORM_MEAN, NORM_STD).numpy()
+        levels = np.abs(got - pil) * np.array(NORM_STD, np.float32)[:, None, None] * 255
+        assert levels.mean() <= BOUND, f"epoch {epoch} sample {i}: {levels.mean():.2f} levels"
+        flips.add(rng_key(SEED, epoch, PURPOSE_AUGMENT, i) >> 63)
+    assert flips == {0, 1}, "flipped images and unflipped ones both checked"
+
+
 @pytest.mark.parametrize("n", [224, 64])
 def test_every_photo_cropped_every_epoch_as_torchvision_crops_it(photos, cache_dir, n):
     out, m = photos

@@ -347,6 +347,10 @@ static void test_jpeg_decode(void **state)
                      SC_EFORMAT);
     if (!strstr(err.msg, "rank 3: epoch 5: sample 10 (shard 0): field '/v'"))
         fail_msg("the message names no sample: '%s'", err.msg);
+    const char *next = "(SC_BAD_SAMPLE=skip replaces it; `shardcache scan --decode` lists "
+                       "every bad sample for SC_SKIP_LIST)"; /* it ends with the next step */
+    if (strlen(err.msg) < strlen(next) || strcmp(err.msg + strlen(err.msg) - strlen(next), next))
+        fail_msg("the message ends with no next step: '%s'", err.msg);
     assert_int_equal(t->bad, 10);
     /* SC_BAD_SAMPLE=skip: slot 1 holds another sample of shard 0, decoded as itself. */
     t->s.o.skip_bad = 1;
