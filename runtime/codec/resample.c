@@ -14,12 +14,25 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "hash.h"
 #include "mem.h"
 
-/* Pillow's PRECISION_BITS for 8-bit images: weights in 2^-22, sums of 8-bit values fit 32 bits. */
-#define RESAMPLE_BITS 22
+/*
+ * The fixed point: weights in 2^-14, so that SSE2's pmaddwd multiplies
+ * pixels by two taps at once (int16 pairs into int32), each window's
+ * summing to exactly 2^14; the vertical pass's sums kept to 2^-7 of a
+ * level in int16 (255 << 7 fits), so that only the output is rounded to
+ * 8 bits (Pillow rounds after each pass: the two differ by a level at
+ * most, at 0.1-0.3 of a pixel's, see docs/benchmarks.md).
+ */
+#define RESAMPLE_WBITS 14
+#define RESAMPLE_FBITS 7
+#define RESAMPLE_ONE (1 << RESAMPLE_WBITS)
 
 /*
  * The least shrink left to the filter after a reduced-scale decode: the
@@ -35,11 +48,14 @@
 #endif
 
 struct sc__resampler {
-    int32_t *at;   /* per output column then row: its window's first source pixel */
-    int32_t *wt;   /* the windows' weights: kx a column, then ky a row, in 2^-22 */
-    uint8_t *mid;  /* the horizontal pass: the rows the vertical reads, ch planes of width each */
-    int32_t *acc;  /* one output row's sums */
-    size_t at_cap, wt_cap, mid_cap, acc_cap; /* their bytes */
+    int32_t *at;        /* per output column then row: its window's first source pixel */
+    int16_t *wt;        /* the windows' weights: kx a column, then ky a row (both even) */
+    int16_t *mid;       /* one output row's vertical pass: the crop's columns, ch values each */
+    const uint8_t **rp; /* the ky source rows it reads */
+#ifdef __SSE2__
+    __m128i *wq;        /* wt's pairs of taps, each pair 4 times: pmaddwd's operand */
+#endif
+    size_t at_cap, wt_cap, mid_cap, rp_cap, wq_cap; /* their bytes */
 };
 
 sc__crop sc__crop_default(uint32_t w, uint32_t h)
@@ -154,29 +170,36 @@ static int32_t resample_taps(const resample_axis *ax)
 }
 
 /*
- * Pillow's precompute_coeffs then normalize_coeffs_8bpc: for each output
- * (mirrored when flip) the first of its k source pixels, counted from
- * `from` (the first pixel the caller holds), and their weights: the
- * triangle at each pixel's centre, normalized over the window, in 2^-22.
- * A window shorter than k is moved left within [lo, hi) and padded with
- * zeros, so that every output reads k pixels inside the crop.
+ * Pillow's precompute_coeffs: for each output (mirrored when flip) the
+ * first of its k source pixels, counted from `from` (the first pixel the
+ * caller holds), and their weights: the triangle at each pixel's centre,
+ * normalized over the window, in 2^-14, the rounding's remainder given to
+ * the largest so that they sum to 2^14 (no sum then leaves 8 bits).  A
+ * window shorter than k is moved left within [lo, hi) and padded with
+ * zeros, so that every output reads k pixels inside the crop; `pad`
+ * zeros more follow (to an even count), their pixel possibly hi's.
  */
-static void resample_weights(const resample_axis *ax, int32_t k, int32_t from, int flip,
-                             int32_t *at, int32_t *wt)
+static void resample_weights(const resample_axis *ax, int32_t k, int32_t pad, int32_t from,
+                             int flip, int32_t *at, int16_t *wt)
 {
     for (uint32_t o = 0; o < ax->n; o++) {
-        int32_t x0, x1;
+        int32_t x0, x1, big = 0, total = 0;
         double c = resample_window(ax, o, &x0, &x1), sum = 0;
         for (int32_t x = x0; x < x1; x++)
             sum += resample_triangle((x - c + 0.5) * ax->ss);
         uint32_t to = flip ? ax->n - 1 - o : o;
-        int32_t start = x0 < ax->hi - k ? x0 : ax->hi - k, *t = wt + (size_t)to * k;
+        int32_t start = x0 < ax->hi - k ? x0 : ax->hi - k;
+        int16_t *t = wt + (size_t)to * (k + pad);
         at[to] = start + (int32_t)(ax->base - from);
-        for (int32_t x = start; x < start + k; x++) {
+        for (int32_t i = 0; i < k + pad; i++) {
+            int32_t x = start + i;
             double v = x >= x0 && x < x1 && sum != 0.0
                            ? resample_triangle((x - c + 0.5) * ax->ss) / sum : 0.0;
-            t[x - start] = (int32_t)(0.5 + v * (1 << RESAMPLE_BITS));
+            t[i] = (int16_t)(0.5 + v * RESAMPLE_ONE);
+            total += t[i];
+            big = t[i] > t[big] ? i : big;
         }
+        t[big] = (int16_t)(t[big] + RESAMPLE_ONE - total);
     }
 }
 
@@ -194,101 +217,176 @@ void sc__resample_plan(const sc__rect *r, const sc__crop *c, uint32_t W, uint32_
     g->y0 = (uint32_t)(y.base + y.lo), g->y1 = (uint32_t)(y.base + y.hi);
 }
 
-/* v >> 22, clipped to 8 bits, as Pillow's clip8. */
-static inline uint8_t resample_clip(int32_t v)
+/*
+ * The vertical pass of one output row: the k source rows rp[] (k even,
+ * the last padded with a zero weight), n values each, weighted by w into
+ * mid in 2^-7 of a level.  SSE2: 16 values at a time, two rows' bytes
+ * interleaved into int16 pairs against their two weights (pmaddwd).
+ */
+static void resample_down(const uint8_t *const *rp, const int16_t *w, const void *wq, int32_t k,
+                          size_t n, int16_t *restrict mid)
 {
-    v >>= RESAMPLE_BITS;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    const int32_t half = 1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1);
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128(), r = _mm_set1_epi32(half);
+    for (; i + 16 <= n; i += 16) {
+        __m128i s0 = r, s1 = r, s2 = r, s3 = r;
+        for (int32_t t = 0; t < k; t += 2) {
+            __m128i wp = ((const __m128i *)wq)[t / 2];
+            __m128i a = _mm_loadu_si128((const __m128i *)(rp[t] + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(rp[t + 1] + i));
+            __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
+            s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), wp));
+            s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), wp));
+            s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), wp));
+            s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), wp));
+        }
+        const int sh = RESAMPLE_WBITS - RESAMPLE_FBITS;
+        _mm_storeu_si128((__m128i *)(mid + i), _mm_packs_epi32(_mm_srai_epi32(s0, sh),
+                                                               _mm_srai_epi32(s1, sh)));
+        _mm_storeu_si128((__m128i *)(mid + i + 8), _mm_packs_epi32(_mm_srai_epi32(s2, sh),
+                                                                   _mm_srai_epi32(s3, sh)));
+    }
+#else
+    (void)wq;
+#endif
+    for (; i < n; i++) {
+        int32_t s = half;
+        for (int32_t t = 0; t < k; t++)
+            s += rp[t][i] * w[t];
+        mid[i] = (int16_t)(s >> (RESAMPLE_WBITS - RESAMPLE_FBITS));
+    }
 }
 
+/* A sum of the horizontal pass, in 2^-21 of a level, to 8 bits (never negative nor over). */
+#define RESAMPLE_OUT(s) ((uint8_t)(((s) + (1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1))) >> \
+                                   (RESAMPLE_WBITS + RESAMPLE_FBITS)))
+
+#ifdef __SSE2__
 /*
- * The horizontal pass over source row `row` (ch channels interleaved):
- * each output column's k taps, into h: ch planes of width.
+ * One output pixel of 3 channels from k taps (even) at p, weights wq:
+ * a pair of pixels' int16 values interleaved (r0 r1 g0 g1 b0 b1) against
+ * the pair's weights, the fourth lane unused, into o's 3 planes.  Reads
+ * up to 2 values past the window's last pixel.  k a constant where the
+ * caller unrolls it.
  */
 static inline __attribute__((always_inline)) void
-resample_across(const int32_t *restrict at, const int32_t *restrict wt, int32_t k,
-                const uint8_t *restrict row, const int ch, uint32_t width, uint8_t *restrict h)
+resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k, size_t plane, uint8_t *o)
 {
-    for (uint32_t x = 0; x < width; x++) {
-        const uint8_t *p = row + (size_t)at[x] * ch;
-        const int32_t *w = wt + (size_t)x * k;
-        int32_t s[3] = {1 << (RESAMPLE_BITS - 1), 1 << (RESAMPLE_BITS - 1),
-                        1 << (RESAMPLE_BITS - 1)};
-        for (int32_t t = 0; t < k; t++)
-            for (int j = 0; j < ch; j++)
-                s[j] += p[t * ch + j] * w[t];
-        for (int j = 0; j < ch; j++)
-            h[(size_t)j * width + x] = resample_clip(s[j]);
+    __m128i s = _mm_set1_epi32(1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1));
+    for (int32_t t = 0; t < k; t += 2) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 3 * t));
+        s = _mm_add_epi32(s, _mm_madd_epi16(_mm_unpacklo_epi16(v, _mm_srli_si128(v, 6)),
+                                            wq[t / 2]));
     }
+    s = _mm_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
+    uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(s, s), s));
+    o[0] = (uint8_t)v, o[plane] = (uint8_t)(v >> 8), o[2 * plane] = (uint8_t)(v >> 16);
 }
+#endif
 
 /*
- * The vertical pass for one output plane row: k rows of the horizontal
- * pass (`rows` apart) weighted into o.  Loops over the row, which the
- * compiler vectorizes.
+ * The horizontal pass of one output row: each column's k taps (even) of
+ * mid (ch values a pixel) into the ch planes' row o (`plane` apart).
  */
-static void resample_down(const uint8_t *restrict src, size_t rows, const int32_t *restrict w,
-                          int32_t k, uint32_t width, int32_t *restrict acc, uint8_t *restrict o)
+static void resample_across(const int32_t *restrict at, const int16_t *restrict wt,
+                            const void *wq, int32_t k, const int16_t *restrict mid, int ch,
+                            uint32_t width, size_t plane, uint8_t *restrict o)
 {
-    for (uint32_t x = 0; x < width; x++)
-        acc[x] = 1 << (RESAMPLE_BITS - 1);
-    for (int32_t t = 0; t < k; t++) {
-        const uint8_t *restrict p = src + (size_t)t * rows;
-        int32_t wv = w[t];
-        if (wv)
-            for (uint32_t x = 0; x < width; x++)
-                acc[x] += p[x] * wv;
+#ifdef __SSE2__
+    const __m128i *q = wq;
+    if (ch == 3) {
+        uint32_t x = 0;
+        switch (k) { /* the common windows unrolled: shrinks of up to 3.5x */
+        case 2: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + x, 2, plane, o + x);
+            break;
+        case 4: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + 2 * x, 4, plane, o + x);
+            break;
+        case 6: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + 3 * x, 6, plane, o + x);
+            break;
+        case 8: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + 4 * x, 8, plane, o + x);
+            break;
+        default:
+            for (; x < width; x++)
+                resample_pixel3(mid + at[x] * 3, q + (size_t)x * (k / 2), k, plane, o + x);
+        }
+        return;
     }
-    for (uint32_t x = 0; x < width; x++)
-        o[x] = resample_clip(acc[x]);
+#else
+    (void)wq;
+#endif
+    for (uint32_t x = 0; x < width; x++) {
+        const int16_t *p = mid + (size_t)at[x] * ch, *w = wt + (size_t)x * k;
+        for (int j = 0; j < ch; j++) {
+            int32_t s = 0;
+            for (int32_t t = 0; t < k; t++)
+                s += p[t * ch + j] * w[t];
+            o[(size_t)j * plane + x] = RESAMPLE_OUT(s);
+        }
+    }
 }
 
-/* What one resample reads: its tables and the rows of its horizontal pass. */
+/* What one resample reads: its tables' taps, and the crop's columns and rows. */
 typedef struct resample_job {
-    int32_t kx, ky;   /* taps a column, a row */
-    int32_t y0, y1;   /* source rows the vertical pass reads, from the buffer's first */
+    int32_t kx, ky;   /* taps a column, a row: even */
+    int32_t x0, cols; /* the crop's first column, from the buffer's first, and its columns */
+    int32_t y1;       /* the rows the vertical pass reads end there, from the buffer's first */
 } resample_job;
 
 /*
- * The horizontal pass over the rows the vertical reads, then the
- * vertical into planar out: ch a constant, so that the compiler unrolls
- * the channel loops.
+ * Each output row: the vertical pass over the crop's columns of its ky
+ * source rows into rs->mid, then the horizontal into the planes' row.
  */
-static inline __attribute__((always_inline)) void
-resample_ch(const sc__resampler *rs, const resample_job *jb, const uint8_t *img, size_t stride,
-            const int ch, const sc__crop *c, uint8_t *out)
+static void resample_rows(sc__resampler *rs, const resample_job *jb, const uint8_t *img,
+                          size_t stride, int ch, const sc__crop *c, uint8_t *out)
 {
     const uint32_t width = c->width;
-    const size_t plane = (size_t)c->height * width, rows = (size_t)ch * width;
-    for (int32_t y = jb->y0; y < jb->y1; y++) {
-        const uint8_t *src = img + (size_t)y * stride * ch;
-        uint8_t *h = rs->mid + (size_t)(y - jb->y0) * rows;
-        if (jb->kx == 2) /* an enlargement's: unrolled */
-            resample_across(rs->at, rs->wt, 2, src, ch, width, h);
-        else
-            resample_across(rs->at, rs->wt, jb->kx, src, ch, width, h);
+    const size_t plane = (size_t)c->height * width, n = (size_t)jb->cols * ch;
+    const int32_t *ya = rs->at + width;
+    const int16_t *yw = rs->wt + (size_t)width * jb->kx;
+    const void *xq = NULL, *yq = NULL;
+#ifdef __SSE2__
+    xq = rs->wq, yq = rs->wq + (size_t)width * jb->kx / 2;
+#endif
+    for (uint32_t y = 0; y < c->height; y++) {
+        for (int32_t t = 0; t < jb->ky; t++) { /* a padded tap's row may be past the crop */
+            int32_t row = ya[y] + t < jb->y1 ? ya[y] + t : jb->y1 - 1;
+            rs->rp[t] = img + ((size_t)row * stride + (size_t)jb->x0) * ch;
+        }
+        resample_down(rs->rp, yw + (size_t)y * jb->ky,
+                      yq ? (const char *)yq + (size_t)y * jb->ky / 2 * 16 : NULL, jb->ky, n,
+                      rs->mid);
+        resample_across(rs->at, rs->wt, xq, jb->kx, rs->mid, ch, width, plane,
+                        out + (size_t)y * width);
     }
-    const int32_t *ya = rs->at + width, *yw = rs->wt + (size_t)width * jb->kx;
-    for (uint32_t y = 0; y < c->height; y++)
-        for (int j = 0; j < ch; j++)
-            resample_down(rs->mid + (size_t)(ya[y] - jb->y0) * rows + (size_t)j * width, rows,
-                          yw + (size_t)y * jb->ky, jb->ky, width, rs->acc,
-                          out + j * plane + (size_t)y * width);
 }
 
-/* Room for the tables, the horizontal pass and a row's sums. */
+/*
+ * Room for the tables, the source rows and a row of the vertical pass:
+ * the crop's columns, a padded tap's pixel after them and the 2 values
+ * the horizontal pass reads past its last (zeros: a padded tap's weight
+ * is 0, and its pixel must be a number).
+ */
 static int resample_room(sc__resampler *rs, const resample_job *jb, const sc__crop *c, int ch,
                          sc_error *err)
 {
-    size_t n = (size_t)c->width + c->height;
+    size_t n = (size_t)c->width + c->height, pad = (size_t)ch + 8;
     size_t w = (size_t)c->width * jb->kx + (size_t)c->height * jb->ky;
+    size_t mid = (size_t)jb->cols * ch;
     rs->at = sc__scratch(rs->at, &rs->at_cap, n * sizeof *rs->at);
     rs->wt = sc__scratch(rs->wt, &rs->wt_cap, w * sizeof *rs->wt);
-    rs->mid = sc__scratch(rs->mid, &rs->mid_cap, (size_t)(jb->y1 - jb->y0) * ch * c->width);
-    rs->acc = sc__scratch(rs->acc, &rs->acc_cap, (size_t)c->width * sizeof *rs->acc);
-    return rs->at && rs->wt && rs->mid && rs->acc
-               ? SC_OK
-               : sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
+    rs->mid = sc__scratch(rs->mid, &rs->mid_cap, (mid + pad) * sizeof *rs->mid);
+    rs->rp = sc__scratch(rs->rp, &rs->rp_cap, (size_t)jb->ky * sizeof *rs->rp);
+#ifdef __SSE2__
+    rs->wq = sc__scratch(rs->wq, &rs->wq_cap, w / 2 * sizeof *rs->wq);
+    if (!rs->wq)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
+#endif
+    if (!rs->at || !rs->wt || !rs->mid || !rs->rp)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
+    memset(rs->mid + mid, 0, pad * sizeof *rs->mid);
+    return SC_OK;
 }
 
 int sc__resampler_new(sc__resampler **out, sc_error *err)
@@ -304,7 +402,10 @@ void sc__resampler_free(sc__resampler *rs)
     free(rs->at);
     free(rs->wt);
     free(rs->mid);
-    free(rs->acc);
+    free(rs->rp);
+#ifdef __SSE2__
+    free(rs->wq);
+#endif
     free(rs);
 }
 
@@ -315,18 +416,22 @@ int sc__resample(sc__resampler *rs, const uint8_t *img, size_t stride, uint32_t 
     double fx = (double)g->sw / W, fy = (double)g->sh / H;
     resample_axis x = resample_axis_of(r->x * fx, r->w * fx, g->sw, c->width);
     resample_axis y = resample_axis_of(r->y * fy, r->h * fy, g->sh, c->height);
-    resample_job jb = {.kx = resample_taps(&x), .ky = resample_taps(&y)};
-    /* the rows the vertical pass reads: its windows lie in [lo, hi) */
-    jb.y0 = (int32_t)(y.base - oy) + y.lo, jb.y1 = (int32_t)(y.base - oy) + y.hi;
+    int32_t kx = resample_taps(&x), ky = resample_taps(&y);
+    resample_job jb = {.kx = kx + (kx & 1), .ky = ky + (ky & 1), .cols = x.hi - x.lo};
+    /* the vertical pass reads the crop's columns, its windows the rows [lo, hi) */
+    jb.x0 = (int32_t)(x.base - ox) + x.lo, jb.y1 = (int32_t)(y.base - oy) + y.hi;
     int rc = resample_room(rs, &jb, c, ch, err);
     if (rc != SC_OK)
         return rc;
-    resample_weights(&x, jb.kx, (int32_t)ox, r->flip, rs->at, rs->wt);
-    resample_weights(&y, jb.ky, (int32_t)oy, 0, rs->at + c->width,
+    resample_weights(&x, kx, kx & 1, (int32_t)(x.base + x.lo), r->flip, rs->at, rs->wt);
+    resample_weights(&y, ky, ky & 1, (int32_t)oy, 0, rs->at + c->width,
                      rs->wt + (size_t)c->width * jb.kx);
-    if (ch == 3)
-        resample_ch(rs, &jb, img, stride, 3, c, out);
-    else
-        resample_ch(rs, &jb, img, stride, 1, c, out);
+#ifdef __SSE2__
+    size_t pairs = ((size_t)c->width * jb.kx + (size_t)c->height * jb.ky) / 2;
+    for (size_t i = 0; i < pairs; i++) /* wt's pairs as pmaddwd reads them */
+        rs->wq[i] = _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)rs->wt[2 * i] |
+                                             (uint32_t)(uint16_t)rs->wt[2 * i + 1] << 16));
+#endif
+    resample_rows(rs, &jb, img, stride, ch, c, out);
     return SC_OK;
 }
