@@ -267,12 +267,12 @@ static void resample_down(const uint8_t *const *rp, const int16_t *w, const void
 /*
  * One output pixel of 3 channels from k taps (even) at p, weights wq:
  * a pair of pixels' int16 values interleaved (r0 r1 g0 g1 b0 b1) against
- * the pair's weights, the fourth lane unused, into o's 3 planes.  Reads
- * up to 2 values past the window's last pixel.  k a constant where the
+ * the pair's weights, into the sums r g b and an unused lane.  Reads up
+ * to 2 values past the window's last pixel.  k a constant where the
  * caller unrolls it.
  */
-static inline __attribute__((always_inline)) void
-resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k, size_t plane, uint8_t *o)
+static inline __attribute__((always_inline)) __m128i
+resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k)
 {
     __m128i s = _mm_set1_epi32(1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1));
     for (int32_t t = 0; t < k; t += 2) {
@@ -280,9 +280,40 @@ resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k, size_t plane, ui
         s = _mm_add_epi32(s, _mm_madd_epi16(_mm_unpacklo_epi16(v, _mm_srli_si128(v, 6)),
                                             wq[t / 2]));
     }
-    s = _mm_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
-    uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(s, s), s));
-    o[0] = (uint8_t)v, o[plane] = (uint8_t)(v >> 8), o[2 * plane] = (uint8_t)(v >> 16);
+    return _mm_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
+}
+
+/* 4 output pixels' sums (r g b -) transposed into their 3 planes' bytes at o. */
+static inline __attribute__((always_inline)) void
+resample_store4(__m128i s0, __m128i s1, __m128i s2, __m128i s3, size_t plane, uint8_t *o)
+{
+    __m128i t0 = _mm_unpacklo_epi32(s0, s1), t1 = _mm_unpacklo_epi32(s2, s3);
+    __m128i b = _mm_unpacklo_epi64(_mm_unpackhi_epi32(s0, s1), _mm_unpackhi_epi32(s2, s3));
+    __m128i v = _mm_packus_epi16(_mm_packs_epi32(_mm_unpacklo_epi64(t0, t1),
+                                                 _mm_unpackhi_epi64(t0, t1)),
+                                 _mm_packs_epi32(b, b));
+    uint32_t r = (uint32_t)_mm_cvtsi128_si32(v), g = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 4));
+    uint32_t bl = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 8));
+    memcpy(o, &r, 4), memcpy(o + plane, &g, 4), memcpy(o + 2 * plane, &bl, 4);
+}
+
+/* The row's outputs [x, width) of 3 channels, k taps each: 4 at a time, then one by one. */
+static inline __attribute__((always_inline)) void
+resample_across3(const int32_t *restrict at, const __m128i *wq, int32_t k,
+                 const int16_t *restrict mid, uint32_t width, size_t plane, uint8_t *restrict o)
+{
+    const size_t kq = (size_t)k / 2;
+    uint32_t x = 0;
+    for (; x + 4 <= width; x += 4)
+        resample_store4(resample_pixel3(mid + at[x] * 3, wq + x * kq, k),
+                        resample_pixel3(mid + at[x + 1] * 3, wq + (x + 1) * kq, k),
+                        resample_pixel3(mid + at[x + 2] * 3, wq + (x + 2) * kq, k),
+                        resample_pixel3(mid + at[x + 3] * 3, wq + (x + 3) * kq, k), plane, o + x);
+    for (; x < width; x++) {
+        __m128i s = resample_pixel3(mid + at[x] * 3, wq + x * kq, k);
+        uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(s, s), s));
+        o[x] = (uint8_t)v, o[plane + x] = (uint8_t)(v >> 8), o[2 * plane + x] = (uint8_t)(v >> 16);
+    }
 }
 #endif
 
@@ -297,19 +328,12 @@ static void resample_across(const int32_t *restrict at, const int16_t *restrict 
 #ifdef __SSE2__
     const __m128i *q = wq;
     if (ch == 3) {
-        uint32_t x = 0;
         switch (k) { /* the common windows unrolled: shrinks of up to 3.5x */
-        case 2: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + x, 2, plane, o + x);
-            break;
-        case 4: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + 2 * x, 4, plane, o + x);
-            break;
-        case 6: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + 3 * x, 6, plane, o + x);
-            break;
-        case 8: for (; x < width; x++) resample_pixel3(mid + at[x] * 3, q + 4 * x, 8, plane, o + x);
-            break;
-        default:
-            for (; x < width; x++)
-                resample_pixel3(mid + at[x] * 3, q + (size_t)x * (k / 2), k, plane, o + x);
+        case 2: resample_across3(at, q, 2, mid, width, plane, o); break;
+        case 4: resample_across3(at, q, 4, mid, width, plane, o); break;
+        case 6: resample_across3(at, q, 6, mid, width, plane, o); break;
+        case 8: resample_across3(at, q, 8, mid, width, plane, o); break;
+        default: resample_across3(at, q, k, mid, width, plane, o);
         }
         return;
     }
