@@ -4,11 +4,14 @@
  * The resample is Pillow's bilinear resize of the cropped image, as
  * torchvision crops then resizes a PIL image: a triangle filter whose
  * support is widened by the scale when shrinking, its weights clipped to
- * the crop and normalized, in Pillow's fixed point (22 bits), the
- * horizontal pass first, rounded to 8 bits, then the vertical one.  At
- * full scale it is Pillow's to the bit; at a reduced scale the decoder
- * keeps RESAMPLE_KEEP times the output's pixels, so that the filter,
- * not the IDCT, does most of the shrink.
+ * the crop and normalized.  Pillow's weights, not its arithmetic: the
+ * vertical pass first (over the crop's columns, one output row at a time,
+ * so only 224 rows of a 224 crop reach the horizontal pass), both passes
+ * in SSE2 (pmaddwd) on 14-bit weights, rounded once at the output (within
+ * 0.6 of the filter in real numbers; Pillow rounds each pass to 8 bits,
+ * and the two differ by a level at most).  At a reduced scale the decoder
+ * keeps RESAMPLE_KEEP times the output's pixels, so that the filter, not
+ * the IDCT, does most of the shrink.
  */
 #include "resample.h"
 
