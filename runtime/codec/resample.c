@@ -18,8 +18,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
+/* x86-64: SSE2 always, AVX2 where the CPU has it (chosen at run time) */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RESAMPLE_X86 1
+#include <immintrin.h>
 #endif
 
 #include "hash.h"
@@ -55,7 +57,7 @@ struct sc__resampler {
     int16_t *wt;        /* the windows' weights: kx a column, then ky a row (both even) */
     int16_t *mid;       /* one output row's vertical pass: the crop's columns, ch values each */
     const uint8_t **rp; /* the ky source rows it reads */
-#ifdef __SSE2__
+#ifdef RESAMPLE_X86
     __m128i *wq;        /* wt's pairs of taps, each pair 4 times: pmaddwd's operand */
 #endif
     size_t at_cap, wt_cap, mid_cap, rp_cap, wq_cap; /* their bytes */
@@ -220,42 +222,116 @@ void sc__resample_plan(const sc__rect *r, const sc__crop *c, uint32_t W, uint32_
     g->y0 = (uint32_t)(y.base + y.lo), g->y1 = (uint32_t)(y.base + y.hi);
 }
 
-/*
- * The vertical pass of one output row: the k source rows rp[] (k even,
- * the last padded with a zero weight), n values each, weighted by w into
- * mid in 2^-7 of a level.  SSE2: 16 values at a time, two rows' bytes
- * interleaved into int16 pairs against their two weights (pmaddwd).
- */
-static void resample_down(const uint8_t *const *rp, const int16_t *w, const void *wq, int32_t k,
-                          size_t n, int16_t *restrict mid)
+/* The code the passes run: 0 portable C, 1 SSE2, 2 AVX2 (x86-64: the best the CPU has). */
+#ifdef SC_TESTING
+static int resample_forced = -1;
+
+void sc__resample_force(int level)
 {
-    const int32_t half = 1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1);
-    size_t i = 0;
-#ifdef __SSE2__
-    const __m128i z = _mm_setzero_si128(), r = _mm_set1_epi32(half);
+    resample_forced = level;
+}
+#endif
+
+static int resample_level(void)
+{
+#ifdef SC_TESTING
+    if (resample_forced >= 0)
+        return resample_forced;
+#endif
+#ifdef RESAMPLE_X86
+    return __builtin_cpu_supports("avx2") ? 2 : 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef RESAMPLE_X86
+/* The vertical pass's 16 or 32 sums, in 2^-14, to 2^-7 of a level. */
+#define RESAMPLE_MID(v) _mm_srai_epi32(v, RESAMPLE_WBITS - RESAMPLE_FBITS)
+#define RESAMPLE_MID256(v) _mm256_srai_epi32(v, RESAMPLE_WBITS - RESAMPLE_FBITS)
+
+/*
+ * resample_down's values [i, n) 16 at a time: two rows' bytes interleaved
+ * into int16 pairs against their two weights (pmaddwd).  The first not
+ * done.
+ */
+static size_t resample_down_sse2(const uint8_t *const *rp, const __m128i *wq, int32_t k,
+                                 size_t i, size_t n, int16_t *restrict mid)
+{
+    const __m128i z = _mm_setzero_si128();
+    const __m128i r = _mm_set1_epi32(1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1));
     for (; i + 16 <= n; i += 16) {
         __m128i s0 = r, s1 = r, s2 = r, s3 = r;
         for (int32_t t = 0; t < k; t += 2) {
-            __m128i wp = ((const __m128i *)wq)[t / 2];
             __m128i a = _mm_loadu_si128((const __m128i *)(rp[t] + i));
             __m128i b = _mm_loadu_si128((const __m128i *)(rp[t + 1] + i));
             __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
-            s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), wp));
-            s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), wp));
-            s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), wp));
-            s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), wp));
+            s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), wq[t / 2]));
+            s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), wq[t / 2]));
+            s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), wq[t / 2]));
+            s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), wq[t / 2]));
         }
-        const int sh = RESAMPLE_WBITS - RESAMPLE_FBITS;
-        _mm_storeu_si128((__m128i *)(mid + i), _mm_packs_epi32(_mm_srai_epi32(s0, sh),
-                                                               _mm_srai_epi32(s1, sh)));
-        _mm_storeu_si128((__m128i *)(mid + i + 8), _mm_packs_epi32(_mm_srai_epi32(s2, sh),
-                                                                   _mm_srai_epi32(s3, sh)));
+        _mm_storeu_si128((__m128i *)(mid + i),
+                         _mm_packs_epi32(RESAMPLE_MID(s0), RESAMPLE_MID(s1)));
+        _mm_storeu_si128((__m128i *)(mid + i + 8),
+                         _mm_packs_epi32(RESAMPLE_MID(s2), RESAMPLE_MID(s3)));
     }
+    return i;
+}
+
+/*
+ * The same 32 at a time: AVX2 unpacks and packs within each 128-bit
+ * lane, so sums hold values 0-7 and 16-23, 8-15 and 24-31, put back in
+ * order by the two stores' lane permutes.
+ */
+__attribute__((target("avx2"))) static size_t
+resample_down_avx2(const uint8_t *const *rp, const __m128i *wq, int32_t k, size_t n,
+                   int16_t *restrict mid)
+{
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i r = _mm256_set1_epi32(1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1));
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i s0 = r, s1 = r, s2 = r, s3 = r;
+        for (int32_t t = 0; t < k; t += 2) {
+            __m256i wp = _mm256_broadcastsi128_si256(wq[t / 2]);
+            __m256i a = _mm256_loadu_si256((const __m256i *)(rp[t] + i));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(rp[t + 1] + i));
+            __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), wp));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), wp));
+            s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), wp));
+            s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), wp));
+        }
+        __m256i p0 = _mm256_packs_epi32(RESAMPLE_MID256(s0), RESAMPLE_MID256(s1));
+        __m256i p1 = _mm256_packs_epi32(RESAMPLE_MID256(s2), RESAMPLE_MID256(s3));
+        _mm256_storeu_si256((__m256i *)(mid + i), _mm256_permute2x128_si256(p0, p1, 0x20));
+        _mm256_storeu_si256((__m256i *)(mid + i + 16), _mm256_permute2x128_si256(p0, p1, 0x31));
+    }
+    return i;
+}
+#endif
+
+/*
+ * The vertical pass of one output row: the k source rows rp[] (k even,
+ * the last padded with a zero weight), n values each, weighted by w (wq:
+ * its pairs for pmaddwd) into mid in 2^-7 of a level, with the code of
+ * `level`; what the vector code leaves, in C.
+ */
+static void resample_down(const uint8_t *const *rp, const int16_t *w, const void *wq, int32_t k,
+                          size_t n, int16_t *restrict mid, int level)
+{
+    size_t i = 0;
+#ifdef RESAMPLE_X86
+    if (level >= 2)
+        i = resample_down_avx2(rp, wq, k, n, mid);
+    if (level >= 1)
+        i = resample_down_sse2(rp, wq, k, i, n, mid);
 #else
-    (void)wq;
+    (void)wq, (void)level;
 #endif
     for (; i < n; i++) {
-        int32_t s = half;
+        int32_t s = 1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1);
         for (int32_t t = 0; t < k; t++)
             s += rp[t][i] * w[t];
         mid[i] = (int16_t)(s >> (RESAMPLE_WBITS - RESAMPLE_FBITS));
@@ -266,13 +342,14 @@ static void resample_down(const uint8_t *const *rp, const int16_t *w, const void
 #define RESAMPLE_OUT(s) ((uint8_t)(((s) + (1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1))) >> \
                                    (RESAMPLE_WBITS + RESAMPLE_FBITS)))
 
-#ifdef __SSE2__
+#ifdef RESAMPLE_X86
 /*
- * One output pixel of 3 channels from k taps (even) at p, weights wq:
- * a pair of pixels' int16 values interleaved (r0 r1 g0 g1 b0 b1) against
- * the pair's weights, into the sums r g b and an unused lane.  Reads up
- * to 2 values past the window's last pixel.  k a constant where the
- * caller unrolls it.
+ * One output pixel of 3 channels from k taps (even) at p, weights wq
+ * (its pairs of taps at wq[0], wq[2]...: see resample_xq): a pair of
+ * pixels' int16 values interleaved (r0 r1 g0 g1 b0 b1) against the
+ * pair's weights, into the sums r g b and an unused lane.  Reads up to 2
+ * values past the window's last pixel.  k a constant where the caller
+ * unrolls it.
  */
 static inline __attribute__((always_inline)) __m128i
 resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k)
@@ -281,9 +358,15 @@ resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k)
     for (int32_t t = 0; t < k; t += 2) {
         __m128i v = _mm_loadu_si128((const __m128i *)(p + 3 * t));
         s = _mm_add_epi32(s, _mm_madd_epi16(_mm_unpacklo_epi16(v, _mm_srli_si128(v, 6)),
-                                            wq[t / 2]));
+                                            wq[t]));
     }
     return _mm_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
+}
+
+/* The weights of output x, k taps, in the x table: pixel pairs' pairs of taps interleaved. */
+static inline const __m128i *resample_xq(const __m128i *wq, uint32_t x, int32_t k)
+{
+    return wq + (size_t)(x >> 1) * (size_t)k + (x & 1);
 }
 
 /* 4 output pixels' sums (r g b -) transposed into their 3 planes' bytes at o. */
@@ -300,22 +383,82 @@ resample_store4(__m128i s0, __m128i s1, __m128i s2, __m128i s3, size_t plane, ui
     memcpy(o, &r, 4), memcpy(o + plane, &g, 4), memcpy(o + 2 * plane, &bl, 4);
 }
 
-/* The row's outputs [x, width) of 3 channels, k taps each: 4 at a time, then one by one. */
+/* The row's outputs [x, width) of 3 channels, k taps each, one by one. */
+static inline __attribute__((always_inline)) void
+resample_tail3(const int32_t *restrict at, const __m128i *wq, int32_t k, uint32_t x,
+               const int16_t *restrict mid, uint32_t width, size_t plane, uint8_t *restrict o)
+{
+    for (; x < width; x++) {
+        __m128i s = resample_pixel3(mid + at[x] * 3, resample_xq(wq, x, k), k);
+        uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(s, s), s));
+        o[x] = (uint8_t)v, o[plane + x] = (uint8_t)(v >> 8), o[2 * plane + x] = (uint8_t)(v >> 16);
+    }
+}
+
+/* The row's outputs of 3 channels, k taps each (SSE2): 4 at a time, then one by one. */
 static inline __attribute__((always_inline)) void
 resample_across3(const int32_t *restrict at, const __m128i *wq, int32_t k,
                  const int16_t *restrict mid, uint32_t width, size_t plane, uint8_t *restrict o)
 {
-    const size_t kq = (size_t)k / 2;
     uint32_t x = 0;
     for (; x + 4 <= width; x += 4)
-        resample_store4(resample_pixel3(mid + at[x] * 3, wq + x * kq, k),
-                        resample_pixel3(mid + at[x + 1] * 3, wq + (x + 1) * kq, k),
-                        resample_pixel3(mid + at[x + 2] * 3, wq + (x + 2) * kq, k),
-                        resample_pixel3(mid + at[x + 3] * 3, wq + (x + 3) * kq, k), plane, o + x);
-    for (; x < width; x++) {
-        __m128i s = resample_pixel3(mid + at[x] * 3, wq + x * kq, k);
-        uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(s, s), s));
-        o[x] = (uint8_t)v, o[plane + x] = (uint8_t)(v >> 8), o[2 * plane + x] = (uint8_t)(v >> 16);
+        resample_store4(resample_pixel3(mid + at[x] * 3, resample_xq(wq, x, k), k),
+                        resample_pixel3(mid + at[x + 1] * 3, resample_xq(wq, x + 1, k), k),
+                        resample_pixel3(mid + at[x + 2] * 3, resample_xq(wq, x + 2, k), k),
+                        resample_pixel3(mid + at[x + 3] * 3, resample_xq(wq, x + 3, k), k),
+                        plane, o + x);
+    resample_tail3(at, wq, k, x, mid, width, plane, o);
+}
+
+/*
+ * Outputs x and x + 1 (x even) as resample_pixel3, one in each 128-bit
+ * lane: their pairs of taps lie side by side in the x table.
+ */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256i
+resample_pixel3x2(const int16_t *p0, const int16_t *p1, const __m128i *wq, int32_t k)
+{
+    __m256i s = _mm256_set1_epi32(1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1));
+    for (int32_t t = 0; t < k; t += 2) {
+        __m256i v = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p0 + 3 * t))),
+            _mm_loadu_si128((const __m128i *)(p1 + 3 * t)), 1);
+        __m256i w = _mm256_loadu_si256((const __m256i *)(wq + t));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(
+                                    _mm256_unpacklo_epi16(v, _mm256_srli_si256(v, 6)), w));
+    }
+    return _mm256_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
+}
+
+/* resample_across3 in AVX2: 4 outputs at a time, two to a register. */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+resample_across3_avx2(const int32_t *restrict at, const __m128i *wq, int32_t k,
+                      const int16_t *restrict mid, uint32_t width, size_t plane,
+                      uint8_t *restrict o)
+{
+    uint32_t x = 0;
+    for (; x + 4 <= width; x += 4) {
+        __m256i a = resample_pixel3x2(mid + at[x] * 3, mid + at[x + 1] * 3,
+                                      resample_xq(wq, x, k), k);
+        __m256i b = resample_pixel3x2(mid + at[x + 2] * 3, mid + at[x + 3] * 3,
+                                      resample_xq(wq, x + 2, k), k);
+        resample_store4(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1),
+                        _mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1), plane, o + x);
+    }
+    resample_tail3(at, wq, k, x, mid, width, plane, o);
+}
+
+/* The horizontal pass of 3 channels in AVX2, the common windows unrolled. */
+__attribute__((target("avx2"))) static void
+resample_across_avx2(const int32_t *restrict at, const __m128i *q, int32_t k,
+                     const int16_t *restrict mid, uint32_t width, size_t plane,
+                     uint8_t *restrict o)
+{
+    switch (k) {
+    case 2: resample_across3_avx2(at, q, 2, mid, width, plane, o); break;
+    case 4: resample_across3_avx2(at, q, 4, mid, width, plane, o); break;
+    case 6: resample_across3_avx2(at, q, 6, mid, width, plane, o); break;
+    case 8: resample_across3_avx2(at, q, 8, mid, width, plane, o); break;
+    default: resample_across3_avx2(at, q, k, mid, width, plane, o);
     }
 }
 #endif
@@ -326,11 +469,15 @@ resample_across3(const int32_t *restrict at, const __m128i *wq, int32_t k,
  */
 static void resample_across(const int32_t *restrict at, const int16_t *restrict wt,
                             const void *wq, int32_t k, const int16_t *restrict mid, int ch,
-                            uint32_t width, size_t plane, uint8_t *restrict o)
+                            uint32_t width, size_t plane, uint8_t *restrict o, int level)
 {
-#ifdef __SSE2__
+#ifdef RESAMPLE_X86
     const __m128i *q = wq;
-    if (ch == 3) {
+    if (ch == 3 && level >= 2) {
+        resample_across_avx2(at, q, k, mid, width, plane, o);
+        return;
+    }
+    if (ch == 3 && level >= 1) {
         switch (k) { /* the common windows unrolled: shrinks of up to 3.5x */
         case 2: resample_across3(at, q, 2, mid, width, plane, o); break;
         case 4: resample_across3(at, q, 4, mid, width, plane, o); break;
@@ -341,7 +488,7 @@ static void resample_across(const int32_t *restrict at, const int16_t *restrict 
         return;
     }
 #else
-    (void)wq;
+    (void)wq, (void)level;
 #endif
     for (uint32_t x = 0; x < width; x++) {
         const int16_t *p = mid + (size_t)at[x] * ch, *w = wt + (size_t)x * k;
@@ -361,6 +508,33 @@ typedef struct resample_job {
     int32_t y1;       /* the rows the vertical pass reads end there, from the buffer's first */
 } resample_job;
 
+#ifdef RESAMPLE_X86
+/* The x table's entries: outputs in pairs (the last padded), k / 2 pairs of taps each. */
+static size_t resample_xq_size(uint32_t width, int32_t k)
+{
+    return (size_t)(width + 1) / 2 * (size_t)k;
+}
+
+/* One pair of taps, t and t + 1 of w, 4 times: pmaddwd's operand. */
+static __m128i resample_pair(const int16_t *w)
+{
+    return _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)w[0] | (uint32_t)(uint16_t)w[1] << 16));
+}
+
+/* wt's pairs of taps as the passes read them: the x table (resample_xq), then the y rows'. */
+static void resample_pairs(sc__resampler *rs, const sc__crop *c, const resample_job *jb)
+{
+    for (uint32_t x = 0; x < c->width; x++)
+        for (int32_t t = 0; t < jb->kx; t += 2)
+            ((__m128i *)resample_xq(rs->wq, x, jb->kx))[t] =
+                resample_pair(rs->wt + (size_t)x * jb->kx + t);
+    __m128i *yq = rs->wq + resample_xq_size(c->width, jb->kx);
+    const int16_t *yw = rs->wt + (size_t)c->width * jb->kx;
+    for (size_t i = 0; i < (size_t)c->height * jb->ky / 2; i++)
+        yq[i] = resample_pair(yw + 2 * i);
+}
+#endif
+
 /*
  * Each output row: the vertical pass over the crop's columns of its ky
  * source rows into rs->mid, then the horizontal into the planes' row.
@@ -373,8 +547,9 @@ static void resample_rows(sc__resampler *rs, const resample_job *jb, const uint8
     const int32_t *ya = rs->at + width;
     const int16_t *yw = rs->wt + (size_t)width * jb->kx;
     const void *xq = NULL, *yq = NULL;
-#ifdef __SSE2__
-    xq = rs->wq, yq = rs->wq + (size_t)width * jb->kx / 2;
+    const int level = resample_level();
+#ifdef RESAMPLE_X86
+    xq = rs->wq, yq = rs->wq + resample_xq_size(width, jb->kx);
 #endif
     for (uint32_t y = 0; y < c->height; y++) {
         for (int32_t t = 0; t < jb->ky; t++) { /* a padded tap's row may be past the crop */
@@ -383,9 +558,9 @@ static void resample_rows(sc__resampler *rs, const resample_job *jb, const uint8
         }
         resample_down(rs->rp, yw + (size_t)y * jb->ky,
                       yq ? (const char *)yq + (size_t)y * jb->ky / 2 * 16 : NULL, jb->ky, n,
-                      rs->mid);
+                      rs->mid, level);
         resample_across(rs->at, rs->wt, xq, jb->kx, rs->mid, ch, width, plane,
-                        out + (size_t)y * width);
+                        out + (size_t)y * width, level);
     }
 }
 
@@ -405,8 +580,9 @@ static int resample_room(sc__resampler *rs, const resample_job *jb, const sc__cr
     rs->wt = sc__scratch(rs->wt, &rs->wt_cap, w * sizeof *rs->wt);
     rs->mid = sc__scratch(rs->mid, &rs->mid_cap, (mid + pad) * sizeof *rs->mid);
     rs->rp = sc__scratch(rs->rp, &rs->rp_cap, (size_t)jb->ky * sizeof *rs->rp);
-#ifdef __SSE2__
-    rs->wq = sc__scratch(rs->wq, &rs->wq_cap, w / 2 * sizeof *rs->wq);
+#ifdef RESAMPLE_X86
+    size_t q = resample_xq_size(c->width, jb->kx) + (size_t)c->height * jb->ky / 2;
+    rs->wq = sc__scratch(rs->wq, &rs->wq_cap, q * sizeof *rs->wq);
     if (!rs->wq)
         return sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
 #endif
@@ -430,7 +606,7 @@ void sc__resampler_free(sc__resampler *rs)
     free(rs->wt);
     free(rs->mid);
     free(rs->rp);
-#ifdef __SSE2__
+#ifdef RESAMPLE_X86
     free(rs->wq);
 #endif
     free(rs);
@@ -453,11 +629,8 @@ int sc__resample(sc__resampler *rs, const uint8_t *img, size_t stride, uint32_t 
     resample_weights(&x, kx, kx & 1, (int32_t)(x.base + x.lo), r->flip, rs->at, rs->wt);
     resample_weights(&y, ky, ky & 1, (int32_t)oy, 0, rs->at + c->width,
                      rs->wt + (size_t)c->width * jb.kx);
-#ifdef __SSE2__
-    size_t pairs = ((size_t)c->width * jb.kx + (size_t)c->height * jb.ky) / 2;
-    for (size_t i = 0; i < pairs; i++) /* wt's pairs as pmaddwd reads them */
-        rs->wq[i] = _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)rs->wt[2 * i] |
-                                             (uint32_t)(uint16_t)rs->wt[2 * i + 1] << 16));
+#ifdef RESAMPLE_X86
+    resample_pairs(rs, c, &jb);
 #endif
     resample_rows(rs, &jb, img, stride, ch, c, out);
     return SC_OK;

@@ -93,4 +93,10 @@ int sc__resample(sc__resampler *rs, const uint8_t *img, size_t stride, uint32_t 
                  int ch, const sc__region *g, const sc__rect *r, uint32_t W, uint32_t H,
                  const sc__crop *c, uint8_t *out, sc_error *err);
 
+#ifdef SC_TESTING
+/* Testing builds: the resample's code forced, 0 portable C, 1 SSE2, 2 AVX2 (x86-64 only; what
+   the CPU lacks is not checked); -1 the best the CPU has again. */
+void sc__resample_force(int level);
+#endif
+
 #endif /* SC_RESAMPLE_H */

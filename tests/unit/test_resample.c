@@ -170,13 +170,15 @@ static void test_crop_at_the_edge(void **state)
  * outputs by up to a level), every output within 0.6 of the filter in
  * real numbers, over shrinks whose windows are 2 to 10+ taps (the vector
  * code unrolls 2, 4, 6 and 8), an enlargement, crops whose rows are no
- * multiple of the vector's 16 bytes, flips, and 1 and 3 channels.
+ * multiple of the vectors' 16 or 32 bytes, odd widths, flips, and 1 and 3
+ * channels; and the portable C, SSE2 and AVX2 code (each the CPU has)
+ * give the same bytes.
  */
 static void test_rounded_once(void **state)
 {
     (void)state;
     enum { W = 640, H = 480 };
-    static uint8_t img[W * H * 3], got[3 * 96 * 80];
+    static uint8_t img[W * H * 3], got[3 * 96 * 80], first[3 * 96 * 80];
     static double want[3 * 96 * 80];
     sc__rng g;
     sc__rng_init(&g, 5);
@@ -186,17 +188,30 @@ static void test_rounded_once(void **state)
         {{3, 5, 101, 77, 0}, 96, 80},  {{3, 5, 101, 77, 1}, 50, 40},
         {{17, 2, 193, 161, 0}, 64, 64}, {{0, 0, 333, 250, 1}, 81, 62},
         {{40, 30, 600, 450, 0}, 71, 53}, {{9, 9, 31, 23, 1}, 96, 80},
+        {{1, 1, 250, 200, 1}, 93, 70},
     };
+#if defined(__x86_64__) && defined(__GNUC__)
+    int levels = __builtin_cpu_supports("avx2") ? 3 : 2;
+#else
+    int levels = 1;
+#endif
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        for (int ch = 1; ch <= 3; ch += 2) {
-            size_t n = (size_t)ch * cases[i].ow * cases[i].oh;
-            resample(img, W, H, ch, &cases[i].r, cases[i].ow, cases[i].oh, got);
-            filter(img, W, ch, &cases[i].r, (int)cases[i].ow, (int)cases[i].oh, 0, want);
-            for (size_t k = 0; k < n; k++)
-                if (fabs(got[k] - want[k]) > 0.6)
-                    fail_msg("case %zu, %d channels, value %zu: %u, the filter %.3f", i, ch, k,
-                             got[k], want[k]);
-        }
+        for (int ch = 1; ch <= 3; ch += 2)
+            for (int level = 0; level < levels; level++) {
+                size_t n = (size_t)ch * cases[i].ow * cases[i].oh;
+                sc__resample_force(level);
+                resample(img, W, H, ch, &cases[i].r, cases[i].ow, cases[i].oh, got);
+                sc__resample_force(-1);
+                if (level == 0) {
+                    memcpy(first, got, n);
+                    filter(img, W, ch, &cases[i].r, (int)cases[i].ow, (int)cases[i].oh, 0,
+                           want);
+                }
+                for (size_t k = 0; k < n; k++)
+                    if (fabs(got[k] - want[k]) > 0.6 || got[k] != first[k])
+                        fail_msg("case %zu, %d channels, code %d, value %zu: %u (portable C %u), "
+                                 "the filter %.3f", i, ch, level, k, got[k], first[k], want[k]);
+            }
 }
 
 /*
