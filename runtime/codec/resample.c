@@ -7,9 +7,10 @@
  * the crop and normalized.  Pillow's weights, not its arithmetic: the
  * vertical pass first (over the crop's columns, one output row at a time,
  * so only 224 rows of a 224 crop reach the horizontal pass), both passes
- * in SSE2 (pmaddwd) on 14-bit weights, rounded once at the output (within
- * 0.6 of the filter in real numbers; Pillow rounds each pass to 8 bits,
- * and the two differ by a level at most).  At a reduced scale the decoder
+ * in SSE2 or AVX2 (pmaddwd; portable C elsewhere, the same bytes) on
+ * 14-bit weights, rounded once at the output (within 0.6 of the filter in
+ * real numbers; Pillow rounds each pass to 8 bits, and the two differ by
+ * a level at most).  At a reduced scale the decoder
  * keeps RESAMPLE_KEEP times the output's pixels, so that the filter, not
  * the IDCT, does most of the shrink.
  */
@@ -378,7 +379,8 @@ resample_store4(__m128i s0, __m128i s1, __m128i s2, __m128i s3, size_t plane, ui
     __m128i v = _mm_packus_epi16(_mm_packs_epi32(_mm_unpacklo_epi64(t0, t1),
                                                  _mm_unpackhi_epi64(t0, t1)),
                                  _mm_packs_epi32(b, b));
-    uint32_t r = (uint32_t)_mm_cvtsi128_si32(v), g = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 4));
+    uint32_t r = (uint32_t)_mm_cvtsi128_si32(v);
+    uint32_t g = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 4));
     uint32_t bl = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 8));
     memcpy(o, &r, 4), memcpy(o + plane, &g, 4), memcpy(o + 2 * plane, &bl, 4);
 }

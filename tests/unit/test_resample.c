@@ -139,7 +139,8 @@ static void test_checkerboard_and_flip(void **state)
         within_a_level(got, want, sizeof got);
     }
     for (int x = 0; x < OW; x++) /* the flip mirrors the ramp's plane */
-        assert_in_range(got[2 * OW * OH + x], want[2 * OW * OH + x] - 1u, want[2 * OW * OH + x] + 1u);
+        assert_in_range(got[2 * OW * OH + x], want[2 * OW * OH + x] - 1u,
+                        want[2 * OW * OH + x] + 1u);
     assert_true(got[2 * OW * OH] > got[2 * OW * OH + OW - 1]);
 }
 
