@@ -4,22 +4,41 @@
  * The resample is Pillow's bilinear resize of the cropped image, as
  * torchvision crops then resizes a PIL image: a triangle filter whose
  * support is widened by the scale when shrinking, its weights clipped to
- * the crop and normalized, in Pillow's fixed point (22 bits), the
- * horizontal pass first, rounded to 8 bits, then the vertical one.  At
- * full scale it is Pillow's to the bit; at a reduced scale the decoder
- * keeps RESAMPLE_KEEP times the output's pixels, so that the filter,
- * not the IDCT, does most of the shrink.
+ * the crop and normalized.  Pillow's weights, not its arithmetic: the
+ * vertical pass first (over the crop's columns, one output row at a time,
+ * so only 224 rows of a 224 crop reach the horizontal pass), both passes
+ * in SSE2 or AVX2 (pmaddwd; portable C elsewhere, the same bytes) on
+ * 14-bit weights, rounded once at the output (within 0.6 of the filter in
+ * real numbers; Pillow rounds each pass to 8 bits, and the two differ by
+ * a level at most).  At a reduced scale the decoder
+ * keeps RESAMPLE_KEEP times the output's pixels, so that the filter, not
+ * the IDCT, does most of the shrink.
  */
 #include "resample.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+/* x86-64: SSE2 always, AVX2 where the CPU has it (chosen at run time) */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RESAMPLE_X86 1
+#include <immintrin.h>
+#endif
 
 #include "hash.h"
 #include "mem.h"
 
-/* Pillow's PRECISION_BITS for 8-bit images: weights in 2^-22, sums of 8-bit values fit 32 bits. */
-#define RESAMPLE_BITS 22
+/*
+ * The fixed point: weights in 2^-14, so that SSE2's pmaddwd multiplies
+ * pixels by two taps at once (int16 pairs into int32), each window's
+ * summing to exactly 2^14; the vertical pass's sums kept to 2^-7 of a
+ * level in int16 (255 << 7 fits), so that only the output is rounded to
+ * 8 bits (Pillow rounds after each pass: the two differ by a level at
+ * most, at 0.1-0.3 of a pixel's, see docs/benchmarks.md).
+ */
+#define RESAMPLE_WBITS 14
+#define RESAMPLE_FBITS 7
+#define RESAMPLE_ONE (1 << RESAMPLE_WBITS)
 
 /*
  * The least shrink left to the filter after a reduced-scale decode: the
@@ -35,11 +54,14 @@
 #endif
 
 struct sc__resampler {
-    int32_t *at;   /* per output column then row: its window's first source pixel */
-    int32_t *wt;   /* the windows' weights: kx a column, then ky a row, in 2^-22 */
-    uint8_t *mid;  /* the horizontal pass: the rows the vertical reads, ch planes of width each */
-    int32_t *acc;  /* one output row's sums */
-    size_t at_cap, wt_cap, mid_cap, acc_cap; /* their bytes */
+    int32_t *at;        /* per output column then row: its window's first source pixel */
+    int16_t *wt;        /* the windows' weights: kx a column, then ky a row (both even) */
+    int16_t *mid;       /* one output row's vertical pass: the crop's columns, ch values each */
+    const uint8_t **rp; /* the ky source rows it reads */
+#ifdef RESAMPLE_X86
+    __m128i *wq;        /* wt's pairs of taps, each pair 4 times: pmaddwd's operand */
+#endif
+    size_t at_cap, wt_cap, mid_cap, rp_cap, wq_cap; /* their bytes */
 };
 
 sc__crop sc__crop_default(uint32_t w, uint32_t h)
@@ -154,29 +176,36 @@ static int32_t resample_taps(const resample_axis *ax)
 }
 
 /*
- * Pillow's precompute_coeffs then normalize_coeffs_8bpc: for each output
- * (mirrored when flip) the first of its k source pixels, counted from
- * `from` (the first pixel the caller holds), and their weights: the
- * triangle at each pixel's centre, normalized over the window, in 2^-22.
- * A window shorter than k is moved left within [lo, hi) and padded with
- * zeros, so that every output reads k pixels inside the crop.
+ * Pillow's precompute_coeffs: for each output (mirrored when flip) the
+ * first of its k source pixels, counted from `from` (the first pixel the
+ * caller holds), and their weights: the triangle at each pixel's centre,
+ * normalized over the window, in 2^-14, the rounding's remainder given to
+ * the largest so that they sum to 2^14 (no sum then leaves 8 bits).  A
+ * window shorter than k is moved left within [lo, hi) and padded with
+ * zeros, so that every output reads k pixels inside the crop; `pad`
+ * zeros more follow (to an even count), their pixel possibly hi's.
  */
-static void resample_weights(const resample_axis *ax, int32_t k, int32_t from, int flip,
-                             int32_t *at, int32_t *wt)
+static void resample_weights(const resample_axis *ax, int32_t k, int32_t pad, int32_t from,
+                             int flip, int32_t *at, int16_t *wt)
 {
     for (uint32_t o = 0; o < ax->n; o++) {
-        int32_t x0, x1;
+        int32_t x0, x1, big = 0, total = 0;
         double c = resample_window(ax, o, &x0, &x1), sum = 0;
         for (int32_t x = x0; x < x1; x++)
             sum += resample_triangle((x - c + 0.5) * ax->ss);
         uint32_t to = flip ? ax->n - 1 - o : o;
-        int32_t start = x0 < ax->hi - k ? x0 : ax->hi - k, *t = wt + (size_t)to * k;
+        int32_t start = x0 < ax->hi - k ? x0 : ax->hi - k;
+        int16_t *t = wt + (size_t)to * (k + pad);
         at[to] = start + (int32_t)(ax->base - from);
-        for (int32_t x = start; x < start + k; x++) {
+        for (int32_t i = 0; i < k + pad; i++) {
+            int32_t x = start + i;
             double v = x >= x0 && x < x1 && sum != 0.0
                            ? resample_triangle((x - c + 0.5) * ax->ss) / sum : 0.0;
-            t[x - start] = (int32_t)(0.5 + v * (1 << RESAMPLE_BITS));
+            t[i] = (int16_t)(0.5 + v * RESAMPLE_ONE);
+            total += t[i];
+            big = t[i] > t[big] ? i : big;
         }
+        t[big] = (int16_t)(t[big] + RESAMPLE_ONE - total);
     }
 }
 
@@ -194,101 +223,375 @@ void sc__resample_plan(const sc__rect *r, const sc__crop *c, uint32_t W, uint32_
     g->y0 = (uint32_t)(y.base + y.lo), g->y1 = (uint32_t)(y.base + y.hi);
 }
 
-/* v >> 22, clipped to 8 bits, as Pillow's clip8. */
-static inline uint8_t resample_clip(int32_t v)
+/* The code the passes run: 0 portable C, 1 SSE2, 2 AVX2 (x86-64: the best the CPU has). */
+#ifdef SC_TESTING
+static int resample_forced = -1;
+
+void sc__resample_force(int level)
 {
-    v >>= RESAMPLE_BITS;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    resample_forced = level;
+}
+#endif
+
+static int resample_level(void)
+{
+#ifdef SC_TESTING
+    if (resample_forced >= 0)
+        return resample_forced;
+#endif
+#ifdef RESAMPLE_X86
+    return __builtin_cpu_supports("avx2") ? 2 : 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef RESAMPLE_X86
+/* The vertical pass's 16 or 32 sums, in 2^-14, to 2^-7 of a level. */
+#define RESAMPLE_MID(v) _mm_srai_epi32(v, RESAMPLE_WBITS - RESAMPLE_FBITS)
+#define RESAMPLE_MID256(v) _mm256_srai_epi32(v, RESAMPLE_WBITS - RESAMPLE_FBITS)
+
+/*
+ * resample_down's values [i, n) 16 at a time: two rows' bytes interleaved
+ * into int16 pairs against their two weights (pmaddwd).  The first not
+ * done.
+ */
+static size_t resample_down_sse2(const uint8_t *const *rp, const __m128i *wq, int32_t k,
+                                 size_t i, size_t n, int16_t *restrict mid)
+{
+    const __m128i z = _mm_setzero_si128();
+    const __m128i r = _mm_set1_epi32(1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1));
+    for (; i + 16 <= n; i += 16) {
+        __m128i s0 = r, s1 = r, s2 = r, s3 = r;
+        for (int32_t t = 0; t < k; t += 2) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(rp[t] + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(rp[t + 1] + i));
+            __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
+            s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), wq[t / 2]));
+            s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), wq[t / 2]));
+            s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), wq[t / 2]));
+            s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), wq[t / 2]));
+        }
+        _mm_storeu_si128((__m128i *)(mid + i),
+                         _mm_packs_epi32(RESAMPLE_MID(s0), RESAMPLE_MID(s1)));
+        _mm_storeu_si128((__m128i *)(mid + i + 8),
+                         _mm_packs_epi32(RESAMPLE_MID(s2), RESAMPLE_MID(s3)));
+    }
+    return i;
 }
 
 /*
- * The horizontal pass over source row `row` (ch channels interleaved):
- * each output column's k taps, into h: ch planes of width.
+ * The same 32 at a time: AVX2 unpacks and packs within each 128-bit
+ * lane, so sums hold values 0-7 and 16-23, 8-15 and 24-31, put back in
+ * order by the two stores' lane permutes.
  */
-static inline __attribute__((always_inline)) void
-resample_across(const int32_t *restrict at, const int32_t *restrict wt, int32_t k,
-                const uint8_t *restrict row, const int ch, uint32_t width, uint8_t *restrict h)
+__attribute__((target("avx2"))) static size_t
+resample_down_avx2(const uint8_t *const *rp, const __m128i *wq, int32_t k, size_t n,
+                   int16_t *restrict mid)
 {
-    for (uint32_t x = 0; x < width; x++) {
-        const uint8_t *p = row + (size_t)at[x] * ch;
-        const int32_t *w = wt + (size_t)x * k;
-        int32_t s[3] = {1 << (RESAMPLE_BITS - 1), 1 << (RESAMPLE_BITS - 1),
-                        1 << (RESAMPLE_BITS - 1)};
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i r = _mm256_set1_epi32(1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1));
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i s0 = r, s1 = r, s2 = r, s3 = r;
+        for (int32_t t = 0; t < k; t += 2) {
+            __m256i wp = _mm256_broadcastsi128_si256(wq[t / 2]);
+            __m256i a = _mm256_loadu_si256((const __m256i *)(rp[t] + i));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(rp[t + 1] + i));
+            __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, z), wp));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, z), wp));
+            s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), wp));
+            s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), wp));
+        }
+        __m256i p0 = _mm256_packs_epi32(RESAMPLE_MID256(s0), RESAMPLE_MID256(s1));
+        __m256i p1 = _mm256_packs_epi32(RESAMPLE_MID256(s2), RESAMPLE_MID256(s3));
+        _mm256_storeu_si256((__m256i *)(mid + i), _mm256_permute2x128_si256(p0, p1, 0x20));
+        _mm256_storeu_si256((__m256i *)(mid + i + 16), _mm256_permute2x128_si256(p0, p1, 0x31));
+    }
+    return i;
+}
+#endif
+
+/*
+ * The vertical pass of one output row: the k source rows rp[] (k even,
+ * the last padded with a zero weight), n values each, weighted by w (wq:
+ * its pairs for pmaddwd) into mid in 2^-7 of a level, with the code of
+ * `level`; what the vector code leaves, in C.
+ */
+static void resample_down(const uint8_t *const *rp, const int16_t *w, const void *wq, int32_t k,
+                          size_t n, int16_t *restrict mid, int level)
+{
+    size_t i = 0;
+#ifdef RESAMPLE_X86
+    if (level >= 2)
+        i = resample_down_avx2(rp, wq, k, n, mid);
+    if (level >= 1)
+        i = resample_down_sse2(rp, wq, k, i, n, mid);
+#else
+    (void)wq, (void)level;
+#endif
+    for (; i < n; i++) {
+        int32_t s = 1 << (RESAMPLE_WBITS - RESAMPLE_FBITS - 1);
         for (int32_t t = 0; t < k; t++)
-            for (int j = 0; j < ch; j++)
-                s[j] += p[t * ch + j] * w[t];
-        for (int j = 0; j < ch; j++)
-            h[(size_t)j * width + x] = resample_clip(s[j]);
+            s += rp[t][i] * w[t];
+        mid[i] = (int16_t)(s >> (RESAMPLE_WBITS - RESAMPLE_FBITS));
     }
+}
+
+/* A sum of the horizontal pass, in 2^-21 of a level, to 8 bits (never negative nor over). */
+#define RESAMPLE_OUT(s) ((uint8_t)(((s) + (1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1))) >> \
+                                   (RESAMPLE_WBITS + RESAMPLE_FBITS)))
+
+#ifdef RESAMPLE_X86
+/*
+ * One output pixel of 3 channels from k taps (even) at p, weights wq
+ * (its pairs of taps at wq[0], wq[2]...: see resample_xq): a pair of
+ * pixels' int16 values interleaved (r0 r1 g0 g1 b0 b1) against the
+ * pair's weights, into the sums r g b and an unused lane.  Reads up to 2
+ * values past the window's last pixel.  k a constant where the caller
+ * unrolls it.
+ */
+static inline __attribute__((always_inline)) __m128i
+resample_pixel3(const int16_t *p, const __m128i *wq, int32_t k)
+{
+    __m128i s = _mm_set1_epi32(1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1));
+    for (int32_t t = 0; t < k; t += 2) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 3 * t));
+        s = _mm_add_epi32(s, _mm_madd_epi16(_mm_unpacklo_epi16(v, _mm_srli_si128(v, 6)),
+                                            wq[t]));
+    }
+    return _mm_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
+}
+
+/* The weights of output x, k taps, in the x table: pixel pairs' pairs of taps interleaved. */
+static inline const __m128i *resample_xq(const __m128i *wq, uint32_t x, int32_t k)
+{
+    return wq + (size_t)(x >> 1) * (size_t)k + (x & 1);
+}
+
+/* 4 output pixels' sums (r g b -) transposed into their 3 planes' bytes at o. */
+static inline __attribute__((always_inline)) void
+resample_store4(__m128i s0, __m128i s1, __m128i s2, __m128i s3, size_t plane, uint8_t *o)
+{
+    __m128i t0 = _mm_unpacklo_epi32(s0, s1), t1 = _mm_unpacklo_epi32(s2, s3);
+    __m128i b = _mm_unpacklo_epi64(_mm_unpackhi_epi32(s0, s1), _mm_unpackhi_epi32(s2, s3));
+    __m128i v = _mm_packus_epi16(_mm_packs_epi32(_mm_unpacklo_epi64(t0, t1),
+                                                 _mm_unpackhi_epi64(t0, t1)),
+                                 _mm_packs_epi32(b, b));
+    uint32_t r = (uint32_t)_mm_cvtsi128_si32(v);
+    uint32_t g = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 4));
+    uint32_t bl = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(v, 8));
+    memcpy(o, &r, 4), memcpy(o + plane, &g, 4), memcpy(o + 2 * plane, &bl, 4);
+}
+
+/* The row's outputs [x, width) of 3 channels, k taps each, one by one. */
+static inline __attribute__((always_inline)) void
+resample_tail3(const int32_t *restrict at, const __m128i *wq, int32_t k, uint32_t x,
+               const int16_t *restrict mid, uint32_t width, size_t plane, uint8_t *restrict o)
+{
+    for (; x < width; x++) {
+        __m128i s = resample_pixel3(mid + at[x] * 3, resample_xq(wq, x, k), k);
+        uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(s, s), s));
+        o[x] = (uint8_t)v, o[plane + x] = (uint8_t)(v >> 8), o[2 * plane + x] = (uint8_t)(v >> 16);
+    }
+}
+
+/* The row's outputs of 3 channels, k taps each (SSE2): 4 at a time, then one by one. */
+static inline __attribute__((always_inline)) void
+resample_across3(const int32_t *restrict at, const __m128i *wq, int32_t k,
+                 const int16_t *restrict mid, uint32_t width, size_t plane, uint8_t *restrict o)
+{
+    uint32_t x = 0;
+    for (; x + 4 <= width; x += 4)
+        resample_store4(resample_pixel3(mid + at[x] * 3, resample_xq(wq, x, k), k),
+                        resample_pixel3(mid + at[x + 1] * 3, resample_xq(wq, x + 1, k), k),
+                        resample_pixel3(mid + at[x + 2] * 3, resample_xq(wq, x + 2, k), k),
+                        resample_pixel3(mid + at[x + 3] * 3, resample_xq(wq, x + 3, k), k),
+                        plane, o + x);
+    resample_tail3(at, wq, k, x, mid, width, plane, o);
 }
 
 /*
- * The vertical pass for one output plane row: k rows of the horizontal
- * pass (`rows` apart) weighted into o.  Loops over the row, which the
- * compiler vectorizes.
+ * Outputs x and x + 1 (x even) as resample_pixel3, one in each 128-bit
+ * lane: their pairs of taps lie side by side in the x table.
  */
-static void resample_down(const uint8_t *restrict src, size_t rows, const int32_t *restrict w,
-                          int32_t k, uint32_t width, int32_t *restrict acc, uint8_t *restrict o)
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256i
+resample_pixel3x2(const int16_t *p0, const int16_t *p1, const __m128i *wq, int32_t k)
 {
-    for (uint32_t x = 0; x < width; x++)
-        acc[x] = 1 << (RESAMPLE_BITS - 1);
-    for (int32_t t = 0; t < k; t++) {
-        const uint8_t *restrict p = src + (size_t)t * rows;
-        int32_t wv = w[t];
-        if (wv)
-            for (uint32_t x = 0; x < width; x++)
-                acc[x] += p[x] * wv;
+    __m256i s = _mm256_set1_epi32(1 << (RESAMPLE_WBITS + RESAMPLE_FBITS - 1));
+    for (int32_t t = 0; t < k; t += 2) {
+        __m256i v = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p0 + 3 * t))),
+            _mm_loadu_si128((const __m128i *)(p1 + 3 * t)), 1);
+        __m256i w = _mm256_loadu_si256((const __m256i *)(wq + t));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(
+                                    _mm256_unpacklo_epi16(v, _mm256_srli_si256(v, 6)), w));
     }
-    for (uint32_t x = 0; x < width; x++)
-        o[x] = resample_clip(acc[x]);
+    return _mm256_srai_epi32(s, RESAMPLE_WBITS + RESAMPLE_FBITS);
 }
 
-/* What one resample reads: its tables and the rows of its horizontal pass. */
+/* resample_across3 in AVX2: 4 outputs at a time, two to a register. */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+resample_across3_avx2(const int32_t *restrict at, const __m128i *wq, int32_t k,
+                      const int16_t *restrict mid, uint32_t width, size_t plane,
+                      uint8_t *restrict o)
+{
+    uint32_t x = 0;
+    for (; x + 4 <= width; x += 4) {
+        __m256i a = resample_pixel3x2(mid + at[x] * 3, mid + at[x + 1] * 3,
+                                      resample_xq(wq, x, k), k);
+        __m256i b = resample_pixel3x2(mid + at[x + 2] * 3, mid + at[x + 3] * 3,
+                                      resample_xq(wq, x + 2, k), k);
+        resample_store4(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1),
+                        _mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1), plane, o + x);
+    }
+    resample_tail3(at, wq, k, x, mid, width, plane, o);
+}
+
+/* The horizontal pass of 3 channels in AVX2, the common windows unrolled. */
+__attribute__((target("avx2"))) static void
+resample_across_avx2(const int32_t *restrict at, const __m128i *q, int32_t k,
+                     const int16_t *restrict mid, uint32_t width, size_t plane,
+                     uint8_t *restrict o)
+{
+    switch (k) {
+    case 2: resample_across3_avx2(at, q, 2, mid, width, plane, o); break;
+    case 4: resample_across3_avx2(at, q, 4, mid, width, plane, o); break;
+    case 6: resample_across3_avx2(at, q, 6, mid, width, plane, o); break;
+    case 8: resample_across3_avx2(at, q, 8, mid, width, plane, o); break;
+    default: resample_across3_avx2(at, q, k, mid, width, plane, o);
+    }
+}
+#endif
+
+/*
+ * The horizontal pass of one output row: each column's k taps (even) of
+ * mid (ch values a pixel) into the ch planes' row o (`plane` apart).
+ */
+static void resample_across(const int32_t *restrict at, const int16_t *restrict wt,
+                            const void *wq, int32_t k, const int16_t *restrict mid, int ch,
+                            uint32_t width, size_t plane, uint8_t *restrict o, int level)
+{
+#ifdef RESAMPLE_X86
+    const __m128i *q = wq;
+    if (ch == 3 && level >= 2) {
+        resample_across_avx2(at, q, k, mid, width, plane, o);
+        return;
+    }
+    if (ch == 3 && level >= 1) {
+        switch (k) { /* the common windows unrolled: shrinks of up to 3.5x */
+        case 2: resample_across3(at, q, 2, mid, width, plane, o); break;
+        case 4: resample_across3(at, q, 4, mid, width, plane, o); break;
+        case 6: resample_across3(at, q, 6, mid, width, plane, o); break;
+        case 8: resample_across3(at, q, 8, mid, width, plane, o); break;
+        default: resample_across3(at, q, k, mid, width, plane, o);
+        }
+        return;
+    }
+#else
+    (void)wq, (void)level;
+#endif
+    for (uint32_t x = 0; x < width; x++) {
+        const int16_t *p = mid + (size_t)at[x] * ch, *w = wt + (size_t)x * k;
+        for (int j = 0; j < ch; j++) {
+            int32_t s = 0;
+            for (int32_t t = 0; t < k; t++)
+                s += p[t * ch + j] * w[t];
+            o[(size_t)j * plane + x] = RESAMPLE_OUT(s);
+        }
+    }
+}
+
+/* What one resample reads: its tables' taps, and the crop's columns and rows. */
 typedef struct resample_job {
-    int32_t kx, ky;   /* taps a column, a row */
-    int32_t y0, y1;   /* source rows the vertical pass reads, from the buffer's first */
+    int32_t kx, ky;   /* taps a column, a row: even */
+    int32_t x0, cols; /* the crop's first column, from the buffer's first, and its columns */
+    int32_t y1;       /* the rows the vertical pass reads end there, from the buffer's first */
 } resample_job;
 
-/*
- * The horizontal pass over the rows the vertical reads, then the
- * vertical into planar out: ch a constant, so that the compiler unrolls
- * the channel loops.
- */
-static inline __attribute__((always_inline)) void
-resample_ch(const sc__resampler *rs, const resample_job *jb, const uint8_t *img, size_t stride,
-            const int ch, const sc__crop *c, uint8_t *out)
+#ifdef RESAMPLE_X86
+/* The x table's entries: outputs in pairs (the last padded), k / 2 pairs of taps each. */
+static size_t resample_xq_size(uint32_t width, int32_t k)
 {
-    const uint32_t width = c->width;
-    const size_t plane = (size_t)c->height * width, rows = (size_t)ch * width;
-    for (int32_t y = jb->y0; y < jb->y1; y++) {
-        const uint8_t *src = img + (size_t)y * stride * ch;
-        uint8_t *h = rs->mid + (size_t)(y - jb->y0) * rows;
-        if (jb->kx == 2) /* an enlargement's: unrolled */
-            resample_across(rs->at, rs->wt, 2, src, ch, width, h);
-        else
-            resample_across(rs->at, rs->wt, jb->kx, src, ch, width, h);
-    }
-    const int32_t *ya = rs->at + width, *yw = rs->wt + (size_t)width * jb->kx;
-    for (uint32_t y = 0; y < c->height; y++)
-        for (int j = 0; j < ch; j++)
-            resample_down(rs->mid + (size_t)(ya[y] - jb->y0) * rows + (size_t)j * width, rows,
-                          yw + (size_t)y * jb->ky, jb->ky, width, rs->acc,
-                          out + j * plane + (size_t)y * width);
+    return (size_t)(width + 1) / 2 * (size_t)k;
 }
 
-/* Room for the tables, the horizontal pass and a row's sums. */
+/* One pair of taps, t and t + 1 of w, 4 times: pmaddwd's operand. */
+static __m128i resample_pair(const int16_t *w)
+{
+    return _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)w[0] | (uint32_t)(uint16_t)w[1] << 16));
+}
+
+/* wt's pairs of taps as the passes read them: the x table (resample_xq), then the y rows'. */
+static void resample_pairs(sc__resampler *rs, const sc__crop *c, const resample_job *jb)
+{
+    for (uint32_t x = 0; x < c->width; x++)
+        for (int32_t t = 0; t < jb->kx; t += 2)
+            ((__m128i *)resample_xq(rs->wq, x, jb->kx))[t] =
+                resample_pair(rs->wt + (size_t)x * jb->kx + t);
+    __m128i *yq = rs->wq + resample_xq_size(c->width, jb->kx);
+    const int16_t *yw = rs->wt + (size_t)c->width * jb->kx;
+    for (size_t i = 0; i < (size_t)c->height * jb->ky / 2; i++)
+        yq[i] = resample_pair(yw + 2 * i);
+}
+#endif
+
+/*
+ * Each output row: the vertical pass over the crop's columns of its ky
+ * source rows into rs->mid, then the horizontal into the planes' row.
+ */
+static void resample_rows(sc__resampler *rs, const resample_job *jb, const uint8_t *img,
+                          size_t stride, int ch, const sc__crop *c, uint8_t *out)
+{
+    const uint32_t width = c->width;
+    const size_t plane = (size_t)c->height * width, n = (size_t)jb->cols * ch;
+    const int32_t *ya = rs->at + width;
+    const int16_t *yw = rs->wt + (size_t)width * jb->kx;
+    const void *xq = NULL, *yq = NULL;
+    const int level = resample_level();
+#ifdef RESAMPLE_X86
+    xq = rs->wq, yq = rs->wq + resample_xq_size(width, jb->kx);
+#endif
+    for (uint32_t y = 0; y < c->height; y++) {
+        for (int32_t t = 0; t < jb->ky; t++) { /* a padded tap's row may be past the crop */
+            int32_t row = ya[y] + t < jb->y1 ? ya[y] + t : jb->y1 - 1;
+            rs->rp[t] = img + ((size_t)row * stride + (size_t)jb->x0) * ch;
+        }
+        resample_down(rs->rp, yw + (size_t)y * jb->ky,
+                      yq ? (const char *)yq + (size_t)y * jb->ky / 2 * 16 : NULL, jb->ky, n,
+                      rs->mid, level);
+        resample_across(rs->at, rs->wt, xq, jb->kx, rs->mid, ch, width, plane,
+                        out + (size_t)y * width, level);
+    }
+}
+
+/*
+ * Room for the tables, the source rows and a row of the vertical pass:
+ * the crop's columns, a padded tap's pixel after them and the 2 values
+ * the horizontal pass reads past its last (zeros: a padded tap's weight
+ * is 0, and its pixel must be a number).
+ */
 static int resample_room(sc__resampler *rs, const resample_job *jb, const sc__crop *c, int ch,
                          sc_error *err)
 {
-    size_t n = (size_t)c->width + c->height;
+    size_t n = (size_t)c->width + c->height, pad = (size_t)ch + 8;
     size_t w = (size_t)c->width * jb->kx + (size_t)c->height * jb->ky;
+    size_t mid = (size_t)jb->cols * ch;
     rs->at = sc__scratch(rs->at, &rs->at_cap, n * sizeof *rs->at);
     rs->wt = sc__scratch(rs->wt, &rs->wt_cap, w * sizeof *rs->wt);
-    rs->mid = sc__scratch(rs->mid, &rs->mid_cap, (size_t)(jb->y1 - jb->y0) * ch * c->width);
-    rs->acc = sc__scratch(rs->acc, &rs->acc_cap, (size_t)c->width * sizeof *rs->acc);
-    return rs->at && rs->wt && rs->mid && rs->acc
-               ? SC_OK
-               : sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
+    rs->mid = sc__scratch(rs->mid, &rs->mid_cap, (mid + pad) * sizeof *rs->mid);
+    rs->rp = sc__scratch(rs->rp, &rs->rp_cap, (size_t)jb->ky * sizeof *rs->rp);
+#ifdef RESAMPLE_X86
+    size_t q = resample_xq_size(c->width, jb->kx) + (size_t)c->height * jb->ky / 2;
+    rs->wq = sc__scratch(rs->wq, &rs->wq_cap, q * sizeof *rs->wq);
+    if (!rs->wq)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
+#endif
+    if (!rs->at || !rs->wt || !rs->mid || !rs->rp)
+        return sc__seterr(err, SC_ENOMEM, "no memory for a %ux%u crop", c->width, c->height);
+    memset(rs->mid + mid, 0, pad * sizeof *rs->mid);
+    return SC_OK;
 }
 
 int sc__resampler_new(sc__resampler **out, sc_error *err)
@@ -304,7 +607,10 @@ void sc__resampler_free(sc__resampler *rs)
     free(rs->at);
     free(rs->wt);
     free(rs->mid);
-    free(rs->acc);
+    free(rs->rp);
+#ifdef RESAMPLE_X86
+    free(rs->wq);
+#endif
     free(rs);
 }
 
@@ -315,18 +621,19 @@ int sc__resample(sc__resampler *rs, const uint8_t *img, size_t stride, uint32_t 
     double fx = (double)g->sw / W, fy = (double)g->sh / H;
     resample_axis x = resample_axis_of(r->x * fx, r->w * fx, g->sw, c->width);
     resample_axis y = resample_axis_of(r->y * fy, r->h * fy, g->sh, c->height);
-    resample_job jb = {.kx = resample_taps(&x), .ky = resample_taps(&y)};
-    /* the rows the vertical pass reads: its windows lie in [lo, hi) */
-    jb.y0 = (int32_t)(y.base - oy) + y.lo, jb.y1 = (int32_t)(y.base - oy) + y.hi;
+    int32_t kx = resample_taps(&x), ky = resample_taps(&y);
+    resample_job jb = {.kx = kx + (kx & 1), .ky = ky + (ky & 1), .cols = x.hi - x.lo};
+    /* the vertical pass reads the crop's columns, its windows the rows [lo, hi) */
+    jb.x0 = (int32_t)(x.base - ox) + x.lo, jb.y1 = (int32_t)(y.base - oy) + y.hi;
     int rc = resample_room(rs, &jb, c, ch, err);
     if (rc != SC_OK)
         return rc;
-    resample_weights(&x, jb.kx, (int32_t)ox, r->flip, rs->at, rs->wt);
-    resample_weights(&y, jb.ky, (int32_t)oy, 0, rs->at + c->width,
+    resample_weights(&x, kx, kx & 1, (int32_t)(x.base + x.lo), r->flip, rs->at, rs->wt);
+    resample_weights(&y, ky, ky & 1, (int32_t)oy, 0, rs->at + c->width,
                      rs->wt + (size_t)c->width * jb.kx);
-    if (ch == 3)
-        resample_ch(rs, &jb, img, stride, 3, c, out);
-    else
-        resample_ch(rs, &jb, img, stride, 1, c, out);
+#ifdef RESAMPLE_X86
+    resample_pairs(rs, c, &jb);
+#endif
+    resample_rows(rs, &jb, img, stride, ch, c, out);
     return SC_OK;
 }

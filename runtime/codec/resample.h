@@ -66,7 +66,7 @@ typedef struct sc__region {
  * For crop r of a W x H image into an output of c->width x c->height: the
  * scale to decode at, the smallest of the decoder's `n` scales
  * (scales[i][0] / scales[i][1]; n 0: full size only) that leaves the
- * resample's filter 8 times the output's pixels (so that it stays within
+ * resample's filter 12 times the output's pixels (so that it stays within
  * a level of PIL's), and the region the resample reads: the crop's pixels
  * at that scale.  sw and sh are
  * the decoder's scaled size: scale(W) must be ceil(W * num / denom), as
@@ -84,13 +84,19 @@ void sc__resampler_free(sc__resampler *rs);
 /*
  * Resamples crop r of a W x H image into out: ch (1 or 3) planes of
  * c->height x c->width uint8, mirrored when r->flip, as PIL's
- * crop(r).resize(BILINEAR) does (its filter widened when shrinking).  img holds the image
- * at g's scale from its pixel (ox, oy) on, `stride` pixels a row of ch
- * interleaved values, and covers at least g's region; only the region is
- * read.
+ * crop(r).resize(BILINEAR) does, within a level (its filter widened when
+ * shrinking).  img holds the image at g's scale from its pixel (ox, oy)
+ * on, `stride` pixels a row of ch interleaved values, and covers at least
+ * g's region; only the region is read.
  */
 int sc__resample(sc__resampler *rs, const uint8_t *img, size_t stride, uint32_t ox, uint32_t oy,
                  int ch, const sc__region *g, const sc__rect *r, uint32_t W, uint32_t H,
                  const sc__crop *c, uint8_t *out, sc_error *err);
+
+#ifdef SC_TESTING
+/* Testing builds: the resample's code forced, 0 portable C, 1 SSE2, 2 AVX2 (x86-64 only; what
+   the CPU lacks is not checked); -1 the best the CPU has again. */
+void sc__resample_force(int level);
+#endif
 
 #endif /* SC_RESAMPLE_H */
