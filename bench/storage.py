@@ -22,12 +22,20 @@ sample has the mean size (the stdev is what MLPerf's generator draws).
 MLPerf's rule against caching in memory: a job runs in a memory cgroup
 (cgroup v2's memory.max, or v1's memory.limit_in_bytes, found at run
 time) limited to a fifth of the dataset, page cache included, so every
-epoch reads the disk; the page cache is dropped before each run.  Where a
-fifth cannot hold what any loader must hold (4 batches a rank: the one in
-the step, the one being filled, two ahead; unet3d's batch is 1 GB), the
-limit is that instead and the table says what share of the dataset it
-is.  A node-local cache on a tmpfs (standing in for a node's NVMe) is
-charged to the same cgroup, so its capacity is added to the limit.
+epoch reads the disk; the page cache is dropped before each run.  Two
+allowances sit on top, the same for every loader, as MLPerf's client's
+memory holds them too: a rank's processes themselves (OVERHEAD: Python
+with torch and its workers, or a C rank's threads) and, where a fifth is
+less, two batches a rank (the one in the step, the one being filled:
+unet3d's batch is 1 GB; its dataset grows to 2.5 times what one rank
+needs, 5.6 GB).  A loader that holds more is killed by the OOM killer,
+and the table says so.  Every run's disk reads are counted (the cgroup's
+I/O counters, or the device's where those stay at 0, as v1's blkio
+throttle counters do on some guests: the machine's other work counts
+then): the table gives them per counted epoch, as a share of the
+dataset, which is what shows the epochs came from the disk.  A
+node-local cache on a tmpfs (standing in for a node's NVMe) is charged
+to the same cgroup, so its capacity is added to the limit.
 
 An accelerator is an MPI rank whose step sleeps for the computation time
 (what DLIO does); AU = computation / wall time per rank over the counted
@@ -62,6 +70,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,6 +88,10 @@ WORKLOADS = {  # MLPerf Storage v1.0, *_h100.yaml (module docstring)
                       au=0.70, threads=4),
 }
 LOADERS = ("sc-nocache", "sc-cache", "dataloader")
+# What a rank's processes hold besides data (Python with torch and its
+# workers, or a C rank's threads and MPI), and mpirun's: added to the limit.
+OVERHEAD = {"dataloader": 200 << 20, "sc-nocache": 32 << 20, "sc-cache": 32 << 20}
+MPIRUN = 64 << 20
 PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
 
 
@@ -170,6 +183,17 @@ class Cgroup:
                     time.sleep(0.1)
 
 
+def disk_reads(path):
+    """Bytes read so far by the block device under path (every process's: the
+    machine's other work counts too), or None."""
+    st = os.stat(path)
+    try:
+        f = open("/sys/dev/block/%d:%d/stat" % (os.major(st.st_dev), os.minor(st.st_dev)))
+        return int(f.read().split()[2]) * 512
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def drop_caches():
     subprocess.run(["sync"], check=False)
     try:
@@ -214,12 +238,15 @@ def files_of(path):
 
 
 # ---------------------------------------------------------------- runs
-def run_job(cmd, env, limit, log):
-    """cmd in a fresh cgroup limited to `limit` bytes: (rc, output, peak, oom, disk bytes, s)."""
+def run_job(cmd, env, limit, src, log):
+    """cmd in a fresh cgroup limited to `limit` bytes: (rc, output, peak, oom, disk bytes, s).
+    The disk's bytes: the cgroup's I/O counters, or where they say nothing (v1's
+    blkio throttle counters stay 0 on some guests) the source's device's."""
     cg = Cgroup("shardcache-bench-%d" % os.getpid())
     if cg.mem:
         cg.limit(limit)
     drop_caches()
+    dev0 = disk_reads(src)
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -229,6 +256,9 @@ def run_job(cmd, env, limit, log):
         out, rc = (e.stdout or b"").decode(errors="replace") + "\n(timed out)", 124
     secs = time.time() - t0
     peak, oom, rd = cg.stats() if cg.mem else (None, None, None)
+    dev1 = disk_reads(src)
+    if not rd and dev0 is not None and dev1 is not None:
+        rd = dev1 - dev0
     cg.remove()
     log.write("$ %s\n%s(rc %d, peak %s, oom %s, read %s, %.1f s)\n"
               % (" ".join(cmd), out, rc, peak, oom, rd, secs))
@@ -257,7 +287,11 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     samples = data_bytes // w["sample"]
     steps = samples // ranks // w["batch"]  # a rank's steps an epoch
     epochs = 1 if a.quick else max(1, min(4, math.ceil(a.min_steps / max(steps, 1))))
-    limit = max(data_bytes // 5, 4 * batch_bytes * ranks)
+    if steps == 0:
+        return Trial(loader=loader, ranks=ranks, au=None, rate=None, storage=None, fail="the "
+                     "dataset has no batch for every rank", threads=0, limit=0, disk=None,
+                     epochs=0, warm=0, data=data_bytes)
+    limit = max(data_bytes // 5, 2 * batch_bytes * ranks) + OVERHEAD[loader] * ranks + MPIRUN
     threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
     rate, how = storage_limit(a.bin, files, threads, log)
     env = dict(os.environ, SC_LOG="0")
@@ -281,7 +315,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
             env[k.split("=", 1)[0]] = k.split("=", 1)[1]
         cmd = mpi + [os.path.join(a.bin, "bench_deliver"), "--warmup", str(warm), "--epochs",
                      str(epochs), "--step-ms", "%g" % (w["step"] * 1e3)]
-    rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
+    rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, src, log)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
     m = re.search(r"([0-9.]+) MB/s.*?utilization ([0-9.]+)%", out)
@@ -325,6 +359,13 @@ class Search:
         return self.trials.get(self.good) or self.trials.get(1)
 
 
+def epoch_disk(t):
+    """Disk bytes a counted epoch read (a warm-up epoch counted as the whole dataset)."""
+    if t.disk is None or not t.epochs:
+        return None
+    return max(0, t.disk - t.warm * t.data) / t.epochs
+
+
 def fmt_rate(x):
     return "%.0f" % (x / 1e6) if x else "-"
 
@@ -350,9 +391,8 @@ def report(a, results, load):
             if t is None:
                 continue
             share = t.rate / t.storage if t.rate and t.storage else None
-            disk = ("%.2f GB (%.2f)" % (t.disk / (t.epochs + t.warm) / 1e9,
-                                       t.disk / (t.epochs + t.warm) / t.data)
-                    if t.disk is not None else "-")
+            per = epoch_disk(t)
+            disk = "%.2f GB (%.2f)" % (per / 1e9, per / t.data) if per is not None else "-"
             lines.append("| %s (AU >= %.2f) | %s | %s | %d%s | %s | %s | %s (%d) | %s | %.2f GB (%.2f) | %s |"
                          % (wl, w["au"], layout, ld, s.good,
                             " (top of the search)" if s.good >= s.top else "",
@@ -368,10 +408,9 @@ def report(a, results, load):
             verdict.append("%s/%s: %d accelerators without a cache, %s with, %d by the "
                            "DataLoader (target: more than the DataLoader)"
                            % (wl, layout, nc.good, c.good if c else "-", dl.good))
-        if nc and c and c.best() and c.best().disk is not None and c.best().epochs:
-            t = c.best()
-            per_epoch = t.disk / (t.epochs + t.warm)
-            ratio = t.data / per_epoch if per_epoch else float("inf")
+        per_epoch = epoch_disk(c.best()) if c and c.best() else None
+        if nc and per_epoch:
+            ratio = c.best().data / per_epoch
             verdict.append("%s/%s: the cache saves %.2fx the source's bytes (measured); target "
                            "%.1f accelerators with it (%d x %.2f, within 10%%), got %d"
                            % (wl, layout, ratio, nc.good * ratio, nc.good, ratio, c.good))
@@ -401,13 +440,14 @@ def main():
     a.layouts = a.layouts.split(",")
     if a.quick:
         a.size, a.max_ranks = min(a.size, 24), 1
-        for w in WORKLOADS.values():  # a few MB, the same demand per step
-            f = max(1, w["sample"] * w["per_file"] // (4 << 20))
+        for w in WORKLOADS.values():  # files of about 1 MB, the same demand per step
+            f = max(1, w["sample"] * w["per_file"] // (1 << 20))
             w["sample"] = max(64, w["sample"] // f)
             w["step"] /= f
     for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
         if os.getuid() == 0:
             os.environ.setdefault(k, "1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the datasets go too
     work = tempfile.mkdtemp(prefix="sc-storage.", dir=a.dir)
     log = open(os.path.join(work, "log"), "w")
     load = open("/proc/loadavg").read().split()[0]
@@ -417,7 +457,10 @@ def main():
         for wl in a.workloads.split(","):
             w = WORKLOADS[wl]
             file_bytes = w["sample"] * w["per_file"]
-            nfiles = max(2, (a.size << 20) // file_bytes)
+            # one rank's two batches and a DataLoader rank's overhead, 2.5 times
+            # over: where that is more than --size (unet3d), the dataset grows
+            least = 2.5 * (2 * w["batch"] * w["sample"] + OVERHEAD["dataloader"] + MPIRUN)
+            nfiles = max(math.ceil(least / file_bytes), (a.size << 20) // file_bytes)
             data_bytes = nfiles * file_bytes
             for layout in a.layouts:
                 if layout == "A" and w["per_file"] == 1:
