@@ -30,9 +30,9 @@ less, two batches a rank (the one in the step, the one being filled:
 unet3d's batch is 1 GB; its dataset grows to 2.5 times what one rank
 needs, 5.6 GB).  A loader that holds more is killed by the OOM killer,
 and the table says so.  Every run's disk reads are counted (the cgroup's
-I/O counters, or the device's where those stay at 0, as v1's blkio
-throttle counters do on some guests: the machine's other work counts
-then): the table gives them per counted epoch, as a share of the
+I/O counters, or where those stay at 0, as v1's blkio throttle
+counters do on some guests, the job's processes' own, /proc/self/io's
+read_bytes with its children reaped): the table gives them per counted epoch, as a share of the
 dataset, which is what shows the epochs came from the disk.  A
 node-local cache on a tmpfs (standing in for a node's NVMe) is charged
 to the same cgroup, so its capacity is added to the limit.
@@ -51,7 +51,10 @@ this machine's cores) for the largest with AU >= the threshold.  Loaders:
               dataset (SC_CACHE_BYTES = dataset / 3 / ranks), one warm-up epoch
               not counted
   dataloader  bench/storage_loader.py: PyTorch's DataLoader, its workers the
-              read threads, one sample per h5py read, numpy (DLIO's reader)
+              read threads, one h5py read a sample, numpy (DLIO's reader);
+              where a file holds many samples (resnet50), a read takes a
+              batch's run of them: one sample a read thrashed the page cache
+              in the cgroup (6.8x the dataset read from the disk an epoch)
 
 Each run is paired with the storage's own read limit at the same
 concurrency (bench_odirect: ranks x read threads, O_DIRECT, the same
@@ -87,6 +90,7 @@ WORKLOADS = {  # MLPerf Storage v1.0, *_h100.yaml (module docstring)
     "cosmoflow": dict(sample=2828486, stdev=71311, per_file=1, batch=1, step=0.0035,
                       au=0.70, threads=4),
 }
+NOTE = {"cgroup": "", "drop": "each run after drop_caches"}
 LOADERS = ("sc-nocache", "sc-cache", "dataloader")
 # What a rank's processes hold besides data (Python with torch and its
 # workers, or a C rank's threads and MPI), and mpirun's: added to the limit.
@@ -183,14 +187,12 @@ class Cgroup:
                     time.sleep(0.1)
 
 
-def disk_reads(path):
-    """Bytes read so far by the block device under path (every process's: the
-    machine's other work counts too), or None."""
-    st = os.stat(path)
+def disk_reads():
+    """Bytes this process and its reaped children (a job's every process) made
+    the block layer read (/proc/self/io), or None."""
     try:
-        f = open("/sys/dev/block/%d:%d/stat" % (os.major(st.st_dev), os.minor(st.st_dev)))
-        return int(f.read().split()[2]) * 512
-    except (OSError, IndexError, ValueError):
+        return int(re.search(r"read_bytes: (\d+)", open("/proc/self/io").read()).group(1))
+    except (OSError, AttributeError):
         return None
 
 
@@ -238,15 +240,20 @@ def files_of(path):
 
 
 # ---------------------------------------------------------------- runs
-def run_job(cmd, env, limit, src, log):
+def run_job(cmd, env, limit, log):
     """cmd in a fresh cgroup limited to `limit` bytes: (rc, output, peak, oom, disk bytes, s).
     The disk's bytes: the cgroup's I/O counters, or where they say nothing (v1's
-    blkio throttle counters stay 0 on some guests) the source's device's."""
+    blkio throttle counters stay 0 on some guests) the job's own I/O accounting."""
     cg = Cgroup("shardcache-bench-%d" % os.getpid())
     if cg.mem:
         cg.limit(limit)
-    drop_caches()
-    dev0 = disk_reads(src)
+        NOTE["cgroup"] = "in a memory cgroup (%s)" % (
+            "v2, memory.max" if cg.v2 else "v1, memory.limit_in_bytes")
+    else:
+        NOTE["cgroup"] = cg.why + "; the limits below were not applied"
+    if not drop_caches():
+        NOTE["drop"] = "the page cache could not be dropped (not root)"
+    dev0 = disk_reads()
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -256,7 +263,7 @@ def run_job(cmd, env, limit, src, log):
         out, rc = (e.stdout or b"").decode(errors="replace") + "\n(timed out)", 124
     secs = time.time() - t0
     peak, oom, rd = cg.stats() if cg.mem else (None, None, None)
-    dev1 = disk_reads(src)
+    dev1 = disk_reads()
     if not rd and dev0 is not None and dev1 is not None:
         rd = dev1 - dev0
     cg.remove()
@@ -292,6 +299,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
                      "dataset has no batch for every rank", threads=0, limit=0, disk=None,
                      epochs=0, warm=0, data=data_bytes)
     limit = max(data_bytes // 5, 2 * batch_bytes * ranks) + OVERHEAD[loader] * ranks + MPIRUN
+    limit += (256 << 20) if a.quick else 0  # a smoke run: processes, not the rule
     threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
     rate, how = storage_limit(a.bin, files, threads, log)
     env = dict(os.environ, SC_LOG="0")
@@ -301,7 +309,8 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
         big = w["sample"] > 64 << 20
         cmd = mpi + [PY, os.path.join(HERE, "storage_loader.py"), "--dir", src, "--batch",
                      str(w["batch"]), "--step", str(w["step"]), "--epochs", str(epochs),
-                     "--workers", str(w["threads"]), "--prefetch", "1" if big else "2"]
+                     "--workers", str(w["threads"]), "--prefetch", "1" if big else "2",
+                     "--run", str(min(w["batch"], w["per_file"]))]
         warm = 0
     else:
         cache = tempfile.mkdtemp(prefix="sc-cache.", dir=a.tmpfs if loader == "sc-cache" else work)
@@ -311,11 +320,13 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
         warm = 1 if loader == "sc-cache" else 0
         env.update(SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]), SC_CACHE_DIR=cache,
                    SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES="2")
+        if a.window_fit:  # what issue 34's window fix makes the default
+            env["SC_SHUFFLE_WINDOW"] = str(max(1, (128 << 20) // w["sample"]))
         for k in a.sc_env:
             env[k.split("=", 1)[0]] = k.split("=", 1)[1]
         cmd = mpi + [os.path.join(a.bin, "bench_deliver"), "--warmup", str(warm), "--epochs",
                      str(epochs), "--step-ms", "%g" % (w["step"] * 1e3)]
-    rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, src, log)
+    rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
     m = re.search(r"([0-9.]+) MB/s.*?utilization ([0-9.]+)%", out)
@@ -373,19 +384,20 @@ def fmt_rate(x):
 def report(a, results, load):
     lines = []
     q = " --quick" if a.quick else ""
-    lines.append("`bench/storage.py --bin BIN --size %d%s` (layout %s; %d cores online, load "
-                 "average before %s; each run after `drop_caches`, in a memory cgroup)"
-                 % (a.size, q, ",".join(a.layouts), os.cpu_count(), load))
+    lines.append("`bench/storage.py --bin BIN --size %d%s%s` (layout %s; %d cores online, load "
+                 "average before %s; %s; %s)"
+                 % (a.size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
+                    os.cpu_count(), load, NOTE["drop"], NOTE["cgroup"]))
     lines.append("")
     lines.append("| workload | layout | loader | accelerators at AU >= threshold | AU there | "
                  "delivered, MB/s | storage's O_DIRECT limit, MB/s (threads) | share | "
                  "memory limit (of the dataset) | disk read an epoch (of the dataset) |")
     lines.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     verdict = []
-    for (wl, layout), per in results.items():
+    for (wl, layout), per_ld in results.items():
         w = WORKLOADS[wl]
         n = {}
-        for ld, s in per.items():
+        for ld, s in per_ld.items():
             t = s.best()
             n[ld] = s.good
             if t is None:
@@ -399,7 +411,7 @@ def report(a, results, load):
                             "%.3f" % t.au if t.au is not None else t.fail, fmt_rate(t.rate),
                             fmt_rate(t.storage), t.threads, "%.2f" % share if share else "-",
                             t.limit / 1e9, t.limit / t.data, disk))
-        nc, c, dl = (per[k] if k in per else None for k in LOADERS)
+        nc, c, dl = (per_ld.get(k) for k in LOADERS)
         if nc and nc.best() and nc.best().rate and nc.best().storage:
             verdict.append("%s/%s: shardcache without a cache at %.2f of the storage's limit "
                            "at %d accelerators (target >= 0.9)"
@@ -434,6 +446,9 @@ def main():
                     "(more epochs, at most 4)")
     ap.add_argument("--sc-env", action="append", default=[], metavar="SC_X=V",
                     help="a shardcache setting for both shardcache loaders")
+    ap.add_argument("--window-fit", action="store_true", help="SC_SHUFFLE_WINDOW: the samples "
+                    "half of SC_STREAM_BYTES' default holds (before the window's fix, the auto "
+                    "window's 4,096-sample floor holds a whole share of large samples)")
     ap.add_argument("--doc", help="rewrite this section of docs/benchmarks.md")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
@@ -459,7 +474,9 @@ def main():
             file_bytes = w["sample"] * w["per_file"]
             # one rank's two batches and a DataLoader rank's overhead, 2.5 times
             # over: where that is more than --size (unet3d), the dataset grows
-            least = 2.5 * (2 * w["batch"] * w["sample"] + OVERHEAD["dataloader"] + MPIRUN)
+            least = 2 * w["batch"] * w["sample"]
+            if not a.quick:
+                least = 2.5 * (least + OVERHEAD["dataloader"] + MPIRUN)
             nfiles = max(math.ceil(least / file_bytes), (a.size << 20) // file_bytes)
             data_bytes = nfiles * file_bytes
             for layout in a.layouts:
@@ -488,7 +505,7 @@ def main():
                     os.unlink(src)
         text = report(a, results, load)
         print(text)
-        print("(%.0f s; the runs' output: %s)" % (time.time() - t_start, "kept" if a.quick else "deleted"))
+        print("(%.0f s in all)" % (time.time() - t_start))
         if a.doc:
             write_doc(a.doc, text)
     finally:

@@ -2,16 +2,17 @@
 """bench/storage_loader.py: the DLIO-style baseline of bench/storage.py.
 
 One MPI rank is one accelerator: a PyTorch DataLoader whose workers are
-the read threads (MLPerf's read_threads), each item one sample read with
-h5py from its file (/images[i]: one read per sample, files kept open per
-worker as DLIO's HDF5 reader does), as a numpy array.  The files are
-shuffled every epoch (DLIO's file_shuffle: seed) and dealt to the ranks;
-a rank reads its files' samples in order and groups them into batches of
---batch in the training loop, which sleeps --step seconds per batch (the
-accelerator's computation, what DLIO does) and drops a last short batch.
+the read threads (MLPerf's read_threads), each item one h5py read of a
+run of --run consecutive samples of one file (/images[i:i+run]; 1: one
+sample a read; files kept open per worker as DLIO's HDF5 reader does), as
+a numpy array.  The files are shuffled every epoch (DLIO's file_shuffle:
+seed) and dealt to the ranks; a rank reads its files' samples in order
+and groups them into batches of --batch in the training loop, which
+sleeps --step seconds per batch (the accelerator's computation, what
+DLIO does) and drops a last short batch.
 
   mpirun -np N python3 bench/storage_loader.py --dir DIR --batch B --step S
-         [--epochs E] [--workers W] [--prefetch P] [--seed S]
+         [--epochs E] [--workers W] [--prefetch P] [--run K] [--seed S]
 
 Rank 0 prints, over the epochs (the first is counted: nothing warms):
   dataloader: N ranks, E epochs, step S s: X MB/s, utilization U% (min V%)
@@ -30,24 +31,25 @@ from mpi4py import MPI
 
 
 class Samples(torch.utils.data.Dataset):
-    """(file, row) pairs; a worker keeps its files open (a few at a time)."""
+    """(file, first row, rows) runs of at most `run` rows, one h5py read each; a
+    worker keeps its files open (a few at a time)."""
 
-    def __init__(self, files, rows):
-        self.items = [(f, r) for f in files for r in range(rows[f])]
+    def __init__(self, files, rows, run):
+        self.items = [(f, r, min(run, rows[f] - r)) for f in files for r in range(0, rows[f], run)]
         self.open = {}
 
     def __len__(self):
         return len(self.items)
 
     def __getitem__(self, i):
-        path, row = self.items[i]
+        path, row, n = self.items[i]
         f = self.open.get(path)
         if f is None:
             if len(self.open) >= 8:
                 old = next(iter(self.open))
                 self.open.pop(old).close()
             f = self.open[path] = h5py.File(path, "r")
-        return np.asarray(f["images"][row])
+        return np.asarray(f["images"][row:row + n])
 
 
 class EpochSampler(torch.utils.data.Sampler):
@@ -56,7 +58,9 @@ class EpochSampler(torch.utils.data.Sampler):
     def __init__(self, data, rows, rank, size, seed):
         self.rows, self.rank, self.size, self.seed = rows, rank, size, seed
         self.first = {}
-        for at, (f, _) in enumerate(data.items):
+        self.runs = {}
+        for at, (f, _, _) in enumerate(data.items):
+            self.runs[f] = self.runs.get(f, 0) + 1
             self.first.setdefault(f, at)
         self.epoch = 0
 
@@ -66,7 +70,7 @@ class EpochSampler(torch.utils.data.Sampler):
         mine = order[self.rank :: self.size]
         out = []
         for f in mine:
-            out.extend(range(self.first[f], self.first[f] + self.rows[f]))
+            out.extend(range(self.first[f], self.first[f] + self.runs[f]))
         return out
 
     def __iter__(self):
@@ -85,6 +89,7 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--run", type=int, default=1, help="rows a read (consecutive, one file)")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -93,25 +98,27 @@ def main():
     for f in files:  # the rows of every file: what DLIO's file list gives it
         with h5py.File(f, "r") as h:
             rows[f] = h["images"].shape[0]
-    data = Samples(files, rows)
+    data = Samples(files, rows, a.run)
     sampler = EpochSampler(data, rows, rank, size, a.seed)
-    loader = torch.utils.data.DataLoader(
-        data, batch_size=None, sampler=sampler, num_workers=a.workers,
-        prefetch_factor=a.prefetch if a.workers else None, persistent_workers=a.workers > 0)
+    more = dict(prefetch_factor=a.prefetch, persistent_workers=True) if a.workers else {}
+    loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=sampler,
+                                         num_workers=a.workers, **more)
     busy = wall = moved = 0.0
     for e in range(a.epochs):
         sampler.epoch = e
         comm.Barrier()
         t0 = time.perf_counter()
         batch, nbytes = 0, 0
-        for sample in loader:
-            batch += 1
-            nbytes += sample.numel() * sample.element_size()
-            if batch == a.batch:
-                time.sleep(a.step)
-                busy += a.step
-                moved += nbytes
-                batch, nbytes = 0, 0
+        for run in loader:  # a run's rows go into batches; a batch may span runs
+            n, per = run.shape[0], run[0].numel() * run.element_size()
+            while n:
+                take = min(n, a.batch - batch)
+                batch, n, nbytes = batch + take, n - take, nbytes + take * per
+                if batch == a.batch:
+                    time.sleep(a.step)
+                    busy += a.step
+                    moved += nbytes
+                    batch, nbytes = 0, 0
         wall += time.perf_counter() - t0
     au = busy / wall if wall else 0.0
     aus = comm.gather(au, root=0)
