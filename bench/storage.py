@@ -94,7 +94,7 @@ NOTE = {"cgroup": "", "drop": "each run after drop_caches"}
 LOADERS = ("sc-nocache", "sc-cache", "dataloader")
 # What a rank's processes hold besides data (Python with torch and its
 # workers, or a C rank's threads and MPI), and mpirun's: added to the limit.
-OVERHEAD = {"dataloader": 200 << 20, "sc-nocache": 32 << 20, "sc-cache": 32 << 20}
+OVERHEAD = {"dataloader": 256 << 20, "sc-nocache": 32 << 20, "sc-cache": 32 << 20}
 MPIRUN = 64 << 20
 PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
 
@@ -306,11 +306,12 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     mpi = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none"]
     cache = None
     if loader == "dataloader":
-        big = w["sample"] > 64 << 20
+        run = min(w["batch"], w["per_file"])
+        big = run * w["sample"] >= 16 << 20  # one item a worker in flight, not two
         cmd = mpi + [PY, os.path.join(HERE, "storage_loader.py"), "--dir", src, "--batch",
                      str(w["batch"]), "--step", str(w["step"]), "--epochs", str(epochs),
                      "--workers", str(w["threads"]), "--prefetch", "1" if big else "2",
-                     "--run", str(min(w["batch"], w["per_file"]))]
+                     "--run", str(run)]
         warm = 0
     else:
         cache = tempfile.mkdtemp(prefix="sc-cache.", dir=a.tmpfs if loader == "sc-cache" else work)
