@@ -24,16 +24,20 @@ MLPerf's rule against caching in memory: a job runs in a memory cgroup
 time) limited to a fifth of the dataset, page cache included, so every
 epoch reads the disk; the page cache is dropped before each run.  Two
 allowances sit on top, the same for every loader, as MLPerf's client's
-memory holds them too: a rank's processes themselves (OVERHEAD: Python
-with torch and its workers, or a C rank's threads) and, where a fifth is
-less, two batches a rank (the one in the step, the one being filled:
-unet3d's batch is 1 GB; its dataset grows to 2.5 times what one rank
-needs, 5.6 GB).  A loader that holds more is killed by the OOM killer,
-and the table says so.  Every run's disk reads are counted (the cgroup's
+memory holds them too: a rank's working memory (OVERHEAD, 256 MiB: Python
+with torch and its workers, or SC_STREAM_BYTES' shards) and, where a fifth is
+less, what a rank must hold (the batch in the step, the one being
+filled, a sample in flight for each of MLPerf's read threads: unet3d's
+batch is 1 GB; its dataset grows to 2.5 times what one rank needs with
+its allowance, 7.4 GB).  A loader that holds more is killed by the OOM killer,
+and the table says so.  With many ranks the allowances leave the page
+cache room for more than a fifth: every run's disk reads are counted (the cgroup's
 I/O counters, or where those stay at 0, as v1's blkio throttle
 counters do on some guests, the job's processes' own, /proc/self/io's
 read_bytes with its children reaped): the table gives them per counted epoch, as a share of the
-dataset, which is what shows the epochs came from the disk.  A
+dataset, which is what shows the epochs came from the disk, and a run
+without a cache that read less than 0.8 of the dataset an epoch is
+flagged in the verdicts.  A
 node-local cache on a tmpfs (standing in for a node's NVMe) is charged
 to the same cgroup, so its capacity is added to the limit.
 
@@ -92,9 +96,10 @@ WORKLOADS = {  # MLPerf Storage v1.0, *_h100.yaml (module docstring)
 }
 NOTE = {"cgroup": "", "drop": "each run after drop_caches"}
 LOADERS = ("sc-nocache", "sc-cache", "dataloader")
-# What a rank's processes hold besides data (Python with torch and its
-# workers, or a C rank's threads and MPI), and mpirun's: added to the limit.
-OVERHEAD = {"dataloader": 256 << 20, "sc-nocache": 32 << 20, "sc-cache": 32 << 20}
+# A rank's working memory besides its batches, the same for every loader
+# (Python with torch and its workers; a C rank's threads and SC_STREAM_BYTES'
+# 256 MiB of shards ahead of assembly), and mpirun's: added to the limit.
+OVERHEAD = dict.fromkeys(("dataloader", "sc-nocache", "sc-cache"), 256 << 20)
 MPIRUN = 64 << 20
 PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
 
@@ -282,6 +287,12 @@ def storage_limit(bin_dir, files, threads, log):
     return (float(m.group(1)) * 1e6, m.group(2)) if m else (None, out.strip())
 
 
+def floor(w):
+    """What a rank must hold at least: the batch in the step, the one being
+    filled, and a sample in flight for each of MLPerf's read threads."""
+    return (2 * w["batch"] + w["threads"]) * (w["sample"] + 8)
+
+
 class Trial:
     """One workload's figures for one loader at one number of ranks."""
 
@@ -298,7 +309,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
         return Trial(loader=loader, ranks=ranks, au=None, rate=None, storage=None, fail="the "
                      "dataset has no batch for every rank", threads=0, limit=0, disk=None,
                      epochs=0, warm=0, data=data_bytes)
-    limit = max(data_bytes // 5, 2 * batch_bytes * ranks) + OVERHEAD[loader] * ranks + MPIRUN
+    limit = max(data_bytes // 5, floor(w) * ranks) + OVERHEAD[loader] * ranks + MPIRUN
     limit += (256 << 20) if a.quick else 0  # a smoke run: processes, not the rule
     threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
     rate, how = storage_limit(a.bin, files, threads, log)
@@ -412,6 +423,12 @@ def report(a, results, load):
                             "%.3f" % t.au if t.au is not None else t.fail, fmt_rate(t.rate),
                             fmt_rate(t.storage), t.threads, "%.2f" % share if share else "-",
                             t.limit / 1e9, t.limit / t.data, disk))
+        for ld in ("sc-nocache", "dataloader"):
+            t = per_ld[ld].best() if ld in per_ld else None
+            e = epoch_disk(t) if t else None
+            if e is not None and t.au is not None and e < 0.8 * t.data:
+                verdict.append("%s/%s: %s read %.2f of the dataset from the disk an epoch: "
+                               "partly from memory" % (wl, layout, ld, e / t.data))
         nc, c, dl = (per_ld.get(k) for k in LOADERS)
         if nc and nc.best() and nc.best().rate and nc.best().storage:
             verdict.append("%s/%s: shardcache without a cache at %.2f of the storage's limit "
@@ -477,7 +494,7 @@ def main():
             # over: where that is more than --size (unet3d), the dataset grows
             least = 2 * w["batch"] * w["sample"]
             if not a.quick:
-                least = 2.5 * (least + OVERHEAD["dataloader"] + MPIRUN)
+                least = 2.5 * (floor(w) + OVERHEAD["dataloader"] + MPIRUN)
             nfiles = max(math.ceil(least / file_bytes), (a.size << 20) // file_bytes)
             data_bytes = nfiles * file_bytes
             for layout in a.layouts:
@@ -518,7 +535,7 @@ def main():
 
 def write_doc(path, text):
     """Replaces the figures between this benchmark's markers in docs/benchmarks.md."""
-    begin, end = "<!-- bench/storage.py: begin -->", "<!-- bench/storage.py: end -->"
+    begin, end = "<!-- bench:storage -->", "<!-- /bench:storage -->"
     doc = open(path).read()
     if begin not in doc or end not in doc:
         print("storage.py: %s has no %s ... %s markers: figures not written" % (path, begin, end))

@@ -108,9 +108,10 @@ def main():
         sampler.epoch = e
         comm.Barrier()
         t0 = time.perf_counter()
-        batch, nbytes = 0, 0
+        batch, nbytes, held = 0, 0, []
         for run in loader:  # a run's rows go into batches; a batch may span runs
             n, per = run.shape[0], run[0].numel() * run.element_size()
+            held.append(run)  # the batch is held until its step ends, as a collate's would be
             while n:
                 take = min(n, a.batch - batch)
                 batch, n, nbytes = batch + take, n - take, nbytes + take * per
@@ -118,7 +119,7 @@ def main():
                     time.sleep(a.step)
                     busy += a.step
                     moved += nbytes
-                    batch, nbytes = 0, 0
+                    batch, nbytes, held = 0, 0, [run] if n else []
         wall += time.perf_counter() - t0
     au = busy / wall if wall else 0.0
     aus = comm.gather(au, root=0)
