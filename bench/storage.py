@@ -262,7 +262,7 @@ def run_job(cmd, env, limit, log):
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           preexec_fn=cg.join if cg.mem else None, timeout=900)
+                           preexec_fn=cg.join if cg.mem else None, timeout=600)
         out, rc = p.stdout.decode(errors="replace"), p.returncode
     except subprocess.TimeoutExpired as e:
         out, rc = (e.stdout or b"").decode(errors="replace") + "\n(timed out)", 124
@@ -401,7 +401,7 @@ def report(a, results, load):
                  % (a.size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
                     os.cpu_count(), load, NOTE["drop"], NOTE["cgroup"]))
     lines.append("")
-    lines.append("| workload | layout | loader | accelerators at AU >= threshold | AU there | "
+    lines.append("| workload | layout | loader | accelerators at AU >= threshold | AU there (at 1 where 0) | "
                  "delivered, MB/s | storage's O_DIRECT limit, MB/s (threads) | share | "
                  "memory limit (of the dataset) | disk read an epoch (of the dataset) |")
     lines.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

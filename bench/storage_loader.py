@@ -100,7 +100,8 @@ def main():
             rows[f] = h["images"].shape[0]
     data = Samples(files, rows, a.run)
     sampler = EpochSampler(data, rows, rank, size, a.seed)
-    more = dict(prefetch_factor=a.prefetch, persistent_workers=True) if a.workers else {}
+    # timeout: a worker the OOM killer ends must fail the run, not hang it
+    more = dict(prefetch_factor=a.prefetch, persistent_workers=True, timeout=120) if a.workers else {}
     loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=sampler,
                                          num_workers=a.workers, **more)
     busy = wall = moved = 0.0
