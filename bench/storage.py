@@ -322,7 +322,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
         cmd = mpi + [PY, os.path.join(HERE, "storage_loader.py"), "--dir", src, "--batch",
                      str(w["batch"]), "--step", str(w["step"]), "--epochs", str(epochs),
                      "--workers", str(w["threads"]), "--prefetch", "1" if big else "2",
-                     "--run", str(run)]
+                     "--run", str(run), "--rows", str(w["per_file"])]
         warm = 0
     else:
         cache = tempfile.mkdtemp(prefix="sc-cache.", dir=a.tmpfs if loader == "sc-cache" else work)

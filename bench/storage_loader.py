@@ -11,7 +11,7 @@ and groups them into batches of --batch in the training loop, which
 sleeps --step seconds per batch (the accelerator's computation, what
 DLIO does) and drops a last short batch.
 
-  mpirun -np N python3 bench/storage_loader.py --dir DIR --batch B --step S
+  mpirun -np N python3 bench/storage_loader.py --dir DIR --rows R --batch B --step S
          [--epochs E] [--workers W] [--prefetch P] [--run K] [--seed S]
 
 Rank 0 prints, over the epochs (the first is counted: nothing warms):
@@ -89,15 +89,15 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rows", type=int, required=True, help="samples a file")
     ap.add_argument("--run", type=int, default=1, help="rows a read (consecutive, one file)")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     files = sorted(os.path.join(a.dir, n) for n in os.listdir(a.dir) if n.endswith(".h5"))
-    rows = {}
-    for f in files:  # the rows of every file: what DLIO's file list gives it
-        with h5py.File(f, "r") as h:
-            rows[f] = h["images"].shape[0]
+    # The rows of every file, given as DLIO's configuration gives them: HDF5
+    # opened here before the workers fork hung them now and then.
+    rows = dict.fromkeys(files, a.rows)
     data = Samples(files, rows, a.run)
     sampler = EpochSampler(data, rows, rank, size, a.seed)
     # timeout: a worker the OOM killer ends must fail the run, not hang it

@@ -24,7 +24,7 @@ for i in range(8):
         f["images"] = np.full((1, 4096), i, np.uint8)
 PY
 out=$("$MPIEXEC" -n 1 --oversubscribe "$py" "$root/bench/storage_loader.py" --dir "$d" \
-    --batch 1 --step 0.05 --workers 0 2>&1)
+    --rows 1 --batch 1 --step 0.05 --workers 0 2>&1)
 au=$(sed -n 's/.*utilization \([0-9.]*\)%.*/\1/p' <<<"$out")
 awk -v u="${au:-x}" 'BEGIN { exit !(u + 0 > 50 && u + 0 <= 100) }' \
     && pass "AU of 8 steps of 50 ms on samples in memory: $au%" \
