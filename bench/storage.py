@@ -184,11 +184,17 @@ class Cgroup:
         for d in (self.mem, self.io):
             if not d or not os.path.isdir(d):
                 continue
-            for _ in range(50):  # the last process may still be leaving
+            for i in range(100):  # the last process may still be leaving
                 try:
                     os.rmdir(d)
                     break
                 except OSError:
+                    if i == 50:  # the job's stragglers (an orphaned rank): ours, by id
+                        for pid in self._read(d, "cgroup.procs").split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except OSError:
+                                pass
                     time.sleep(0.1)
 
 
