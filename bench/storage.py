@@ -1,0 +1,555 @@
+#!/usr/bin/env python3
+"""bench/storage.py: storage-bound training, measured as MLPerf Storage measures it.
+
+MLPerf Storage v1.0's three training workloads for H100 accelerators, from
+its public DLIO configurations (github.com/mlcommons/storage, v1.0,
+storage-conf/workload/{unet3d,resnet50,cosmoflow}_h100.yaml; the figures
+carry over, the file count is scaled to this machine):
+
+  unet3d     one sample a file, 146,600,628 bytes (stdev 68,341,808), batch 7,
+             0.323 s of computation a step, AU >= 0.90, 4 read threads
+  resnet50   1,251 samples a file of 114,660 bytes, batch 400, 0.224 s,
+             AU >= 0.90, 8 read threads
+  cosmoflow  one sample a file, 2,828,486 bytes (stdev 71,311), batch 1,
+             0.0035 s, AU >= 0.70, 4 read threads
+
+The files are HDF5 (/images: the samples as uint8 rows, /labels), written
+once per workload (layout B, a directory of files; with --layouts B,A also
+layout A, the same samples in one file, where a file holds many samples)
+and deleted at the end.  shardcache's fields have one shape, so every
+sample has the mean size (the stdev is what MLPerf's generator draws).
+
+MLPerf's rule against caching in memory: a job runs in a memory cgroup
+(cgroup v2's memory.max, or v1's memory.limit_in_bytes, found at run
+time) limited to a fifth of the dataset, page cache included, so every
+epoch reads the disk; the page cache is dropped before each run.  Two
+allowances sit on top, the same for every loader, as MLPerf's client's
+memory holds them too: a rank's working memory (OVERHEAD, 256 MiB: Python
+with torch and its workers, or SC_STREAM_BYTES' shards) and, where a fifth is
+less, what a rank must hold (the batch in the step, the one being
+filled, a sample in flight for each of MLPerf's read threads: unet3d's
+batch is 1 GB; its dataset grows to 2.5 times what one rank needs with
+its allowance, 7.4 GB).  A loader that holds more is killed by the OOM killer,
+and the table says so.  With many ranks the allowances leave the page
+cache room for more than a fifth: every run's disk reads are counted (the cgroup's
+I/O counters, or where those stay at 0, as v1's blkio throttle
+counters do on some guests, the job's processes' own, /proc/self/io's
+read_bytes with its children reaped): the table gives them per counted epoch, as a share of the
+dataset, which is what shows the epochs came from the disk, and a run
+without a cache that read less than 0.8 of the dataset an epoch is
+flagged in the verdicts.  A
+node-local cache on a tmpfs (standing in for a node's NVMe) is charged
+to the same cgroup, so its capacity is added to the limit.
+
+An accelerator is an MPI rank whose step sleeps for the computation time
+(what DLIO does); AU = computation / wall time per rank over the counted
+epochs, averaged over the ranks.  For each workload and loader the number
+of ranks is searched (1, 2, 4, ... then bisected; at most --max-ranks:
+sleeping ranks cost little CPU, but every rank's loader threads share
+this machine's cores) for the largest with AU >= the threshold.  Loaders:
+
+  sc-nocache  shardcache, no room to cache (SC_CACHE_BYTES=1: a shard larger
+              than the capacity is served and not kept), every epoch from
+              the source; SC_PREFETCH_BATCHES=2
+  sc-cache    shardcache with a node-local cache (a tmpfs) of a third of the
+              dataset (SC_CACHE_BYTES = dataset / 3 / ranks), one warm-up epoch
+              not counted
+  dataloader  bench/storage_loader.py: PyTorch's DataLoader, its workers the
+              read threads, one h5py read a sample, numpy (DLIO's reader);
+              where a file holds many samples (resnet50), a read takes a
+              batch's run of them: one sample a read thrashed the page cache
+              in the cgroup (6.8x the dataset read from the disk an epoch)
+
+Each run is paired with the storage's own read limit at the same
+concurrency (bench_odirect: ranks x read threads, O_DIRECT, the same
+files), run just before it; the loaders' trials are interleaved round by
+round.  Bytes read from the disk per run come from the cgroup's I/O
+counters (v1 blkio, v2 io.stat).
+
+  bench/storage.py --bin build/release/bin [--size MiB] [--workloads ...]
+                   [--max-ranks N] [--layouts B[,A]] [--doc FILE] [--quick]
+
+--quick: tiny datasets (a few MB of samples scaled down, step times too),
+one rank, one epoch: checks that everything runs (tests/system).
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+WORKLOADS = {  # MLPerf Storage v1.0, *_h100.yaml (module docstring)
+    "unet3d": dict(sample=146600628, stdev=68341808, per_file=1, batch=7, step=0.323,
+                   au=0.90, threads=4),
+    "resnet50": dict(sample=114660, stdev=0, per_file=1251, batch=400, step=0.224,
+                     au=0.90, threads=8),
+    "cosmoflow": dict(sample=2828486, stdev=71311, per_file=1, batch=1, step=0.0035,
+                      au=0.70, threads=4),
+}
+NOTE = {"cgroup": "", "drop": "each run after drop_caches"}
+LOADERS = ("sc-nocache", "sc-cache", "dataloader")
+# A rank's working memory besides its batches, the same for every loader
+# (Python with torch and its workers; a C rank's threads and SC_STREAM_BYTES'
+# 256 MiB of shards ahead of assembly), and mpirun's: added to the limit.
+OVERHEAD = dict.fromkeys(("dataloader", "sc-nocache", "sc-cache"), 256 << 20)
+MPIRUN = 64 << 20
+PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
+
+
+# ---------------------------------------------------------------- cgroups
+class Cgroup:
+    """A child memory cgroup (v2, or v1 with a blkio sibling) for one run."""
+
+    def __init__(self, name):
+        self.v2 = self.mem = self.io = None
+        self.why = ""
+        root = "/sys/fs/cgroup"
+        try:
+            if os.path.exists(os.path.join(root, "cgroup.controllers")):
+                ctl = open(os.path.join(root, "cgroup.subtree_control")).read().split()
+                if "memory" not in ctl:
+                    raise OSError("the memory controller is not enabled in %s" % root)
+                self.v2 = True
+                self.mem = os.path.join(root, name)
+                os.mkdir(self.mem)
+            else:
+                self.v2 = False
+                self.mem = os.path.join(root, "memory", name)
+                os.mkdir(self.mem)
+                blk = os.path.join(root, "blkio")
+                if os.path.isdir(blk):
+                    self.io = os.path.join(blk, name)
+                    os.mkdir(self.io)
+        except OSError as e:
+            self.why = "no memory cgroup: %s" % e
+            self.remove()
+            self.mem = None
+
+    def limit(self, nbytes):
+        f = "memory.max" if self.v2 else "memory.limit_in_bytes"
+        with open(os.path.join(self.mem, f), "w") as h:
+            h.write(str(int(nbytes)))
+        if not self.v2:  # v1: no swap either where the knob exists
+            sw = os.path.join(self.mem, "memory.memsw.limit_in_bytes")
+            if os.path.exists(sw):
+                try:
+                    with open(sw, "w") as h:
+                        h.write(str(int(nbytes)))
+                except OSError:
+                    pass
+
+    def join(self):
+        """In the child, before exec: this process (and so its children) joins."""
+        for d in (self.mem, self.io):
+            if d:
+                with open(os.path.join(d, "cgroup.procs"), "w") as h:
+                    h.write(str(os.getpid()))
+
+    def _read(self, d, f):
+        try:
+            return open(os.path.join(d, f)).read()
+        except OSError:
+            return ""
+
+    def stats(self):
+        """peak bytes, OOM kills, bytes read from block devices (None: unknown)."""
+        peak = oom = rd = None
+        if self.v2:
+            p = self._read(self.mem, "memory.peak")
+            peak = int(p) if p.strip() else None
+            m = re.search(r"oom_kill (\d+)", self._read(self.mem, "memory.events"))
+            oom = int(m.group(1)) if m else None
+            io = re.findall(r"rbytes=(\d+)", self._read(self.mem, "io.stat"))
+            rd = sum(map(int, io)) if io else None
+        else:
+            p = self._read(self.mem, "memory.max_usage_in_bytes")
+            peak = int(p) if p.strip() else None
+            m = re.search(r"oom_kill (\d+)", self._read(self.mem, "memory.oom_control"))
+            oom = int(m.group(1)) if m else None
+            if self.io:
+                io = re.findall(r"^\S+ Read (\d+)$",
+                                self._read(self.io, "blkio.throttle.io_service_bytes"), re.M)
+                rd = sum(map(int, io)) if io else 0
+        return peak, oom, rd
+
+    def remove(self):
+        for d in (self.mem, self.io):
+            if not d or not os.path.isdir(d):
+                continue
+            for i in range(100):  # the last process may still be leaving
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    if i == 50:  # the job's stragglers (an orphaned rank): ours, by id
+                        for pid in self._read(d, "cgroup.procs").split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except OSError:
+                                pass
+                    time.sleep(0.1)
+
+
+def disk_reads():
+    """Bytes this process and its reaped children (a job's every process) made
+    the block layer read (/proc/self/io), or None."""
+    try:
+        return int(re.search(r"read_bytes: (\d+)", open("/proc/self/io").read()).group(1))
+    except (OSError, AttributeError):
+        return None
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=False)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as h:
+            h.write("3")
+        return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- datasets
+def write_dataset(path, w, nfiles, layout):
+    """nfiles files of w's samples (layout B), or their samples in one file (A)."""
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(34)
+    pool = rng.integers(0, 256, w["sample"] * w["per_file"] + 65536, dtype=np.uint8)
+    labels = np.arange(w["per_file"], dtype=np.int64)
+    rows = lambda i: pool[i % 65536: i % 65536 + w["sample"] * w["per_file"]].reshape(
+        w["per_file"], w["sample"])
+    if layout == "B":
+        os.makedirs(path)
+        for i in range(nfiles):
+            with h5py.File(os.path.join(path, "f%06d.h5" % i), "w") as f:
+                f.create_dataset("images", data=rows(i * 4099))
+                f.create_dataset("labels", data=labels)
+    else:
+        n = nfiles * w["per_file"]
+        with h5py.File(path, "w") as f:
+            d = f.create_dataset("images", (n, w["sample"]), dtype="uint8")
+            for i in range(nfiles):
+                d[i * w["per_file"]:(i + 1) * w["per_file"]] = rows(i * 4099)
+            f.create_dataset("labels", data=np.arange(n, dtype=np.int64))
+    subprocess.run(["sync"], check=False)
+
+
+def files_of(path):
+    if os.path.isfile(path):
+        return [path]
+    return sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".h5"))
+
+
+# ---------------------------------------------------------------- runs
+def run_job(cmd, env, limit, log):
+    """cmd in a fresh cgroup limited to `limit` bytes: (rc, output, peak, oom, disk bytes, s).
+    The disk's bytes: the cgroup's I/O counters, or where they say nothing (v1's
+    blkio throttle counters stay 0 on some guests) the job's own I/O accounting."""
+    cg = Cgroup("shardcache-bench-%d" % os.getpid())
+    if cg.mem:
+        cg.limit(limit)
+        NOTE["cgroup"] = "in a memory cgroup (%s)" % (
+            "v2, memory.max" if cg.v2 else "v1, memory.limit_in_bytes")
+    else:
+        NOTE["cgroup"] = cg.why + "; the limits below were not applied"
+    if not drop_caches():
+        NOTE["drop"] = "the page cache could not be dropped (not root)"
+    dev0 = disk_reads()
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           preexec_fn=cg.join if cg.mem else None, timeout=600)
+        out, rc = p.stdout.decode(errors="replace"), p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = (e.stdout or b"").decode(errors="replace") + "\n(timed out)", 124
+    secs = time.time() - t0
+    peak, oom, rd = cg.stats() if cg.mem else (None, None, None)
+    dev1 = disk_reads()
+    if not rd and dev0 is not None and dev1 is not None:
+        rd = dev1 - dev0
+    cg.remove()
+    log.write("$ %s\n%s(rc %d, peak %s, oom %s, read %s, %.1f s)\n"
+              % (" ".join(cmd), out, rc, peak, oom, rd, secs))
+    log.flush()
+    return rc, out, peak, oom, rd, secs, cg.why
+
+
+def storage_limit(bin_dir, files, threads, log):
+    drop_caches()
+    cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads)] + files
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
+    log.write("$ bench_odirect --threads %d (%d files)\n%s" % (threads, len(files), out))
+    m = re.search(r"([0-9.]+) MB/s \((.*)\)", out)
+    return (float(m.group(1)) * 1e6, m.group(2)) if m else (None, out.strip())
+
+
+def floor(w):
+    """What a rank must hold at least: the batch in the step, the one being
+    filled, and a sample in flight for each of MLPerf's read threads."""
+    return (2 * w["batch"] + w["threads"]) * (w["sample"] + 8)
+
+
+class Trial:
+    """One workload's figures for one loader at one number of ranks."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
+    batch_bytes = w["batch"] * (w["sample"] + 8)
+    samples = data_bytes // w["sample"]
+    steps = samples // ranks // w["batch"]  # a rank's steps an epoch
+    epochs = 1 if a.quick else max(1, min(4, math.ceil(a.min_steps / max(steps, 1))))
+    if steps == 0:
+        return Trial(loader=loader, ranks=ranks, au=None, rate=None, storage=None, fail="the "
+                     "dataset has no batch for every rank", threads=0, limit=0, disk=None,
+                     epochs=0, warm=0, data=data_bytes)
+    limit = max(data_bytes // 5, floor(w) * ranks) + OVERHEAD[loader] * ranks + MPIRUN
+    limit += (256 << 20) if a.quick else 0  # a smoke run: processes, not the rule
+    threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
+    rate, how = storage_limit(a.bin, files, threads, log)
+    env = dict(os.environ, SC_LOG="0")
+    mpi = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none"]
+    cache = None
+    if loader == "dataloader":
+        run = min(w["batch"], w["per_file"])
+        big = run * w["sample"] >= 16 << 20  # one item a worker in flight, not two
+        cmd = mpi + [PY, os.path.join(HERE, "storage_loader.py"), "--dir", src, "--batch",
+                     str(w["batch"]), "--step", str(w["step"]), "--epochs", str(epochs),
+                     "--workers", str(w["threads"]), "--prefetch", "1" if big else "2",
+                     "--run", str(run), "--rows", str(w["per_file"])]
+        warm = 0
+    else:
+        cache = tempfile.mkdtemp(prefix="sc-cache.", dir=a.tmpfs if loader == "sc-cache" else work)
+        cap = data_bytes // 3 // ranks if loader == "sc-cache" else 1
+        if loader == "sc-cache":
+            limit += data_bytes // 3
+        warm = 1 if loader == "sc-cache" else 0
+        env.update(SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]), SC_CACHE_DIR=cache,
+                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES="2")
+        if a.window_fit:  # what issue 34's window fix makes the default
+            env["SC_SHUFFLE_WINDOW"] = str(max(1, (128 << 20) // w["sample"]))
+        for k in a.sc_env:
+            env[k.split("=", 1)[0]] = k.split("=", 1)[1]
+        cmd = mpi + [os.path.join(a.bin, "bench_deliver"), "--warmup", str(warm), "--epochs",
+                     str(epochs), "--step-ms", "%g" % (w["step"] * 1e3)]
+    rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
+    m = re.search(r"([0-9.]+) MB/s.*?utilization ([0-9.]+)%", out)
+    au = float(m.group(2)) / 100 if m and rc == 0 else None
+    got = float(m.group(1)) * 1e6 if m and rc == 0 else None
+    fail = None if au is not None else ("killed: out of memory" if oom else
+                                        "failed (rc %d): %s" % (rc, out.strip()[-160:]))
+    t = Trial(loader=loader, ranks=ranks, au=au, rate=got, storage=rate, storage_how=how,
+              threads=threads, limit=limit, peak=peak, oom=oom, disk=rd, epochs=epochs,
+              warm=warm, secs=secs, fail=fail, cgroup=why, data=data_bytes)
+    print("  %-10s %-9s %2d ranks: %s, %s MB/s (storage %s MB/s at %d threads), %.0f s%s"
+          % (wl, loader, ranks, "AU %.3f" % au if au is not None else fail,
+             "%.0f" % (got / 1e6) if got else "-", "%.0f" % (rate / 1e6) if rate else "-",
+             threads, secs, "; disk %.2f GB" % (rd / 1e9) if rd is not None else ""), flush=True)
+    return t
+
+
+class Search:
+    """The largest ranks with AU >= threshold: 1, 2, 4, ... then bisection."""
+
+    def __init__(self, loader, threshold, top):
+        self.loader, self.thr, self.top = loader, threshold, top
+        self.good, self.bad, self.trials = 0, top + 1, {}
+
+    def next(self):
+        if self.bad - self.good <= 1:
+            return None
+        if self.bad > self.top and self.good < self.top:  # still doubling
+            return min(self.top, max(1, 2 * self.good))
+        return (self.good + self.bad) // 2
+
+    def record(self, t):
+        self.trials[t.ranks] = t
+        if t.au is not None and t.au >= self.thr:
+            self.good = t.ranks
+        else:
+            self.bad = t.ranks
+
+    def best(self):
+        """The trial at the answer (the 1-rank one where even 1 falls short)."""
+        return self.trials.get(self.good) or self.trials.get(1)
+
+
+def epoch_disk(t):
+    """Disk bytes a counted epoch read (a warm-up epoch counted as the whole dataset)."""
+    if t.disk is None or not t.epochs:
+        return None
+    return max(0, t.disk - t.warm * t.data) / t.epochs
+
+
+def fmt_rate(x):
+    return "%.0f" % (x / 1e6) if x else "-"
+
+
+def report(a, results, load):
+    lines = []
+    q = " --quick" if a.quick else ""
+    lines.append("`bench/storage.py --bin BIN --size %d%s%s` (layout %s; %d cores online, load "
+                 "average before %s; %s; %s)"
+                 % (a.size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
+                    os.cpu_count(), load, NOTE["drop"], NOTE["cgroup"]))
+    lines.append("")
+    lines.append("| workload | layout | loader | accelerators at AU >= threshold | AU there (at 1 where 0) | "
+                 "delivered, MB/s | storage's O_DIRECT limit, MB/s (threads) | share | "
+                 "memory limit (of the dataset) | disk read an epoch (of the dataset) |")
+    lines.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    verdict = []
+    for (wl, layout), per_ld in results.items():
+        w = WORKLOADS[wl]
+        n = {}
+        for ld, s in per_ld.items():
+            t = s.best()
+            n[ld] = s.good
+            if t is None:
+                continue
+            share = t.rate / t.storage if t.rate and t.storage else None
+            per = epoch_disk(t)
+            disk = "%.2f GB (%.2f)" % (per / 1e9, per / t.data) if per is not None else "-"
+            lines.append("| %s (AU >= %.2f) | %s | %s | %d%s | %s | %s | %s (%d) | %s | %.2f GB (%.2f) | %s |"
+                         % (wl, w["au"], layout, ld, s.good,
+                            " (top of the search)" if s.good >= s.top else "",
+                            "%.3f" % t.au if t.au is not None else t.fail, fmt_rate(t.rate),
+                            fmt_rate(t.storage), t.threads, "%.2f" % share if share else "-",
+                            t.limit / 1e9, t.limit / t.data, disk))
+        for ld in ("sc-nocache", "dataloader"):
+            t = per_ld[ld].best() if ld in per_ld else None
+            e = epoch_disk(t) if t else None
+            if e is not None and t.au is not None and e < 0.8 * t.data:
+                verdict.append("%s/%s: %s read %.2f of the dataset from the disk an epoch: "
+                               "partly from memory" % (wl, layout, ld, e / t.data))
+        nc, c, dl = (per_ld.get(k) for k in LOADERS)
+        if nc and nc.best() and nc.best().rate and nc.best().storage:
+            verdict.append("%s/%s: shardcache without a cache at %.2f of the storage's limit "
+                           "at %d accelerators (target >= 0.9)"
+                           % (wl, layout, nc.best().rate / nc.best().storage, nc.good))
+        if nc and dl:
+            verdict.append("%s/%s: %d accelerators without a cache, %s with, %d by the "
+                           "DataLoader (target: more than the DataLoader)"
+                           % (wl, layout, nc.good, c.good if c else "-", dl.good))
+        per_epoch = epoch_disk(c.best()) if c and c.best() else None
+        if nc and per_epoch:
+            ratio = c.best().data / per_epoch
+            verdict.append("%s/%s: the cache saves %.2fx the source's bytes (measured); target "
+                           "%.1f accelerators with it (%d x %.2f, within 10%%), got %d"
+                           % (wl, layout, ratio, nc.good * ratio, nc.good, ratio, c.good))
+    lines.append("")
+    lines += ["- " + v for v in verdict]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", required=True, help="the build's bin directory")
+    ap.add_argument("--dir", default="/var/tmp", help="where the datasets go (the disk)")
+    ap.add_argument("--tmpfs", default="/dev/shm", help="the node-local cache's tmpfs")
+    ap.add_argument("--size", type=int, default=3072, help="MiB of samples per workload")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--loaders", default=",".join(LOADERS))
+    ap.add_argument("--layouts", default="B", help="B, or B,A (layout A where a file holds "
+                    "many samples: resnet50)")
+    ap.add_argument("--max-ranks", type=int, default=16)
+    ap.add_argument("--min-steps", type=int, default=8, help="counted steps a rank, at least "
+                    "(more epochs, at most 4)")
+    ap.add_argument("--sc-env", action="append", default=[], metavar="SC_X=V",
+                    help="a shardcache setting for both shardcache loaders")
+    ap.add_argument("--window-fit", action="store_true", help="SC_SHUFFLE_WINDOW: the samples "
+                    "half of SC_STREAM_BYTES' default holds (before the window's fix, the auto "
+                    "window's 4,096-sample floor holds a whole share of large samples)")
+    ap.add_argument("--doc", help="rewrite this section of docs/benchmarks.md")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    a.layouts = a.layouts.split(",")
+    if a.quick:
+        a.size, a.max_ranks = min(a.size, 24), 1
+        for w in WORKLOADS.values():  # files of about 1 MB, the same demand per step
+            f = max(1, w["sample"] * w["per_file"] // (1 << 20))
+            w["sample"] = max(64, w["sample"] // f)
+            w["step"] /= f
+    for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
+        if os.getuid() == 0:
+            os.environ.setdefault(k, "1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the datasets go too
+    work = tempfile.mkdtemp(prefix="sc-storage.", dir=a.dir)
+    log = open(os.path.join(work, "log"), "w")
+    load = open("/proc/loadavg").read().split()[0]
+    results = {}
+    t_start = time.time()
+    try:
+        for wl in a.workloads.split(","):
+            w = WORKLOADS[wl]
+            file_bytes = w["sample"] * w["per_file"]
+            # one rank's two batches and a DataLoader rank's overhead, 2.5 times
+            # over: where that is more than --size (unet3d), the dataset grows
+            least = 2 * w["batch"] * w["sample"]
+            if not a.quick:
+                least = 2.5 * (floor(w) + OVERHEAD["dataloader"] + MPIRUN)
+            nfiles = max(math.ceil(least / file_bytes), (a.size << 20) // file_bytes)
+            data_bytes = nfiles * file_bytes
+            for layout in a.layouts:
+                if layout == "A" and w["per_file"] == 1:
+                    continue  # MLPerf's one-sample files: layout B is the format
+                src = os.path.join(work, wl + (".h5" if layout == "A" else ""))
+                t0 = time.time()
+                write_dataset(src, w, nfiles, layout)
+                print("%s, layout %s: %d files, %.2f GB, written in %.0f s"
+                      % (wl, layout, nfiles if layout == "B" else 1, data_bytes / 1e9,
+                         time.time() - t0), flush=True)
+                files = files_of(src)
+                loaders = [ld for ld in a.loaders.split(",")
+                           if not (ld == "dataloader" and layout == "A")]
+                searches = {ld: Search(ld, w["au"], a.max_ranks) for ld in loaders}
+                while True:  # interleaved: one trial per loader a round
+                    todo = [(s, s.next()) for s in searches.values() if s.next()]
+                    if not todo:
+                        break
+                    for s, n in todo:
+                        s.record(trial(a, wl, w, src, files, s.loader, n, data_bytes, work, log))
+                results[(wl, layout)] = searches
+                if os.path.isdir(src):
+                    shutil.rmtree(src)
+                else:
+                    os.unlink(src)
+        text = report(a, results, load)
+        print(text)
+        print("(%.0f s in all)" % (time.time() - t_start))
+        if a.doc:
+            write_doc(a.doc, text)
+    finally:
+        log.close()
+        if os.environ.get("SC_BENCH_KEEP_LOG"):
+            shutil.copy(os.path.join(work, "log"), os.environ["SC_BENCH_KEEP_LOG"])
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def write_doc(path, text):
+    """Replaces the figures between this benchmark's markers in docs/benchmarks.md."""
+    begin, end = "<!-- bench:storage -->", "<!-- /bench:storage -->"
+    doc = open(path).read()
+    if begin not in doc or end not in doc:
+        print("storage.py: %s has no %s ... %s markers: figures not written" % (path, begin, end))
+        return
+    head, rest = doc.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    open(path, "w").write(head + begin + "\n" + text + "\n" + end + tail)
+
+
+if __name__ == "__main__":
+    main()
