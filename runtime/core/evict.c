@@ -543,8 +543,9 @@ static entry evict_entry_at(const sc__evict *ev, uint32_t shard, uint64_t bytes,
     return e;
 }
 
-int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
-                    const uint32_t **victims, uint64_t *nvictims)
+/* A read of shard begun: no victims yet, its place in the plan consumed, its entry in *e. */
+static int evict_read(sc__evict *ev, uint32_t shard, uint64_t bytes, const uint32_t **victims,
+                      uint64_t *nvictims, entry *e)
 {
     ev->nvictims = 0;
     *victims = ev->victims;
@@ -552,19 +553,25 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
     uint64_t p = evict_consume(ev, shard);
     if (bytes > ev->capacity)
         return SC_EOVERFLOW;
-    return evict_insert(ev, evict_entry_at(ev, shard, bytes, p), 0, victims, nvictims);
+    *e = evict_entry_at(ev, shard, bytes, p);
+    return SC_OK;
+}
+
+int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
+                    const uint32_t **victims, uint64_t *nvictims)
+{
+    entry e;
+    int rc = evict_read(ev, shard, bytes, victims, nvictims, &e);
+    return rc != SC_OK ? rc : evict_insert(ev, e, 0, victims, nvictims);
 }
 
 int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
                    const uint32_t **victims, uint64_t *nvictims)
 {
-    ev->nvictims = 0;
-    *victims = ev->victims;
-    *nvictims = 0;
-    uint64_t p = evict_consume(ev, shard);
-    if (bytes > ev->capacity)
-        return SC_EOVERFLOW;
-    entry e = evict_entry_at(ev, shard, bytes, p);
+    entry e;
+    int rc = evict_read(ev, shard, bytes, victims, nvictims, &e);
+    if (rc != SC_OK)
+        return rc;
     e.unread = 1;
     /*
      * Not kept: written now, it would be evicted before its next read (or
