@@ -29,6 +29,8 @@ struct sc_dataset {
     sc__field fields[SC_MAX_FIELDS];
     int nfields;
     uint64_t nsamples, nshards, shard_size, sample_bytes;
+    int mpio; /* layout A's file opened through MPI-IO: no descriptor, and asking HDF5 for
+                 its driver (H5Fget_access_plist) duplicates the communicator, collectively */
     uint64_t chunk_unit; /* SC_SHARD_SIZE=auto: the chunk rows shard_size is a multiple of, or 0 */
     uint64_t *shard_sizes; /* [nshards] */
     uint64_t *shard_first; /* [nshards + 1] */

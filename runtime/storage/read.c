@@ -124,9 +124,11 @@ static const char *read_bytes(int fd, int dfd, void *buf, uint64_t n, uint64_t o
  */
 static int read_fds(const sc_dataset *ds, hid_t d, const char *path, int *fd, int *dfd)
 {
+    *fd = *dfd = -1;
+    if (ds->layout == 'A' && ds->mpio) /* one producer alone in a collective would hang */
+        return -1;
     hid_t file = H5Iget_file_id(d), fapl = file >= 0 ? H5Fget_access_plist(file) : -1;
     void *h = NULL;
-    *fd = *dfd = -1;
     if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 &&
         H5Fget_vfd_handle(file, H5P_DEFAULT, &h) >= 0 && h) {
         char at[64];

@@ -138,6 +138,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__finger
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     int parallel = size > 1 && level == MPI_THREAD_MULTIPLE;
+    ds->mpio = parallel;
     if ((ds->file = sc__fields_open_file(ds->path, ds->comm, parallel, err)) < 0)
         return err ? err->code : SC_EHDF5;
     if ((rc = sc__fields_find(ds->file, ds->path, cfg->fields, &names, err)) == SC_OK)
