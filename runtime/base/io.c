@@ -21,7 +21,7 @@
  * busy (the block layer splits it into requests in flight together),
  * small enough to stay in the CPU's cache for the copy after it.
  */
-#define IO_BOUNCE ((size_t)4 << 20)
+#define IO_BOUNCE SC__IO_BOUNCE
 #define IO_A ((uint64_t)SC__IO_ALIGN)
 #define IO_DOWN(x) ((x) & ~(IO_A - 1))
 #define IO_UP(x) IO_DOWN((x) + IO_A - 1)

@@ -33,6 +33,9 @@ const char *sc__io_pwrite(int fd, const void *buf, uint64_t n, uint64_t off);
  */
 #define SC__IO_ALIGN 4096u
 
+/* Each thread's bounce buffer for what is not aligned (mem.h's per-thread buffers). */
+#define SC__IO_BOUNCE ((size_t)4 << 20)
+
 /*
  * The file open at fd opened again (a new open file, its own flags) with
  * O_DIRECT and `flags` (O_RDONLY or O_WRONLY): a descriptor, or -1 with
