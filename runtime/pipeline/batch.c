@@ -360,3 +360,71 @@ int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err)
     s->slot_bytes = at;
     return SC_OK;
 }
+
+/* ---- a held batch detached from the ring (sc_batch_detach) ---------------------- */
+
+/* What a detached batch owns, freed as one (sc_batch_free): its offsets table here. */
+typedef struct detached {
+    unsigned char *host;
+    uint64_t *ids, *stands_for;
+    unsigned char *replaced;
+    const uint64_t *offs[SC_MAX_FIELDS];
+} detached;
+
+int sc__stream_detach(sc__stream *s, sc_batch *b, void **out, sc_error *err)
+{
+    if (s->o.device >= 0 || sc__dev_has_device(s->o.dev))
+        return sc__seterr(err, SC_ENOTSUP, "rank %d: a batch of a loader with a device "
+                          "cannot be detached (its memory is the device's)", s->o.rank);
+    detached *d = calloc(1, sizeof *d);
+    unsigned char *host = NULL;
+    uint64_t *ids = malloc(sizeof *ids * s->o.batch_size);
+    uint64_t *stands_for = calloc(s->o.batch_size, sizeof *stands_for);
+    unsigned char *replaced = calloc(s->o.batch_size, 1);
+    int rc = d && ids && stands_for && replaced
+                 ? sc__dev_host_alloc(s->o.dev, s->slot_bytes, (void **)&host, err)
+                 : sc__seterr(err, SC_ENOMEM, "no memory to detach a batch");
+    pthread_mutex_lock(&s->mu);
+    rslot *slot = rc == SC_OK ? sc__stream_slot_with(s, SL_HELD, b->seq) : NULL;
+    if (rc == SC_OK && !slot)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: batch %llu of epoch %llu is not held",
+                        s->o.rank, (unsigned long long)b->index, (unsigned long long)b->epoch);
+    if (rc == SC_OK) {
+        /* The batch keeps the slot's memory; the slot takes the new. */
+        d->host = slot->host, d->ids = slot->ids;
+        d->replaced = slot->replaced, d->stands_for = slot->stands_for;
+        slot->host = host, slot->ids = ids;
+        slot->replaced = replaced, slot->stands_for = stands_for;
+        replaced = NULL, stands_for = NULL;
+        for (int f = 0; f < s->nfields; f++) {
+            d->offs[f] = slot->offs[f];
+            slot->offs[f] = s->vlen[f] ? (const uint64_t *)(host + s->foff[f]) : NULL;
+        }
+        slot->state = SL_FREE;
+        s->held--;
+        pthread_cond_broadcast(&s->work);
+        host = NULL, ids = NULL;
+        b->offsets = d->offs;
+        *out = d;
+    }
+    pthread_mutex_unlock(&s->mu);
+    sc__dev_host_free(s->o.dev, host);
+    free(ids);
+    free(replaced);
+    free(stands_for);
+    if (rc != SC_OK)
+        free(d);
+    return rc;
+}
+
+void sc__stream_detached_free(void *p)
+{
+    detached *d = p;
+    if (!d)
+        return;
+    free(d->host); /* a ring without a device allocates with sc__big_alloc: free() */
+    free(d->ids);
+    free(d->replaced);
+    free(d->stands_for);
+    free(d);
+}

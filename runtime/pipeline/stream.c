@@ -228,7 +228,7 @@ static void stream_advance_prefix(ep *e)
  * caller still holds (the Python package holds one while a tensor made
  * from it lives) keeps its slot, and the others go on cycling.
  */
-static rslot *stream_slot_with(const sc__stream *s, int state, uint64_t seq)
+rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq)
 {
     for (uint64_t i = 0; i < s->o.depth; i++) {
         rslot *r = &s->ring[i];
@@ -286,7 +286,7 @@ static int stream_pick(sc__stream *s, task *t)
     }
     if (build) {
         uint64_t b = build->next_build;
-        rslot *slot = stream_slot_with(s, SL_FREE, 0);
+        rslot *slot = sc__stream_slot_with(s, SL_FREE, 0);
         /* Its shards are in, no slot is free: the ring is full (traced as such). */
         t->ring_full = build->loaded_prefix > build->need[b] && !slot;
         t->e = build;
@@ -650,11 +650,11 @@ int sc__stream_next(sc__stream *s, sc_batch *b, double *waited, sc_error *err)
                           "release a batch before asking for the next",
                           s->o.rank, (unsigned long long)s->o.depth);
     }
-    rslot *slot = stream_slot_with(s, SL_READY, s->take);
+    rslot *slot = sc__stream_slot_with(s, SL_READY, s->take);
     if (!slot && !s->failed && s->take < s->fail_seq) {
         double t0 = sc__clock_s();
         while (!s->failed && s->take < s->fail_seq &&
-               !(slot = stream_slot_with(s, SL_READY, s->take)))
+               !(slot = sc__stream_slot_with(s, SL_READY, s->take)))
             stream_wait_ready(s);
         *waited = sc__clock_s() - t0;
     }
@@ -725,7 +725,7 @@ uint64_t sc__stream_failed_sample(sc__stream *s)
 int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error *err)
 {
     pthread_mutex_lock(&s->mu);
-    rslot *slot = stream_slot_with(s, SL_HELD, b->seq);
+    rslot *slot = sc__stream_slot_with(s, SL_HELD, b->seq);
     if (!slot) {
         pthread_mutex_unlock(&s->mu);
         return sc__seterr(err, SC_EINVAL,
@@ -750,71 +750,6 @@ int sc__stream_release(sc__stream *s, const sc_batch *b, void *stream, sc_error 
     pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
     return SC_OK;
-}
-
-/* What a detached batch owns, freed as one (sc_batch_free): its offsets table here. */
-typedef struct detached {
-    unsigned char *host;
-    uint64_t *ids, *stands_for;
-    unsigned char *replaced;
-    const uint64_t *offs[SC_MAX_FIELDS];
-} detached;
-
-int sc__stream_detach(sc__stream *s, sc_batch *b, void **out, sc_error *err)
-{
-    if (s->o.device >= 0 || sc__dev_has_device(s->o.dev))
-        return sc__seterr(err, SC_ENOTSUP, "rank %d: a batch of a loader with a device "
-                          "cannot be detached (its memory is the device's)", s->o.rank);
-    detached *d = calloc(1, sizeof *d);
-    unsigned char *host = NULL;
-    uint64_t *ids = malloc(sizeof *ids * s->o.batch_size);
-    uint64_t *stands_for = calloc(s->o.batch_size, sizeof *stands_for);
-    unsigned char *replaced = calloc(s->o.batch_size, 1);
-    int rc = d && ids && stands_for && replaced ? sc__dev_host_alloc(s->o.dev, s->slot_bytes, (void **)&host, err)
-                      : sc__seterr(err, SC_ENOMEM, "no memory to detach a batch");
-    pthread_mutex_lock(&s->mu);
-    rslot *slot = rc == SC_OK ? stream_slot_with(s, SL_HELD, b->seq) : NULL;
-    if (rc == SC_OK && !slot)
-        rc = sc__seterr(err, SC_EINVAL, "rank %d: batch %llu of epoch %llu is not held",
-                        s->o.rank, (unsigned long long)b->index, (unsigned long long)b->epoch);
-    if (rc == SC_OK) {
-        /* The batch keeps the slot's memory; the slot takes the new. */
-        d->host = slot->host, d->ids = slot->ids;
-        d->replaced = slot->replaced, d->stands_for = slot->stands_for;
-        slot->host = host, slot->ids = ids;
-        slot->replaced = replaced, slot->stands_for = stands_for;
-        replaced = NULL, stands_for = NULL;
-        for (int f = 0; f < s->nfields; f++) {
-            d->offs[f] = slot->offs[f];
-            slot->offs[f] = s->vlen[f] ? (const uint64_t *)(host + s->foff[f]) : NULL;
-        }
-        slot->state = SL_FREE;
-        s->held--;
-        pthread_cond_broadcast(&s->work);
-        host = NULL, ids = NULL;
-        b->offsets = d->offs;
-        *out = d;
-    }
-    pthread_mutex_unlock(&s->mu);
-    sc__dev_host_free(s->o.dev, host);
-    free(ids);
-    free(replaced);
-    free(stands_for);
-    if (rc != SC_OK)
-        free(d);
-    return rc;
-}
-
-void sc__stream_detached_free(void *p)
-{
-    detached *d = p;
-    if (!d)
-        return;
-    free(d->host); /* a ring without a device allocates with sc__big_alloc: free() */
-    free(d->ids);
-    free(d->replaced);
-    free(d->stands_for);
-    free(d);
 }
 
 int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **dropped,

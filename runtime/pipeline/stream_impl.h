@@ -121,4 +121,7 @@ int sc__batch_layout(sc__stream *s, uint64_t B, sc_error *err);
 int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr,
                     sc__image **jp, uint64_t *bad_id, sc_error *err);
 
+/* The ring slot in `state` (and, but for a free one, of batch seq), or NULL.  Mutex held. */
+rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
+
 #endif /* SC_STREAM_IMPL_H */
