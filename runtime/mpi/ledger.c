@@ -26,6 +26,7 @@
  * could cancel in the count, not in the two hash sums).
  */
 #include "ledger.h"
+#include "ledger_words.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -739,36 +740,6 @@ int sc__ledger_end(sc__ledger *l, uint64_t epoch, sc_error *err)
     return SC_OK;
 }
 
-/*
- * The detail of an epoch some rank stopped on a bad sample in, or before
- * (then the epoch cannot be verified: that rank never ran it), with the
- * policy it stopped under and what to do next.
- */
-static void ledger_say_stopped(sc_exactly_once *v, const uint64_t *t)
-{
-    const char *policy = t[STOP_SKIP] ? "SC_BAD_SAMPLE=skip, and no other sample of its "
-                                        "shard could take its place"
-                                      : "SC_BAD_SAMPLE=error; SC_BAD_SAMPLE=skip replaces "
-                                        "such samples";
-    int ahead = v->stopped == 1 && t[STOP_EPOCH] != v->epoch;
-    int at = ahead ? snprintf(v->detail, sizeof v->detail, "epoch %llu cannot be verified: ",
-                              (unsigned long long)v->epoch)
-                   : 0;
-    if (v->stopped == 1)
-        snprintf(v->detail + at, sizeof v->detail - (size_t)at,
-                 "rank %llu stopped in epoch %llu on sample %llu, whose image does not decode "
-                 "(%s; its message says why); %llu rank(s) abandoned the epoch",
-                 (unsigned long long)v->stopped_rank, (unsigned long long)t[STOP_EPOCH],
-                 (unsigned long long)v->stopped_sample, policy,
-                 (unsigned long long)t[FAILED]);
-    else
-        snprintf(v->detail, sizeof v->detail,
-                 "%llu ranks stopped in or before epoch %llu on samples whose images do not "
-                 "decode (%s; their messages name them); %llu rank(s) abandoned the epoch",
-                 (unsigned long long)v->stopped, (unsigned long long)v->epoch, policy,
-                 (unsigned long long)t[FAILED]);
-}
-
 static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_once *v)
 {
     const uint64_t *t = s->total;
@@ -791,7 +762,7 @@ static void ledger_verdict_of(const sc__ledger *l, const slot *s, sc_exactly_onc
     v->ok = same && t[EXP_N] == l->nsamples;
     if (t[STOP_N]) {
         v->ok = 0;
-        ledger_say_stopped(v, t);
+        sc__ledger_say_stopped(v, t[STOP_EPOCH], t[STOP_SKIP] != 0, t[FAILED]);
         return;
     }
     if (t[FAILED]) {
