@@ -230,7 +230,7 @@ static const char *cmd_scan_file(const scan_run *s, uint64_t k, uint64_t j)
     if (ds->layout != 'B')
         return ds->path;
     uint64_t f = ds->file_first[k];
-    while (f + 1 < ds->file_first[k + 1] && j >= ds->file_sizes[f])
+    for (j += ds->file_row[k]; f + 1 < ds->nfiles && j >= ds->file_sizes[f];)
         j -= ds->file_sizes[f++];
     return ds->files[f];
 }

@@ -24,8 +24,8 @@ extern "C" {
  * datasets ("fields") sharing their first dimension N; shard k is samples
  * [k*shard_size, (k+1)*shard_size).  Layout B: a directory of .h5 files, or
  * a text file listing HDF5 paths, each with the same fields; a shard is a
- * run of consecutive files of at most shard_size samples together, or one
- * file of more (never cut).  Field names, types and shapes come from the
+ * run of consecutive files of at most shard_size samples together, or a
+ * piece of shard_size samples of a file of more.  Field names, types and shapes come from the
  * files.
  */
 typedef struct sc_dataset sc_dataset;

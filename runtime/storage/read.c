@@ -235,6 +235,11 @@ static int read_part(const sc_dataset *ds, hid_t d, const sc__field *f, int i,
                              path, shard, err);
 }
 
+/* Layout B: rows [first, first + count) of a file, as rows [row, ...) of a shard's buffers. */
+typedef struct read_piece {
+    uint64_t file, first, row, count;
+} read_piece;
+
 /*
  * Layout B: a file whose fields lie in it as delivered (file_off), read
  * with pread outside HDF5 and its lock, once its stamp (size, mtime,
@@ -243,11 +248,11 @@ static int read_part(const sc_dataset *ds, hid_t d, const sc__field *f, int i,
  * Direct where the filesystem allows (read_bytes).  READ_VIA_HDF5 when a
  * field is not so stored.
  */
-static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
-                              const sc__field *fields, int nfields, void *const *bufs,
-                              sc_error *err)
+static int read_direct(sc_dataset *ds, uint64_t shard, const read_piece *p,
+                       const sc__field *fields, int nfields, void *const *bufs, sc_error *err)
 {
-    const uint64_t *off = ds->file_off + file * (uint64_t)nfields, n = ds->file_sizes[file];
+    uint64_t file = p->file, row = p->row, n = p->count;
+    const uint64_t *off = ds->file_off + file * (uint64_t)nfields;
     for (int i = 0; i < nfields; i++)
         if (off[i] == UINT64_MAX)
             return READ_VIA_HDF5;
@@ -269,7 +274,7 @@ static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t r
     for (int i = 0; !why && i < nfields; i++) {
         field = fields[i].name;
         why = read_bytes(fd, dfd, (unsigned char *)bufs[i] + row * fields[i].sample_bytes,
-                         n * fields[i].sample_bytes, off[i]);
+                         n * fields[i].sample_bytes, off[i] + p->first * fields[i].sample_bytes);
     }
     if (dfd >= 0)
         close(dfd);
@@ -282,13 +287,13 @@ static int read_direct(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t r
                       field ? "'" : "", why);
 }
 
-/* Layout B: one file of a shard, each field checked against the dataset's, read at `row`. */
-static int read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row,
-                            const sc__field *fields, int nfields, void *const *bufs,
-                            sc_error *err)
+/* Layout B: a piece of a shard from one file, each field checked against the dataset's. */
+static int read_file(sc_dataset *ds, uint64_t shard, const read_piece *p,
+                     const sc__field *fields, int nfields, void *const *bufs, sc_error *err)
 {
+    uint64_t file = p->file;
     const char *path = ds->files[file];
-    int rc = read_direct(ds, shard, file, row, fields, nfields, bufs, err);
+    int rc = read_direct(ds, shard, p, fields, nfields, bufs, err);
     if (rc != READ_VIA_HDF5)
         return rc;
     sc__h5_lock();
@@ -308,7 +313,8 @@ static int read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row
                             "dataset was opened: field '%s'",
                             path, (unsigned long long)shard, now.name);
         if (rc == SC_OK)
-            rc = read_part(ds, d, &fields[i], i, 0, n, row, shard, bufs[i], path, err);
+            rc = read_part(ds, d, &fields[i], i, p->first, p->count, p->row, shard, bufs[i],
+                           path, err);
         sc__h5_lock();
         if (d >= 0)
             H5Dclose(d);
@@ -321,15 +327,16 @@ static int read_file(sc_dataset *ds, uint64_t shard, uint64_t file, uint64_t row
     return rc;
 }
 
-/* Layout B: a shard's run of files, one after another into the same buffers. */
+/* Layout B: a shard's run of files (or its piece of one), one after another into the same buffers. */
 static int read_files(sc_dataset *ds, uint64_t shard, const sc__field *fields,
                              int nfields, void *const *bufs, sc_error *err)
 {
     int rc = SC_OK;
-    uint64_t row = 0;
-    for (uint64_t k = ds->file_first[shard]; rc == SC_OK && k < ds->file_first[shard + 1]; k++) {
-        rc = read_file(ds, shard, k, row, fields, nfields, bufs, err);
-        row += ds->file_sizes[k];
+    read_piece p = {ds->file_first[shard], ds->file_row[shard], 0, 0};
+    for (uint64_t left = ds->shard_sizes[shard]; rc == SC_OK && left > 0; p.file++, p.first = 0) {
+        p.count = ds->file_sizes[p.file] - p.first < left ? ds->file_sizes[p.file] - p.first : left;
+        rc = read_file(ds, shard, &p, fields, nfields, bufs, err);
+        p.row += p.count, left -= p.count;
     }
     return rc;
 }
@@ -425,6 +432,7 @@ void sc__read_skews(const sc_dataset *ds, uint64_t shard, uint64_t *skew)
             at = at == UINT64_MAX ? at : at + ds->shard_first[shard] * f->sample_bytes;
         } else if (ds->file_off) {
             at = ds->file_off[ds->file_first[shard] * (uint64_t)ds->nfields + (uint64_t)i];
+            at = at == UINT64_MAX ? at : at + ds->file_row[shard] * f->sample_bytes;
         }
         skew[i] = at == UINT64_MAX ? 0 : at % SC__IO_ALIGN;
     }

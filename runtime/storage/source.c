@@ -332,23 +332,29 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
 }
 
 /*
- * Layout B's shards: runs of consecutive files of at most `most` samples
- * together (a file of more is a shard of its own, never cut), so that a
- * directory of one sample per file makes shards like layout A's, each
- * one cache entry and one unit of ownership.  The file after run [k, end).
+ * Layout B's shards: runs of whole files of at most `most` samples, and a
+ * file of more cut into pieces of `most` (its last piece the rest), so
+ * that a shard, and with it the memory a loader holds per shard and the
+ * shuffle window counted in shards, stays near the shard size however the
+ * files were written (MLPerf's resnet50 files hold 1,251 samples, 143 MB).
+ * From file k, row r: the end of the shard that starts there, as the file
+ * and row where the next one starts.
  */
-static uint64_t source_group_end(const sc_dataset *ds, uint64_t k, uint64_t most)
+static void source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r, uint64_t most)
 {
-    uint64_t n = ds->file_sizes[k++];
-    while (k < ds->nfiles && n + ds->file_sizes[k] <= most)
-        n += ds->file_sizes[k++];
-    return k;
+    if (ds->file_sizes[*k] - *r > most) { /* a piece of a large file */
+        *r += most;
+        return;
+    }
+    uint64_t n = ds->file_sizes[*k] - *r;
+    for (*r = 0, ++*k; *k < ds->nfiles && ds->file_sizes[*k] <= most - n; ++*k)
+        n += ds->file_sizes[*k];
 }
 
 static uint64_t source_count_groups(const sc_dataset *ds, uint64_t most)
 {
     uint64_t n = 0;
-    for (uint64_t k = 0; k < ds->nfiles; k = source_group_end(ds, k, most))
+    for (uint64_t k = 0, r = 0; k < ds->nfiles; source_group_next(ds, &k, &r, most))
         n++;
     return n;
 }
@@ -359,16 +365,22 @@ static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
     ds->shard_size = most;
     ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
     ds->file_first = malloc(sizeof *ds->file_first * (ds->nshards + 1));
-    if (!ds->shard_sizes || !ds->file_first)
+    ds->file_row = malloc(sizeof *ds->file_row * (ds->nshards + 1));
+    if (!ds->shard_sizes || !ds->file_first || !ds->file_row)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    uint64_t k = 0;
+    uint64_t k = 0, r = 0, at = 0; /* at: the samples before file k */
     for (uint64_t s = 0; s < ds->nshards; s++) {
-        uint64_t end = source_group_end(ds, k, most);
+        uint64_t from = at + r;
         ds->file_first[s] = k;
-        for (ds->shard_sizes[s] = 0; k < end; k++)
-            ds->shard_sizes[s] += ds->file_sizes[k];
+        ds->file_row[s] = r;
+        uint64_t k0 = k;
+        source_group_next(ds, &k, &r, most);
+        for (; k0 < k; k0++)
+            at += ds->file_sizes[k0];
+        ds->shard_sizes[s] = at + r - from;
     }
     ds->file_first[ds->nshards] = ds->nfiles;
+    ds->file_row[ds->nshards] = 0;
     return SC_OK;
 }
 
@@ -400,8 +412,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
     if (rc == SC_OK)
         sc__fingerprint_put(fp, files.p, files.len);
     uint64_t most = rc == SC_OK ? source_shard_size(ds, cfg) : 1;
-    if (rc == SC_OK && source_count_groups(ds, most) < ds->nfiles)
-        sc__fingerprint_u64(fp, most); /* it groups files: a new size is a new dataset */
+    if (rc == SC_OK && source_count_groups(ds, most) != ds->nfiles)
+        sc__fingerprint_u64(fp, most); /* it groups or cuts files: a new size is a new dataset */
     free(files.p);
     return rc;
 }
@@ -572,6 +584,7 @@ int sc_dataset_close(sc_dataset *ds)
     free(ds->shard_sizes);
     free(ds->shard_first);
     free(ds->file_first);
+    free(ds->file_row);
     sc__aug_free(ds->aug);
     sc__decode_free(ds->decode);
     sc__skiplist_free(&ds->skip);

@@ -285,7 +285,7 @@ static void test_layout_b_dir_and_list(void **state)
     const char *srcs[2] = {sub, list};
     for (int v = 0; v < 2; v++) {
         sc_config c = config(srcs[v]);
-        c.shard_size = 5; /* no two files fit together: a shard each */
+        c.shard_size = 20; /* no two files fit together, none is cut: a shard each */
         sc_dataset *ds;
         SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
         sc_dataset_info in;
@@ -309,9 +309,10 @@ static void test_layout_b_dir_and_list(void **state)
 
 /*
  * Layout B groups runs of small files into shards of at most SC_SHARD_SIZE
- * samples (a bigger file alone, never cut): random file sizes and shard
- * sizes, the shards counted here independently, and every sample of every
- * shard read back carrying its own id's bytes.
+ * samples and cuts a bigger file into pieces of that many (its last piece
+ * the rest, which the files after it may join): random file sizes and
+ * shard sizes, the shards counted here independently, and every sample of
+ * every shard read back carrying its own id's bytes.
  */
 static void test_layout_b_groups_small_files(void **state)
 {
@@ -338,8 +339,15 @@ static void test_layout_b_groups_small_files(void **state)
     for (int v = 0; v < 3; v++) {
         uint64_t most = v == 0 ? 1 : v == 1 ? 2 + (uint64_t)(rand() % 30) : total;
         uint64_t want = 0;
-        for (uint64_t k = 0, n = 0; k < nfiles; k++) { /* count the runs */
-            n = k && n + sizes[k] <= most ? n + sizes[k] : (want++, sizes[k]);
+        for (uint64_t k = 0, n = 0; k < nfiles; k++) { /* count the runs and pieces */
+            if (k && n + sizes[k] <= most) {
+                n += sizes[k];
+                continue;
+            }
+            uint64_t left = sizes[k];
+            for (; left > most; left -= most)
+                want++;
+            want++, n = left;
         }
         sc_config c = config(sub);
         c.shard_size = most;
@@ -400,24 +408,31 @@ static void write_three_parts(const char *dir_)
 
 /*
  * Opens the layout-B directory src (SC_FIELDS `fields`): its info and
- * shard 1's sample 3; rank 0 saves its manifest if asked, after running
+ * file 1's sample 3 (id 13); rank 0 saves its manifest if asked, after running
  * `between` (rank 0, between the open and the save) when given.
  */
 static sc_dataset_info open_bf(const char *src, const char *fields, int save, float *x3,
                                void (*between)(void))
 {
     sc_config c = config(src);
-    c.shard_size = 1; /* a shard per file */
+    c.shard_size = 4; /* the files cut into pieces, the last ones joined by small files */
     snprintf(c.fields, sizeof c.fields, "%s", fields);
     sc_dataset *ds;
     sc_error err;
     SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
     sc_dataset_info in;
     sc_dataset_get_info(ds, &in);
+    const uint64_t *first, *sizes;
+    sc_dataset_shard_offsets(ds, &first);
+    sc_dataset_shard_sizes(ds, &sizes);
+    uint64_t s = 0, id = 13; /* file 1's fourth sample: file 0 holds 10 */
+    while (s + 1 < in.nshards && first[s + 1] <= id)
+        s++;
     float x[64];
     void *bufs[1] = {x};
-    SC_ASSERT_OK(sc_dataset_read_shard(ds, 1, bufs, &err), &err);
-    *x3 = x[3];
+    SC_ASSERT_OK(sc_dataset_read_shard(ds, s, bufs, &err), &err);
+    assert_true(id - first[s] < sizes[s]);
+    *x3 = x[id - first[s]];
     if (save && rank == 0 && between)
         between();
     if (save && rank == 0)
@@ -462,7 +477,7 @@ static void test_layout_b_file_changed_after_open(void **state)
     const char *dirs[2] = {plain, packed}, *files[2] = {f1, z1};
     for (int v = 0; v < 2; v++) {
         sc_config c = config(dirs[v]);
-        c.shard_size = 1;
+        c.shard_size = 10; /* a shard per file */
         sc_dataset *ds;
         sc_error err;
         SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
@@ -628,7 +643,8 @@ static void test_layout_b_manifest(void **state)
     MPI_Barrier(MPI_COMM_WORLD);
     b = open_b(sub, 1, &v);
     assert_int_equal(b.from_manifest, 0);
-    assert_int_equal(b.nshards, 4);
+    assert_int_equal(b.nfiles, 4);
+    assert_int_equal(b.nshards, 9); /* files of 10, 7, 10, 4: 4+4+2, 4+3, 4+4+2, 4 */
     assert_int_equal(b.nsamples, 31);
     /* However the directory is spelled: the key holds the real paths. */
     char spelled[1300];

@@ -50,13 +50,14 @@ def write_vlen(f, name, samples, dtype, **kw):
         d[i] = s
 
 
-@pytest.mark.parametrize("layout", ["A", "B"])
-def test_variable_length_fields(shared_dir, cache_dir, layout):
+# B with shards of 7: files of more samples are cut, pieces start mid-file (vlen and chunked)
+@pytest.mark.parametrize("layout,shard_size", [("A", 40), ("B", 40), ("B", 7)])
+def test_variable_length_fields(shared_dir, cache_dir, layout, shard_size):
     n = 300
     raw = ragged(n, 5, np.uint8)
     tokens = ragged(n, 6, np.int16)
     labels = np.arange(n, dtype=np.int64) * 7
-    path = os.path.join(shared_dir, f"vlen-{layout}" + (".h5" if layout == "A" else ""))
+    path = os.path.join(shared_dir, f"vlen-{layout}{shard_size}" + (".h5" if layout == "A" else ""))
     if RANK == 0:
         # B: files of 1 to 40 samples; A: one file, one field chunked (read whole at open).
         cuts = [0] + sorted(np.random.default_rng(2).choice(np.arange(1, n), 12, replace=False)) + [n]
@@ -69,8 +70,9 @@ def test_variable_length_fields(shared_dir, cache_dir, layout):
                 write_vlen(f, "tokens", tokens[lo:hi], np.int16, chunks=(min(16, hi - lo),))
                 f["labels"] = labels[lo:hi]
     COMM.Barrier()
-    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=8, shard_size=40,
-                           shuffle="global", seed=3, remainder="pad", log=0) as loader:
+    with shardcache.Loader(source=path, cache_dir=cache_dir, batch_size=8,
+                           shard_size=shard_size, shuffle="global", seed=3, remainder="pad",
+                           log=0) as loader:
         assert [(f[0], f[1]) for f in loader.fields] == [
             ("labels", "int64"), ("raw", "uint8"), ("tokens", "int16")]
         for epoch in range(2):  # from the source, then from the cache

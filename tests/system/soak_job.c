@@ -164,16 +164,27 @@ static void settle_remainder(job *j)
     sc_plan_free(prev);
 }
 
-/* Layout B's shards as the library must make them: runs of files of at most shard_size samples. */
+/*
+ * Layout B's shards as the library must make them: runs of files of at
+ * most shard_size samples, a file of more cut into pieces of shard_size
+ * (its last piece the rest, which the files after it may join).
+ */
 static void group_files(job *j, const uint64_t *files, uint64_t n)
 {
-    j->sizes = malloc(sizeof *j->sizes * n);
+    uint64_t total = 0;
+    for (uint64_t k = 0; k < n; k++)
+        total += files[k];
+    j->sizes = malloc(sizeof *j->sizes * total);
     j->nshards = 0;
     for (uint64_t k = 0; k < n; k++) {
-        if (k && j->sizes[j->nshards - 1] + files[k] <= j->shard_size)
-            j->sizes[j->nshards - 1] += files[k];
-        else
-            j->sizes[j->nshards++] = files[k];
+        uint64_t left = files[k];
+        if (k && j->sizes[j->nshards - 1] + left <= j->shard_size) {
+            j->sizes[j->nshards - 1] += left;
+            continue;
+        }
+        for (; left > j->shard_size; left -= j->shard_size)
+            j->sizes[j->nshards++] = j->shard_size;
+        j->sizes[j->nshards++] = left;
     }
 }
 
@@ -217,7 +228,8 @@ static void make_job(job *j, sc__rng *r, int max_world, int force_world, const c
         for (uint64_t s = 0; s < j->nshards; s++)
             j->sizes[s] = s + 1 < j->nshards ? j->shard_size : NA - s * j->shard_size;
     } else {
-        /* A third of them a shard per file; the rest runs of files grouped up to it. */
+        /* A third of them a shard per sample (every file cut); the rest runs of files
+           grouped up to it, the larger files cut. */
         j->shard_size = sc__rng_below(r, 3) == 0 ? 1 : 12 + sc__rng_below(r, 49);
         group_files(j, b_sizes[j->dataset], b_files[j->dataset]);
     }
