@@ -7,7 +7,7 @@
  * batch takes to produce.
  *
  *   bench_stream [--size MiB] [--batch B] [--producers LIST] [--runs N]
- *                [--dir DIR] [--doc FILE] [--drop-caches] [--cold-only]
+ *                [--dir DIR] [--cache-dir DIR] [--doc FILE] [--drop-caches] [--cold-only]
  *
  * One rank (an MPI singleton): the figures are per process.  Last, the
  * cost of leaving tracing on (SC_TRACE).  The memcpy
@@ -22,6 +22,9 @@
  * epoch over a dataset on disk finds it, and against the storage's own
  * read limit (O_DIRECT at the producers' concurrency).  --cold-only: the
  * cold epochs alone, printed, for runs side by side with another build.
+ * --cache-dir: the cold epochs' caches there (a tmpfs standing in for a
+ * node's NVMe) rather than beside the source, whose disk their writes
+ * would otherwise share with its reads.
  */
 #define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
@@ -262,7 +265,7 @@ int main(int argc, char **argv)
 {
     uint64_t mib = 512, batch = 256;
     int runs = 3, plist[8] = {1, 2, 4}, np = 3;
-    const char *doc = NULL, *base = NULL; /* NULL: $TMPDIR or /tmp */
+    const char *doc = NULL, *base = NULL, *cache_base = NULL; /* NULL: $TMPDIR or /tmp */
     int drop = 0, cold_only = 0;
     char prod_arg[64] = "1,2,4";
     for (int i = 1; i < argc; i++) /* the flags without a value, taken out first */
@@ -281,6 +284,8 @@ int main(int argc, char **argv)
             runs = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dir"))
             base = argv[i + 1];
+        else if (!strcmp(argv[i], "--cache-dir"))
+            cache_base = argv[i + 1];
         else if (!strcmp(argv[i], "--doc"))
             doc = argv[i + 1];
         else if (!strcmp(argv[i], "--producers")) {
@@ -299,9 +304,11 @@ int main(int argc, char **argv)
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 
-    char dir[4096], data[4200], cache[4200];
+    char dir[4096], data[4200], cache[4200], cdir[4096];
     if (bench_scratch(base, "stream", dir, sizeof dir) != 0)
         die(dir, strerror(errno));
+    if (bench_scratch(cache_base ? cache_base : dir, "stream-cold", cdir, sizeof cdir) != 0)
+        die(cdir, strerror(errno));
     snprintf(data, sizeof data, "%s/data.h5", dir);
     snprintf(cache, sizeof cache, "%s/cache", dir);
     const uint64_t sample = BENCH_SAMPLE_BYTES;
@@ -316,9 +323,11 @@ int main(int argc, char **argv)
     sc_loader_close(ld);
     double cold, file, dcold = 0, dfile = 0, limit = 0, unused;
     int direct = 0;
-    cold_runs(data, dir, batch, plist[np - 1], runs, 0, &cold, &file, &unused, &direct);
+    cold_runs(data, cdir, batch, plist[np - 1], runs, 0, &cold, &file, &unused, &direct);
     if (drop)
-        cold_runs(data, dir, batch, plist[np - 1], runs, 1, &dcold, &dfile, &limit, &direct);
+        cold_runs(data, cdir, batch, plist[np - 1], runs, 1, &dcold, &dfile, &limit, &direct);
+    if (cache_base)
+        bench_rmtree("bench_stream", cdir);
     if (cold_only) {
         printf("cold epoch, %d producers, page cache warm: %.2f GB/s, %.2f of reading the file "
                "(%.2f GB/s)\n", plist[np - 1], cold / 1e9, cold / file, file / 1e9);
