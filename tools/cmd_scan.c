@@ -46,7 +46,7 @@ static const char usage[] =
     "  --skip-list PATH   write the bad samples' ids there, for SC_SKIP_LIST\n"
     "  --fields LIST      the fields, by path, comma-separated (SC_FIELDS)\n"
     "  --shard-size K     samples per shard; layout B groups runs of smaller\n"
-    "                     files up to it (SC_SHARD_SIZE)\n"
+    "                     files up to it, cuts larger ones (SC_SHARD_SIZE)\n"
     "  --sample-axis A    first, or none: layout B files of one sample (SC_SAMPLE_AXIS)\n"
     "  -h, --help         this text\n";
 

@@ -32,7 +32,7 @@ static const char usage[] =
     "  --epochs E         epochs to stage (default 1)\n"
     "  --first-epoch N    the first epoch to stage (default 0)\n"
     "  --shard-size K     samples per shard; layout B groups runs of smaller\n"
-    "                     files up to it (SC_SHARD_SIZE)\n"
+    "                     files up to it, cuts larger ones (SC_SHARD_SIZE)\n"
     "  --seed S           plan seed (SC_SEED)\n"
     "  --batch B          batch size (SC_BATCH_SIZE)\n"
     "  --mode MODE        global or sticky (SC_SHUFFLE)\n"

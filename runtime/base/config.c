@@ -43,7 +43,8 @@ static const setting settings[] = {
     {"SC_SOURCE", T_STR, F(source), "", {0},
      "source dataset: HDF5 file (layout A), directory or list of files (B)"},
     {"SC_SHARD_SIZE", T_U64, F(shard_size), "auto", {"auto"},
-     "samples per shard: layout A's cut; layout B groups runs of smaller files up to it; "
+     "samples per shard: layout A's cut; layout B groups runs of smaller files up to it "
+     "and cuts larger ones into pieces of it; "
      "auto: from the dataset alone, 1024 samples within 1 MiB..64 MiB a shard, at most "
      "1/256 of the samples (one a shard below 512)"},
     {"SC_FIELDS", T_STR, F(fields), "", {0},

@@ -362,6 +362,10 @@ static uint64_t source_count_groups(const sc_dataset *ds, uint64_t most)
 static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
 {
     ds->nshards = source_count_groups(ds, most);
+    if (ds->nshards > UINT32_MAX) /* as layout A's: plans number shards in 32 bits */
+        return sc__seterr(err, SC_EOVERFLOW, "source '%s': %llu shards of %llu samples, more "
+                          "than 2^32 - 1: raise SC_SHARD_SIZE", ds->path,
+                          (unsigned long long)ds->nshards, (unsigned long long)most);
     ds->shard_size = most;
     ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
     ds->file_first = malloc(sizeof *ds->file_first * (ds->nshards + 1));
@@ -382,6 +386,26 @@ static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
     ds->file_first[ds->nshards] = ds->nfiles;
     ds->file_row[ds->nshards] = 0;
     return SC_OK;
+}
+
+/*
+ * The shard size, where it decides which samples a shard holds: a size
+ * that groups files (as before files were cut), or, marked apart, one that
+ * cuts some (a cut layout can have as many shards as files, and the same
+ * count under two sizes: the count alone would let one's cache entries
+ * pass for the other's).  Where every file is a shard, no size.
+ */
+static void source_fingerprint_shards(const sc_dataset *ds, uint64_t most, sc__fingerprint *fp)
+{
+    int cuts = 0;
+    for (uint64_t k = 0; k < ds->nfiles && !cuts; k++)
+        cuts = ds->file_sizes[k] > most;
+    if (cuts) {
+        sc__fingerprint_str(fp, "files cut into shards of");
+        sc__fingerprint_u64(fp, most);
+    } else if (source_count_groups(ds, most) < ds->nfiles) {
+        sc__fingerprint_u64(fp, most);
+    }
 }
 
 /*
@@ -411,9 +435,8 @@ static int source_open_layout_b(sc_dataset *ds, const sc_config *cfg, int is_dir
         rc = source_open_files(ds, cfg, err);
     if (rc == SC_OK)
         sc__fingerprint_put(fp, files.p, files.len);
-    uint64_t most = rc == SC_OK ? source_shard_size(ds, cfg) : 1;
-    if (rc == SC_OK && source_count_groups(ds, most) != ds->nfiles)
-        sc__fingerprint_u64(fp, most); /* it groups or cuts files: a new size is a new dataset */
+    if (rc == SC_OK)
+        source_fingerprint_shards(ds, source_shard_size(ds, cfg), fp);
     free(files.p);
     return rc;
 }

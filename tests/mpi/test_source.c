@@ -383,6 +383,51 @@ static void test_layout_b_groups_small_files(void **state)
     assert_int_not_equal(fps[0], fps[2]); /* grouped otherwise: another dataset */
 }
 
+/*
+ * Files of 6, 1 and 2 samples make three shards at SC_SHARD_SIZE 3 (0-2,
+ * 3-5, 6-8) and at 4 (0-3, 4-6, 7-8): the same count, shard 1 of the same
+ * size, other samples.  The fingerprint (which names the cache) must tell
+ * them apart, and apart from the files grouped without a cut.
+ */
+static void test_layout_b_cut_fingerprints(void **state)
+{
+    (void)state;
+    char sub[1200];
+    path_of(sub, "cutfp");
+    static const uint64_t n[3] = {6, 1, 2};
+    if (rank == 0) {
+        mkdir(sub, 0777);
+        for (int k = 0, at = 0; k < 3; at += (int)n[k], k++) {
+            char f[1300];
+            snprintf(f, sizeof f, "%s/f%d.h5", sub, k);
+            assert_int_equal(sc_t_write_samples(f, (uint64_t)at, n[k], 2), 0);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    static const uint64_t most[4] = {3, 4, 6, 9};
+    uint64_t fp[4], shards[4];
+    for (int v = 0; v < 4; v++) {
+        sc_config c = config(sub);
+        c.shard_size = most[v];
+        sc_dataset *ds;
+        sc_error err;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+        sc_dataset_info in;
+        sc_dataset_get_info(ds, &in);
+        fp[v] = in.fingerprint, shards[v] = in.nshards;
+        sc_dataset_close(ds);
+    }
+    assert_int_equal(shards[0], 3);
+    assert_int_equal(shards[1], 3);
+    assert_int_equal(shards[2], 2); /* 6, then 1 + 2 grouped */
+    assert_int_equal(shards[3], 1);
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            if (fp[a] == fp[b])
+                fail_msg("SC_SHARD_SIZE %llu and %llu: the same fingerprint",
+                         (unsigned long long)most[a], (unsigned long long)most[b]);
+}
+
 /* Layout B file `k` of dir: n samples of /x, the float 100 * v + i for sample i. */
 static void write_part(const char *dir_, int k, uint64_t n, int v)
 {
@@ -915,6 +960,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layout_a),
         cmocka_unit_test(test_layout_b_dir_and_list),
         cmocka_unit_test(test_layout_b_groups_small_files),
+        cmocka_unit_test(test_layout_b_cut_fingerprints),
         cmocka_unit_test(test_layout_b_manifest),
         cmocka_unit_test(test_layout_b_file_changed_after_open),
         cmocka_unit_test(test_layout_b_forged_manifest),
