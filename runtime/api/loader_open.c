@@ -279,9 +279,12 @@ static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *e
  * (and resumes compare) samples: what SC_STREAM_BYTES holds in whole
  * shards (config.h), said on rank 0 with what it costs (the shards a batch
  * can draw from), and warned of when the user's window was lowered or a
- * batch alone needs more than the bound.
+ * batch alone needs more than the bound.  Returns the bound the stream
+ * keeps its shards within: SC_STREAM_BYTES, or a batch's shards where
+ * they alone need more (the next batch's loads then go on as the one
+ * being built lets its shards go, not only after it).
  */
-static void loader_resolve_window(sc_loader *ld, const sc_config *cfg)
+static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
 {
     const sc_dataset *ds = ld->ds;
     uint64_t S = ds->shard_size ? ds->shard_size : 1, shard = S * ds->sample_bytes;
@@ -289,8 +292,9 @@ static void loader_resolve_window(sc_loader *ld, const sc_config *cfg)
     uint64_t w = sc__config_window(cfg, ds->sample_bytes, S, least);
     uint64_t held = sc__config_window_bytes(w, cfg->partitions, ds->sample_bytes, S);
     ld->cfg.shuffle_window = w;
+    uint64_t bound = held > cfg->stream_bytes ? held : cfg->stream_bytes;
     if (ld->rank != 0)
-        return;
+        return bound;
     int lvl = cfg->log_level;
     sc__log(lvl, SC__LOG_INFO, 0, "shuffle window: %llu samples%s, at most %llu shards of %llu "
             "bytes held at once (%llu bytes; SC_STREAM_BYTES=%llu holds two windows): a batch "
@@ -317,8 +321,8 @@ static void loader_resolve_window(sc_loader *ld, const sc_config *cfg)
                 "more than half of SC_STREAM_BYTES=%llu: the window is one batch and the "
                 "stream holds up to %llu bytes; raise SC_STREAM_BYTES or lower SC_SHARD_SIZE",
                 (unsigned long long)least, (unsigned long long)held, (unsigned long long)S,
-                (unsigned long long)cfg->stream_bytes,
-                (unsigned long long)(held > cfg->stream_bytes ? held : cfg->stream_bytes));
+                (unsigned long long)cfg->stream_bytes, (unsigned long long)bound);
+    return bound;
 }
 
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
@@ -340,7 +344,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         rc = loader_open_skiplist(ld, cfg, err);
     if (rc != SC_OK)
         return rc;
-    loader_resolve_window(ld, cfg);
+    uint64_t bound = loader_resolve_window(ld, cfg);
     /*
      * Each partition shuffles within window / P (core/schedule.c): say when
      * that holds fewer than two of the blocks it gives each batch.
@@ -361,7 +365,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .depth = cfg->prefetch_batches,
         .batch_size = cfg->batch_size,
         .window = ld->cfg.shuffle_window,
-        .mem_bytes = cfg->stream_bytes,
+        .mem_bytes = bound,
         .seed = cfg->seed,
         .rank = ld->rank,
         .dev = ld->dev,

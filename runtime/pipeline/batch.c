@@ -277,9 +277,17 @@ static int batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring 
     if (rc != SC_OK)
         return rc;
     sc__tring_slow(tr, SC__ST_ASSEMBLY);
-    for (uint64_t k = 0; k < B; k++)
+    slot->retired = 0;
+    for (uint64_t k = 0, put = 0; k < B; k++) {
         if ((rc = batch_put_sample(s, e, q0 + k, k, slot, vend, w, bad_id, err)) != SC_OK)
             return rc;
+        if ((put += s->ds->sample_bytes) >= SC__RETIRE_BYTES && k + 1 < B) {
+            pthread_mutex_lock(&s->mu);
+            sc__stream_retire(s, e, q0 + slot->retired, q0 + k + 1);
+            pthread_mutex_unlock(&s->mu);
+            slot->retired = k + 1, put = 0;
+        }
+    }
     for (int f = 0; f < s->nfields; f++)
         if (s->vlen[f])
             ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];

@@ -407,6 +407,25 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     return SC_OK;
 }
 
+void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
+{
+    SC__ASSERT(stream_held(s));
+    for (uint64_t q = q0; q < q1; q++) {
+        uint32_t i = e->src_shard[q];
+        if (--e->refs[i] != 0)
+            continue;
+        uint64_t bytes = stream_shard_bytes(s, e, i);
+        s->resident -= bytes;
+        if (e->map[i].base)
+            sc__cache_unmap(&e->map[i]);
+        else /* pooled while shards and pool stay within the bound (and its spare byte) */
+            sc__pool_put(&s->pool, e->buf[i], e->cap[i], stream_room(s) + e->cap[i] - bytes);
+        e->buf[i] = NULL;
+        e->state[i] = SH_FREED;
+    }
+    pthread_cond_broadcast(&s->work);
+}
+
 /* Retires a task's work (mutex held). */
 static void stream_finish(sc__stream *s, const task *t, int hit)
 {
@@ -426,20 +445,7 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
             e->counts.misses++, e->counts.bytes_from_source += bytes;
     } else {
         uint64_t B = s->o.batch_size;
-        for (uint64_t q = t->i * B; q < (t->i + 1) * B; q++) {
-            uint32_t i = e->src_shard[q];
-            if (--e->refs[i] == 0) {
-                uint64_t bytes = stream_shard_bytes(s, e, i);
-                s->resident -= bytes;
-                if (e->map[i].base)
-                    sc__cache_unmap(&e->map[i]);
-                else /* pooled while shards and pool stay within the bound (and its spare byte) */
-                    sc__pool_put(&s->pool, e->buf[i], e->cap[i],
-                                 stream_room(s) + e->cap[i] - bytes);
-                e->buf[i] = NULL;
-                e->state[i] = SH_FREED;
-            }
-        }
+        sc__stream_retire(s, e, t->i * B + t->slot->retired, (t->i + 1) * B);
         t->slot->state = SL_READY;
         pthread_cond_broadcast(&s->ready);
     }

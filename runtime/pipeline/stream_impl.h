@@ -56,6 +56,7 @@ typedef struct rslot {
     unsigned char *replaced; /* [B]: 0, or SC_REPLACED_* (sc_batch.replaced) */
     uint64_t *stands_for;    /* [B]: where replaced, the skipped sample's id */
     uint64_t nreplaced;
+    uint64_t retired; /* its batch's first samples whose shards the build already let go */
     unsigned char *host;
     unsigned char *dev;
     const uint64_t *offs[SC_MAX_FIELDS]; /* a variable-length field's offsets in host; else NULL */
@@ -123,5 +124,21 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
 
 /* The ring slot in `state` (and, but for a free one, of batch seq), or NULL.  Mutex held. */
 rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
+
+/*
+ * Epoch e's slots [q0, q1) are built: each one's shard freed (pooled) once
+ * no slot still to be built copies from it, and the producers told, as
+ * the room may let a load go on.  Mutex held.
+ */
+void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1);
+
+/*
+ * A build lets go of the shards of the samples it has put every this many
+ * bytes, not only at its end: a batch of large samples (MLPerf's unet3d:
+ * 7 of 147 MB) held all its shards through the copy, and the next batch's
+ * loads, which need that room, waited for it: reads and copies took turns.
+ * Smaller samples take the mutex once per this many bytes.
+ */
+#define SC__RETIRE_BYTES ((uint64_t)4 << 20)
 
 #endif /* SC_STREAM_IMPL_H */
