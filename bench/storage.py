@@ -101,6 +101,7 @@ LOADERS = ("sc-nocache", "sc-cache", "dataloader")
 # 256 MiB of shards ahead of assembly), and mpirun's: added to the limit.
 OVERHEAD = dict.fromkeys(("dataloader", "sc-nocache", "sc-cache"), 256 << 20)
 MPIRUN = 64 << 20
+STREAM_BYTES = 256 << 20  # SC_STREAM_BYTES' default
 PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
 
 
@@ -293,6 +294,13 @@ def storage_limit(bin_dir, files, threads, log):
     return (float(m.group(1)) * 1e6, m.group(2)) if m else (None, out.strip())
 
 
+def sc_prefetch(w):
+    """shardcache's ring: two slots, or one where a batch alone exceeds SC_STREAM_BYTES'
+    256 MiB (unet3d's 1 GB), as the stream then holds a batch of shards beside the ring
+    (the DataLoader's prefetch drops to 1 likewise for items of 16 MiB and more)."""
+    return "1" if w["batch"] * w["sample"] > STREAM_BYTES else "2"
+
+
 def floor(w):
     """What a rank must hold at least: the batch in the step, the one being
     filled, and a sample in flight for each of MLPerf's read threads."""
@@ -337,7 +345,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
             limit += data_bytes // 3
         warm = 1 if loader == "sc-cache" else 0
         env.update(SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]), SC_CACHE_DIR=cache,
-                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES="2")
+                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES=sc_prefetch(w))
         if a.window_fit:  # what issue 34's window fix makes the default
             env["SC_SHUFFLE_WINDOW"] = str(max(1, (128 << 20) // w["sample"]))
         for k in a.sc_env:
@@ -360,6 +368,50 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
              "%.0f" % (got / 1e6) if got else "-", "%.0f" % (rate / 1e6) if rate else "-",
              threads, secs, "; disk %.2f GB" % (rd / 1e9) if rd is not None else ""), flush=True)
     return t
+
+
+def first_batch(a, wl, w, src, files, data_bytes, log):
+    """A cold epoch's first batch on one rank without a cache (bench_deliver
+    --first-batch, the page cache dropped, in the cgroup), set against reading
+    one window (SC_LOG=1's 'held at once' or, for a batch beyond the window,
+    'holds up to') at the storage's O_DIRECT rate with the producers' threads."""
+    rate, _ = storage_limit(a.bin, files, PRODUCERS, log)
+    env = dict(os.environ, SC_LOG="1", SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]),
+               SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w))
+    cache = tempfile.mkdtemp(prefix="sc-cache.", dir=os.path.dirname(src.rstrip("/")))
+    env["SC_CACHE_DIR"] = cache
+    limit = max(data_bytes // 5, floor(w)) + OVERHEAD["sc-nocache"] + MPIRUN
+    cmd = ["mpirun", "-np", "1", os.path.join(a.bin, "bench_deliver"), "--first-batch"]
+    rc, out, *_ = run_job(cmd, env, limit + ((256 << 20) if a.quick else 0), log)
+    shutil.rmtree(cache, ignore_errors=True)
+    m = re.search(r"first batch: ([0-9.]+) s after open \(open ([0-9.]+) s\)", out)
+    held = re.search(r"stream holds up to (\d+) bytes", out) or \
+        re.search(r"\((\d+) bytes; SC_STREAM_BYTES", out)
+    if rc != 0 or not m or not held or not rate:
+        return dict(workload=wl, fail="failed (rc %d): %s" % (rc, out.strip()[-160:]))
+    t = dict(workload=wl, first=float(m.group(1)), open=float(m.group(2)),
+             window=int(held.group(1)), rate=rate)
+    t["window_s"] = t["window"] / rate
+    print("  %-10s first batch %.2f s after open (open %.2f s); a window of %.0f MB at %.0f MB/s: "
+          "%.2f s" % (wl, t["first"], t["open"], t["window"] / 1e6, rate / 1e6, t["window_s"]),
+          flush=True)
+    return t
+
+
+def first_batch_table(rows):
+    lines = ["", "A cold epoch's first batch, one rank, no cache, the page cache dropped "
+             "(`bench_deliver --first-batch` in the same cgroup):", "",
+             "| workload | first batch after the open, s | of which the open, s | window (SC_LOG=1), MB "
+             "| the window at the storage's O_DIRECT rate (2 threads), s | first batch / that |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for t in rows:
+        if "fail" in t:
+            lines.append("| %s | %s | | | | |" % (t["workload"], t["fail"]))
+            continue
+        lines.append("| %s | %.2f | %.2f | %.0f | %.2f (%.0f MB/s) | %.1f |"
+                     % (t["workload"], t["first"], t["open"], t["window"] / 1e6, t["window_s"],
+                        t["rate"] / 1e6, (t["first"] - t["open"]) / t["window_s"]))
+    return lines
 
 
 class Search:
@@ -399,7 +451,7 @@ def fmt_rate(x):
     return "%.0f" % (x / 1e6) if x else "-"
 
 
-def report(a, results, load):
+def report(a, results, load, firsts):
     lines = []
     q = " --quick" if a.quick else ""
     lines.append("`bench/storage.py --bin BIN --size %d%s%s` (layout %s; %d cores online, load "
@@ -452,6 +504,7 @@ def report(a, results, load):
                            % (wl, layout, ratio, nc.good * ratio, nc.good, ratio, c.good))
     lines.append("")
     lines += ["- " + v for v in verdict]
+    lines += first_batch_table(firsts)
     return "\n".join(lines)
 
 
@@ -466,7 +519,7 @@ def main():
     ap.add_argument("--layouts", default="B", help="B, or B,A (layout A where a file holds "
                     "many samples: resnet50)")
     ap.add_argument("--max-ranks", type=int, default=16)
-    ap.add_argument("--min-steps", type=int, default=8, help="counted steps a rank, at least "
+    ap.add_argument("--min-steps", type=int, default=24, help="counted steps a rank, at least "
                     "(more epochs, at most 4)")
     ap.add_argument("--sc-env", action="append", default=[], metavar="SC_X=V",
                     help="a shardcache setting for both shardcache loaders")
@@ -490,7 +543,7 @@ def main():
     work = tempfile.mkdtemp(prefix="sc-storage.", dir=a.dir)
     log = open(os.path.join(work, "log"), "w")
     load = open("/proc/loadavg").read().split()[0]
-    results = {}
+    results, firsts = {}, []
     t_start = time.time()
     try:
         for wl in a.workloads.split(","):
@@ -513,6 +566,8 @@ def main():
                       % (wl, layout, nfiles if layout == "B" else 1, data_bytes / 1e9,
                          time.time() - t0), flush=True)
                 files = files_of(src)
+                if layout == a.layouts[0]:
+                    firsts.append(first_batch(a, wl, w, src, files, data_bytes, log))
                 loaders = [ld for ld in a.loaders.split(",")
                            if not (ld == "dataloader" and layout == "A")]
                 searches = {ld: Search(ld, w["au"], a.max_ranks) for ld in loaders}
@@ -527,7 +582,7 @@ def main():
                     shutil.rmtree(src)
                 else:
                     os.unlink(src)
-        text = report(a, results, load)
+        text = report(a, results, load, firsts)
         print(text)
         print("(%.0f s in all)" % (time.time() - t_start))
         if a.doc:
