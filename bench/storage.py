@@ -373,10 +373,10 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
 def first_batch(a, wl, w, src, files, data_bytes, log):
     """A cold epoch's first batch on one rank without a cache (bench_deliver
     --first-batch, the page cache dropped, in the cgroup), set against reading
-    one window (SC_LOG=1's 'held at once' or, for a batch beyond the window,
+    one window (SC_LOG=2's 'held at once' or, for a batch beyond the window,
     'holds up to') at the storage's O_DIRECT rate with the producers' threads."""
     rate, _ = storage_limit(a.bin, files, PRODUCERS, log)
-    env = dict(os.environ, SC_LOG="1", SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]),
+    env = dict(os.environ, SC_LOG="2", SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]),
                SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w))
     cache = tempfile.mkdtemp(prefix="sc-cache.", dir=os.path.dirname(src.rstrip("/")))
     env["SC_CACHE_DIR"] = cache
@@ -401,7 +401,7 @@ def first_batch(a, wl, w, src, files, data_bytes, log):
 def first_batch_table(rows):
     lines = ["", "A cold epoch's first batch, one rank, no cache, the page cache dropped "
              "(`bench_deliver --first-batch` in the same cgroup):", "",
-             "| workload | first batch after the open, s | of which the open, s | window (SC_LOG=1), MB "
+             "| workload | first batch after the open, s | of which the open, s | window (SC_LOG=2), MB "
              "| the window at the storage's O_DIRECT rate (2 threads), s | first batch / that |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for t in rows:

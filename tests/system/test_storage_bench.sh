@@ -42,6 +42,9 @@ for l in sc-nocache sc-cache dataloader; do
     grep -Eq "^\| cosmoflow \(AU >= 0.70\) \| B \| $l \|" <<<"$out" && pass "$l in the table" \
         || failed "$l: no row in the table"
 done
+grep -Eq "^\| cosmoflow \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \([0-9]+ MB/s\) \| [0-9.]+ \|" <<<"$out" \
+    && pass "a cold epoch's first batch, set against a window at the storage's rate" \
+    || failed "no first-batch row"
 if grep -q "in a memory cgroup (" <<<"$out"; then
     pass "the runs were in a memory cgroup"
     ls -d "$cg"/shardcache-bench-* >/dev/null 2>&1 && failed "a cgroup was left: $(ls -d "$cg"/shardcache-bench-*)" \
