@@ -295,10 +295,13 @@ def storage_limit(bin_dir, files, threads, log):
 
 
 def sc_prefetch(w):
-    """shardcache's ring: two slots, or one where a batch alone exceeds SC_STREAM_BYTES'
-    256 MiB (unet3d's 1 GB), as the stream then holds a batch of shards beside the ring
-    (the DataLoader's prefetch drops to 1 likewise for items of 16 MiB and more)."""
-    return "1" if w["batch"] * w["sample"] > STREAM_BYTES else "2"
+    """shardcache's ring (SC_PREFETCH_BATCHES): as many batches as 128 MiB holds, 2 to 8
+    (cosmoflow's 2.8 MB batches: 8, as many as a DataLoader's 4 workers prefetch at 2
+    each; resnet50's 46 MB: 2); one where a batch alone exceeds SC_STREAM_BYTES' 256 MiB
+    (unet3d's 1 GB), as the stream then holds a batch of shards beside the ring (the
+    DataLoader's prefetch drops to 1 likewise for items of 16 MiB and more)."""
+    batch = w["batch"] * w["sample"]
+    return str(1 if batch > STREAM_BYTES else max(2, min(8, (128 << 20) // batch)))
 
 
 def floor(w):
