@@ -292,7 +292,11 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
     uint64_t w = sc__config_window(cfg, ds->sample_bytes, S, least);
     uint64_t held = sc__config_window_bytes(w, cfg->partitions, ds->sample_bytes, S);
     ld->cfg.shuffle_window = w;
-    uint64_t bound = held > cfg->stream_bytes ? held : cfg->stream_bytes;
+    /* a rank's own: with partitions `held` is the job's, P units of which this rank has P / R */
+    uint64_t R = cfg->partitions ? (uint64_t)ld->size : 1, mine = held;
+    if (cfg->partitions)
+        mine = sc__config_window_bytes(w / R, (cfg->partitions + R - 1) / R, ds->sample_bytes, S);
+    uint64_t bound = mine > cfg->stream_bytes ? mine : cfg->stream_bytes;
     if (ld->rank != 0)
         return bound;
     int lvl = cfg->log_level;

@@ -410,10 +410,12 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
 void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
 {
     SC__ASSERT(stream_held(s));
+    int freed = 0;
     for (uint64_t q = q0; q < q1; q++) {
         uint32_t i = e->src_shard[q];
         if (--e->refs[i] != 0)
             continue;
+        freed = 1;
         uint64_t bytes = stream_shard_bytes(s, e, i);
         s->resident -= bytes;
         if (e->map[i].base)
@@ -423,7 +425,8 @@ void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
         e->buf[i] = NULL;
         e->state[i] = SH_FREED;
     }
-    pthread_cond_broadcast(&s->work);
+    if (freed)
+        pthread_cond_broadcast(&s->work);
 }
 
 /* Retires a task's work (mutex held). */

@@ -127,8 +127,8 @@ rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
 
 /*
  * Epoch e's slots [q0, q1) are built: each one's shard freed (pooled) once
- * no slot still to be built copies from it, and the producers told, as
- * the room may let a load go on.  Mutex held.
+ * no slot still to be built copies from it, and the producers told when
+ * one was, as the room may let a load go on.  Mutex held.
  */
 void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1);
 
