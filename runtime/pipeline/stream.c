@@ -20,7 +20,6 @@
  */
 #include "stream_impl.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,7 +178,7 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
 /* ---- picking work (mutex held) ------------------------------------------------ */
 
 /* Debug builds make the mutex error-checking: its owner locking it again
-   is refused, which is how SC__ASSERT(stream_held(s)) knows it holds it. */
+   is refused, which is how SC__ASSERT(sc__stream_held(s)) knows it holds it. */
 static void stream_mutex_init(sc__stream *s)
 {
     pthread_mutexattr_t a;
@@ -191,13 +190,6 @@ static void stream_mutex_init(sc__stream *s)
     pthread_mutexattr_destroy(&a);
 }
 
-static int stream_held(sc__stream *s)
-{
-    int rc = pthread_mutex_lock(&s->mu);
-    if (rc == 0) /* it was not held here: the assertion fails */
-        pthread_mutex_unlock(&s->mu);
-    return rc == EDEADLK;
-}
 
 typedef enum { T_NONE, T_PREPARE, T_LOAD, T_BUILD } task_kind;
 
@@ -222,22 +214,6 @@ static void stream_advance_prefix(ep *e)
         e->loaded_prefix++;
 }
 
-/*
- * A slot in `state` (with SL_FREE: any; else the one of batch `seq`), or
- * NULL.  Slots are not reused in ring order: a batch whose buffers the
- * caller still holds (the Python package holds one while a tensor made
- * from it lives) keeps its slot, and the others go on cycling.
- */
-rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq)
-{
-    for (uint64_t i = 0; i < s->o.depth; i++) {
-        rslot *r = &s->ring[i];
-        if (r->state == state && (state == SL_FREE || r->seq == seq))
-            return r;
-    }
-    return NULL;
-}
-
 /* Every queued epoch's held_peak, after the stream took more memory (mutex held). */
 static void stream_note_held(sc__stream *s)
 {
@@ -256,15 +232,9 @@ static int stream_building(const sc__stream *s)
     return 0;
 }
 
-/* What the bound leaves the pool beside the shards held (mutex held). */
-static uint64_t stream_room(const sc__stream *s)
-{
-    return s->resident < s->o.mem_bytes ? s->o.mem_bytes - s->resident : 0;
-}
-
 static int stream_pick(sc__stream *s, task *t)
 {
-    SC__ASSERT(stream_held(s));
+    SC__ASSERT(sc__stream_held(s));
     ep *build = NULL, *load = NULL;
     t->ring_full = 0;
     for (ep *e = s->head; e; e = e->next) {
@@ -318,7 +288,7 @@ static int stream_pick(sc__stream *s, task *t)
             *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
             t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
             if (!t->buf) /* a fresh buffer: the pool gives back what the bound lacks */
-                sc__pool_trim(&s->pool, stream_room(s));
+                sc__pool_trim(&s->pool, sc__stream_room(s));
             stream_note_held(s);
             return 1;
         }
@@ -407,32 +377,10 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     return SC_OK;
 }
 
-void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
-{
-    SC__ASSERT(stream_held(s));
-    int freed = 0;
-    for (uint64_t q = q0; q < q1; q++) {
-        uint32_t i = e->src_shard[q];
-        if (--e->refs[i] != 0)
-            continue;
-        freed = 1;
-        uint64_t bytes = stream_shard_bytes(s, e, i);
-        s->resident -= bytes;
-        if (e->map[i].base)
-            sc__cache_unmap(&e->map[i]);
-        else /* pooled while shards and pool stay within the bound (and its spare byte) */
-            sc__pool_put(&s->pool, e->buf[i], e->cap[i], stream_room(s) + e->cap[i] - bytes);
-        e->buf[i] = NULL;
-        e->state[i] = SH_FREED;
-    }
-    if (freed)
-        pthread_cond_broadcast(&s->work);
-}
-
 /* Retires a task's work (mutex held). */
 static void stream_finish(sc__stream *s, const task *t, int hit)
 {
-    SC__ASSERT(stream_held(s));
+    SC__ASSERT(sc__stream_held(s));
     ep *e = t->e;
     if (t->kind == T_PREPARE) {
         e->prep = PREP_DONE;
@@ -492,7 +440,7 @@ static void *stream_producer(void *arg)
             rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
-            sc__pool_put(&s->pool, t.buf, t.cap, stream_room(s));
+            sc__pool_put(&s->pool, t.buf, t.cap, sc__stream_room(s));
         if (rc != SC_OK && t.kind == T_BUILD)
             stream_defer(s, &t, bad_id, &err);
         else if (rc != SC_OK)
@@ -630,7 +578,7 @@ int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_er
 /* One wait for a built batch (mutex held); with an idle hook, 1 ms at a time. */
 static void stream_wait_ready(sc__stream *s)
 {
-    SC__ASSERT(stream_held(s));
+    SC__ASSERT(sc__stream_held(s));
     if (!s->o.idle) {
         pthread_cond_wait(&s->ready, &s->mu);
         return;

@@ -125,6 +125,15 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
 /* The ring slot in `state` (and, but for a free one, of batch seq), or NULL.  Mutex held. */
 rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
 
+/* What the bound leaves the pool beside the shards held.  Mutex held. */
+uint64_t sc__stream_room(const sc__stream *s);
+
+/*
+ * Whether this thread holds s->mu, for SC__ASSERT: debug builds make the
+ * mutex error-checking, and its owner locking it again is refused.
+ */
+int sc__stream_held(sc__stream *s);
+
 /*
  * Epoch e's slots [q0, q1) are built: each one's shard freed (pooled) once
  * no slot still to be built copies from it, and the producers told when
