@@ -310,6 +310,13 @@ def floor(w):
     return (2 * w["batch"] + w["threads"]) * (w["sample"] + 8)
 
 
+def mem_limit(a, w, loader, ranks, data_bytes):
+    """The cgroup's limit for `ranks` ranks of `loader` (no node-local cache): a fifth of
+    the dataset, or what the ranks must hold where that is more, and the allowances."""
+    limit = max(data_bytes // 5, floor(w) * ranks) + OVERHEAD[loader] * ranks + MPIRUN
+    return limit + ((256 << 20) if a.quick else 0)  # a smoke run: processes, not the rule
+
+
 class Trial:
     """One workload's figures for one loader at one number of ranks."""
 
@@ -326,8 +333,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
         return Trial(loader=loader, ranks=ranks, au=None, rate=None, storage=None, fail="the "
                      "dataset has no batch for every rank", threads=0, limit=0, disk=None,
                      epochs=0, warm=0, data=data_bytes)
-    limit = max(data_bytes // 5, floor(w) * ranks) + OVERHEAD[loader] * ranks + MPIRUN
-    limit += (256 << 20) if a.quick else 0  # a smoke run: processes, not the rule
+    limit = mem_limit(a, w, loader, ranks, data_bytes)
     threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
     rate, how = storage_limit(a.bin, files, threads, log)
     env = dict(os.environ, SC_LOG="0")
@@ -383,9 +389,9 @@ def first_batch(a, wl, w, src, files, data_bytes, log):
                SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w))
     cache = tempfile.mkdtemp(prefix="sc-cache.", dir=os.path.dirname(src.rstrip("/")))
     env["SC_CACHE_DIR"] = cache
-    limit = max(data_bytes // 5, floor(w)) + OVERHEAD["sc-nocache"] + MPIRUN
+    limit = mem_limit(a, w, "sc-nocache", 1, data_bytes)
     cmd = ["mpirun", "-np", "1", os.path.join(a.bin, "bench_deliver"), "--first-batch"]
-    rc, out, *_ = run_job(cmd, env, limit + ((256 << 20) if a.quick else 0), log)
+    rc, out, *_ = run_job(cmd, env, limit, log)
     shutil.rmtree(cache, ignore_errors=True)
     m = re.search(r"first batch: ([0-9.]+) s after open \(open ([0-9.]+) s\)", out)
     held = re.search(r"stream holds up to (\d+) bytes", out) or \

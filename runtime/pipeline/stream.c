@@ -190,7 +190,6 @@ static void stream_mutex_init(sc__stream *s)
     pthread_mutexattr_destroy(&a);
 }
 
-
 typedef enum { T_NONE, T_PREPARE, T_LOAD, T_BUILD } task_kind;
 
 typedef struct task {

@@ -25,8 +25,8 @@ struct sc_dataset {
     uint64_t *file_stamp; /* layout B: [nfiles * SC__STAMP_WORDS] each file's at this open */
     uint64_t *file_off;   /* layout B: [nfiles * nfields] each field's bytes in its file
                              as delivered, read without HDF5; UINT64_MAX: through HDF5 */
-    uint64_t *file_first; /* layout B: [nshards + 1] each shard's first file (nfiles last) */
-    uint64_t *file_row;   /* layout B: [nshards + 1] the row of its first file where it
+    uint64_t *file_first; /* layout B: [nshards] each shard's first file */
+    uint64_t *file_row;   /* layout B: [nshards] the row of its first file where it
                              starts (not 0 only in a file cut into several shards); a
                              shard's samples run on from there over the files in order */
     sc__field fields[SC_MAX_FIELDS];

@@ -337,18 +337,20 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
  * that a shard, and with it the memory a loader holds per shard and the
  * shuffle window counted in shards, stays near the shard size however the
  * files were written (MLPerf's resnet50 files hold 1,251 samples, 143 MB).
- * From file k, row r: the end of the shard that starts there, as the file
- * and row where the next one starts.
+ * From file k, row r: the samples of the shard that starts there, with
+ * *k and *r moved to where the next one starts.
  */
-static void source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r, uint64_t most)
+static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r,
+                                  uint64_t most)
 {
     if (ds->file_sizes[*k] - *r > most) { /* a piece of a large file */
         *r += most;
-        return;
+        return most;
     }
     uint64_t n = ds->file_sizes[*k] - *r;
     for (*r = 0, ++*k; *k < ds->nfiles && ds->file_sizes[*k] <= most - n; ++*k)
         n += ds->file_sizes[*k];
+    return n;
 }
 
 static uint64_t source_count_groups(const sc_dataset *ds, uint64_t most)
@@ -368,23 +370,15 @@ static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
                           (unsigned long long)ds->nshards, (unsigned long long)most);
     ds->shard_size = most;
     ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
-    ds->file_first = malloc(sizeof *ds->file_first * (ds->nshards + 1));
-    ds->file_row = malloc(sizeof *ds->file_row * (ds->nshards + 1));
+    ds->file_first = malloc(sizeof *ds->file_first * ds->nshards);
+    ds->file_row = malloc(sizeof *ds->file_row * ds->nshards);
     if (!ds->shard_sizes || !ds->file_first || !ds->file_row)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    uint64_t k = 0, r = 0, at = 0; /* at: the samples before file k */
-    for (uint64_t s = 0; s < ds->nshards; s++) {
-        uint64_t from = at + r;
+    for (uint64_t s = 0, k = 0, r = 0; s < ds->nshards; s++) {
         ds->file_first[s] = k;
         ds->file_row[s] = r;
-        uint64_t k0 = k;
-        source_group_next(ds, &k, &r, most);
-        for (; k0 < k; k0++)
-            at += ds->file_sizes[k0];
-        ds->shard_sizes[s] = at + r - from;
+        ds->shard_sizes[s] = source_group_next(ds, &k, &r, most);
     }
-    ds->file_first[ds->nshards] = ds->nfiles;
-    ds->file_row[ds->nshards] = 0;
     return SC_OK;
 }
 

@@ -18,7 +18,6 @@
 #include "sc_test.h"
 #include "scan.h"
 #include "source.h"
-#include "synth.h"
 
 static int rank, size;
 static char dir[1024];

@@ -4,7 +4,7 @@
  * sensitivity, and every bad input named by file and field (layout B's
  * own: test_layout_b.c).
  */
-#define _GNU_SOURCE /* memmem */
+#define _GNU_SOURCE /* utimensat */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
-#include "scan.h"
 #include "source.h"
 #include "synth.h"
 
