@@ -16,13 +16,18 @@
  * and rank 0 prints one line for each:
  *
  *   deliver: R ranks, E epochs, step X ms: N samples/s, M MB/s, wait P%, taking T%,
- *            utilization U%, exactly-once ok
+ *            utilization U%, exactly-once ok, DLIO's AU A% (lowest rank L%)
  *
  * wait: the loader's own wait for a batch (sc_epoch_summary.wait_s); taking:
  * the loop's wall time from the end of a step (or the epoch's start) to the
  * next batch in hand (release, sc_epoch_begin, sc_batch_next): the clock a
  * Python loop puts around `next()` (bench/python.py).  Both as a share of
- * the wall time, averaged over ranks.
+ * the wall time, averaged over ranks.  utilization: the steps' time over
+ * the slowest rank's wall time, every step counted (a data-parallel job
+ * that synchronizes each step waits for its slowest rank).  DLIO's AU is
+ * MLPerf Storage's metric as DLIO computes it (statscounter.py): each
+ * rank's own epoch, its first step (load and compute) left out of both
+ * the computation and the time, averaged over the ranks, then the epochs.
  *
  * --gather is the copy any loader that shuffles samples must make, with no
  * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
@@ -126,10 +131,31 @@ static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, 
  * batch; rank 0 prints the "deliver:" line of the counted ones.  1 if
  * every epoch was exactly-once.
  */
+/*
+ * DLIO's AU of one rank's epoch: the steps' time after the first over the
+ * epoch's wall time after the first step's end (`first_end`, from the
+ * epoch's start); the first step is its warm-up.  -1 with one step.
+ */
+static double dlio_au(double busy, double first_busy, double wall, double first_end)
+{
+    return wall > first_end ? (busy - first_busy) / (wall - first_end) : -1;
+}
+
+/* DLIO's combination of the ranks' AU of an epoch (-1: none): their mean. */
+static void dlio_add(double au, double *sum, double *lowest)
+{
+    double all[2] = {au < 0 ? 0 : au, au < 0 ? 0 : 1}, low = au < 0 ? 1e300 : au;
+    MPI_Allreduce(MPI_IN_PLACE, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    if (all[1] > 0)
+        sum[0] += all[0] / all[1], sum[1] += 1, *lowest = low < *lowest ? low : *lowest;
+}
+
 static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epochs,
                      double step_ms, int spin, int rank, int size)
 {
     double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0, taking = 0;
+    double dlio[2] = {0, 0}, lowest = 1e300; /* DLIO's AU: the epochs' sum, their count */
     int ok = 1;
     for (uint64_t e = first; e < first + warmup + epochs; e++) {
         int counted = e >= first + warmup;
@@ -142,6 +168,7 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         sc_batch b;
         int rc;
         double n0 = t0; /* taking: the time from here (or a step's end) to a batch */
+        double mine = 0, first_busy = -1, first_end = 0; /* this epoch's steps */
         while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             taking += counted ? bench_now() - n0 : 0;
             for (int f = 0; counted && f < b.nfields; f++)
@@ -150,15 +177,20 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
             double s0 = bench_now();
             bench_step(step_ms / 1e3, spin);
             n0 = bench_now();
-            busy += counted ? n0 - s0 : 0;
+            mine += n0 - s0;
+            if (first_busy < 0)
+                first_busy = n0 - s0, first_end = n0 - t0;
             sc_batch_release(ld, &b);
         }
+        busy += counted ? mine : 0;
         taking += counted ? bench_now() - n0 : 0;
         if (rc != SC_END_OF_EPOCH) {
             fprintf(stderr, "bench_deliver[%d]: %s\n", rank, sc_loader_last_error(ld));
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         double t = bench_now() - t0;
+        if (counted)
+            dlio_add(dlio_au(mine, first_busy, t, first_end), dlio, &lowest);
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         sc_epoch_summary rep;
         if (sc_epoch_wait(ld, e, &rep) != SC_OK)
@@ -172,10 +204,12 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0)
         printf("deliver: %d ranks, %llu epochs, step %g ms: %.0f samples/s, %.1f MB/s, "
-               "wait %.2f%%, taking %.2f%%, utilization %.1f%%, exactly-once %s\n",
+               "wait %.2f%%, taking %.2f%%, utilization %.1f%%, exactly-once %s, DLIO's AU "
+               "%.1f%% (lowest rank %.1f%%)\n",
                size, (unsigned long long)epochs, step_ms, all[1] / secs, all[0] / secs / 1e6,
                100.0 * all[2] / (secs * size), 100.0 * all[4] / (secs * size),
-               100.0 * all[3] / (secs * size), ok ? "ok" : "FAILED");
+               100.0 * all[3] / (secs * size), ok ? "ok" : "FAILED",
+               dlio[1] ? 100.0 * dlio[0] / dlio[1] : 0.0, dlio[1] ? 100.0 * lowest : 0.0);
     fflush(stdout);
     return ok;
 }

@@ -15,9 +15,12 @@ DLIO does) and drops a last short batch.
          [--epochs E] [--workers W] [--prefetch P] [--run K] [--seed S]
 
 Rank 0 prints, over the epochs (the first is counted: nothing warms):
-  dataloader: N ranks, E epochs, step S s: X MB/s, utilization U% (min V%)
-utilization: each rank's computation over its wall time (the epoch's, from
-the barrier that starts it to the rank's last step), averaged over ranks.
+  dataloader: N ranks, E epochs, step S s: X MB/s, utilization U%, DLIO's AU A% (lowest rank L%)
+as bench_deliver measures them: utilization, the steps' time over the
+slowest rank's wall time (an epoch's, from the barrier that starts it to a
+rank's last step), every step counted; DLIO's AU, MLPerf Storage's metric
+as DLIO computes it: each rank's own epoch, its first step left out of both
+the computation and the time, averaged over the ranks, then the epochs.
 """
 import argparse
 import os
@@ -105,11 +108,12 @@ def main():
     loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=sampler,
                                          num_workers=a.workers, **more)
     busy = wall = moved = 0.0
+    dlio = []  # DLIO's AU of each epoch: the ranks' mean, and the lowest
     for e in range(a.epochs):
         sampler.epoch = e
         comm.Barrier()
         t0 = time.perf_counter()
-        batch, nbytes, held = 0, 0, []
+        batch, nbytes, held, steps = 0, 0, [], []
         for run in loader:  # a run's rows go into batches; a batch may span runs
             n, per = run.shape[0], run[0].numel() * run.element_size()
             held.append(run)  # the batch is held until its step ends, as a collate's would be
@@ -117,19 +121,33 @@ def main():
                 take = min(n, a.batch - batch)
                 batch, n, nbytes = batch + take, n - take, nbytes + take * per
                 if batch == a.batch:
+                    s0 = time.perf_counter()
                     time.sleep(a.step)
-                    busy += a.step
+                    steps.append((time.perf_counter() - s0, time.perf_counter() - t0))
                     moved += nbytes
                     batch, nbytes, held = 0, 0, [run] if n else []
-        wall += time.perf_counter() - t0
-    au = busy / wall if wall else 0.0
-    aus = comm.gather(au, root=0)
+        t = time.perf_counter() - t0
+        busy += sum(s for s, _ in steps)
+        wall += comm.allreduce(t, op=MPI.MAX)
+        mine = [dlio_au(steps, t)] if len(steps) > 1 else []
+        ranks = [x for r in comm.allgather(mine) for x in r]
+        if ranks:
+            dlio.append((sum(ranks) / len(ranks), min(ranks)))
     total = comm.reduce(moved, op=MPI.SUM, root=0)
-    slowest = comm.reduce(wall, op=MPI.MAX, root=0)
+    busy = comm.reduce(busy, op=MPI.SUM, root=0)
     if rank == 0:
-        print("dataloader: %d ranks, %d epochs, step %g s: %.1f MB/s, utilization %.1f%% (min %.1f%%)"
-              % (size, a.epochs, a.step, total / slowest / 1e6, 100 * sum(aus) / len(aus),
-                 100 * min(aus)), flush=True)
+        print("dataloader: %d ranks, %d epochs, step %g s: %.1f MB/s, utilization %.1f%%, "
+              "DLIO's AU %.1f%% (lowest rank %.1f%%)"
+              % (size, a.epochs, a.step, total / wall / 1e6, 100 * busy / (wall * size),
+                 100 * sum(m for m, _ in dlio) / max(1, len(dlio)),
+                 100 * min((lo for _, lo in dlio), default=0)), flush=True)
+
+
+def dlio_au(steps, wall):
+    """DLIO's AU of one rank's epoch: its steps' (seconds, end) after the first,
+    over the wall time after the first step's end."""
+    first_end = steps[0][1]
+    return sum(s for s, _ in steps[1:]) / (wall - first_end)
 
 
 if __name__ == "__main__":
