@@ -27,7 +27,9 @@
  * that synchronizes each step waits for its slowest rank).  DLIO's AU is
  * MLPerf Storage's metric as DLIO computes it (statscounter.py): each
  * rank's own epoch, its first step (load and compute) left out of both
- * the computation and the time, averaged over the ranks, then the epochs.
+ * the computation and the time, averaged over the ranks, then the epochs;
+ * the computation counted at its nominal step time (DLIO measures its
+ * sleep, which on a busy machine runs over).
  *
  * --gather is the copy any loader that shuffles samples must make, with no
  * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
@@ -127,35 +129,37 @@ static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, 
 }
 
 /*
+ * DLIO's AU of one rank's epoch of `steps` steps of step_s: the steps after
+ * the first over the epoch's wall time after the first one's end
+ * (`first_end`, from the epoch's start); 0 with fewer than two, as DLIO's.
+ * The steps' nominal time, where DLIO measures its sleep: on a busy
+ * machine a short sleep runs over, and that is not computation.
+ */
+static double dlio_au(uint64_t steps, double step_s, double wall, double first_end)
+{
+    return steps >= 2 && wall > first_end ? (double)(steps - 1) * step_s / (wall - first_end) : 0;
+}
+
+/* DLIO's AU of an epoch: its ranks' mean, added to sum; the lowest rank's too. */
+static void dlio_add(double au, int size, double *sum, double *lowest)
+{
+    double low = au;
+    MPI_Allreduce(MPI_IN_PLACE, &au, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    *sum += au / size;
+    *lowest = low < *lowest ? low : *lowest;
+}
+
+/*
  * warmup + epochs epochs from epoch `first` on, a step of step_ms per
  * batch; rank 0 prints the "deliver:" line of the counted ones.  1 if
  * every epoch was exactly-once.
  */
-/*
- * DLIO's AU of one rank's epoch: the steps' time after the first over the
- * epoch's wall time after the first step's end (`first_end`, from the
- * epoch's start); the first step is its warm-up.  -1 with one step.
- */
-static double dlio_au(double busy, double first_busy, double wall, double first_end)
-{
-    return wall > first_end ? (busy - first_busy) / (wall - first_end) : -1;
-}
-
-/* DLIO's combination of the ranks' AU of an epoch (-1: none): their mean. */
-static void dlio_add(double au, double *sum, double *lowest)
-{
-    double all[2] = {au < 0 ? 0 : au, au < 0 ? 0 : 1}, low = au < 0 ? 1e300 : au;
-    MPI_Allreduce(MPI_IN_PLACE, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    if (all[1] > 0)
-        sum[0] += all[0] / all[1], sum[1] += 1, *lowest = low < *lowest ? low : *lowest;
-}
-
 static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epochs,
                      double step_ms, int spin, int rank, int size)
 {
     double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0, taking = 0;
-    double dlio[2] = {0, 0}, lowest = 1e300; /* DLIO's AU: the epochs' sum, their count */
+    double dlio = 0, lowest = 1e300; /* DLIO's AU: the counted epochs' sum, the lowest rank */
     int ok = 1;
     for (uint64_t e = first; e < first + warmup + epochs; e++) {
         int counted = e >= first + warmup;
@@ -168,7 +172,8 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         sc_batch b;
         int rc;
         double n0 = t0; /* taking: the time from here (or a step's end) to a batch */
-        double mine = 0, first_busy = -1, first_end = 0; /* this epoch's steps */
+        double mine = 0, first_end = 0; /* this epoch's steps: their time, the first's end */
+        uint64_t steps = 0;
         while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
             taking += counted ? bench_now() - n0 : 0;
             for (int f = 0; counted && f < b.nfields; f++)
@@ -178,8 +183,8 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
             bench_step(step_ms / 1e3, spin);
             n0 = bench_now();
             mine += n0 - s0;
-            if (first_busy < 0)
-                first_busy = n0 - s0, first_end = n0 - t0;
+            if (steps++ == 0)
+                first_end = n0 - t0;
             sc_batch_release(ld, &b);
         }
         busy += counted ? mine : 0;
@@ -190,7 +195,7 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         }
         double t = bench_now() - t0;
         if (counted)
-            dlio_add(dlio_au(mine, first_busy, t, first_end), dlio, &lowest);
+            dlio_add(dlio_au(steps, step_ms / 1e3, t, first_end), size, &dlio, &lowest);
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         sc_epoch_summary rep;
         if (sc_epoch_wait(ld, e, &rep) != SC_OK)
@@ -209,7 +214,7 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
                size, (unsigned long long)epochs, step_ms, all[1] / secs, all[0] / secs / 1e6,
                100.0 * all[2] / (secs * size), 100.0 * all[4] / (secs * size),
                100.0 * all[3] / (secs * size), ok ? "ok" : "FAILED",
-               dlio[1] ? 100.0 * dlio[0] / dlio[1] : 0.0, dlio[1] ? 100.0 * lowest : 0.0);
+               epochs ? 100.0 * dlio / (double)epochs : 0.0, epochs ? 100.0 * lowest : 0.0);
     fflush(stdout);
     return ok;
 }

@@ -45,7 +45,9 @@ An accelerator is an MPI rank whose step sleeps for the computation time
 (what DLIO does); AU is DLIO's (dlio_benchmark/utils/statscounter.py,
 metric_exclude_start_steps 1): per rank and counted epoch, the computation
 over the wall time, the first step's load and computation left out of
-both, averaged over the ranks, then the epochs.  Beside it the table gives
+both, averaged over the ranks, then the epochs; the computation at its
+nominal step time (DLIO measures its sleep, which on these busy 2 cores
+runs over: cosmoflow's 3.5 ms by up to a tenth).  Beside it the table gives
 the stricter utilization of a job that synchronizes every step: all steps
 counted, over the slowest rank's wall time.  For each workload and loader the number
 of ranks is searched (1, 2, 4, ... then bisected; at most --max-ranks:
@@ -337,6 +339,8 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     batch_bytes = w["batch"] * (w["sample"] + 8)
     samples = data_bytes // w["sample"]
     steps = samples // ranks // w["batch"]  # a rank's steps an epoch
+    if loader == "dataloader":  # it deals whole files: the fewest a rank gets
+        steps = len(files) // ranks * w["per_file"] // w["batch"]
     epochs = 1 if a.quick else max(1, min(4, math.ceil(a.min_steps / max(steps, 1))))
     if steps == 0:
         return Trial(loader=loader, ranks=ranks, au=None, rate=None, storage=None, fail="the "

@@ -20,7 +20,8 @@ as bench_deliver measures them: utilization, the steps' time over the
 slowest rank's wall time (an epoch's, from the barrier that starts it to a
 rank's last step), every step counted; DLIO's AU, MLPerf Storage's metric
 as DLIO computes it: each rank's own epoch, its first step left out of both
-the computation and the time, averaged over the ranks, then the epochs.
+the computation and the time, averaged over the ranks, then the epochs (the
+computation at its nominal step time: DLIO measures its sleep).
 """
 import argparse
 import os
@@ -129,10 +130,8 @@ def main():
         t = time.perf_counter() - t0
         busy += sum(s for s, _ in steps)
         wall += comm.allreduce(t, op=MPI.MAX)
-        mine = [dlio_au(steps, t)] if len(steps) > 1 else []
-        ranks = [x for r in comm.allgather(mine) for x in r]
-        if ranks:
-            dlio.append((sum(ranks) / len(ranks), min(ranks)))
+        ranks = comm.allgather(dlio_au(steps, a.step, t))
+        dlio.append((sum(ranks) / size, min(ranks)))
     total = comm.reduce(moved, op=MPI.SUM, root=0)
     busy = comm.reduce(busy, op=MPI.SUM, root=0)
     if rank == 0:
@@ -143,11 +142,14 @@ def main():
                  100 * min((lo for _, lo in dlio), default=0)), flush=True)
 
 
-def dlio_au(steps, wall):
-    """DLIO's AU of one rank's epoch: its steps' (seconds, end) after the first,
-    over the wall time after the first step's end."""
-    first_end = steps[0][1]
-    return sum(s for s, _ in steps[1:]) / (wall - first_end)
+def dlio_au(steps, step, wall):
+    """DLIO's AU of one rank's epoch: its steps ((seconds, end) each) after the
+    first at their nominal time `step` (DLIO measures its sleep, which on a
+    busy machine runs over), over the wall time after the first one's end; 0
+    with fewer than two steps, as DLIO's."""
+    if len(steps) < 2 or wall <= steps[0][1]:
+        return 0.0
+    return (len(steps) - 1) * step / (wall - steps[0][1])
 
 
 if __name__ == "__main__":

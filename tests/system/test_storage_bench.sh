@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/storage.py (MLPerf Storage's workloads) in its --quick mode on a
 # tiny dataset (cosmoflow's files scaled to ~1 MB, a few MB in all): the
-# three loaders run and each reports an AU; AU is the step's known sleep
+# three loaders run and each reports an AU; AU is the steps' sleep
 # over the wall time (a DataLoader rank with no workers, 20 steps of 100
 # ms on samples in memory, so that its start-up on a loaded CI machine
 # stays a small part: between 0.5 and 1; 8 of 50 ms read 0.45 there
-# once), and DLIO's AU (MLPerf's) is at least that; where a memory
-# cgroup can be written, the runs were in one and it is gone afterwards.
+# once), and so is DLIO's AU (MLPerf's); where a memory cgroup can be
+# written, the runs were in one and it is gone afterwards.
 . "$(dirname "$0")/lib.sh"
 : "${SC_BUILD_DIR:?}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,12 +31,12 @@ au=$(sed -n 's/.*utilization \([0-9.]*\)%.*/\1/p' <<<"$out")
 awk -v u="${au:-x}" 'BEGIN { exit !(u + 0 > 50 && u + 0 <= 100) }' \
     && pass "AU of 20 steps of 100 ms on samples in memory: $au%" \
     || failed "AU '$au' not in (50%, 100%]: $out"
-# DLIO's AU leaves the first step (the workers' start) out of both sides:
-# on one rank never below the strict one, and not above 100%.
+# DLIO's AU (the first step left out, the nominal 100 ms counted): the same
+# bounds.
 dlio=$(sed -n "s/.*DLIO's AU \([0-9.]*\)%.*/\1/p" <<<"$out")
-awk -v d="${dlio:-x}" -v u="${au:-0}" 'BEGIN { exit !(d + 0 >= u - 0.1 && d + 0 <= 100) }' \
-    && pass "DLIO's AU $dlio% at least the strict $au%" \
-    || failed "DLIO's AU '$dlio' against the strict '$au': $out"
+awk -v d="${dlio:-x}" 'BEGIN { exit !(d + 0 > 50 && d + 0 <= 100) }' \
+    && pass "DLIO's AU of the same steps: $dlio%" \
+    || failed "DLIO's AU '$dlio' not in (50%, 100%]: $out"
 
 # The benchmark's quick run: the three loaders, the cgroup created and removed.
 cg=/sys/fs/cgroup/memory
