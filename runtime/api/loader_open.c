@@ -246,20 +246,55 @@ static void loader_idle(void *arg)
  * its sample ids mean) checked against what can replace a sample: another
  * of its shard, at delivery.
  */
+/*
+ * The first shard where a skip would find no replacement, another of its
+ * samples not skipped: with SC_BAD_SAMPLE=skip (skip) one of a single
+ * sample, any of whose samples may turn out bad; with a skip list, one
+ * whose samples it lists all.  nshards if none.  Layout A's last shard and
+ * the pieces layout B cuts files into can be that small, so every shard
+ * is looked at here rather than met in the middle of an epoch.
+ */
+static uint64_t loader_unreplaceable(const sc_dataset *ds, int skip, const sc__skiplist *l)
+{
+    const uint64_t *first = ds->shard_first;
+    uint64_t s = 0;
+    for (; skip && s < ds->nshards; s++)
+        if (first[s + 1] - first[s] < 2)
+            return s;
+    for (uint64_t i = 0, j; l && i < l->n; i = j) { /* l->ids ascend: a shard's are a run */
+        if (sc__shard_of(first, ds->nshards, l->ids[i], &s) != SC_OK)
+            return ds->nshards; /* the list's load checked every id's range */
+        for (j = i; j < l->n && l->ids[j] < first[s + 1]; j++)
+            ;
+        if (j - i == first[s + 1] - first[s])
+            return s;
+    }
+    return ds->nshards;
+}
+
 static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = SC_OK, skip = cfg->bad_sample == SC_BAD_SAMPLE_SKIP;
     const sc__skiplist *l = sc__fields_skip(ld->ds);
+    const sc_dataset *ds = ld->ds;
+    uint64_t s = skip || l ? loader_unreplaceable(ds, skip, l) : ds->nshards;
     if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && !skip)
         rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.bad_sample is %d, neither "
                         "SC_BAD_SAMPLE_ERROR nor SC_BAD_SAMPLE_SKIP", ld->rank,
                         (int)cfg->bad_sample);
-    else if ((skip || l) && ld->ds->shard_size < 2)
-        rc = sc__seterr(err, SC_EINVAL, "rank %d: %s replaces a sample by another of its "
-                        "shard, and source '%s' has shards of one sample (SC_SHARD_SIZE=%s): "
-                        "set SC_SHARD_SIZE to 2 or more", ld->rank,
-                        skip ? "SC_BAD_SAMPLE=skip" : "SC_SKIP_LIST", ld->ds->path,
-                        cfg->shard_size == SC_SHARD_AUTO ? "auto, for a small source" : "1");
+    else if (s < ds->nshards)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: %s replaces a skipped sample by another of "
+                        "its shard, and shard %llu of source '%s' (%llu samples from sample "
+                        "%llu; SC_SHARD_SIZE=%llu%s) %s: choose an SC_SHARD_SIZE that leaves "
+                        "every shard two samples or more not skipped", ld->rank,
+                        skip ? "SC_BAD_SAMPLE=skip" : "SC_SKIP_LIST", (unsigned long long)s,
+                        ds->path, (unsigned long long)(ds->shard_first[s + 1] - ds->shard_first[s]),
+                        (unsigned long long)ds->shard_first[s],
+                        (unsigned long long)ds->shard_size,
+                        cfg->shard_size == SC_SHARD_AUTO ? ", auto" : "",
+                        ds->shard_first[s + 1] - ds->shard_first[s] < 2
+                            ? "has only that one sample"
+                            : "has every sample in the skip list");
     else if (skip && sc__fields_decodes_once(ld->ds))
         rc = sc__seterr(err, SC_EINVAL, "rank %d: SC_BAD_SAMPLE=skip replaces an image that "
                         "fails to decode at delivery (SC_DECODE=jpeg); decode-once (jpeg-once) "

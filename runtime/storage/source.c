@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "chunks.h"
@@ -186,7 +187,12 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__finger
 
 /* ---- layout B ------------------------------------------------------------------- */
 
-/* Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of paths. */
+/*
+ * Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of
+ * paths.  A directory's hidden names are left out, as a shell's or
+ * Python's glob leaves them: macOS's AppleDouble `._x.h5` (not HDF5) and
+ * editors' and copy tools' temporaries are not the dataset.
+ */
 static int source_cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -204,8 +210,8 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
             return sc__seterr(err, SC_EIO, "source '%s': %s", ds->path, strerror(errno));
         while (rc == SC_OK && (e = readdir(d))) {
             size_t len = strlen(e->d_name);
-            if ((len > 3 && !strcmp(e->d_name + len - 3, ".h5")) ||
-                (len > 5 && !strcmp(e->d_name + len - 5, ".hdf5"))) {
+            if (e->d_name[0] != '.' && ((len > 3 && !strcmp(e->d_name + len - 3, ".h5")) ||
+                                        (len > 5 && !strcmp(e->d_name + len - 5, ".hdf5")))) {
                 snprintf(buf, sizeof buf, "%s/%s", ds->path, e->d_name);
                 rc = sc__scan_add_file(ds, &cap, buf, err);
             }
@@ -222,11 +228,16 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
             if (!buf[0] || buf[0] == '#')
                 continue;
             struct stat st;
+            char cwd[SC_PATH_MAX];
             if (stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
                 rc = sc__seterr(err, SC_EINVAL,
                                 "source '%s' is neither an HDF5 file nor a list of "
-                                "HDF5 files (line %llu: '%.200s' is not a file)",
-                                ds->path, (unsigned long long)line, buf);
+                                "HDF5 files (line %llu: '%.200s' is not a file%s%.200s%s)",
+                                ds->path, (unsigned long long)line, buf,
+                                buf[0] != '/' ? "; a relative path is from the working "
+                                                "directory, '" : "",
+                                buf[0] != '/' && getcwd(cwd, sizeof cwd) ? cwd : "",
+                                buf[0] != '/' ? "'" : "");
             else
                 rc = sc__scan_add_file(ds, &cap, buf, err);
         }
@@ -237,7 +248,43 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
     return rc;
 }
 
-/* Every file's real path and stamp, as the fingerprint takes them. */
+typedef struct source_stamped {
+    uint64_t stamp[STAMP], k; /* a file's stamp, its index */
+} source_stamped;
+
+static int source_cmp_stamp(const void *a, const void *b)
+{
+    const source_stamped *x = a, *y = b;
+    int c = memcmp(x->stamp, y->stamp, sizeof x->stamp);
+    return c ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+/*
+ * A file listed twice (two lines of a list, or two names of one file: its
+ * stamp, inode and times, is the same) would deliver its samples twice
+ * under two ids, each once: refused, naming both.
+ */
+static int source_refuse_twice(const sc_dataset *ds, sc_error *err)
+{
+    source_stamped *v = malloc(sizeof *v * ds->nfiles + 1);
+    if (!v)
+        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    for (uint64_t k = 0; k < ds->nfiles; k++) {
+        memcpy(v[k].stamp, ds->file_stamp + STAMP * k, sizeof v[k].stamp);
+        v[k].k = k;
+    }
+    qsort(v, ds->nfiles, sizeof *v, source_cmp_stamp);
+    int rc = SC_OK;
+    for (uint64_t k = 1; rc == SC_OK && k < ds->nfiles; k++)
+        if (!memcmp(v[k - 1].stamp, v[k].stamp, sizeof v[k].stamp))
+            rc = sc__seterr(err, SC_EINVAL, "source '%s' names one file twice, '%s' and '%s': "
+                            "its samples would be delivered twice under two ids",
+                            ds->path, ds->files[v[k - 1].k], ds->files[v[k].k]);
+    free(v);
+    return rc;
+}
+
+/* Every file's real path and stamp, as the fingerprint takes them; none twice. */
 static int source_put_files(sc_dataset *ds, sc__fingerprint *b, sc_error *err)
 {
     int rc = (ds->file_stamp = malloc(SC__STAMP_BYTES * ds->nfiles + 1))
@@ -245,8 +292,9 @@ static int source_put_files(sc_dataset *ds, sc__fingerprint *b, sc_error *err)
                  : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++)
         rc = sc__fingerprint_file(b, ds->files[k], ds->file_stamp + STAMP * k, err);
-    return rc == SC_OK && b->oom ? sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path)
-                                 : rc;
+    if (rc == SC_OK && b->oom)
+        rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    return rc == SC_OK ? source_refuse_twice(ds, err) : rc;
 }
 
 uint64_t sc__source_raw_offset(int64_t d, const sc__field *f, uint64_t n)

@@ -13,6 +13,8 @@
  *   replaced without being decoded, even under SC_BAD_SAMPLE=error; a
  *   list for another dataset, or with an id out of range, is refused at
  *   open naming the file and the line.
+ * - A skip that could find no replacement in its shard (a shard of one
+ *   sample under skip, a shard listed whole) is refused at open.
  * - SC_BAD_SAMPLE=error: rank 0 stops on a bad image of epoch 1; the other
  *   ranks end epoch 1, run epoch 2, and then epoch 1's verdict names rank
  *   0, the sample and epoch 1, and epoch 2's says it cannot be verified
@@ -176,6 +178,7 @@ static void make_job(job *jb, const char *tag, uint64_t seed)
     srand((unsigned)seed);
     jb->n = 40 + (uint64_t)(rand() % 60);
     jb->shard = 4 + (uint64_t)(rand() % 6);
+    jb->n += jb->n % jb->shard == 1; /* a last shard of one sample: skip is refused (below) */
     jb->seed = (uint64_t)rand();
     jb->bad = calloc(jb->n, 1);
     jb->repl = malloc(sizeof *jb->repl * jb->n);
@@ -511,6 +514,56 @@ static void test_error_names_rank_sample_epoch(void **state)
     free_job(&jb);
 }
 
+/* Opening c fails with SC_EINVAL, its message naming want. */
+static void refused(const sc_config *c, const char *want)
+{
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, c, &ld, &err), SC_EINVAL);
+    if (!strstr(err.msg, want))
+        fail_msg("'%s' names no '%s'", err.msg, want);
+}
+
+/*
+ * A skip with no replacement is refused at open, naming its shard (it was
+ * met in the middle of an epoch, after batches): under SC_BAD_SAMPLE=skip
+ * a last shard of one sample; with a skip list, a shard it lists whole.
+ * 17 samples in shards of 4: 0-3, 4-7, ..., 12-15, 16 (a shard for each
+ * of 4 ranks).
+ */
+static void test_unreplaceable_refused_at_open(void **state)
+{
+    (void)state;
+    sc_features f;
+    sc_features_get(&f);
+    if (!f.jpeg)
+        skip();
+    job jb = {.n = 17, .shard = 4, .seed = 5};
+    jb.bad = calloc(jb.n, 1);
+    jb.repl = calloc(jb.n, sizeof *jb.repl);
+    snprintf(jb.src, sizeof jb.src, "%s/lonely.h5", dir);
+    write_source(jb.src, jb.n, jb.bad);
+    sc_config c = job_config(&jb, 1);
+    refused(&c, "SC_BAD_SAMPLE=skip replaces a skipped sample by another of its shard, and "
+                "shard 4 of source");
+    refused(&c, "(1 samples from sample 16; SC_SHARD_SIZE=4) has only that one sample");
+
+    c = job_config(&jb, 0);
+    uint64_t fp = fingerprint_of(&c);
+    char list[1300];
+    snprintf(list, sizeof list, "%s/lonely.txt", dir);
+    jb.bad[4] = jb.bad[5] = jb.bad[6] = 1;
+    write_list(list, fp, &jb, 7); /* 4, 5, 6 and 7: shard 1 whole */
+    SC_ASSERT_OK(sc_config_set(&c, "SC_SKIP_LIST", list, NULL), NULL);
+    refused(&c, "shard 1 of source");
+    refused(&c, "(4 samples from sample 4; SC_SHARD_SIZE=4) has every sample in the skip list");
+    write_list(list, fp, &jb, 0); /* 0, 4, 5 and 6: each shard keeps one */
+    sc_loader *ld = NULL;
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, NULL), NULL);
+    sc_loader_close(ld);
+    free_job(&jb);
+}
+
 int main(int argc, char **argv)
 {
     sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "bad_samples");
@@ -519,6 +572,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_skip_list),
         cmocka_unit_test(test_skip_list_decode_once),
         cmocka_unit_test(test_error_names_rank_sample_epoch),
+        cmocka_unit_test(test_unreplaceable_refused_at_open),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }

@@ -1,6 +1,8 @@
 /*
- * Layout B sources under mpiexec -n 1, 2 and 4: a directory and a list of
- * files, runs of small files grouped and large ones cut into shards (and
+ * Layout B sources under mpiexec -n 1, 2 and 4: a directory (its hidden
+ * names left out) and a list of files (one named twice refused, a missing
+ * relative path's base said), runs of small files grouped and large ones
+ * cut into shards (and
  * the fingerprint that tells the cuts apart), a directory's saved
  * manifest, and a file changed after the open refused by name.
  */
@@ -53,6 +55,14 @@ static void test_layout_b_dir_and_list(void **state)
             snprintf(f, sizeof f, "%s/part-%d.h5", sub, k);
             assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n[k], x, 1), 0);
             fprintf(l, "%s\n", f);
+            if (k == 0) { /* hidden names, left out: macOS's AppleDouble, a hidden copy */
+                snprintf(f, sizeof f, "%s/._part-0.h5", sub);
+                FILE *junk = fopen(f, "w");
+                fputs("\x00\x05\x16\x07 not HDF5", junk);
+                fclose(junk);
+                snprintf(f, sizeof f, "%s/.part-0.h5", sub);
+                assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n[k], x, 1), 0);
+            }
         }
         fclose(l);
     }
@@ -82,6 +92,33 @@ static void test_layout_b_dir_and_list(void **state)
         sc_dataset_close(ds);
     }
     assert_int_equal(fps[0], fps[1]); /* the same files, however listed */
+
+    /* A file listed twice is refused, naming both lines; a relative path's base is said. */
+    char twice[1200], f0[1300];
+    path_of(twice, "twice.txt");
+    snprintf(f0, sizeof f0, "%s/part-0.h5", sub);
+    if (rank == 0) {
+        FILE *l = fopen(twice, "w");
+        fprintf(l, "%s\n%s/../b/part-1.h5\n%s/./part-0.h5\n", f0, sub, sub);
+        fclose(l);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    sc_config c = config(twice);
+    sc_dataset *ds = NULL;
+    assert_int_equal(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), SC_EINVAL);
+    if (!strstr(err.msg, "names one file twice") || !strstr(err.msg, f0) ||
+        !strstr(err.msg, "/./part-0.h5"))
+        fail_msg("'%s'", err.msg);
+    if (rank == 0) {
+        FILE *l = fopen(twice, "w");
+        fprintf(l, "no-such-dir/part-0.h5\n");
+        fclose(l);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), SC_EINVAL);
+    if (!strstr(err.msg, "line 1: 'no-such-dir/part-0.h5' is not a file; a relative path is "
+                         "from the working directory, '/"))
+        fail_msg("'%s'", err.msg);
 }
 
 /*
