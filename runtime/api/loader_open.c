@@ -335,12 +335,16 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
     if (ld->rank != 0)
         return bound;
     int lvl = cfg->log_level;
-    sc__log(lvl, SC__LOG_INFO, 0, "shuffle window: %llu samples%s, at most %llu shards of %llu "
+    uint64_t shards = shard ? held / shard : 0; /* a window past the dataset holds it all */
+    sc__log(lvl, SC__LOG_INFO, 0, "shuffle window: %llu samples%s%s, at most %llu shards of %llu "
             "bytes held at once (%llu bytes; SC_STREAM_BYTES=%llu holds two windows): a batch "
             "draws from at most that many shards",
             (unsigned long long)w, cfg->shuffle_window == SC_WINDOW_AUTO ? " (auto)" : "",
-            (unsigned long long)(shard ? held / shard : 0), (unsigned long long)shard,
-            (unsigned long long)held, (unsigned long long)cfg->stream_bytes);
+            w >= ds->nsamples ? ", the whole dataset" : "",
+            (unsigned long long)(shards < ds->nshards ? shards : ds->nshards),
+            (unsigned long long)shard,
+            (unsigned long long)(shards < ds->nshards ? held : ds->nshards * shard),
+            (unsigned long long)cfg->stream_bytes);
     uint64_t asked = cfg->shuffle_window;
     if (asked != SC_WINDOW_AUTO && w < asked)
         sc__log(lvl, SC__LOG_WARN, 0,
