@@ -72,6 +72,7 @@ typedef struct plan_opts {
     uint64_t window;        /* the window in samples, resolved */
     uint64_t sample_bytes;  /* --sample-bytes: an auto window's or shard size's */
     const char *labels;     /* --labels FILE:FIELD */
+    const char *source;     /* --source: the job's dataset, whose shard sizes are taken */
     const char *partitions_arg; /* --partitions; NULL: SC_PARTITIONS */
     uint64_t partitions;    /* resolved: 0 (the units are the ranks) or P */
     int list_cuts;          /* --list-cuts */

@@ -34,6 +34,12 @@ static const char plan_usage[] =
     "                      short, as a layout A file is; replaces --shards\n"
     "  --shard-sizes FILE  one sample count per shard, whitespace separated;\n"
     "                      replaces --shards and --shard-size\n"
+    "  --source PATH       the job's dataset (a file, a directory or a list of\n"
+    "                      files): its shards as the job's open makes them\n"
+    "                      (layout B's grouped and cut files too), with\n"
+    "                      --shard-size (default auto) and the SC_* settings\n"
+    "                      that shape it (SC_FIELDS, SC_SAMPLE_AXIS) as the\n"
+    "                      job's; replaces --shards, --samples, --shard-sizes\n"
     "plan:\n"
     "  --ranks R           ranks to plan for (default: the MPI world size;\n"
     "                      under mpirun it must equal the world size)\n"
@@ -83,7 +89,7 @@ static const char plan_usage[] =
 /* getopt_long codes of the long flags, above every short option character. */
 enum { SHARDS = 256, SHARD_SIZE, SIZES, RANKS, EPOCHS, SEED, BATCH, MODE,
        EXCHANGE, REMAINDER, CHECK, SAVE, AUDIT, UNION, QUALITY, LABELS, WINDOW,
-       SAMPLE_BYTES, SAMPLES, PARTITIONS, LIST_CUTS };
+       SAMPLE_BYTES, SAMPLES, PARTITIONS, LIST_CUTS, SOURCE };
 
 /* Applies one flag other than --help to *o; 0, or 2 after saying what is wrong. */
 static int cmd_plan_parse_flag(int c, plan_opts *o)
@@ -99,6 +105,7 @@ static int cmd_plan_parse_flag(int c, plan_opts *o)
         break;
     case SAMPLES: bad = cli_u64("--samples", optarg, 1, UINT64_MAX, &o->samples); break;
     case SIZES: o->sizes_file = optarg; break;
+    case SOURCE: o->source = optarg; break;
     case RANKS: bad = cli_u64("--ranks", optarg, 1, UINT32_MAX, &o->ranks); break;
     case EPOCHS: bad = cli_u64("--epochs", optarg, 1, 1000000, &o->epochs); break;
     case SEED: bad = cli_u64("--seed", optarg, 0, UINT64_MAX, &o->seed); break;
@@ -186,6 +193,7 @@ int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
         {"plan-seed", required_argument, 0, SEED},
         {"partitions", required_argument, 0, PARTITIONS},
         {"list-cuts", no_argument, 0, LIST_CUTS},
+        {"source", required_argument, 0, SOURCE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c, bad = 0;
@@ -222,9 +230,54 @@ static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
 }
 
 
-/* The shard sizes the flags describe (--shard-sizes, --samples, or --shards x --shard-size). */
+/*
+ * --source: the shard sizes of a job over that dataset, opened as the job
+ * opens it (SC_* settings, --shard-size or auto) on this process alone,
+ * so that layout B's grouping and cutting of files need not be redone by
+ * hand.  MPI is started for it where the command has not (verify).
+ */
+static int cmd_plan_source_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
+{
+    int up = 0, rc;
+    sc_config cfg;
+    sc_error err = SC_ERROR_INIT;
+    sc_dataset *ds = NULL;
+    if (cli_config(&cfg))
+        return 2;
+    MPI_Initialized(&up);
+    if (!up)
+        MPI_Init(NULL, NULL);
+    cfg.shard_size = o->shard_size ? o->shard_size : SC_SHARD_AUTO;
+    rc = sc_config_set(&cfg, "SC_SOURCE", o->source, &err);
+    if (rc == SC_OK)
+        rc = sc_dataset_open(MPI_COMM_SELF, &cfg, &ds, &err);
+    const uint64_t *got = NULL;
+    sc_dataset_info di = {0};
+    if (rc == SC_OK) {
+        sc_dataset_get_info(ds, &di);
+        sc_dataset_shard_sizes(ds, &got);
+        *n = di.nshards;
+        if ((*sizes = malloc(sizeof **sizes * (*n ? *n : 1))))
+            memcpy(*sizes, got, sizeof **sizes * *n);
+        else
+            rc = sc__seterr(&err, SC_ENOMEM, "out of memory");
+    }
+    sc_dataset_close(ds);
+    if (!up)
+        MPI_Finalize();
+    if (rc != SC_OK)
+        fprintf(stderr, "shardcache: --source: %s\n", err.msg);
+    return rc == SC_OK ? 0 : 2;
+}
+
+/*
+ * The shard sizes the flags describe (--source, --shard-sizes, --samples,
+ * or --shards x --shard-size).
+ */
 int cmd_plan_load_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
 {
+    if (o->source)
+        return cmd_plan_source_sizes(o, sizes, n);
     if (o->sizes_file)
         return cli_read_counts(o->sizes_file, sizes, n);
     uint64_t k = cli_shard_size(o);

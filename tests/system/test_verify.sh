@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `shardcache verify` on a real job's audit trail, then on that trail with a
 # sample duplicated, one skipped, one moved to the wrong rank, a rank
-# missing: each is named, with a non-zero exit.
+# missing: each is named, with a non-zero exit; and with --source, a
+# layout-B job's shards (files grouped and cut) taken from its dataset.
 . "$(dirname "$0")/lib.sh"
 : "${SC_BUILD_DIR:?}"
 soak=$SC_BUILD_DIR/bin/soak_job
@@ -69,4 +70,21 @@ expect_fail "a missing rank" "audit-r1.bin' is missing \(the job had 2 ranks\)" 
 expect_fail "another seed" "exactly-once: FAILED" "$SC_BIN" verify --audit-dir "$job" \
     $(sed 's/--plan-seed [0-9]*/--plan-seed 12345/' <<<"$flags")
 expect_fail "no audit dir" "no audit file" "$SC_BIN" verify --audit-dir "$d/none" --shards 4
+
+# --source: a layout-B job whose files (13 samples each) are cut into shards
+# of 5, 5 and 3: verify takes the job's shards from the dataset, where the
+# layout-A flags of the same counts describe other shards.
+"$SC_BIN" make-dataset --out "$d/bdir" --layout B --shard-size 13 --samples 65 --shape 8 \
+    --labels 4 >/dev/null
+SC_SOURCE=$d/bdir SC_CACHE_DIR=$d/bcache SC_SHARD_SIZE=5 SC_BATCH_SIZE=4 SC_SEED=9 \
+    SC_AUDIT_DIR=$d/baudit "$MPIEXEC" -n 2 --oversubscribe "$SC_BUILD_DIR/bin/train" --epochs 2 \
+    >/dev/null 2>&1 || failed "the layout-B job"
+bflags=(--audit-dir "$d/baudit" --plan-seed 9 --batch 4 --mode sticky) # a job's default mode
+expect_ok "verify --source takes a layout-B job's cut shards" \
+    "^exactly-once: ok \(2 epochs, 128 samples, 0 duplicated" "$SC_BIN" verify "${bflags[@]}" --source "$d/bdir" \
+    --shard-size 5
+expect_fail "layout A's shards of the same counts are not the job's" "exactly-once: FAILED" \
+    "$SC_BIN" verify "${bflags[@]}" --samples 65 --shard-size 5
+expect_fail "--source names what it cannot open" "--source: .*$d/none" \
+    "$SC_BIN" verify "${bflags[@]}" --source "$d/none"
 finish
