@@ -37,9 +37,10 @@ static const char plan_usage[] =
     "  --source PATH       the job's dataset (a file, a directory or a list of\n"
     "                      files): its shards as the job's open makes them\n"
     "                      (layout B's grouped and cut files too), with\n"
-    "                      --shard-size (default auto) and the SC_* settings\n"
-    "                      that shape it (SC_FIELDS, SC_SAMPLE_AXIS) as the\n"
-    "                      job's; replaces --shards, --samples, --shard-sizes\n"
+    "                      --shard-size (default SC_SHARD_SIZE) and the SC_*\n"
+    "                      settings that shape it (SC_FIELDS, SC_SAMPLE_AXIS)\n"
+    "                      as the job's; replaces --shards, --samples and\n"
+    "                      --shard-sizes\n"
     "plan:\n"
     "  --ranks R           ranks to plan for (default: the MPI world size;\n"
     "                      under mpirun it must equal the world size)\n"
@@ -232,7 +233,8 @@ static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
 
 /*
  * --source: the shard sizes of a job over that dataset, opened as the job
- * opens it (SC_* settings, --shard-size or auto) on this process alone,
+ * opens it (SC_* settings, --shard-size over SC_SHARD_SIZE) on this
+ * process alone,
  * so that layout B's grouping and cutting of files need not be redone by
  * hand.  MPI is started for it where the command has not (verify).
  */
@@ -247,7 +249,8 @@ static int cmd_plan_source_sizes(const plan_opts *o, uint64_t **sizes, uint64_t 
     MPI_Initialized(&up);
     if (!up)
         MPI_Init(NULL, NULL);
-    cfg.shard_size = o->shard_size ? o->shard_size : SC_SHARD_AUTO;
+    if (o->shard_size) /* else SC_SHARD_SIZE's, as the job's */
+        cfg.shard_size = o->shard_size;
     rc = sc_config_set(&cfg, "SC_SOURCE", o->source, &err);
     if (rc == SC_OK)
         rc = sc_dataset_open(MPI_COMM_SELF, &cfg, &ds, &err);
