@@ -234,9 +234,9 @@ static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
 /*
  * --source: the shard sizes of a job over that dataset, opened as the job
  * opens it (SC_* settings, --shard-size over SC_SHARD_SIZE) on this
- * process alone,
- * so that layout B's grouping and cutting of files need not be redone by
- * hand.  MPI is started for it where the command has not (verify).
+ * process alone, so that layout B's grouping and cutting of files need not
+ * be redone by hand.  MPI is started for it where the command has not
+ * (verify).
  */
 static int cmd_plan_source_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
 {
