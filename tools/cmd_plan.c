@@ -8,6 +8,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,11 @@ int cmd_plan_parse(int argc, char **argv, plan_opts *o, const char *usage)
         fprintf(stderr, "shardcache plan: unexpected argument '%s'\n", argv[optind]);
         bad = 2;
     }
+    if (!bad && o->source && (o->samples || o->sizes_file || o->labels)) {
+        fprintf(stderr, "shardcache %s: --source gives the shards: --samples, --shard-sizes "
+                "and --labels would give others\n", argv[0]);
+        bad = 2;
+    }
     if (!bad)
         bad = cmd_plan_partitions(o);
     if (bad)
@@ -233,44 +239,51 @@ static uint64_t cmd_plan_sizes_fingerprint(const uint64_t *sizes, uint64_t n)
 
 /*
  * --source: the shard sizes of a job over that dataset, opened as the job
- * opens it (SC_* settings, --shard-size over SC_SHARD_SIZE) on this
- * process alone, so that layout B's grouping and cutting of files need not
- * be redone by hand.  MPI is started for it where the command has not
- * (verify).
+ * opens it (SC_* settings, --shard-size over SC_SHARD_SIZE), so that
+ * layout B's grouping and cutting of files need not be redone by hand.
+ * Rank 0 opens it and every rank takes its answer (under mpirun one scan,
+ * and no rank left waiting where rank 0 fails); MPI is up (verify starts
+ * it for this).
  */
 static int cmd_plan_source_sizes(const plan_opts *o, uint64_t **sizes, uint64_t *n)
 {
-    int up = 0, rc;
+    int rank = 0, rc = SC_OK;
     sc_config cfg;
     sc_error err = SC_ERROR_INIT;
     sc_dataset *ds = NULL;
-    if (cli_config(&cfg))
-        return 2;
-    MPI_Initialized(&up);
-    if (!up)
-        MPI_Init(NULL, NULL);
-    if (o->shard_size) /* else SC_SHARD_SIZE's, as the job's */
-        cfg.shard_size = o->shard_size;
-    rc = sc_config_set(&cfg, "SC_SOURCE", o->source, &err);
-    if (rc == SC_OK)
-        rc = sc_dataset_open(MPI_COMM_SELF, &cfg, &ds, &err);
     const uint64_t *got = NULL;
     sc_dataset_info di = {0};
-    if (rc == SC_OK) {
-        sc_dataset_get_info(ds, &di);
-        sc_dataset_shard_sizes(ds, &got);
-        *n = di.nshards;
-        if ((*sizes = malloc(sizeof **sizes * (*n ? *n : 1))))
-            memcpy(*sizes, got, sizeof **sizes * *n);
-        else
-            rc = sc__seterr(&err, SC_ENOMEM, "out of memory");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        rc = cli_config(&cfg) ? sc__seterr(&err, SC_EINVAL, "the SC_* settings") : SC_OK;
+        if (o->shard_size) /* else SC_SHARD_SIZE's, as the job's */
+            cfg.shard_size = o->shard_size;
+        if (rc == SC_OK)
+            rc = sc_config_set(&cfg, "SC_SOURCE", o->source, &err);
+        if (rc == SC_OK)
+            rc = sc_dataset_open(MPI_COMM_SELF, &cfg, &ds, &err);
+        if (rc == SC_OK) {
+            sc_dataset_get_info(ds, &di);
+            sc_dataset_shard_sizes(ds, &got);
+        }
     }
+    uint64_t head[2] = {(uint64_t)rc, di.nshards};
+    MPI_Bcast(head, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    *n = head[1];
+    *sizes = head[0] == SC_OK && *n <= INT_MAX ? malloc(sizeof **sizes * (*n ? *n : 1)) : NULL;
+    if (*sizes && rank == 0)
+        memcpy(*sizes, got, sizeof **sizes * *n);
+    int ok = *sizes != NULL;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (ok)
+        MPI_Bcast(*sizes, (int)*n, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     sc_dataset_close(ds);
-    if (!up)
-        MPI_Finalize();
-    if (rc != SC_OK)
-        fprintf(stderr, "shardcache: --source: %s\n", err.msg);
-    return rc == SC_OK ? 0 : 2;
+    if (!ok && rank == 0)
+        fprintf(stderr, "shardcache: --source: %s\n", head[0] != SC_OK ? err.msg
+                        : *n > INT_MAX ? "more shards than a broadcast carries" : "out of memory");
+    if (!ok)
+        free(*sizes), *sizes = NULL;
+    return ok ? 0 : 2;
 }
 
 /*
@@ -523,7 +536,9 @@ static int cmd_plan_load(plan_opts *o, int rank, int world, uint64_t **sizes, ui
 static void cmd_plan_print_header(const plan_opts *o, uint64_t n, int world)
 {
     uint64_t k = cli_shard_size(o);
-    if (o->samples)
+    if (o->source)
+        printf("dataset: '%s', its shards as a job's open makes them\n", o->source);
+    else if (o->samples)
         printf("dataset: %" PRIu64 " samples in shards of %" PRIu64 "%s\n", o->samples, k,
                o->shard_size && o->shard_size != SC_SHARD_AUTO ? "" : " (auto)");
     printf("plan: %" PRIu64 " shards on %" PRIu64 " ranks%s, seed %" PRIu64

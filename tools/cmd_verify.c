@@ -26,9 +26,9 @@ static const char verify_usage[] =
     "default is sticky, so a job that left it unset takes --mode sticky), and\n"
     "checks that each sample was delivered once per epoch, on the rank that\n"
     "served it (its shard's home, or the rank a cut hands its range to), apart\n"
-    "from the samples the remainder policy drops or pads.  A bad sample skipped with a\n"
-    "reason (SC_BAD_SAMPLE=skip, SC_SKIP_LIST) counts as accounted for, and is\n"
-    "named; its replacement is not a duplicate.  Prints\n"
+    "from the samples the remainder policy drops or pads.  A bad sample\n"
+    "skipped with a reason (SC_BAD_SAMPLE=skip, SC_SKIP_LIST) counts as\n"
+    "accounted for, and is named; its replacement is not a duplicate.  Prints\n"
     "'exactly-once: ok (E epochs, N samples, 0 duplicated, 0 skipped)' or the\n"
     "offending sample ids, and exits 1 then.\n"
     "\n"
@@ -481,7 +481,15 @@ int cmd_verify(int argc, char **argv)
         free(rs);
         return rc;
     }
-    if ((rc = cmd_plan_load_sizes(&o, &sizes, &n))) {
+    if (o.source && MPI_Init(NULL, NULL) != MPI_SUCCESS) { /* --source opens the dataset */
+        fprintf(stderr, "shardcache verify: --source: MPI_Init failed\n");
+        free(rs);
+        return 2;
+    }
+    rc = cmd_plan_load_sizes(&o, &sizes, &n);
+    if (o.source)
+        MPI_Finalize();
+    if (rc) {
         free(rs);
         return rc;
     }

@@ -242,59 +242,79 @@ static void loader_idle(void *arg)
 }
 
 /*
+ * Where a skip would find no replacement, another sample of its shard not
+ * skipped: a shard SC_SKIP_LIST names whole, and under SC_BAD_SAMPLE=skip
+ * (skip) one that leaves fewer than two unlisted (the one left could turn
+ * out bad itself).  Layout A's last shard and layout B's grouped and cut
+ * files can be that small, so every shard is looked at here rather than
+ * met in the middle of an epoch.  The first such shard (nshards if none),
+ * its listed samples in *listed, and how many such shards in *count.
+ */
+static uint64_t loader_unreplaceable(const sc_dataset *ds, int skip, const sc__skiplist *l,
+                                     uint64_t *listed, uint64_t *count)
+{
+    uint64_t found = ds->nshards, i = 0;
+    *listed = *count = 0;
+    for (uint64_t s = 0; (skip || l) && s < ds->nshards; s++) {
+        uint64_t n = 0; /* shard s's listed samples: l->ids ascend, distinct */
+        for (; l && i < l->n && l->ids[i] < ds->shard_first[s + 1]; i++)
+            n++;
+        uint64_t left = ds->shard_sizes[s] - n;
+        if ((n && !left) || (skip && left < 2)) {
+            *listed = found == ds->nshards ? n : *listed;
+            found = found == ds->nshards ? s : found;
+            ++*count;
+        }
+    }
+    return found;
+}
+
+/* The refusal of shard s (loader_unreplaceable's), naming it and the ways out. */
+static int loader_refuse_unreplaceable(const sc_loader *ld, const sc_config *cfg, uint64_t s,
+                                       uint64_t listed, uint64_t count, sc_error *err)
+{
+    const sc_dataset *ds = ld->ds;
+    int skip = cfg->bad_sample == SC_BAD_SAMPLE_SKIP;
+    uint64_t n = ds->shard_sizes[s];
+    char why[160];
+    if (listed == n)
+        snprintf(why, sizeof why, "has every sample in the skip list");
+    else if (!listed)
+        snprintf(why, sizeof why, "has only that one sample");
+    else
+        snprintf(why, sizeof why, "has %llu of its %llu samples in the skip list, and the one "
+                 "left could not be replaced were it bad too", (unsigned long long)listed,
+                 (unsigned long long)n);
+    return sc__seterr(err, SC_EINVAL, "rank %d: %s replaces a skipped sample by another of its "
+                      "shard, and shard %llu of source '%s' (%llu sample%s from sample %llu; "
+                      "SC_SHARD_SIZE=%llu%s) %s%s: choose an SC_SHARD_SIZE that leaves every "
+                      "shard %s not skipped%s", ld->rank,
+                      skip ? "SC_BAD_SAMPLE=skip" : "SC_SKIP_LIST", (unsigned long long)s,
+                      ds->path, (unsigned long long)n, n == 1 ? "" : "s",
+                      (unsigned long long)ds->shard_first[s], (unsigned long long)ds->shard_size,
+                      cfg->shard_size == SC_SHARD_AUTO ? ", auto" : "", why,
+                      count > 1 ? " (and other shards too)" : "",
+                      skip ? "two samples or more" : "a sample",
+                      skip ? ", or, where SC_SKIP_LIST names every bad sample, keep "
+                             "SC_BAD_SAMPLE=error" : "");
+}
+
+/*
  * SC_BAD_SAMPLE and SC_SKIP_LIST (read by the dataset's open, against what
  * its sample ids mean) checked against what can replace a sample: another
  * of its shard, at delivery.
  */
-/*
- * The first shard where a skip would find no replacement, another of its
- * samples not skipped: with SC_BAD_SAMPLE=skip (skip) one of a single
- * sample, any of whose samples may turn out bad; with a skip list, one
- * whose samples it lists all.  nshards if none.  Layout A's last shard and
- * the pieces layout B cuts files into can be that small, so every shard
- * is looked at here rather than met in the middle of an epoch.
- */
-static uint64_t loader_unreplaceable(const sc_dataset *ds, int skip, const sc__skiplist *l)
-{
-    const uint64_t *first = ds->shard_first;
-    uint64_t s = 0;
-    for (; skip && s < ds->nshards; s++)
-        if (first[s + 1] - first[s] < 2)
-            return s;
-    for (uint64_t i = 0, j; l && i < l->n; i = j) { /* l->ids ascend: a shard's are a run */
-        if (sc__shard_of(first, ds->nshards, l->ids[i], &s) != SC_OK)
-            return ds->nshards; /* the list's load checked every id's range */
-        for (j = i; j < l->n && l->ids[j] < first[s + 1]; j++)
-            ;
-        if (j - i == first[s + 1] - first[s])
-            return s;
-    }
-    return ds->nshards;
-}
-
 static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = SC_OK, skip = cfg->bad_sample == SC_BAD_SAMPLE_SKIP;
     const sc__skiplist *l = sc__fields_skip(ld->ds);
-    const sc_dataset *ds = ld->ds;
-    uint64_t s = skip || l ? loader_unreplaceable(ds, skip, l) : ds->nshards;
+    uint64_t listed, count, s = loader_unreplaceable(ld->ds, skip, l, &listed, &count);
     if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && !skip)
         rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.bad_sample is %d, neither "
                         "SC_BAD_SAMPLE_ERROR nor SC_BAD_SAMPLE_SKIP", ld->rank,
                         (int)cfg->bad_sample);
-    else if (s < ds->nshards)
-        rc = sc__seterr(err, SC_EINVAL, "rank %d: %s replaces a skipped sample by another of "
-                        "its shard, and shard %llu of source '%s' (%llu samples from sample "
-                        "%llu; SC_SHARD_SIZE=%llu%s) %s: choose an SC_SHARD_SIZE that leaves "
-                        "every shard two samples or more not skipped", ld->rank,
-                        skip ? "SC_BAD_SAMPLE=skip" : "SC_SKIP_LIST", (unsigned long long)s,
-                        ds->path, (unsigned long long)(ds->shard_first[s + 1] - ds->shard_first[s]),
-                        (unsigned long long)ds->shard_first[s],
-                        (unsigned long long)ds->shard_size,
-                        cfg->shard_size == SC_SHARD_AUTO ? ", auto" : "",
-                        ds->shard_first[s + 1] - ds->shard_first[s] < 2
-                            ? "has only that one sample"
-                            : "has every sample in the skip list");
+    else if (s < ld->ds->nshards)
+        rc = loader_refuse_unreplaceable(ld, cfg, s, listed, count, err);
     else if (skip && sc__fields_decodes_once(ld->ds))
         rc = sc__seterr(err, SC_EINVAL, "rank %d: SC_BAD_SAMPLE=skip replaces an image that "
                         "fails to decode at delivery (SC_DECODE=jpeg); decode-once (jpeg-once) "
@@ -343,7 +363,7 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
             w >= ds->nsamples ? ", the whole dataset" : "",
             (unsigned long long)(shards < ds->nshards ? shards : ds->nshards),
             (unsigned long long)shard,
-            (unsigned long long)(shards < ds->nshards ? held : ds->nshards * shard),
+            (unsigned long long)(shards < ds->nshards ? held : ds->nsamples * ds->sample_bytes),
             (unsigned long long)cfg->stream_bytes);
     uint64_t asked = cfg->shuffle_window;
     if (asked != SC_WINDOW_AUTO && w < asked)

@@ -236,7 +236,7 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
                                 ds->path, (unsigned long long)line, buf,
                                 buf[0] != '/' ? "; a relative path is from the working "
                                                 "directory, '" : "",
-                                buf[0] != '/' && getcwd(cwd, sizeof cwd) ? cwd : "",
+                                buf[0] == '/' ? "" : getcwd(cwd, sizeof cwd) ? cwd : "unknown",
                                 buf[0] != '/' ? "'" : "");
             else
                 rc = sc__scan_add_file(ds, &cap, buf, err);
@@ -248,38 +248,80 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
     return rc;
 }
 
-typedef struct source_stamped {
-    uint64_t stamp[STAMP], k; /* a file's stamp, its index */
-} source_stamped;
+/* path with its empty and "." parts left out ("a//./b" is "a/b"): the text alone. */
+static char *source_folded(const char *path)
+{
+    char *out = malloc(strlen(path) + 1), *o = out;
+    for (const char *p = path; out && *p;) {
+        size_t len = strcspn(p, "/");
+        if (len && !(len == 1 && *p == '.')) {
+            if (o > out || path[0] == '/')
+                *o++ = '/';
+            memcpy(o, p, len), o += len;
+        }
+        p += len + (p[len] == '/');
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+typedef struct source_named {
+    char *name; /* a listed path, folded */
+    uint64_t stamp[STAMP], k; /* its stamp, its index */
+} source_named;
+
+static int source_cmp_name(const void *a, const void *b)
+{
+    const source_named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->k > y->k) - (x->k < y->k);
+}
 
 static int source_cmp_stamp(const void *a, const void *b)
 {
-    const source_stamped *x = a, *y = b;
+    const source_named *x = a, *y = b;
     int c = memcmp(x->stamp, y->stamp, sizeof x->stamp);
     return c ? c : (x->k > y->k) - (x->k < y->k);
 }
 
 /*
- * A file listed twice (two lines of a list, or two names of one file: its
- * stamp, inode and times, is the same) would deliver its samples twice
- * under two ids, each once: refused, naming both.
+ * A list that names one path twice ("a.h5", "./a.h5") would deliver its
+ * samples twice under two ids, each once: refused, naming both.  Two
+ * names of one file (its stamp, inode and times, the same: a hard link,
+ * or symlinks into a content-addressed store such as Hugging Face's
+ * cache, which keeps identical files once) are the dataset's own choice,
+ * said on rank 0.  A directory's names are distinct already.
  */
 static int source_refuse_twice(const sc_dataset *ds, sc_error *err)
 {
-    source_stamped *v = malloc(sizeof *v * ds->nfiles + 1);
-    if (!v)
-        return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
-    for (uint64_t k = 0; k < ds->nfiles; k++) {
+    source_named *v = calloc(ds->nfiles + 1, sizeof *v);
+    int rc = v ? SC_OK : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++) {
         memcpy(v[k].stamp, ds->file_stamp + STAMP * k, sizeof v[k].stamp);
         v[k].k = k;
+        if (!ds->is_dir && !(v[k].name = source_folded(ds->files[k])))
+            rc = sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     }
-    qsort(v, ds->nfiles, sizeof *v, source_cmp_stamp);
-    int rc = SC_OK;
-    for (uint64_t k = 1; rc == SC_OK && k < ds->nfiles; k++)
-        if (!memcmp(v[k - 1].stamp, v[k].stamp, sizeof v[k].stamp))
-            rc = sc__seterr(err, SC_EINVAL, "source '%s' names one file twice, '%s' and '%s': "
-                            "its samples would be delivered twice under two ids",
-                            ds->path, ds->files[v[k - 1].k], ds->files[v[k].k]);
+    if (rc == SC_OK && !ds->is_dir) {
+        qsort(v, ds->nfiles, sizeof *v, source_cmp_name);
+        for (uint64_t k = 1; rc == SC_OK && k < ds->nfiles; k++)
+            if (!strcmp(v[k - 1].name, v[k].name))
+                rc = sc__seterr(err, SC_EINVAL, "source '%s' names one file twice, '%s' and "
+                                "'%s': its samples would be delivered twice under two ids",
+                                ds->path, ds->files[v[k - 1].k], ds->files[v[k].k]);
+    }
+    if (rc == SC_OK && ds->rank == 0) {
+        qsort(v, ds->nfiles, sizeof *v, source_cmp_stamp);
+        for (uint64_t k = 1; k < ds->nfiles; k++)
+            if (!memcmp(v[k - 1].stamp, v[k].stamp, sizeof v[k].stamp))
+                sc__log(ds->log_level, SC__LOG_WARN, 0, "source '%s': '%s' and '%s' are one "
+                        "file (a hard link, or links into a store that keeps identical files "
+                        "once): its samples are delivered under both names", ds->path,
+                        ds->files[v[k - 1].k], ds->files[v[k].k]);
+    }
+    for (uint64_t k = 0; v && k < ds->nfiles; k++)
+        free(v[k].name);
     free(v);
     return rc;
 }

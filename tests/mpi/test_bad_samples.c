@@ -527,9 +527,10 @@ static void refused(const sc_config *c, const char *want)
 /*
  * A skip with no replacement is refused at open, naming its shard (it was
  * met in the middle of an epoch, after batches): under SC_BAD_SAMPLE=skip
- * a last shard of one sample; with a skip list, a shard it lists whole.
- * 17 samples in shards of 4: 0-3, 4-7, ..., 12-15, 16 (a shard for each
- * of 4 ranks).
+ * a last shard of one sample, and a shard the skip list leaves one sample
+ * of; with a skip list alone, a shard it lists whole (a list crossing two
+ * shards that keeps a sample of each opens).  17 samples in shards of 4:
+ * 0-3, 4-7, ..., 12-15, 16 (a shard for each of 4 ranks).
  */
 static void test_unreplaceable_refused_at_open(void **state)
 {
@@ -546,7 +547,7 @@ static void test_unreplaceable_refused_at_open(void **state)
     sc_config c = job_config(&jb, 1);
     refused(&c, "SC_BAD_SAMPLE=skip replaces a skipped sample by another of its shard, and "
                 "shard 4 of source");
-    refused(&c, "(1 samples from sample 16; SC_SHARD_SIZE=4) has only that one sample");
+    refused(&c, "(1 sample from sample 16; SC_SHARD_SIZE=4) has only that one sample");
 
     c = job_config(&jb, 0);
     uint64_t fp = fingerprint_of(&c);
@@ -555,12 +556,18 @@ static void test_unreplaceable_refused_at_open(void **state)
     jb.bad[4] = jb.bad[5] = jb.bad[6] = 1;
     write_list(list, fp, &jb, 7); /* 4, 5, 6 and 7: shard 1 whole */
     SC_ASSERT_OK(sc_config_set(&c, "SC_SKIP_LIST", list, NULL), NULL);
-    refused(&c, "shard 1 of source");
+    refused(&c, "SC_SKIP_LIST replaces a skipped sample by another of its shard, and shard 1 "
+                "of source");
     refused(&c, "(4 samples from sample 4; SC_SHARD_SIZE=4) has every sample in the skip list");
-    write_list(list, fp, &jb, 0); /* 0, 4, 5 and 6: each shard keeps one */
+    write_list(list, fp, &jb, 3); /* 3, 4, 5 and 6: shards 0 and 1 keep one each */
     sc_loader *ld = NULL;
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, NULL), NULL);
     sc_loader_close(ld);
+    c = job_config(&jb, 1); /* but under skip, shard 1's one left could be bad too */
+    SC_ASSERT_OK(sc_config_set(&c, "SC_SKIP_LIST", list, NULL), NULL);
+    refused(&c, "shard 1 of source");
+    refused(&c, "has 3 of its 4 samples in the skip list, and the one left could not be "
+                "replaced were it bad too");
     free_job(&jb);
 }
 

@@ -1,7 +1,7 @@
 /*
  * Layout B sources under mpiexec -n 1, 2 and 4: a directory (its hidden
- * names left out) and a list of files (one named twice refused, a missing
- * relative path's base said), runs of small files grouped and large ones
+ * names left out) and a list of files (a path named twice refused, a
+ * hard link opened, a missing relative path's base said), runs of small files grouped and large ones
  * cut into shards (and
  * the fingerprint that tells the cuts apart), a directory's saved
  * manifest, and a file changed after the open refused by name.
@@ -57,8 +57,11 @@ static void test_layout_b_dir_and_list(void **state)
             fprintf(l, "%s\n", f);
             if (k == 0) { /* hidden names, left out: macOS's AppleDouble, a hidden copy */
                 snprintf(f, sizeof f, "%s/._part-0.h5", sub);
+                static const char appledouble[] = "\x00\x05\x16\x07 not HDF5";
                 FILE *junk = fopen(f, "w");
-                fputs("\x00\x05\x16\x07 not HDF5", junk);
+                assert_non_null(junk);
+                assert_int_equal(fwrite(appledouble, 1, sizeof appledouble, junk),
+                                 sizeof appledouble);
                 fclose(junk);
                 snprintf(f, sizeof f, "%s/.part-0.h5", sub);
                 assert_int_equal(sc_t_write(f, "/x", H5T_NATIVE_FLOAT, 1, &n[k], x, 1), 0);
@@ -93,14 +96,20 @@ static void test_layout_b_dir_and_list(void **state)
     }
     assert_int_equal(fps[0], fps[1]); /* the same files, however listed */
 
-    /* A file listed twice is refused, naming both lines; a relative path's base is said. */
-    char twice[1200], f0[1300];
+    /*
+     * A path listed twice is refused, naming both; a hard link of a listed
+     * file (a content-addressed store's identical files) is the dataset's
+     * choice and opens; a relative path's base is said.
+     */
+    char twice[1200], f0[1300], hard[1200];
     path_of(twice, "twice.txt");
+    path_of(hard, "hard-0.h5");
     snprintf(f0, sizeof f0, "%s/part-0.h5", sub);
     if (rank == 0) {
         FILE *l = fopen(twice, "w");
         fprintf(l, "%s\n%s/../b/part-1.h5\n%s/./part-0.h5\n", f0, sub, sub);
         fclose(l);
+        assert_int_equal(link(f0, hard), 0);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     sc_config c = config(twice);
@@ -109,6 +118,17 @@ static void test_layout_b_dir_and_list(void **state)
     if (!strstr(err.msg, "names one file twice") || !strstr(err.msg, f0) ||
         !strstr(err.msg, "/./part-0.h5"))
         fail_msg("'%s'", err.msg);
+    if (rank == 0) {
+        FILE *l = fopen(twice, "w");
+        fprintf(l, "%s\n%s\n", f0, hard);
+        fclose(l);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+    sc_dataset_info in;
+    sc_dataset_get_info(ds, &in);
+    assert_int_equal(in.nsamples, 2 * n[0]);
+    sc_dataset_close(ds);
     if (rank == 0) {
         FILE *l = fopen(twice, "w");
         fprintf(l, "no-such-dir/part-0.h5\n");

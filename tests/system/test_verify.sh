@@ -87,4 +87,10 @@ expect_fail "layout A's shards of the same counts are not the job's" "exactly-on
     "$SC_BIN" verify "${bflags[@]}" --samples 65 --shard-size 5
 expect_fail "--source names what it cannot open" "--source: .*$d/none" \
     "$SC_BIN" verify "${bflags[@]}" --source "$d/none"
+expect_ok "without --shard-size, SC_SHARD_SIZE's, as the job's" "^exactly-once: ok" \
+    env SC_SHARD_SIZE=5 "$SC_BIN" verify "${bflags[@]}" --source "$d/bdir"
+expect_fail "--source with other shards is refused" "--source gives the shards" \
+    "$SC_BIN" verify "${bflags[@]}" --source "$d/bdir" --samples 65
+expect_ok "plan --source plans the job's 15 shards" "15 shards" \
+    "$SC_BIN" plan --source "$d/bdir" --shard-size 5 --ranks 2 --batch 4 --epochs 1
 finish
