@@ -255,8 +255,8 @@ static int cmd_plan_source_sizes(const plan_opts *o, uint64_t **sizes, uint64_t 
     sc_dataset_info di = {0};
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) {
-        rc = cli_config(&cfg) ? sc__seterr(&err, SC_EINVAL, "the SC_* settings") : SC_OK;
-        if (o->shard_size) /* else SC_SHARD_SIZE's, as the job's */
+        rc = sc_config_init(&cfg, &err); /* SC_*, as the job's */
+        if (rc == SC_OK && o->shard_size) /* else SC_SHARD_SIZE's */
             cfg.shard_size = o->shard_size;
         if (rc == SC_OK)
             rc = sc_config_set(&cfg, "SC_SOURCE", o->source, &err);

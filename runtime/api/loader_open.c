@@ -260,11 +260,10 @@ static uint64_t loader_unreplaceable(const sc_dataset *ds, int skip, const sc__s
         for (; l && i < l->n && l->ids[i] < ds->shard_first[s + 1]; i++)
             n++;
         uint64_t left = ds->shard_sizes[s] - n;
-        if ((n && !left) || (skip && left < 2)) {
-            *listed = found == ds->nshards ? n : *listed;
-            found = found == ds->nshards ? s : found;
-            ++*count;
-        }
+        if (!((n && !left) || (skip && left < 2)))
+            continue;
+        if ((*count)++ == 0)
+            found = s, *listed = n;
     }
     return found;
 }

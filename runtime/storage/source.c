@@ -295,6 +295,8 @@ static int source_cmp_stamp(const void *a, const void *b)
  */
 static int source_refuse_twice(const sc_dataset *ds, sc_error *err)
 {
+    if (ds->is_dir && ds->rank != 0)
+        return SC_OK; /* nothing to refuse, nothing to say */
     source_named *v = calloc(ds->nfiles + 1, sizeof *v);
     int rc = v ? SC_OK : sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
     for (uint64_t k = 0; rc == SC_OK && k < ds->nfiles; k++) {

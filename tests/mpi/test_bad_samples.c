@@ -196,6 +196,25 @@ static void make_job(job *jb, const char *tag, uint64_t seed)
     write_source(jb->src, jb->n, jb->bad);
 }
 
+/* A job of n good samples in shards of `shard`, its source written as dir/tag.h5. */
+static void clean_job(job *jb, uint64_t n, uint64_t shard, uint64_t seed, const char *tag)
+{
+    *jb = (job){.n = n, .shard = shard, .seed = seed};
+    jb->bad = calloc(n, 1);
+    jb->repl = calloc(n, sizeof *jb->repl);
+    snprintf(jb->src, sizeof jb->src, "%s/%s.h5", dir, tag);
+    write_source(jb->src, n, jb->bad);
+}
+
+/* The test is skipped (not passed) on a build without libjpeg-turbo. */
+static void need_jpeg(void)
+{
+    sc_features f;
+    sc_features_get(&f);
+    if (!f.jpeg)
+        skip();
+}
+
 static uint64_t count_bad(const job *jb)
 {
     uint64_t k = 0;
@@ -248,10 +267,7 @@ static void verify_trail(const job *jb, const char *audit, uint64_t skips)
 static void test_skip_replaces_bad_samples(void **state)
 {
     (void)state;
-    sc_features f;
-    sc_features_get(&f);
-    if (!f.jpeg)
-        skip();
+    need_jpeg();
     uint64_t seed = sc_test_seed();
     MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     job jb;
@@ -330,10 +346,7 @@ static void write_list(const char *path, uint64_t fp, const job *jb, uint64_t ex
 static void test_skip_list(void **state)
 {
     (void)state;
-    sc_features f;
-    sc_features_get(&f);
-    if (!f.jpeg)
-        skip();
+    need_jpeg();
     job jb;
     make_job(&jb, strcmp(decoder, "jpeg") ? "listed-once" : "listed", 7); /* a file of its own */
     uint64_t extra = 0;
@@ -468,15 +481,9 @@ static void check_stopped(sc_loader *ld, uint64_t e, uint64_t bad, const char *w
 static void test_error_names_rank_sample_epoch(void **state)
 {
     (void)state;
-    sc_features f;
-    sc_features_get(&f);
-    if (!f.jpeg)
-        skip();
-    job jb = {.n = 64, .shard = 8, .seed = 11};
-    jb.bad = calloc(jb.n, 1);
-    jb.repl = malloc(8 * jb.n);
-    snprintf(jb.src, sizeof jb.src, "%s/stop.h5", dir);
-    write_source(jb.src, jb.n, jb.bad); /* clean: to learn the plan */
+    need_jpeg();
+    job jb;
+    clean_job(&jb, 64, 8, 11, "stop"); /* clean: to learn the plan */
     sc_config c = job_config(&jb, 0);
     uint64_t bad = owned_by_rank0(&c, 1, 2); /* the others never meet it */
     jb.bad[bad] = 1;
@@ -535,15 +542,9 @@ static void refused(const sc_config *c, const char *want)
 static void test_unreplaceable_refused_at_open(void **state)
 {
     (void)state;
-    sc_features f;
-    sc_features_get(&f);
-    if (!f.jpeg)
-        skip();
-    job jb = {.n = 17, .shard = 4, .seed = 5};
-    jb.bad = calloc(jb.n, 1);
-    jb.repl = calloc(jb.n, sizeof *jb.repl);
-    snprintf(jb.src, sizeof jb.src, "%s/lonely.h5", dir);
-    write_source(jb.src, jb.n, jb.bad);
+    need_jpeg();
+    job jb;
+    clean_job(&jb, 17, 4, 5, "lonely");
     sc_config c = job_config(&jb, 1);
     refused(&c, "SC_BAD_SAMPLE=skip replaces a skipped sample by another of its shard, and "
                 "shard 4 of source");
