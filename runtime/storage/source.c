@@ -187,17 +187,17 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__finger
 
 /* ---- layout B ------------------------------------------------------------------- */
 
+static int source_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 /*
  * Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of
  * paths.  A directory's hidden names are left out, as a shell's or
  * Python's glob leaves them: macOS's AppleDouble `._x.h5` (not HDF5) and
  * editors' and copy tools' temporaries are not the dataset.
  */
-static int source_cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 {
     size_t cap = 0;
