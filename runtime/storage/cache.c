@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cachedir.h"
@@ -46,6 +47,7 @@
 #include "entry.h"
 #include "entry_io.h"
 #include "evict.h"
+#include "fault.h"
 #include "formats.h"
 #include "hash.h"
 #include "log.h"
@@ -485,7 +487,13 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
  * entry instead of reading the source (and running a transform) twice;
  * then the source read, the checksum, and the entry's write, all without
  * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
+ * CACHE_RACED: another thread reserved or published it since this one
+ * found it missing (a prefetch of the next epoch beside this epoch's
+ * load); the caller looks again rather than read the source a second time
+ * (and, past `may_race`, reads it uncached: a fourth race is not worth more).
  */
+enum { CACHE_RACED = 1 };
+
 /*
  * Reserves `shard` in the index for an entry about to be written (mutex
  * held): SC_OK, or SC_EOVERFLOW when it is not to be kept (bigger than the
@@ -536,11 +544,15 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
     pthread_mutex_unlock(&c->mu);
 }
 
-static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc,
-                      sc_error *err)
+static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int may_race,
+                      const sc__tctx *tc, sc_error *err)
 {
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
     pthread_mutex_lock(&c->mu);
+    if (may_race && sc__evict_has(c->ev, (uint32_t)shard)) {
+        pthread_mutex_unlock(&c->mu);
+        return CACHE_RACED;
+    }
     c->st.misses++;
     c->st.bytes_from_source += bytes;
     int kept = cache_reserve_locked(c, shard, bytes, HOLD_MISS);
@@ -666,15 +678,21 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    int origin;
+    int origin, rc = CACHE_RACED;
     if (hit)
         *hit = SC__FROM_SOURCE;
-    if (!cache_hit_entry(c, shard, bufs, NULL, tc, &origin)) {
-        if (hit)
-            *hit = origin;
-        return sc__errok(err);
+    for (int look = 0; rc == CACHE_RACED; look++) {
+        if (!cache_hit_entry(c, shard, bufs, NULL, tc, &origin)) {
+            if (hit)
+                *hit = origin;
+            return sc__errok(err);
+        }
+        if (sc__fault("cache-slow-miss")) { /* test hook: another reader reserves meanwhile */
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        rc = cache_miss(c, shard, bufs, look < 3, tc, err);
     }
-    int rc = cache_miss(c, shard, bufs, tc, err);
     return rc == SC_OK ? sc__errok(err) : rc;
 }
 

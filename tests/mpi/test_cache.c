@@ -6,9 +6,11 @@
  * byte it serves equals the source's; a capacity bound holds; a re-open
  * starts warm; a second process on the same directory gets its own; a
  * damaged entry is repaired with the right bytes; and a loader's epoch
- * summary says where every byte it loaded came from.
+ * summary says where every byte it loaded came from; two threads wanting
+ * one uncached shard at once read the source once.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -718,6 +720,52 @@ static void test_bytes_by_origin_add_up(void **state)
     assert_true((size > 1) == (all_peers > 0));
 }
 
+typedef struct racer {
+    sc_cache *c;
+    sc_dataset *ds;
+    uint64_t shard;
+} racer;
+
+static void *race_read(void *arg)
+{
+    racer *r = arg;
+    bufs *b = malloc(sizeof *b);
+    read_checked(r->c, r->ds, r->shard, b);
+    free(b);
+    return NULL;
+}
+
+/*
+ * Two threads wanting one uncached shard at once (a prefetch of the next
+ * epoch beside this epoch's load) read the source once: the one that
+ * found it missing after the other had reserved it waits for its entry.
+ * The hook widens the window between finding a shard missing and
+ * reserving it, where the second reader used to read the source too.
+ */
+static void test_concurrent_readers_read_the_source_once(void **state)
+{
+    (void)state;
+    sc_config cfg;
+    sc_dataset *ds;
+    sc_cache *c;
+    open_in("race", &cfg, &ds, &c);
+    setenv("SC_FAULT", "cache-slow-miss", 1);
+    racer r = {c, ds, (uint64_t)(NSHARDS - 1 - rank)};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, race_read, &r), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    unsetenv("SC_FAULT");
+    sc_cache_stats s;
+    sc_cache_get_stats(c, &s);
+    if (s.misses != 1 || s.hits != 1)
+        fail_msg("rank %d: %llu source reads and %llu hits of one shard read by 2 threads",
+                 rank, (unsigned long long)s.misses, (unsigned long long)s.hits);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -736,6 +784,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_damaged_entries_are_repaired),
         cmocka_unit_test(test_entries_are_checked_once),
         cmocka_unit_test(test_this_jobs_entries_are_trusted),
+        cmocka_unit_test(test_concurrent_readers_read_the_source_once),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
