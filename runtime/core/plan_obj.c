@@ -219,6 +219,19 @@ int sc__plan_reads(const sc_plan *p, uint32_t rank, uint32_t **out, uint64_t *n)
     return SC_OK;
 }
 
+int sc__plan_reads_shard(const sc_plan *p, uint32_t rank, uint32_t s)
+{
+    uint32_t u0, u1;
+    sc__plan_rank_units(p, rank, &u0, &u1);
+    if (p->owner[s] >= u0 && p->owner[s] < u1 && !plan_obj_all_cut(p, s))
+        return 1;
+    for (uint64_t i = plan_obj_first_cut(p, s); i < p->info.cuts && p->by_shard[i].shard == s;
+         i++)
+        if (p->by_shard[i].to >= u0 && p->by_shard[i].to < u1)
+            return 1;
+    return 0;
+}
+
 /* ---- accessors ------------------------------------------------------------ */
 
 int sc_plan_get_info(const sc_plan *plan, sc_plan_info *out)

@@ -105,6 +105,9 @@ uint32_t sc__plan_unit_of(const sc_plan *p, uint32_t s, uint64_t off);
  */
 int sc__plan_reads(const sc_plan *p, uint32_t rank, uint32_t **out, uint64_t *n);
 
+/* Whether `rank` reads any sample of shard s (s < nshards) in the plan's epoch. */
+int sc__plan_reads_shard(const sc_plan *p, uint32_t rank, uint32_t s);
+
 /* Sorts the cuts into by_shard and by_to; after the cuts change. */
 void sc__plan_index_cuts(sc_plan *p);
 

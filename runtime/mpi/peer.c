@@ -151,6 +151,14 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         if (sc_plan_owner(prev, mine[i], &from) != SC_OK || (int)from == p->rank ||
             p->node_of[from] == p->node_of[p->rank] || bytes > INT32_MAX - 64 || bytes > room)
             continue; /* this node's, too large for one message, or no room: the source's */
+        /*
+         * A shard this rank reads a piece of in `prev` too (a cut made to
+         * it) is this rank's to load then: reserved for a transfer, its
+         * load in `prev` would wait on an owner that answers only after
+         * `prev`, and may by then wait for this rank's next plan.
+         */
+        if (sc__plan_reads_shard(prev, (uint32_t)p->rank, mine[i]))
+            continue;
         ask *a = NULL, **grown = sc__vec_grow(p->asks, &p->capasks, p->nasks + 1, sizeof *grown);
         if (grown)
             p->asks = grown;

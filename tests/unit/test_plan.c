@@ -212,6 +212,28 @@ static int rem_refused(const rem_case *c)
     return c->total < G && (c->p.remainder == SC_REMAINDER_DROP || c->p.partitions);
 }
 
+/* The shards each rank reads (sc__plan_reads, sc__plan_reads_shard) are those it serves samples of. */
+static void rem_check_reads(const rem_case *c, const sc_plan *plan, const sc_plan_info *in,
+                            unsigned char reads[256][64])
+{
+    for (uint32_t k = 0; k < in->world_size; k++) {
+        uint32_t *list = NULL;
+        uint64_t n = 0;
+        unsigned char listed[256] = {0};
+        assert_int_equal(sc__plan_reads(plan, k, &list, &n), SC_OK);
+        for (uint64_t i = 0; i < n; i++) {
+            assert_true(list[i] < c->n && !listed[list[i]]); /* each once */
+            listed[list[i]] = 1;
+        }
+        free(list);
+        for (uint32_t s = 0; s < c->n; s++)
+            if (listed[s] != reads[s][k] || sc__plan_reads_shard(plan, k, s) != reads[s][k])
+                fail_msg("rank %u, shard %u: serves %d of its samples, listed %d, "
+                         "sc__plan_reads_shard %d", k, s, reads[s][k], listed[s],
+                         sc__plan_reads_shard(plan, k, s));
+    }
+}
+
 /*
  * Every sample is served by exactly one rank: sc_plan_sample_owner over
  * all ids counts each rank's, which are its sc_plan_rank samples, which
@@ -221,12 +243,18 @@ static int rem_refused(const rem_case *c)
 static void rem_check_owners(const rem_case *c, const sc_plan *plan, const sc_plan_info *in)
 {
     uint64_t count[64] = {0}, sum = 0, b = in->batches_per_rank, B = in->batch_size;
-    for (uint64_t id = 0; id < c->total; id++) {
+    static unsigned char reads[256][64]; /* [shard][rank]: it serves a sample of it */
+    memset(reads, 0, sizeof reads);
+    for (uint64_t id = 0, s = 0; id < c->total; id++) {
         uint32_t o = UINT32_MAX;
         SC_ASSERT_OK(sc_plan_sample_owner(plan, c->first, id, &o), NULL);
         assert_true(o < in->world_size);
         count[o]++;
+        while (id >= c->first[s + 1])
+            s++;
+        reads[s][o] = 1;
     }
+    rem_check_reads(c, plan, in, reads);
     for (uint32_t k = 0; k < in->world_size; k++) {
         uint64_t samples = 0;
         SC_ASSERT_OK(sc_plan_rank(plan, k, NULL, NULL, &samples), NULL);
@@ -291,8 +319,8 @@ static sc_plan *rem_epoch(const rem_case *c, const sc_plan *prev, unsigned t)
  * (pad with partitions too), naming the sizes; otherwise every epoch's
  * plan passes sc_plan_check, drops or pads fewer than R x B samples with
  * equal batch counts, cuts at most 2 (U - 1) ranges, and serves every
- * sample from exactly one rank.  (Whole shards left up to a shard a rank
- * over or under.)
+ * sample from exactly one rank, which lists its shard among those it reads.
+ * (Whole shards left up to a shard a rank over or under.)
  */
 static void test_remainder_randomized(void **state)
 {
