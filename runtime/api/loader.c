@@ -90,6 +90,27 @@ static int loader_begin_allowed(sc_loader *ld, uint64_t epoch)
 }
 
 /*
+ * Waits for r's plan while answering the other ranks' asks and claims: a
+ * rank blocked in the broadcast could leave a rank of another node waiting
+ * on it for a shard, which that rank may need before its own broadcast.
+ */
+static int loader_await_plan(sc_loader *ld, sc__loader_rec *r)
+{
+    int done = 0;
+    sc_error err = SC_ERROR_INIT;
+    while (!done) {
+        if (sc__plan_bcast_test(&r->bc, &done, &err) != SC_OK)
+            return sc__loader_fail(ld, &err);
+        if (!done) {
+            sc__peer_pump(ld->peer, NULL);
+            sc__ledger_progress(ld->ledger, NULL);
+            usleep(100);
+        }
+    }
+    return sc__loader_arrive(ld, r);
+}
+
+/*
  * `epoch`'s plan, waited for: its broadcast (posted one epoch ahead, or
  * now for the first epoch) is finished and checked; the next epoch's is
  * posted.  *out is its record.
@@ -112,7 +133,7 @@ static int loader_wait_plan(sc_loader *ld, uint64_t epoch, sc__loader_rec **out)
                    (unsigned long long)epoch);
         return sc__loader_fail(ld, &err);
     }
-    if (r->bc_live && (rc = sc__loader_arrive(ld, r)) != SC_OK)
+    if (r->bc_live && (rc = loader_await_plan(ld, r)) != SC_OK)
         return rc;
     return r->status != SC_OK ? sc__loader_fail(ld, &r->err) : SC_OK;
 }

@@ -230,14 +230,16 @@ static int loader_open_peers(sc_loader *ld, const sc_config *cfg, sc_error *err)
 
 /*
  * While the caller waits for a batch: transfers from peers go on (a batch
- * may need one), and this rank answers the others' asks and claims.  Errors
- * wait for the next call that can return them.
+ * may need one), this rank answers the others' asks and claims, and the
+ * next epoch's plan broadcast moves on (its payload is posted once its
+ * header is in).  Errors wait for the next call that can return them.
  */
 static void loader_idle(void *arg)
 {
     sc_loader *ld = arg;
     sc__peer_pump(ld->peer, NULL);
     sc__ledger_progress(ld->ledger, NULL);
+    sc__loader_progress(ld);
     sc__loader_release_next(ld);
 }
 

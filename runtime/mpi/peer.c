@@ -2,12 +2,13 @@
  * peer.c - shards that move between nodes, over MPI.
  *
  * When epoch e+1's plan arrives (during epoch e), each rank looks at the
- * shards it will own in e+1.  One that no rank of its node holds, and whose
- * owner in e sits on another node, it reserves in its cache (its producers
- * then wait for the transfer instead of reading the source) and asks of
- * that owner: an ask is three words {shard, e, seq} on TAG_ASK, and the
- * asker has already posted the receive of the reply, on tag 1 + seq mod
- * span, so a reply never waits for a receive.  The owner answers from its
+ * shards it will own in e+1.  One that no rank of its node holds, that it
+ * does not read itself in e, and whose owner in e sits on another node, it
+ * reserves in its cache (epoch e+1 goes to its producers once the transfers
+ * are in or given up; a reader meeting the reservation reads the source)
+ * and asks of that owner: an ask is three words {shard, e, seq} on
+ * TAG_ASK, and the asker has already posted the receive of the reply, on
+ * tag 1 + seq mod span, so a reply never waits for a receive.  The owner answers from its
  * own cache entry, mapped and sent in place as one message (a header
  * {status, shard, checksum, bytes}, then the fields); if it holds no
  * entry, it waits until it has ended epoch e (it reads the shard in e),

@@ -107,8 +107,13 @@ static struct seen cache_identity(uint64_t shard, const struct stat *st)
     return s;
 }
 
-/* The evict flag of an entry: 1 verified in this process, ENTRY_WRITING being written. */
-enum { ENTRY_WRITING = 2 };
+/*
+ * The evict flag of an entry: 1 verified in this process, ENTRY_WRITING
+ * being written from the source (other readers wait for it), ENTRY_FILLING
+ * reserved for a transfer from another node (readers never wait for one:
+ * its owner may answer only after its epoch; they read the source).
+ */
+enum { ENTRY_WRITING = 2, ENTRY_FILLING = 3 };
 
 /* Deletes an entry that cannot be served, and says so. */
 static void cache_repair(sc_cache *c, uint64_t shard, const char *why)
@@ -450,6 +455,8 @@ static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *buf
     pthread_mutex_unlock(&c->mu);
     if (!held)
         return cache_neighbor_entry(c, shard, bufs, m, tc);
+    if (verified == ENTRY_FILLING)
+        return "it is on its way from another node";
     const char *why = cache_read_entry(c, c->pl.dfd, shard, bufs, m, verified, NULL, tc);
     pthread_mutex_lock(&c->mu);
     /* An entry evicted while it was read was still whole: an open fd survives unlink. */
@@ -461,8 +468,8 @@ static const char *cache_hit_entry(sc_cache *c, uint64_t shard, void *const *buf
         }
         c->st.hits++;
         c->st.bytes_from_cache += sc__shard_bytes(c->ds, shard);
-    } else if (sc__evict_has(c->ev, s32)) {
-        cache_repair(c, shard, why);
+    } else if (sc__evict_has(c->ev, s32) && sc__evict_flag(c->ev, s32) < ENTRY_WRITING) {
+        cache_repair(c, shard, why); /* not a writer's reservation made since it was read */
     }
     pthread_mutex_unlock(&c->mu);
     return why;
@@ -487,12 +494,12 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
  * entry instead of reading the source (and running a transform) twice;
  * then the source read, the checksum, and the entry's write, all without
  * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
- * CACHE_RACED: another thread reserved or published it since this one
- * found it missing (a prefetch of the next epoch beside this epoch's
- * load); the caller looks again rather than read the source a second time
- * (and, past `may_race`, reads it uncached: a fourth race is not worth more).
+ * With *raced set on entry, *raced stays set (and nothing is read) where
+ * another thread reserved or published it since this one found it missing
+ * (a prefetch of the next epoch beside this epoch's load): the caller
+ * looks again rather than read the source a second time.  Cleared on
+ * entry, the source is read, uncached if the shard is held meanwhile.
  */
-enum { CACHE_RACED = 1 };
 
 /*
  * Reserves `shard` in the index for an entry about to be written (mutex
@@ -508,7 +515,7 @@ static int cache_reserve_locked(sc_cache *c, uint64_t shard, uint64_t bytes, cac
                    ? SC_EOVERFLOW
                    : cache_admit(c, shard, bytes, how);
     if (kept == SC_OK)
-        sc__evict_set_flag(c->ev, s32, ENTRY_WRITING);
+        sc__evict_set_flag(c->ev, s32, how == HOLD_FILL ? ENTRY_FILLING : ENTRY_WRITING);
     return kept;
 }
 
@@ -544,15 +551,17 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
     pthread_mutex_unlock(&c->mu);
 }
 
-static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int may_race,
+static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced,
                       const sc__tctx *tc, sc_error *err)
 {
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
     pthread_mutex_lock(&c->mu);
-    if (may_race && sc__evict_has(c->ev, (uint32_t)shard)) {
+    uint32_t s32 = (uint32_t)shard;
+    if (*raced && sc__evict_has(c->ev, s32) && sc__evict_flag(c->ev, s32) != ENTRY_FILLING) {
         pthread_mutex_unlock(&c->mu);
-        return CACHE_RACED;
+        return SC_OK;
     }
+    *raced = 0;
     c->st.misses++;
     c->st.bytes_from_source += bytes;
     int kept = cache_reserve_locked(c, shard, bytes, HOLD_MISS);
@@ -656,7 +665,7 @@ int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
     int held = shard < c->ds->nshards && sc__evict_has(c->ev, s32);
     int verified = held ? sc__evict_flag(c->ev, s32) : 0;
     pthread_mutex_unlock(&c->mu);
-    if (held && verified != ENTRY_WRITING &&
+    if (held && verified != ENTRY_WRITING && verified != ENTRY_FILLING &&
         !cache_read_entry(c, c->pl.dfd, shard, NULL, m, verified, NULL, NULL))
         return 1;
     /* A neighbor's, checked in full unless this job wrote it. */
@@ -678,10 +687,11 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    int origin, rc = CACHE_RACED;
+    int origin, rc = SC_OK, raced = 1;
     if (hit)
         *hit = SC__FROM_SOURCE;
-    for (int look = 0; rc == CACHE_RACED; look++) {
+    /* A fourth race is not worth another look: the source, uncached. */
+    for (int look = 0; raced; look++) {
         if (!cache_hit_entry(c, shard, bufs, NULL, tc, &origin)) {
             if (hit)
                 *hit = origin;
@@ -691,7 +701,8 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-        rc = cache_miss(c, shard, bufs, look < 3, tc, err);
+        raced = look < 3;
+        rc = cache_miss(c, shard, bufs, &raced, tc, err);
     }
     return rc == SC_OK ? sc__errok(err) : rc;
 }

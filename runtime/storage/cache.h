@@ -70,12 +70,12 @@ uint64_t sc__cache_spare(sc_cache *c);
 
 /*
  * Fills from a peer on another node (mpi/peer.c).  sc__cache_reserve
- * holds a place in the index for `shard` (marked being written, so that a
- * producer wanting it waits instead of reading the source): 1 when
- * reserved, 0 when this node has it already or it is not to be kept.
- * Every reservation ends in sc__cache_fill (the bytes checked against
- * `sum`, written, published; on any failure withdrawn) or
- * sc__cache_unreserve (withdrawn: waiters then read the source).
+ * holds a place in the index for `shard` (marked being filled: a reader
+ * wanting it meanwhile reads the source, uncached, rather than wait on
+ * another node): 1 when reserved, 0 when this node has it already or it
+ * is not to be kept.  Every reservation ends in sc__cache_fill (the bytes
+ * checked against `sum`, written, published; on any failure withdrawn) or
+ * sc__cache_unreserve (withdrawn).
  */
 int sc__cache_reserve(sc_cache *c, uint64_t shard);
 void sc__cache_unreserve(sc_cache *c, uint64_t shard);

@@ -7,10 +7,12 @@
  * starts warm; a second process on the same directory gets its own; a
  * damaged entry is repaired with the right bytes; and a loader's epoch
  * summary says where every byte it loaded came from; two threads wanting
- * one uncached shard at once read the source once.
+ * one uncached shard at once read the source once; and none waits on a
+ * transfer from another node.
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 #include "source.h"
@@ -724,6 +727,7 @@ typedef struct racer {
     sc_cache *c;
     sc_dataset *ds;
     uint64_t shard;
+    _Atomic int done;
 } racer;
 
 static void *race_read(void *arg)
@@ -732,6 +736,7 @@ static void *race_read(void *arg)
     bufs *b = malloc(sizeof *b);
     read_checked(r->c, r->ds, r->shard, b);
     free(b);
+    atomic_store(&r->done, 1);
     return NULL;
 }
 
@@ -750,7 +755,7 @@ static void test_concurrent_readers_read_the_source_once(void **state)
     sc_cache *c;
     open_in("race", &cfg, &ds, &c);
     setenv("SC_FAULT", "cache-slow-miss", 1);
-    racer r = {c, ds, (uint64_t)(NSHARDS - 1 - rank)};
+    racer r = {c, ds, (uint64_t)(NSHARDS - 1 - rank), 0};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&t[i], NULL, race_read, &r), 0);
@@ -762,6 +767,38 @@ static void test_concurrent_readers_read_the_source_once(void **state)
     if (s.misses != 1 || s.hits != 1)
         fail_msg("rank %d: %llu source reads and %llu hits of one shard read by 2 threads",
                  rank, (unsigned long long)s.misses, (unsigned long long)s.hits);
+    sc_cache_close(c);
+    sc_dataset_close(ds);
+}
+
+/*
+ * A reader never waits on a transfer from another node: a shard reserved
+ * for one (sc__cache_reserve) is read from the source meanwhile, uncached,
+ * and the reservation stands.  The read runs in a thread with a deadline,
+ * so that a reader that waits fails the test instead of hanging it.
+ */
+static void test_readers_do_not_wait_for_fills(void **state)
+{
+    (void)state;
+    sc_config cfg;
+    sc_dataset *ds;
+    sc_cache *c;
+    open_in("fill", &cfg, &ds, &c);
+    racer r = {c, ds, (uint64_t)rank, 0};
+    assert_int_equal(sc__cache_reserve(c, r.shard), 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, race_read, &r), 0);
+    for (int ms = 0; ms < 20000 && !atomic_load(&r.done); ms += 10)
+        usleep(10000);
+    if (!atomic_load(&r.done))
+        fail_msg("rank %d: a read of shard %llu waited 20 s on its transfer", rank,
+                 (unsigned long long)r.shard);
+    pthread_join(t, NULL);
+    sc_cache_stats s;
+    sc_cache_get_stats(c, &s);
+    assert_int_equal(s.misses, 1);
+    assert_int_equal(s.misses_not_kept, 1);
+    sc__cache_unreserve(c, r.shard);
     sc_cache_close(c);
     sc_dataset_close(ds);
 }
@@ -785,6 +822,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_entries_are_checked_once),
         cmocka_unit_test(test_this_jobs_entries_are_trusted),
         cmocka_unit_test(test_concurrent_readers_read_the_source_once),
+        cmocka_unit_test(test_readers_do_not_wait_for_fills),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
