@@ -114,16 +114,16 @@ void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap)
     return b;
 }
 
-void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit)
+void *sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit)
 {
     struct sc__pooled *v;
     if (p->bytes + cap <= limit && (v = sc__vec_grow(p->v, &p->room, p->n + 1, sizeof *v))) {
         p->v = v;
         p->v[p->n++] = (struct sc__pooled){b, cap};
         p->bytes += cap;
-        return;
+        return NULL;
     }
-    free(b);
+    return b;
 }
 
 void sc__pool_trim(sc__pool *p, uint64_t limit)

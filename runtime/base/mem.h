@@ -49,8 +49,12 @@ typedef struct sc__pool {
 
 /* The smallest pooled buffer of at least `bytes` (its size in *cap), or NULL. */
 void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap);
-/* Keeps b (cap bytes) while the pool holds at most `limit` bytes; else frees it. */
-void sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit);
+/*
+ * Keeps b (cap bytes) while the pool holds at most `limit` bytes: NULL;
+ * else b, for the caller to free (outside its locks: a large block's free
+ * is an munmap).
+ */
+void *sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit);
 /* Frees pooled buffers, largest first, until the pool holds at most `limit` bytes. */
 void sc__pool_trim(sc__pool *p, uint64_t limit);
 /* Frees every pooled buffer; the pool is empty again. */

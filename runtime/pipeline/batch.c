@@ -284,6 +284,7 @@ static int batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring 
         if ((put += s->ds->sample_bytes) >= SC__RETIRE_BYTES && k + 1 < B) {
             pthread_mutex_lock(&s->mu);
             sc__stream_retire(s, e, q0 + slot->retired, q0 + k + 1);
+            sc__stream_bury(s);
             pthread_mutex_unlock(&s->mu);
             slot->retired = k + 1, put = 0;
         }

@@ -31,11 +31,13 @@
 #include "hash.h"
 #include "invariant.h"
 #include "io.h"
+#include "log.h"
 #include "image.h"
 #include "plan_state.h"
 #include "quality.h"
 #include "source.h"
 #include "vlen.h"
+#include "yield.h"
 
 /* ---- an epoch's work, from its schedule ---------------------------------------- */
 
@@ -406,11 +408,16 @@ static void *stream_producer(void *arg)
 {
     sc__stream *s = arg;
     sc_error err = SC_ERROR_INIT;
-    int rc = sc__dev_bind(s->o.dev, &err);
+    int rc = sc__dev_bind(s->o.dev, &err), why = sc__yield_to_caller();
     pthread_mutex_lock(&s->mu);
     char name[32];
-    snprintf(name, sizeof name, "producer %d", ++s->named);
+    int me = ++s->named;
+    snprintf(name, sizeof name, "producer %d", me);
     pthread_mutex_unlock(&s->mu);
+    if (why && me == 1) /* a sandbox's policy: the copies still run, now and then first */
+        sc__log(s->o.log_level, SC__LOG_INFO, s->o.rank, "producers keep the default "
+                "scheduling policy (SCHED_BATCH refused: %s): a woken producer may preempt "
+                "the training thread", strerror(why));
     sc__tring *tr = sc__trace_ring(s->o.trace, name);
     sc__image *jp = NULL; /* this producer's decoder, made at its first image */
     pthread_mutex_lock(&s->mu);
@@ -439,13 +446,14 @@ static void *stream_producer(void *arg)
             rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
         if (t.buf) /* a pooled buffer a failed load never used */
-            sc__pool_put(&s->pool, t.buf, t.cap, sc__stream_room(s));
+            sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, t.buf, t.cap, sc__stream_room(s)));
         if (rc != SC_OK && t.kind == T_BUILD)
             stream_defer(s, &t, bad_id, &err);
         else if (rc != SC_OK)
             stream_fail(s, &err);
         else
             stream_finish(s, &t, hit);
+        sc__stream_bury(s);
     }
     pthread_mutex_unlock(&s->mu);
     sc__image_free(jp);
@@ -783,6 +791,10 @@ void sc__stream_close(sc__stream *s)
         free(r->replaced);
         free(r->stands_for);
     }
+    pthread_mutex_lock(&s->mu);
+    sc__stream_bury(s); /* empty: each thread buries what it let go, but to be sure */
+    pthread_mutex_unlock(&s->mu);
+    free(s->gone);
     sc__pool_free(&s->pool);
     free(s->ring);
     free(s->threads);

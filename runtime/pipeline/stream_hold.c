@@ -7,9 +7,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "invariant.h"
 #include "source.h"
+#include "vec.h"
 
 int sc__stream_held(sc__stream *s)
 {
@@ -35,6 +38,44 @@ rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq)
     return NULL;
 }
 
+void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf)
+{
+    SC__ASSERT(sc__stream_held(s));
+    if (!buf && !(m && m->base))
+        return;
+    struct sc__gone *g = sc__vec_grow(s->gone, &s->capgone, s->ngone + 1, sizeof *g);
+    if (!g) { /* no room to defer it: freed now, under the mutex */
+        sc__cache_unmap(m);
+        free(buf);
+        return;
+    }
+    s->gone = g;
+    g[s->ngone].map = m ? *m : (sc__mapping){0};
+    g[s->ngone++].buf = buf;
+    if (m)
+        memset(m, 0, sizeof *m);
+}
+
+void sc__stream_bury(sc__stream *s)
+{
+    SC__ASSERT(sc__stream_held(s));
+    if (!s->ngone)
+        return;
+    struct sc__gone *g = s->gone;
+    size_t n = s->ngone, cap = s->capgone;
+    s->gone = NULL, s->ngone = s->capgone = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (size_t k = 0; k < n; k++) {
+        sc__cache_unmap(&g[k].map);
+        free(g[k].buf);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (!s->gone) /* the list's memory kept for the next */
+        s->gone = g, s->capgone = cap;
+    else
+        free(g);
+}
+
 /* What the bound leaves the pool beside the shards held (mutex held). */
 uint64_t sc__stream_room(const sc__stream *s)
 {
@@ -53,9 +94,10 @@ void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
         uint64_t bytes = sc__shard_bytes(s->ds, e->shards[i]);
         s->resident -= bytes;
         if (e->map[i].base)
-            sc__cache_unmap(&e->map[i]);
+            sc__stream_let_go(s, &e->map[i], NULL);
         else /* pooled while shards and pool stay within the bound (and its spare byte) */
-            sc__pool_put(&s->pool, e->buf[i], e->cap[i], sc__stream_room(s) + e->cap[i] - bytes);
+            sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, e->buf[i], e->cap[i],
+                                                    sc__stream_room(s) + e->cap[i] - bytes));
         e->buf[i] = NULL;
         e->state[i] = SH_FREED;
     }

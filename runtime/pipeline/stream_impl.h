@@ -101,6 +101,17 @@ struct sc__stream {
      * (resident): the two together stay within the bound.
      */
     sc__pool pool;
+    /*
+     * What threads let go of under the mutex (shards' cache mappings, and
+     * buffers the pool does not keep), freed by the same thread once it has
+     * dropped the mutex (sc__stream_bury): an munmap interrupts every core
+     * to flush its TLB, and the consumer's release waited through them.
+     */
+    struct sc__gone {
+        sc__mapping map; /* a mapping, or */
+        void *buf;       /* a buffer */
+    } *gone;
+    size_t ngone, capgone;
 };
 
 /*
@@ -127,6 +138,15 @@ rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
 
 /* What the bound leaves the pool beside the shards held.  Mutex held. */
 uint64_t sc__stream_room(const sc__stream *s);
+
+/*
+ * A mapping (m, cleared) or a buffer (buf) to be freed by sc__stream_bury;
+ * freed at once where the list cannot grow.  Mutex held.
+ */
+void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf);
+
+/* Frees what was let go, with the mutex dropped meanwhile.  Mutex held on entry and return. */
+void sc__stream_bury(sc__stream *s);
 
 /*
  * Whether this thread holds s->mu, for SC__ASSERT: debug builds make the

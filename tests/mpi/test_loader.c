@@ -6,11 +6,15 @@
  * and by an independent count here; the in-rank shuffle is deterministic;
  * a rank slowed 2x per step does not delay the others' next epoch; closing
  * mid-epoch (also with ranks in different epochs) neither hangs nor leaks;
+ * the producers run under SCHED_BATCH, yielding the CPU to the caller;
  * a failing source read stops the loader with an error naming the file;
  * every injected fault ends in an error or verdict that names it; misuse
  * is an SC_EINVAL, never a crash.
  */
+#define _GNU_SOURCE /* SCHED_BATCH */
+#include <dirent.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,6 +403,46 @@ static void test_close_mid_epoch(void **state)
     assert_int_equal(sc_loader_close(ld), SC_EPLAN);
 }
 
+/* This process's threads under SCHED_BATCH, and whether the calling one is. */
+static int batch_threads(int *caller)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *t;
+    int n = 0;
+    assert_non_null(d);
+    while ((t = readdir(d)))
+        if (t->d_name[0] != '.')
+            n += sched_getscheduler((pid_t)atoi(t->d_name)) == SCHED_BATCH;
+    closedir(d);
+    *caller = sched_getscheduler(0) == SCHED_BATCH;
+    return n;
+}
+
+/*
+ * The producers yield the CPU to the training thread: each runs under
+ * SCHED_BATCH (a release's wake-up never preempts the caller), and the
+ * caller's own policy is left as it was.
+ */
+static void test_producers_yield_to_the_caller(void **state)
+{
+    (void)state;
+    sc_config c = config(src);
+    c.producers = 3;
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    int caller, before = batch_threads(&caller);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
+    sc_batch b;
+    assert_int_equal(sc_batch_next(ld, &b), SC_OK); /* every producer has started */
+    int during = batch_threads(&caller);
+    sc_batch_release(ld, &b);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+    if (during - before != c.producers || caller)
+        fail_msg("rank %d: %d of the loader's %d producers under SCHED_BATCH; the caller %s",
+                 rank, during - before, c.producers, caller ? "too" : "not");
+}
+
 static void test_source_error_stops_the_loader(void **state)
 {
     (void)state;
@@ -702,6 +746,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_traced_epochs),
         cmocka_unit_test(test_straggler_does_not_delay_others),
         cmocka_unit_test(test_close_mid_epoch),
+        cmocka_unit_test(test_producers_yield_to_the_caller),
         cmocka_unit_test(test_source_error_stops_the_loader),
         cmocka_unit_test(test_faults_are_caught),
         cmocka_unit_test(test_misuse_is_an_error),
