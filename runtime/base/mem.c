@@ -126,16 +126,18 @@ void *sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit)
     return b;
 }
 
-void sc__pool_trim(sc__pool *p, uint64_t limit)
+void *sc__pool_shed(sc__pool *p, uint64_t limit, uint64_t *cap)
 {
-    while (p->bytes > limit && p->n > 0) {
-        size_t big = 0;
-        for (size_t k = 1; k < p->n; k++)
-            big = p->v[k].cap > p->v[big].cap ? k : big;
-        p->bytes -= p->v[big].cap;
-        free(p->v[big].buf);
-        p->v[big] = p->v[--p->n];
-    }
+    if (p->bytes <= limit || p->n == 0)
+        return NULL;
+    size_t big = 0;
+    for (size_t k = 1; k < p->n; k++)
+        big = p->v[k].cap > p->v[big].cap ? k : big;
+    void *b = p->v[big].buf;
+    *cap = p->v[big].cap;
+    p->bytes -= *cap;
+    p->v[big] = p->v[--p->n];
+    return b;
 }
 
 void sc__pool_free(sc__pool *p)

@@ -55,8 +55,11 @@ void *sc__pool_take(sc__pool *p, uint64_t bytes, uint64_t *cap);
  * is an munmap).
  */
 void *sc__pool_put(sc__pool *p, void *b, uint64_t cap, uint64_t limit);
-/* Frees pooled buffers, largest first, until the pool holds at most `limit` bytes. */
-void sc__pool_trim(sc__pool *p, uint64_t limit);
+/*
+ * While the pool holds more than `limit` bytes: its largest buffer, out of
+ * the pool, for the caller to free (its size in *cap); else NULL.
+ */
+void *sc__pool_shed(sc__pool *p, uint64_t limit, uint64_t *cap);
 /* Frees every pooled buffer; the pool is empty again. */
 void sc__pool_free(sc__pool *p);
 

@@ -278,18 +278,25 @@ static int stream_pick(sc__stream *s, task *t)
         int must = load == build && i <= build->need[build->next_build];
         /*
          * A shard the next batch needs that the bound cannot hold waits for
-         * the builds in flight, which free shards; with none, it loads over
-         * the bound (a batch whose shards alone exceed it: the open warned).
+         * the builds in flight and the frees under way, which make room;
+         * with neither, it loads over the bound (a batch whose shards alone
+         * exceed it: the open warned).
          */
         int fits = s->resident == 0 || s->resident + bytes <= s->o.mem_bytes;
-        if (fits || (must && !stream_building(s))) {
+        if (fits || (must && !stream_building(s) && !s->gone_bytes)) {
             load->state[i] = SH_LOADING;
             load->next_load++;
             s->resident += bytes;
             *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
             t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
-            if (!t->buf) /* a fresh buffer: the pool gives back what the bound lacks */
-                sc__pool_trim(&s->pool, sc__stream_room(s));
+            uint64_t room = sc__stream_room(s), cap;
+            void *shed;
+            /*
+             * A fresh buffer: the pool gives back what the bound lacks, out
+             * of the count at once (its caller buries it before allocating).
+             */
+            while (!t->buf && (shed = sc__pool_shed(&s->pool, room, &cap)))
+                sc__stream_let_go(s, NULL, shed, 0);
             stream_note_held(s);
             return 1;
         }
@@ -435,6 +442,7 @@ static void *stream_producer(void *arg)
                                (int64_t)t.i, 0);
             continue;
         }
+        sc__stream_bury(s); /* what the pick shed from the pool, before its fresh buffer */
         pthread_mutex_unlock(&s->mu);
         int hit = 0;
         uint64_t bad_id = UINT64_MAX;
@@ -445,8 +453,14 @@ static void *stream_producer(void *arg)
         else
             rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
-        if (t.buf) /* a pooled buffer a failed load never used */
-            sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, t.buf, t.cap, sc__stream_room(s)));
+        /*
+         * A pooled buffer the load did not use (a hit, mapped; a failure):
+         * the load's bytes counted for it meanwhile, so the pool's refusal
+         * is out of the count at once (buried below, before any allocation).
+         */
+        if (t.buf)
+            sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, t.buf, t.cap, sc__stream_room(s)),
+                              0);
         if (rc != SC_OK && t.kind == T_BUILD)
             stream_defer(s, &t, bad_id, &err);
         else if (rc != SC_OK)

@@ -38,7 +38,7 @@ rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq)
     return NULL;
 }
 
-void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf)
+void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf, uint64_t bytes)
 {
     SC__ASSERT(sc__stream_held(s));
     if (!buf && !(m && m->base))
@@ -51,7 +51,10 @@ void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf)
     }
     s->gone = g;
     g[s->ngone].map = m ? *m : (sc__mapping){0};
-    g[s->ngone++].buf = buf;
+    g[s->ngone].buf = buf;
+    g[s->ngone++].bytes = bytes;
+    s->resident += bytes; /* still held, against the bound, until buried */
+    s->gone_bytes += bytes;
     if (m)
         memset(m, 0, sizeof *m);
 }
@@ -64,12 +67,17 @@ void sc__stream_bury(sc__stream *s)
     struct sc__gone *g = s->gone;
     size_t n = s->ngone, cap = s->capgone;
     s->gone = NULL, s->ngone = s->capgone = 0;
+    uint64_t bytes = 0;
     pthread_mutex_unlock(&s->mu);
     for (size_t k = 0; k < n; k++) {
         sc__cache_unmap(&g[k].map);
         free(g[k].buf);
+        bytes += g[k].bytes;
     }
     pthread_mutex_lock(&s->mu);
+    s->resident -= bytes;
+    s->gone_bytes -= bytes;
+    pthread_cond_broadcast(&s->work); /* the room may let a load go on */
     if (!s->gone) /* the list's memory kept for the next */
         s->gone = g, s->capgone = cap;
     else
@@ -94,10 +102,11 @@ void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
         uint64_t bytes = sc__shard_bytes(s->ds, e->shards[i]);
         s->resident -= bytes;
         if (e->map[i].base)
-            sc__stream_let_go(s, &e->map[i], NULL);
-        else /* pooled while shards and pool stay within the bound (and its spare byte) */
+            sc__stream_let_go(s, &e->map[i], NULL, bytes);
+        else /* pooled while shards and pool, its whole capacity counted, stay within the bound */
             sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, e->buf[i], e->cap[i],
-                                                    sc__stream_room(s) + e->cap[i] - bytes));
+                                                    sc__stream_room(s)),
+                              bytes);
         e->buf[i] = NULL;
         e->state[i] = SH_FREED;
     }

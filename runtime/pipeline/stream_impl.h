@@ -110,8 +110,10 @@ struct sc__stream {
     struct sc__gone {
         sc__mapping map; /* a mapping, or */
         void *buf;       /* a buffer */
+        uint64_t bytes;  /* counted in resident until freed */
     } *gone;
     size_t ngone, capgone;
+    uint64_t gone_bytes; /* let go and not yet freed, by any thread */
 };
 
 /*
@@ -140,12 +142,17 @@ rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
 uint64_t sc__stream_room(const sc__stream *s);
 
 /*
- * A mapping (m, cleared) or a buffer (buf) to be freed by sc__stream_bury;
- * freed at once where the list cannot grow.  Mutex held.
+ * A mapping (m, cleared) or a buffer (buf) to be freed by sc__stream_bury,
+ * its `bytes` counted in resident until then; freed at once, under the
+ * mutex, where the list cannot grow.  Mutex held; the thread that lets go
+ * buries before it drops the mutex or waits on a condition.
  */
-void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf);
+void sc__stream_let_go(sc__stream *s, sc__mapping *m, void *buf, uint64_t bytes);
 
-/* Frees what was let go, with the mutex dropped meanwhile.  Mutex held on entry and return. */
+/*
+ * Frees what was let go, with the mutex dropped meanwhile, and tells the
+ * producers of the room.  Mutex held on entry and return.
+ */
 void sc__stream_bury(sc__stream *s);
 
 /*
@@ -155,9 +162,10 @@ void sc__stream_bury(sc__stream *s);
 int sc__stream_held(sc__stream *s);
 
 /*
- * Epoch e's slots [q0, q1) are built: each one's shard freed (pooled) once
- * no slot still to be built copies from it, and the producers told when
- * one was, as the room may let a load go on.  Mutex held.
+ * Epoch e's slots [q0, q1) are built: each one's shard let go (pooled, or
+ * to be freed by the caller's sc__stream_bury) once no slot still to be
+ * built copies from it, and the producers told when one was, as the room
+ * may let a load go on.  Mutex held.
  */
 void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1);
 
