@@ -8,14 +8,15 @@
  * are in or given up; a reader meeting the reservation reads the source)
  * and asks of that owner: an ask is three words {shard, e, seq} on
  * TAG_ASK, and the asker has already posted the receive of the reply, on
- * tag 1 + seq mod span, so a reply never waits for a receive.  The owner answers from its
- * own cache entry, mapped and sent in place as one message (a header
- * {status, shard, checksum, bytes}, then the fields); if it holds no
- * entry, it waits until it has ended epoch e (it reads the shard in e),
- * then answers "none" (evicted, never kept, a failed write).  The asker
- * checks the bytes against the owner's checksum before publishing them;
- * "none", a mismatch, a failed write or a reply later than the timeout
- * withdraws the reservation, and the producers read the source as before.
+ * tag 1 + seq mod span, so a reply never waits for a receive.  The owner
+ * answers from its own cache entry, mapped and sent in place as one
+ * message (a header {status, shard, checksum, bytes}, then the fields); if
+ * it holds no entry, it waits until it has ended epoch e (it reads the
+ * shard in e), then answers "none" (evicted, never kept, a failed write).
+ * The asker checks the bytes against the owner's checksum before
+ * publishing them; "none", a mismatch, a failed write or a reply later
+ * than the timeout withdraws the reservation, and the producers read the
+ * source as before.
  *
  * Every MPI call here runs on the loader's calling thread (FUNNELED), in
  * sc__peer_pump: on every batch, and while the caller waits for one.  The

@@ -489,19 +489,6 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
 }
 
 /*
- * A miss: the shard is reserved in the index (marked being written) before
- * the source is read, so that another thread wanting it waits for this
- * entry instead of reading the source (and running a transform) twice;
- * then the source read, the checksum, and the entry's write, all without
- * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
- * With *raced set on entry, *raced stays set (and nothing is read) where
- * another thread reserved or published it since this one found it missing
- * (a prefetch of the next epoch beside this epoch's load): the caller
- * looks again rather than read the source a second time.  Cleared on
- * entry, the source is read, uncached if the shard is held meanwhile.
- */
-
-/*
  * Reserves `shard` in the index for an entry about to be written (mutex
  * held): SC_OK, or SC_EOVERFLOW when it is not to be kept (bigger than the
  * whole cache, held meanwhile, the cache paused after a failed write, or
@@ -551,6 +538,19 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
     pthread_mutex_unlock(&c->mu);
 }
 
+/*
+ * A miss: the shard is reserved in the index (marked being written) before
+ * the source is read, so that another thread wanting it waits for this
+ * entry instead of reading the source (and running a transform) twice;
+ * then the source read, the checksum, and the entry's write, all without
+ * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
+ * Where *raced is set on entry and another thread has reserved or
+ * published the shard since this one found it missing (a prefetch of the
+ * next epoch beside this epoch's load), nothing is read and *raced stays
+ * set: the caller looks again rather than read the source a second time.
+ * Otherwise *raced is cleared, and the source read (uncached if the shard
+ * is held meanwhile).
+ */
 static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced,
                       const sc__tctx *tc, sc_error *err)
 {
