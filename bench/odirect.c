@@ -1,11 +1,16 @@
 /*
  * bench/odirect - the storage's own read limit for bench/storage.py: T
- * threads read every FILE once, whole, in aligned blocks with O_DIRECT
- * (no page cache, no copy), each thread taking the next file from a
- * shared counter, one read in flight per thread: the concurrency of a
+ * threads read the FILEs in aligned blocks with O_DIRECT (no page cache,
+ * no copy), each thread taking the next piece (a file, or PIECE bytes of
+ * a larger one, so that one large file keeps T reads in flight too) from
+ * a shared counter, one read in flight per thread: the concurrency of a
  * loader with T reads in flight.
  *
- *   bench_odirect [--threads T] [--block MiB] FILE...
+ *   bench_odirect [--threads T] [--block MiB] [--seconds S] FILE...
+ *
+ * --seconds: no piece is started after S seconds (the rate of what was
+ * read), so that a measurement before and after each trial costs seconds,
+ * not a pass over the dataset.
  *
  * Prints "odirect: T threads, N files, B bytes, S s: R MB/s (O_DIRECT)"; a
  * filesystem that refuses O_DIRECT (tmpfs) is read through the page cache
@@ -19,40 +24,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench_doc.h"
 
 enum { ALIGN = 4096 };
+#define PIECE (64ull << 20) /* a multiple of any block up to 64 MiB */
 
 typedef struct {
     char **files;
+    long long *first; /* the first piece of each file, and of none at [nfiles] */
     int nfiles;
     size_t block;
-    atomic_int next;
+    double stop; /* bench_now() after which no piece starts; 0: none */
+    atomic_llong next;
     atomic_int buffered; /* a file was read without O_DIRECT */
     atomic_int failed;
     atomic_ullong bytes;
 } job;
 
-/* One file, whole: bytes read, or -1 (the error printed, naming the file). */
-static long long read_file(job *j, const char *path, unsigned char *buf)
+static int open_direct(job *j, const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECT);
     if (fd < 0 && errno == EINVAL) { /* tmpfs and others: no O_DIRECT */
         fd = open(path, O_RDONLY);
         atomic_store(&j->buffered, 1);
     }
-    if (fd < 0) {
+    if (fd < 0)
         fprintf(stderr, "bench_odirect: '%s': %s\n", path, strerror(errno));
+    return fd;
+}
+
+/* Piece k of file f, up to its end: bytes read, or -1 (the error printed). */
+static long long read_piece(job *j, int f, long long k, unsigned char *buf)
+{
+    int fd = open_direct(j, j->files[f]);
+    if (fd < 0)
         return -1;
-    }
+    off_t off = (off_t)(k * (long long)PIECE), end = off + (off_t)PIECE;
     long long total = 0;
-    ssize_t n;
-    while ((n = read(fd, buf, j->block)) > 0)
+    ssize_t n = 0;
+    while (off < end && (n = pread(fd, buf, j->block, off)) > 0) {
         total += n;
+        off += n;
+    }
     if (n < 0)
-        fprintf(stderr, "bench_odirect: '%s' at byte %lld: %s\n", path, total, strerror(errno));
+        fprintf(stderr, "bench_odirect: '%s' at byte %lld: %s\n", j->files[f], (long long)off,
+                strerror(errno));
     close(fd);
     return n < 0 ? -1 : total;
 }
@@ -67,8 +86,13 @@ static void *reader(void *arg)
         return NULL;
     }
     memset(buf, 0, j->block); /* touched before the clock's work, not during */
-    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->nfiles;) {
-        long long got = read_file(j, j->files[i], buf);
+    int f = 0;
+    for (long long p; (p = atomic_fetch_add(&j->next, 1)) < j->first[j->nfiles];) {
+        if (j->stop > 0 && bench_now() > j->stop)
+            break;
+        while (j->first[f + 1] <= p)
+            f++;
+        long long got = read_piece(j, f, p - j->first[f], buf);
         if (got < 0) {
             atomic_store(&j->failed, 1);
             break;
@@ -79,10 +103,28 @@ static void *reader(void *arg)
     return NULL;
 }
 
+/* j->first: each file's pieces (at least one), numbered across the files; 0 on success. */
+static int count_pieces(job *j)
+{
+    j->first = calloc((size_t)j->nfiles + 1, sizeof *j->first);
+    if (!j->first)
+        return -1;
+    for (int i = 0; i < j->nfiles; i++) {
+        struct stat st;
+        if (stat(j->files[i], &st) != 0) {
+            fprintf(stderr, "bench_odirect: '%s': %s\n", j->files[i], strerror(errno));
+            return -1;
+        }
+        long long n = ((long long)st.st_size + (long long)PIECE - 1) / (long long)PIECE;
+        j->first[i + 1] = j->first[i] + (n > 0 ? n : 1);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1, first = 1;
-    double block_mib = 4;
+    double block_mib = 4, seconds = 0;
     for (; first < argc && argv[first][0] == '-'; first += 2) {
         if (first + 1 >= argc)
             break;
@@ -90,19 +132,24 @@ int main(int argc, char **argv)
             threads = atoi(argv[first + 1]);
         else if (!strcmp(argv[first], "--block"))
             block_mib = atof(argv[first + 1]);
+        else if (!strcmp(argv[first], "--seconds"))
+            seconds = atof(argv[first + 1]);
         else
             break;
     }
-    if (first >= argc || threads < 1 || threads > 1024 || block_mib <= 0) {
-        fprintf(stderr, "usage: bench_odirect [--threads T (1..1024)] [--block MiB] FILE...\n");
+    if (first >= argc || threads < 1 || threads > 1024 || block_mib <= 0 || block_mib > 64 ||
+        seconds < 0) {
+        fprintf(stderr, "usage: bench_odirect [--threads T (1..1024)] [--block MiB (<= 64)] "
+                        "[--seconds S] FILE...\n");
         return 2;
     }
     job j = {.files = argv + first, .nfiles = argc - first};
     j.block = ((size_t)(block_mib * 1048576) + ALIGN - 1) / ALIGN * ALIGN;
     pthread_t *t = calloc((size_t)threads, sizeof *t);
-    if (!t)
+    if (!t || count_pieces(&j) != 0)
         return 1;
     double t0 = bench_now();
+    j.stop = seconds > 0 ? t0 + seconds : 0;
     int started = 0;
     for (; started < threads; started++)
         if (pthread_create(&t[started], NULL, reader, &j) != 0)
@@ -111,6 +158,7 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     double secs = bench_now() - t0;
     free(t);
+    free(j.first);
     if (started == 0 || atomic_load(&j.failed))
         return 1;
     unsigned long long bytes = atomic_load(&j.bytes);

@@ -52,7 +52,11 @@ the stricter utilization of a job that synchronizes every step: all steps
 counted, over the slowest rank's wall time.  For each workload and loader the number
 of ranks is searched (1, 2, 4, ... then bisected; at most --max-ranks:
 sleeping ranks cost little CPU, but every rank's loader threads share
-this machine's cores) for the largest with AU >= the threshold.  Loaders:
+this machine's cores) for the largest with AU >= the threshold; then that
+count and the one above it run again, each decided by the majority of its
+trials (a third where two disagree), and the table gives the median trial:
+this disk's own rate varies by a third within a run, and one trial at the
+boundary decided the answer by chance.  Loaders:
 
   sc-nocache  shardcache, no room to cache (SC_CACHE_BYTES=1: a shard larger
               than the capacity is served and not kept), every epoch from
@@ -68,7 +72,8 @@ this machine's cores) for the largest with AU >= the threshold.  Loaders:
 
 Each run is paired with the storage's own read limit at the same
 concurrency (bench_odirect: ranks x read threads, O_DIRECT, the same
-files), run just before it; the loaders' trials are interleaved round by
+files, a large file read in 64 MiB pieces at once, 4 s of reading),
+measured just before it and just after it, the mean of the two; the loaders' trials are interleaved round by
 round.  Bytes read from the disk per run come from the cgroup's I/O
 counters (v1 blkio, v2 io.stat).
 
@@ -113,6 +118,8 @@ LOADERS = ("sc-nocache", "sc-cache", "dataloader")
 OVERHEAD = dict.fromkeys(("dataloader", "sc-nocache", "sc-cache"), 256 << 20)
 MPIRUN = 64 << 20
 STREAM_BYTES = 256 << 20  # SC_STREAM_BYTES' default
+CONFIRM = 2  # trials at least of the answer and of the count above it (Search)
+LIMIT_S = 4  # seconds of each O_DIRECT measurement around a trial (one before, one after)
 PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
 
 
@@ -296,11 +303,16 @@ def run_job(cmd, env, limit, log):
     return rc, out, peak, oom, rd, secs, cg.why
 
 
-def storage_limit(bin_dir, files, threads, log):
+def storage_limit(bin_dir, files, threads, log, seconds=None):
+    """The storage's O_DIRECT read rate with `threads` reads in flight, the page
+    cache dropped first: (bytes/s, how), or (None, why)."""
     drop_caches()
-    cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads)] + files
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
-    log.write("$ bench_odirect --threads %d (%d files)\n%s" % (threads, len(files), out))
+    cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads)]
+    if seconds:
+        cmd += ["--seconds", "%g" % seconds]
+    out = subprocess.run(cmd + files, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT).stdout.decode()
+    log.write("$ %s (%d files)\n%s" % (" ".join(cmd[1:]), len(files), out))
     m = re.search(r"([0-9.]+) MB/s \((.*)\)", out)
     return (float(m.group(1)) * 1e6, m.group(2)) if m else (None, out.strip())
 
@@ -348,7 +360,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
                      epochs=0, warm=0, data=data_bytes, steps=0)
     limit = mem_limit(a, w, loader, ranks, data_bytes)
     threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
-    rate, how = storage_limit(a.bin, files, threads, log)
+    before, how = storage_limit(a.bin, files, threads, log, LIMIT_S)
     env = dict(os.environ, SC_LOG="0")
     mpi = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none"]
     cache = None
@@ -377,6 +389,8 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
+    after, _ = storage_limit(a.bin, files, threads, log, LIMIT_S)
+    rate = (before + after) / 2 if before and after else before or after
     m = re.search(r"([0-9.]+) MB/s.*?utilization ([0-9.]+)%.*?DLIO's AU ([0-9.]+)%", out)
     au = float(m.group(3)) / 100 if m and rc == 0 else None
     strict = float(m.group(2)) / 100 if m and rc == 0 else None
@@ -384,12 +398,12 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     fail = None if au is not None else ("killed: out of memory" if oom else
                                         "failed (rc %d): %s" % (rc, out.strip()[-160:]))
     t = Trial(loader=loader, ranks=ranks, au=au, strict=strict, rate=got, storage=rate,
-              storage_how=how,
+              storage_how=how, around=(before, after),
               threads=threads, limit=limit, peak=peak, oom=oom, disk=rd, epochs=epochs,
               warm=warm, secs=secs, fail=fail, cgroup=why, data=data_bytes, steps=steps)
-    print("  %-10s %-9s %2d ranks: %s, %s MB/s (storage %s MB/s at %d threads), %.0f s%s%s"
+    print("  %-10s %-9s %2d ranks: %s, %s MB/s (storage %s then %s MB/s at %d threads), %.0f s%s%s"
           % (wl, loader, ranks, "AU %.3f (strict %.3f)" % (au, strict) if au is not None else fail,
-             "%.0f" % (got / 1e6) if got else "-", "%.0f" % (rate / 1e6) if rate else "-",
+             "%.0f" % (got / 1e6) if got else "-", fmt_rate(before), fmt_rate(after),
              threads, secs, "; disk %.2f GB" % (rd / 1e9) if rd is not None else "",
              few_steps(t)), flush=True)
     return t
@@ -445,29 +459,58 @@ def first_batch_table(rows):
 
 
 class Search:
-    """The largest ranks with AU >= threshold: 1, 2, 4, ... then bisection."""
+    """The largest ranks with AU >= threshold: 1, 2, 4, ... then bisection; then the
+    answer and the count above it run again, each count decided by the majority of
+    its trials (a third where two disagree): on a disk whose own rate varies by a
+    third within a run, one trial at the boundary is a coin toss."""
 
     def __init__(self, loader, threshold, top):
         self.loader, self.thr, self.top = loader, threshold, top
-        self.good, self.bad, self.trials = 0, top + 1, {}
+        self.trials = {}  # ranks: [Trial]
+
+    def passes(self, n):
+        """The majority's verdict at n ranks: True, False, or None (untried, a tie)."""
+        ts = self.trials.get(n, [])
+        up = sum(1 for t in ts if t.au is not None and t.au >= self.thr)
+        return None if 2 * up == len(ts) else 2 * up > len(ts)
+
+    def bounds(self):
+        """(good, bad): the smallest count that fails (top + 1 if none) and the
+        largest below it that passes (0 if none)."""
+        bad = min([n for n in self.trials if self.passes(n) is False] + [self.top + 1])
+        good = max([n for n in self.trials if n < bad and self.passes(n)] + [0])
+        return good, bad
+
+    @property
+    def good(self):
+        return self.bounds()[0]
 
     def next(self):
-        if self.bad - self.good <= 1:
-            return None
-        if self.bad > self.top and self.good < self.top:  # still doubling
-            return min(self.top, max(1, 2 * self.good))
-        return (self.good + self.bad) // 2
+        good, bad = self.bounds()
+        if bad - good > 1:
+            if bad > self.top and good < self.top:  # still doubling
+                return min(self.top, max(1, 2 * good))
+            return (good + bad) // 2
+        for n in (good, bad):  # the boundary, confirmed
+            if 1 <= n <= self.top and (len(self.trials[n]) < CONFIRM or self.passes(n) is None):
+                return n
+        return None
 
     def record(self, t):
-        self.trials[t.ranks] = t
-        if t.au is not None and t.au >= self.thr:
-            self.good = t.ranks
-        else:
-            self.bad = t.ranks
+        self.trials.setdefault(t.ranks, []).append(t)
+
+    def at(self, n):
+        """The median trial at n ranks by AU (a failed run counts lowest), or None."""
+        ts = sorted(self.trials.get(n, []), key=lambda t: -1 if t.au is None else t.au)
+        return ts[(len(ts) - 1) // 2] if ts else None
+
+    def tally(self, n):
+        ts = self.trials.get(n, [])
+        return sum(1 for t in ts if t.au is not None and t.au >= self.thr), len(ts)
 
     def best(self):
-        """The trial at the answer (the 1-rank one where even 1 falls short)."""
-        return self.trials.get(self.good) or self.trials.get(1)
+        """The trial at the answer (at 1 rank where even 1 falls short)."""
+        return self.at(self.good) or self.at(1)
 
 
 def epoch_disk(t):
@@ -490,11 +533,11 @@ def report(a, results, load, firsts):
                  % (size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
                     os.cpu_count(), load, NOTE["drop"], NOTE["cgroup"]))
     lines.append("")
-    lines.append("| workload | layout | loader | accelerators at AU >= threshold | AU there (at 1 where 0; "
-                 "strict) | "
+    lines.append("| workload | layout | loader | accelerators at AU >= threshold | trials passing "
+                 "there, one above | AU there (median trial; at 1 where 0; strict) | "
                  "delivered, MB/s | storage's O_DIRECT limit, MB/s (threads) | share | "
                  "memory limit (of the dataset) | disk read an epoch (of the dataset) |")
-    lines.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    lines.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     verdict = []
     for (wl, layout), per_ld in results.items():
         w = WORKLOADS[wl]
@@ -507,9 +550,12 @@ def report(a, results, load, firsts):
             share = t.rate / t.storage if t.rate and t.storage else None
             per = epoch_disk(t)
             disk = "%.2f GB (%.2f)" % (per / 1e9, per / t.data) if per is not None else "-"
-            lines.append("| %s (AU >= %.2f) | %s | %s | %d%s | %s | %s | %s (%d) | %s | %.2f GB (%.2f) | %s |"
+            lines.append("| %s (AU >= %.2f) | %s | %s | %d%s | %s | %s | %s | %s (%d) | %s | "
+                         "%.2f GB (%.2f) | %s |"
                          % (wl, w["au"], layout, ld, s.good,
                             " (top of the search)" if s.good >= s.top else "",
+                            ", ".join("%d of %d" % s.tally(k) for k in (s.good, s.good + 1)
+                                      if s.trials.get(k)),
                             "%.3f (%.3f)%s" % (t.au, t.strict, few_steps(t))
                             if t.au is not None else t.fail,
                             fmt_rate(t.rate),
@@ -523,12 +569,15 @@ def report(a, results, load, firsts):
                                "partly from memory" % (wl, layout, ld, e / t.data))
         nc, c, dl = (per_ld.get(k) for k in LOADERS)
         if nc and nc.best() and nc.best().rate and nc.best().storage:
-            past = nc.trials.get(nc.good + 1)  # the first count below the threshold
+            t, past = nc.best(), nc.at(nc.good + 1)  # past: the first count below
+            asks = nc.good * w["batch"] * w["sample"] * w["au"] / w["step"] / t.storage
             verdict.append("%s/%s: shardcache without a cache at %.2f of the storage's limit "
-                           "at %d accelerators (target >= 0.9)%s"
-                           % (wl, layout, nc.best().rate / nc.best().storage, nc.good,
-                              "; at %d, AU %.3f, %.2f" % (past.ranks, past.au, past.rate /
-                                                         past.storage)
+                           "at %d accelerators (target >= 0.9; what %d ask for at AU %.2f: "
+                           "%.2f)%s"
+                           % (wl, layout, t.rate / t.storage, nc.good, nc.good, w["au"], asks,
+                              "; at %d, AU %.3f, %.2f of the limit (>= 0.9: the storage, "
+                              "not the loader, stops the next accelerator)"
+                              % (past.ranks, past.au, past.rate / past.storage)
                               if past and past.au is not None and past.storage else ""))
         if nc and dl:
             verdict.append("%s/%s: %d accelerators without a cache, %s with, %d by the "
