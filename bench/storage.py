@@ -178,21 +178,32 @@ class Cgroup:
         except OSError:
             return ""
 
+    def ooms(self):
+        """The processes the OOM killer took in this cgroup (None: unknown)."""
+        m = re.search(r"oom_kill (\d+)", self._read(self.mem, "memory.events" if self.v2
+                                                     else "memory.oom_control"))
+        return int(m.group(1)) if m else None
+
+    def kill_all(self):
+        for d in (self.mem, self.io):
+            for pid in self._read(d, "cgroup.procs").split() if d else ():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+
     def stats(self):
         """peak bytes, OOM kills, bytes read from block devices (None: unknown)."""
-        peak = oom = rd = None
+        peak = rd = None
+        oom = self.ooms()
         if self.v2:
             p = self._read(self.mem, "memory.peak")
             peak = int(p) if p.strip() else None
-            m = re.search(r"oom_kill (\d+)", self._read(self.mem, "memory.events"))
-            oom = int(m.group(1)) if m else None
             io = re.findall(r"rbytes=(\d+)", self._read(self.mem, "io.stat"))
             rd = sum(map(int, io)) if io else None
         else:
             p = self._read(self.mem, "memory.max_usage_in_bytes")
             peak = int(p) if p.strip() else None
-            m = re.search(r"oom_kill (\d+)", self._read(self.mem, "memory.oom_control"))
-            oom = int(m.group(1)) if m else None
             if self.io:
                 io = re.findall(r"^\S+ Read (\d+)$",
                                 self._read(self.io, "blkio.throttle.io_service_bytes"), re.M)
@@ -209,11 +220,7 @@ class Cgroup:
                     break
                 except OSError:
                     if i == 50:  # the job's stragglers (an orphaned rank): ours, by id
-                        for pid in self._read(d, "cgroup.procs").split():
-                            try:
-                                os.kill(int(pid), signal.SIGKILL)
-                            except OSError:
-                                pass
+                        self.kill_all()
                     time.sleep(0.1)
 
 
@@ -270,6 +277,25 @@ def files_of(path):
 
 
 # ---------------------------------------------------------------- runs
+def watch(p, cg, timeout=600, grace=10):
+    """The job's exit status.  A job still running `grace` s after the OOM killer
+    took one of its processes (a DataLoader whose worker was killed waited for
+    it until the timeout), or after `timeout` s, is killed with every process
+    of its cgroup: 137, or 124 for the timeout."""
+    t0, oom_at = time.time(), None
+    while p.poll() is None:
+        now = time.time()
+        if oom_at is None and cg.mem and cg.ooms():
+            oom_at = now
+        if now - t0 > timeout or (oom_at is not None and now - oom_at > grace):
+            cg.kill_all()
+            p.kill()
+            p.wait()
+            return 124 if oom_at is None else 137
+        time.sleep(0.2)
+    return p.returncode
+
+
 def run_job(cmd, env, limit, log):
     """cmd in a fresh cgroup limited to `limit` bytes: (rc, output, peak, oom, disk bytes, s).
     The disk's bytes: the cgroup's I/O counters, or where they say nothing (v1's
@@ -285,12 +311,12 @@ def run_job(cmd, env, limit, log):
         NOTE["drop"] = "the page cache could not be dropped (not root)"
     dev0 = disk_reads()
     t0 = time.time()
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           preexec_fn=cg.join if cg.mem else None, timeout=600)
-        out, rc = p.stdout.decode(errors="replace"), p.returncode
-    except subprocess.TimeoutExpired as e:
-        out, rc = (e.stdout or b"").decode(errors="replace") + "\n(timed out)", 124
+    with tempfile.TemporaryFile() as f:
+        p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                             preexec_fn=cg.join if cg.mem else None)
+        rc = watch(p, cg)
+        f.seek(0)
+        out = f.read().decode(errors="replace") + ("\n(timed out)" if rc == 124 else "")
     secs = time.time() - t0
     peak, oom, rd = cg.stats() if cg.mem else (None, None, None)
     dev1 = disk_reads()

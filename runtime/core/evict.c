@@ -310,24 +310,34 @@ static int evict_chain(sc__evict *ev, uint64_t *prev)
     return SC_OK;
 }
 
-/*
- * The offline optimum for the capacity: spans taken by earliest end (one
- * span ends at each unread position j: a held entry's, from now, or that
- * of the read before j), each kept when it fits at every moment it covers.
- */
-static int evict_select(sc__evict *ev, const uint64_t *prev)
+/* A shard's bytes: its entry's where held, else the sizer's. */
+static uint64_t evict_bytes_of(const sc__evict *ev, uint32_t shard)
 {
-    uint64_t base = ev->cursor;
-    if (evict_tree_init(&ev->t, ev->nseq - base + 1, base) != SC_OK)
-        return SC_ENOMEM;
-    /*
-     * Entries written and not read yet keep their spans first: dropping one
-     * now would waste its write (they fit: they are held, within capacity).
-     */
-    for (uint64_t k = 0; k < ev->n; k++)
-        if (ev->e[k].unread && ev->e[k].next != NEVER)
-            ev->e[k].keep = (unsigned char)evict_tree_take(ev, 0, ev->e[k].next - base,
-                                                           ev->e[k].bytes);
+    uint64_t *k = evict_map_get(&ev->idx, shard);
+    return k ? ev->e[*k].bytes : ev->size(ev->size_arg, shard);
+}
+
+/* Whether the read at unread position i finds its shard held, as planned so far. */
+static int evict_planned_hit(const sc__evict *ev, const uint64_t *prev, uint64_t i)
+{
+    if (prev[i] != NEVER)
+        return ev->keep[prev[i]];
+    uint64_t *k = evict_map_get(&ev->idx, ev->seq[i]);
+    return k && ev->e[*k].next == i && ev->e[*k].keep;
+}
+
+enum { PASS_ALL, PASS_NO_WRITE, PASS_REST };
+
+/*
+ * One pass over the spans by earliest end (one span ends at each unread
+ * position j: a held entry's, from now, or that of the read before j),
+ * each kept when it fits at every moment it covers: all of them, or only
+ * those that need no write (a held entry's, or one from a read that finds
+ * its shard held), or the rest.  The spans kept.
+ */
+static uint64_t evict_pass(sc__evict *ev, const uint64_t *prev, int which)
+{
+    uint64_t base = ev->cursor, kept = 0;
     for (uint64_t j = base; j < ev->nseq; j++) {
         if (ev->done[j])
             continue;
@@ -335,13 +345,61 @@ static int evict_select(sc__evict *ev, const uint64_t *prev)
         uint64_t *k = evict_map_get(&ev->idx, ev->seq[j]);
         if (prev[j] != NEVER) {
             uint64_t i = prev[j];
-            uint64_t bytes = k ? ev->e[*k].bytes : ev->size(ev->size_arg, ev->seq[j]);
-            ev->keep[i] = (unsigned char)evict_tree_take(ev, i - base + 1, end, bytes);
-        } else if (k && ev->e[*k].next == j && !ev->e[*k].unread) {
+            if (ev->keep[i] ||
+                (which == PASS_NO_WRITE && !evict_planned_hit(ev, prev, i)))
+                continue;
+            ev->keep[i] = (unsigned char)evict_tree_take(ev, i - base + 1, end,
+                                                         evict_bytes_of(ev, ev->seq[j]));
+            kept += ev->keep[i];
+        } else if (k && ev->e[*k].next == j && !ev->e[*k].unread && !ev->e[*k].keep &&
+                   which != PASS_REST) {
             ev->e[*k].keep = (unsigned char)evict_tree_take(ev, 0, end, ev->e[*k].bytes);
+            kept += ev->e[*k].keep;
         }
     }
-    return SC_OK;
+    return kept;
+}
+
+/*
+ * A plan from scratch: entries written and not read yet keep their spans
+ * first (dropping one now would waste its write; they fit: they are held,
+ * within capacity), then the passes.  The spans kept, or UINT64_MAX.
+ */
+static uint64_t evict_plan_once(sc__evict *ev, const uint64_t *prev, int held_first)
+{
+    uint64_t base = ev->cursor, kept = 0;
+    if (evict_tree_init(&ev->t, ev->nseq - base + 1, base) != SC_OK)
+        return UINT64_MAX;
+    memset(ev->keep, 0, ev->nseq);
+    for (uint64_t k = 0; k < ev->n; k++) {
+        ev->e[k].keep = 0;
+        if (ev->e[k].unread && ev->e[k].next != NEVER)
+            ev->e[k].keep = (unsigned char)evict_tree_take(ev, 0, ev->e[k].next - base,
+                                                           ev->e[k].bytes);
+        kept += ev->e[k].keep;
+    }
+    if (!held_first)
+        return kept + evict_pass(ev, prev, PASS_ALL);
+    kept += evict_pass(ev, prev, PASS_NO_WRITE);
+    return kept + evict_pass(ev, prev, PASS_REST);
+}
+
+/*
+ * The offline optimum for the capacity: spans by earliest end, which for
+ * shards of one size keeps the most (Belady's bound).  It keeps, at an
+ * epoch's end, the shards the next epoch reads first, whether held or
+ * not: under epochs that read every shard once it rewrote most of the
+ * cache every epoch for no hit more (a slot serves one hit an epoch,
+ * whichever shard it holds).  So the spans that need no write go first,
+ * and that plan stands where it keeps as many spans (hits) as the other.
+ */
+static int evict_select(sc__evict *ev, const uint64_t *prev)
+{
+    uint64_t held = evict_plan_once(ev, prev, 1);
+    uint64_t any = held == UINT64_MAX ? held : evict_plan_once(ev, prev, 0);
+    if (any != UINT64_MAX && held >= any)
+        any = evict_plan_once(ev, prev, 1);
+    return any == UINT64_MAX ? SC_ENOMEM : SC_OK;
 }
 
 /* Re-plans from the unread part of seq[] (done[] says what was read). */

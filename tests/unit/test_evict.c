@@ -7,7 +7,8 @@
  * Belady's admission of misses: a shard whose next read lies beyond the
  * moment it would be evicted is not written; the hits equal the offline
  * optimum (a search over every choice of admission and victim); nothing
- * written is evicted unread.
+ * written is evicted unread; epochs that read every shard once write the
+ * cache once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -403,6 +404,62 @@ static void test_admission_wastes_no_write(void **state)
     assert_true(wasted * 1000 <= sc_test_cases(60) * N);
 }
 
+/*
+ * Epochs that read every shard once, each in a new order, the next one's
+ * order known a whole epoch ahead (as the loader gives it): once full, the
+ * cache serves as many hits an epoch as it holds shards and writes nothing
+ * more.  Earliest end first alone kept the next epoch's first shards and
+ * rewrote about two thirds of the cache every epoch (7 of 10) for no hit
+ * more.  The last epoch, with nothing known beyond it, may fill freed room.
+ */
+static void test_epochs_keep_what_is_held(void **state)
+{
+    (void)state;
+    sc__rng r;
+    sc__rng_init(&r, sc__rng_key(sc_test_seed(), 0, 0, 17));
+    enum { S = 64, E = 6 };
+    static uint32_t seq[E][S];
+    for (unsigned t = 0; t < sc_test_cases(50); t++) {
+        uint64_t nsh = 2 + sc__rng_below(&r, S - 1), cap = 1 + sc__rng_below(&r, nsh);
+        for (int e = 0; e < E; e++) {
+            for (uint64_t i = 0; i < nsh; i++)
+                seq[e][i] = (uint32_t)i;
+            for (uint64_t i = nsh - 1; i > 0; i--) {
+                uint64_t j = sc__rng_below(&r, i + 1);
+                uint32_t x = seq[e][i];
+                seq[e][i] = seq[e][j], seq[e][j] = x;
+            }
+        }
+        sc__evict *ev;
+        assert_int_equal(sc__evict_new(SC_CACHE_BELADY, cap, &ev), SC_OK);
+        assert_int_equal(sc__evict_future(ev, seq[0], nsh), SC_OK);
+        assert_int_equal(sc__evict_extend(ev, seq[1], nsh), SC_OK);
+        for (int e = 0; e < E; e++) {
+            if (e > 0 && e + 1 < E)
+                assert_int_equal(sc__evict_extend(ev, seq[e + 1], nsh), SC_OK);
+            uint64_t hits = 0, writes = 0;
+            for (uint64_t i = 0; i < nsh; i++) {
+                const uint32_t *v;
+                uint64_t nv;
+                if (sc__evict_has(ev, seq[e][i]))
+                    sc__evict_touch(ev, seq[e][i]), hits++;
+                else
+                    writes += sc__evict_miss(ev, seq[e][i], 1, &v, &nv) == SC_OK;
+            }
+            if (e > 0 && e + 1 < E && (hits != cap || writes != 0))
+                print_error("case %u (%llu shards, capacity %llu), epoch %d: %llu hits, "
+                            "%llu writes\n", t, (unsigned long long)nsh,
+                            (unsigned long long)cap, e, (unsigned long long)hits,
+                            (unsigned long long)writes);
+            if (e > 0 && e + 1 < E) {
+                assert_int_equal(hits, cap);
+                assert_int_equal(writes, 0);
+            }
+        }
+        sc__evict_free(ev);
+    }
+}
+
 /* A peer's fill: kept only with room until its read; its first read says so. */
 static void test_fill_ahead(void **state)
 {
@@ -482,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_admission_hits_the_optimum),
         cmocka_unit_test(test_miss_beyond_the_horizon_is_not_admitted),
         cmocka_unit_test(test_admission_wastes_no_write),
+        cmocka_unit_test(test_epochs_keep_what_is_held),
         cmocka_unit_test(test_fill_ahead),
         cmocka_unit_test(test_spare),
         cmocka_unit_test(test_remove_and_flags),
