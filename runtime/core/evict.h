@@ -13,8 +13,9 @@
  * that capacity can have; among plans with as many, the spans that need no
  * write go first, so that epochs of every shard once rewrite nothing).  A
  * miss is written only when its span is kept, so an entry is never written
- * to be evicted before it is read again; victims are the entries whose spans are not kept, furthest next use (or
- * never) first, then least recently used, then the lowest shard id.  Reads
+ * to be evicted before it is read again; victims are the entries whose
+ * spans are not kept, furthest next use (or never) first, then least
+ * recently used, then the lowest shard id.  Reads
  * may come in any order (producers read ahead in parallel): each consumes
  * the first unread position of its shard.  LRU is kept as the comparison
  * mode (it admits every miss).  It must never touch files.
