@@ -8,9 +8,9 @@
  *
  *   bench_odirect [--threads T] [--block MiB] [--seconds S] FILE...
  *
- * --seconds: no piece is started after S seconds (the rate of what was
+ * --seconds: no read is started after S seconds (the rate of what was
  * read), so that a measurement before and after each trial costs seconds,
- * not a pass over the dataset.
+ * not a pass over the dataset, and every thread stops within a block.
  *
  * Prints "odirect: T threads, N files, B bytes, S s: R MB/s (O_DIRECT)"; a
  * filesystem that refuses O_DIRECT (tmpfs) is read through the page cache
@@ -30,7 +30,7 @@
 #include "bench_doc.h"
 
 enum { ALIGN = 4096 };
-#define PIECE (64ull << 20) /* a multiple of any block up to 64 MiB */
+#define PIECE (64ull << 20)
 
 typedef struct {
     char **files;
@@ -56,7 +56,16 @@ static int open_direct(job *j, const char *path)
     return fd;
 }
 
-/* Piece k of file f, up to its end: bytes read, or -1 (the error printed). */
+static int past_stop(const job *j)
+{
+    return j->stop > 0 && bench_now() > j->stop;
+}
+
+/*
+ * Piece k of file f, up to its end or the stop: bytes read, or -1 (the
+ * error printed).  Reads stay aligned: the block and the piece are
+ * multiples of ALIGN, and a file's end reads short.
+ */
 static long long read_piece(job *j, int f, long long k, unsigned char *buf)
 {
     int fd = open_direct(j, j->files[f]);
@@ -65,9 +74,14 @@ static long long read_piece(job *j, int f, long long k, unsigned char *buf)
     off_t off = (off_t)(k * (long long)PIECE), end = off + (off_t)PIECE;
     long long total = 0;
     ssize_t n = 0;
-    while (off < end && (n = pread(fd, buf, j->block, off)) > 0) {
+    while (off < end && !past_stop(j)) {
+        size_t want = (size_t)(end - off) < j->block ? (size_t)(end - off) : j->block;
+        if ((n = pread(fd, buf, want, off)) <= 0)
+            break;
         total += n;
         off += n;
+        if ((size_t)n < want) /* the file's end */
+            break;
     }
     if (n < 0)
         fprintf(stderr, "bench_odirect: '%s' at byte %lld: %s\n", j->files[f], (long long)off,
@@ -88,7 +102,7 @@ static void *reader(void *arg)
     memset(buf, 0, j->block); /* touched before the clock's work, not during */
     int f = 0;
     for (long long p; (p = atomic_fetch_add(&j->next, 1)) < j->first[j->nfiles];) {
-        if (j->stop > 0 && bench_now() > j->stop)
+        if (past_stop(j))
             break;
         while (j->first[f + 1] <= p)
             f++;

@@ -73,8 +73,8 @@ boundary decided the answer by chance.  Loaders:
 Each run is paired with the storage's own read limit at the same
 concurrency (bench_odirect: ranks x read threads, O_DIRECT, the same
 files, a large file read in 64 MiB pieces at once, 4 s of reading),
-measured just before it and just after it, the mean of the two; the loaders' trials are interleaved round by
-round.  Bytes read from the disk per run come from the cgroup's I/O
+measured just before it and just after it, the mean of the two; the
+loaders' trials are interleaved round by round.  Bytes read from the disk per run come from the cgroup's I/O
 counters (v1 blkio, v2 io.stat).
 
   bench/storage.py --bin build/release/bin [--size MiB] [--workloads ...]
@@ -415,8 +415,9 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
-    after, _ = storage_limit(a.bin, files, threads, log, LIMIT_S)
+    after, how_after = storage_limit(a.bin, files, threads, log, LIMIT_S)
     rate = (before + after) / 2 if before and after else before or after
+    how = how if before else how_after
     m = re.search(r"([0-9.]+) MB/s.*?utilization ([0-9.]+)%.*?DLIO's AU ([0-9.]+)%", out)
     au = float(m.group(3)) / 100 if m and rc == 0 else None
     strict = float(m.group(2)) / 100 if m and rc == 0 else None
@@ -424,7 +425,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     fail = None if au is not None else ("killed: out of memory" if oom else
                                         "failed (rc %d): %s" % (rc, out.strip()[-160:]))
     t = Trial(loader=loader, ranks=ranks, au=au, strict=strict, rate=got, storage=rate,
-              storage_how=how, around=(before, after),
+              storage_how=how,
               threads=threads, limit=limit, peak=peak, oom=oom, disk=rd, epochs=epochs,
               warm=warm, secs=secs, fail=fail, cgroup=why, data=data_bytes, steps=steps)
     print("  %-10s %-9s %2d ranks: %s, %s MB/s (storage %s then %s MB/s at %d threads), %.0f s%s%s"
@@ -490,15 +491,14 @@ class Search:
     its trials (a third where two disagree): on a disk whose own rate varies by a
     third within a run, one trial at the boundary is a coin toss."""
 
-    def __init__(self, loader, threshold, top):
-        self.loader, self.thr, self.top = loader, threshold, top
+    def __init__(self, loader, threshold, top, confirm=CONFIRM):
+        self.loader, self.thr, self.top, self.confirm = loader, threshold, top, confirm
         self.trials = {}  # ranks: [Trial]
 
     def passes(self, n):
         """The majority's verdict at n ranks: True, False, or None (untried, a tie)."""
-        ts = self.trials.get(n, [])
-        up = sum(1 for t in ts if t.au is not None and t.au >= self.thr)
-        return None if 2 * up == len(ts) else 2 * up > len(ts)
+        up, of = self.tally(n)
+        return None if 2 * up == of else 2 * up > of
 
     def bounds(self):
         """(good, bad): the smallest count that fails (top + 1 if none) and the
@@ -518,7 +518,8 @@ class Search:
                 return min(self.top, max(1, 2 * good))
             return (good + bad) // 2
         for n in (good, bad):  # the boundary, confirmed
-            if 1 <= n <= self.top and (len(self.trials[n]) < CONFIRM or self.passes(n) is None):
+            if 1 <= n <= self.top and (len(self.trials[n]) < self.confirm or
+                                       self.passes(n) is None):
                 return n
         return None
 
@@ -531,6 +532,7 @@ class Search:
         return ts[(len(ts) - 1) // 2] if ts else None
 
     def tally(self, n):
+        """(trials at n ranks that passed, trials at n ranks)."""
         ts = self.trials.get(n, [])
         return sum(1 for t in ts if t.au is not None and t.au >= self.thr), len(ts)
 
@@ -595,7 +597,7 @@ def report(a, results, load, firsts):
                                "partly from memory" % (wl, layout, ld, e / t.data))
         nc, c, dl = (per_ld.get(k) for k in LOADERS)
         if nc and nc.best() and nc.best().rate and nc.best().storage:
-            t, past = nc.best(), nc.at(nc.good + 1)  # past: the first count below
+            t, past = nc.best(), nc.at(nc.good + 1)  # past: the first count that fails
             asks = nc.good * w["batch"] * w["sample"] * w["au"] / w["step"] / t.storage
             verdict.append("%s/%s: shardcache without a cache at %.2f of the storage's limit "
                            "at %d accelerators (target >= 0.9; what %d ask for at AU %.2f: "
@@ -684,7 +686,8 @@ def main():
                     firsts.append(first_batch(a, wl, w, src, files, data_bytes, log))
                 loaders = [ld for ld in a.loaders.split(",")
                            if not (ld == "dataloader" and layout == "A")]
-                searches = {ld: Search(ld, w["au"], a.max_ranks) for ld in loaders}
+                searches = {ld: Search(ld, w["au"], a.max_ranks, 1 if a.quick else CONFIRM)
+                            for ld in loaders}
                 while True:  # interleaved: one trial per loader a round
                     todo = [(s, s.next()) for s in searches.values() if s.next()]
                     if not todo:

@@ -218,9 +218,20 @@ static int evict_tree_init(tree *t, uint64_t n, uint64_t base)
     evict_tree_free(t);
     t->mx = calloc(4 * n, sizeof *t->mx);
     t->add = calloc(4 * n, sizeof *t->add);
+    if (!t->mx || !t->add) {
+        evict_tree_free(t); /* n = 0: nothing is taken from it */
+        return SC_ENOMEM;
+    }
     t->n = n;
     t->base = base;
-    return t->mx && t->add ? SC_OK : SC_ENOMEM;
+    return SC_OK;
+}
+
+/* Nothing kept at any moment. */
+static void evict_tree_clear(tree *t)
+{
+    memset(t->mx, 0, 4 * t->n * sizeof *t->mx);
+    memset(t->add, 0, 4 * t->n * sizeof *t->add);
 }
 
 static uint64_t evict_max2(uint64_t a, uint64_t b)
@@ -310,13 +321,6 @@ static int evict_chain(sc__evict *ev, uint64_t *prev)
     return SC_OK;
 }
 
-/* A shard's bytes: its entry's where held, else the sizer's. */
-static uint64_t evict_bytes_of(const sc__evict *ev, uint32_t shard)
-{
-    uint64_t *k = evict_map_get(&ev->idx, shard);
-    return k ? ev->e[*k].bytes : ev->size(ev->size_arg, shard);
-}
-
 /* Whether the read at unread position i finds its shard held, as planned so far. */
 static int evict_planned_hit(const sc__evict *ev, const uint64_t *prev, uint64_t i)
 {
@@ -348,8 +352,8 @@ static uint64_t evict_pass(sc__evict *ev, const uint64_t *prev, int which)
             if (ev->keep[i] ||
                 (which == PASS_NO_WRITE && !evict_planned_hit(ev, prev, i)))
                 continue;
-            ev->keep[i] = (unsigned char)evict_tree_take(ev, i - base + 1, end,
-                                                         evict_bytes_of(ev, ev->seq[j]));
+            uint64_t bytes = k ? ev->e[*k].bytes : ev->size(ev->size_arg, ev->seq[j]);
+            ev->keep[i] = (unsigned char)evict_tree_take(ev, i - base + 1, end, bytes);
             kept += ev->keep[i];
         } else if (k && ev->e[*k].next == j && !ev->e[*k].unread && !ev->e[*k].keep &&
                    which != PASS_REST) {
@@ -360,28 +364,36 @@ static uint64_t evict_pass(sc__evict *ev, const uint64_t *prev, int which)
     return kept;
 }
 
+/* The counts of a plan: hits (spans kept) and writes (kept spans that start with a miss). */
+typedef struct plan_counts {
+    uint64_t hits, writes;
+} plan_counts;
+
 /*
- * A plan from scratch: entries written and not read yet keep their spans
- * first (dropping one now would waste its write; they fit: they are held,
- * within capacity), then the passes.  The spans kept, or UINT64_MAX.
+ * A plan from scratch in the tree (allocated): entries written and not
+ * read yet keep their spans first (dropping one now would waste its write;
+ * they fit: they are held, within capacity), then the passes.
  */
-static uint64_t evict_plan_once(sc__evict *ev, const uint64_t *prev, int held_first)
+static plan_counts evict_plan_once(sc__evict *ev, const uint64_t *prev, int held_first)
 {
-    uint64_t base = ev->cursor, kept = 0;
-    if (evict_tree_init(&ev->t, ev->nseq - base + 1, base) != SC_OK)
-        return UINT64_MAX;
+    uint64_t base = ev->cursor;
+    plan_counts c = {0, 0};
+    evict_tree_clear(&ev->t);
     memset(ev->keep, 0, ev->nseq);
     for (uint64_t k = 0; k < ev->n; k++) {
         ev->e[k].keep = 0;
         if (ev->e[k].unread && ev->e[k].next != NEVER)
             ev->e[k].keep = (unsigned char)evict_tree_take(ev, 0, ev->e[k].next - base,
                                                            ev->e[k].bytes);
-        kept += ev->e[k].keep;
+        c.hits += ev->e[k].keep;
     }
-    if (!held_first)
-        return kept + evict_pass(ev, prev, PASS_ALL);
-    kept += evict_pass(ev, prev, PASS_NO_WRITE);
-    return kept + evict_pass(ev, prev, PASS_REST);
+    if (held_first)
+        c.hits += evict_pass(ev, prev, PASS_NO_WRITE) + evict_pass(ev, prev, PASS_REST);
+    else
+        c.hits += evict_pass(ev, prev, PASS_ALL);
+    for (uint64_t i = base; i < ev->nseq; i++)
+        c.writes += !ev->done[i] && ev->keep[i] && !evict_planned_hit(ev, prev, i);
+    return c;
 }
 
 /*
@@ -390,16 +402,18 @@ static uint64_t evict_plan_once(sc__evict *ev, const uint64_t *prev, int held_fi
  * epoch's end, the shards the next epoch reads first, whether held or
  * not: under epochs that read every shard once it rewrote most of the
  * cache every epoch for no hit more (a slot serves one hit an epoch,
- * whichever shard it holds).  So the spans that need no write go first,
- * and that plan stands where it keeps as many spans (hits) as the other.
+ * whichever shard it holds).  So a second plan takes the spans that need
+ * no write first, and stands where it has as many hits and no more
+ * writes (exact for such epochs; a heuristic elsewhere).
  */
 static int evict_select(sc__evict *ev, const uint64_t *prev)
 {
-    uint64_t held = evict_plan_once(ev, prev, 1);
-    uint64_t any = held == UINT64_MAX ? held : evict_plan_once(ev, prev, 0);
-    if (any != UINT64_MAX && held >= any)
-        any = evict_plan_once(ev, prev, 1);
-    return any == UINT64_MAX ? SC_ENOMEM : SC_OK;
+    if (evict_tree_init(&ev->t, ev->nseq - ev->cursor + 1, ev->cursor) != SC_OK)
+        return SC_ENOMEM;
+    plan_counts any = evict_plan_once(ev, prev, 0), held = evict_plan_once(ev, prev, 1);
+    if (held.hits < any.hits || (held.hits == any.hits && held.writes > any.writes))
+        evict_plan_once(ev, prev, 0);
+    return SC_OK;
 }
 
 /* Re-plans from the unread part of seq[] (done[] says what was read). */
