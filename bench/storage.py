@@ -15,48 +15,48 @@ carry over, the file count is scaled to this machine):
 
 The files are HDF5 (/images: the samples as uint8 rows, /labels), written
 once per workload (layout B, a directory of files; with --layouts B,A also
-layout A, the same samples in one file, where a file holds many samples)
-and deleted at the end.  shardcache's fields have one shape, so every
-sample has the mean size (the stdev is what MLPerf's generator draws).
+layout A, the same samples in one file, where a file holds many samples) and
+deleted at the end.  shardcache's fields have one shape, so every sample has
+the mean size (the stdev is what MLPerf's generator draws).
 
 MLPerf's rule against caching in memory: a job runs in a memory cgroup
-(cgroup v2's memory.max, or v1's memory.limit_in_bytes, found at run
-time) limited to a fifth of the dataset, page cache included, so every
-epoch reads the disk; the page cache is dropped before each run.  Two
-allowances sit on top, the same for every loader, as MLPerf's client's
-memory holds them too: a rank's working memory (OVERHEAD, 256 MiB: Python
-with torch and its workers, or SC_STREAM_BYTES' shards) and, where a fifth is
-less, what a rank must hold (the batch in the step, the one being
-filled, a sample in flight for each of MLPerf's read threads: unet3d's
-batch is 1 GB; its dataset grows to 2.5 times what one rank needs with
-its allowance, 7.4 GB).  A loader that holds more is killed by the OOM killer,
-and the table says so.  With many ranks the allowances leave the page
-cache room for more than a fifth: every run's disk reads are counted (the cgroup's
-I/O counters, or where those stay at 0, as v1's blkio throttle
+(cgroup v2's memory.max, or v1's memory.limit_in_bytes, found at run time)
+limited to a fifth of the dataset, page cache included, so every epoch reads
+the disk; the page cache is dropped before each run.  Two allowances sit on
+top, the same for every loader, as MLPerf's client's memory holds them too:
+a rank's working memory (OVERHEAD, 256 MiB: Python with torch and its
+workers, or SC_STREAM_BYTES' shards) and, where a fifth is less, what a rank
+must hold (the batch in the step, the one being filled, a sample in flight
+for each of MLPerf's read threads: unet3d's batch is 1 GB: a dataset is at
+least 2.5 times what one rank must hold with its allowances, 7.4 GB, below
+unet3d's 20 GiB default).  A loader that holds more is killed by the OOM
+killer, and the table says so. With many ranks the allowances leave the page
+cache room for more than a fifth: every run's disk reads are counted (the
+cgroup's I/O counters, or where those stay at 0, as v1's blkio throttle
 counters do on some guests, the job's processes' own, /proc/self/io's
-read_bytes with its children reaped): the table gives them per counted epoch, as a share of the
-dataset, which is what shows the epochs came from the disk, and a run
-without a cache that read less than 0.8 of the dataset an epoch is
-flagged in the verdicts.  A
-node-local cache on a tmpfs (standing in for a node's NVMe) is charged
-to the same cgroup, so its capacity is added to the limit.
+read_bytes with its children reaped): the table gives them per counted
+epoch, as a share of the dataset, which is what shows the epochs came from
+the disk, and a run without a cache that read less than 0.8 of the dataset
+an epoch is flagged in the verdicts.  A node-local cache on a tmpfs
+(standing in for a node's NVMe) is charged to the same cgroup, so its
+capacity is added to the limit.
 
 An accelerator is an MPI rank whose step sleeps for the computation time
 (what DLIO does); AU is DLIO's (dlio_benchmark/utils/statscounter.py,
 metric_exclude_start_steps 1): per rank and counted epoch, the computation
-over the wall time, the first step's load and computation left out of
-both, averaged over the ranks, then the epochs; the computation at its
-nominal step time (DLIO measures its sleep, which on these busy 2 cores
-runs over: cosmoflow's 3.5 ms by up to a tenth).  Beside it the table gives
-the stricter utilization of a job that synchronizes every step: all steps
-counted, over the slowest rank's wall time.  For each workload and loader the number
-of ranks is searched (1, 2, 4, ... then bisected; at most --max-ranks:
-sleeping ranks cost little CPU, but every rank's loader threads share
-this machine's cores) for the largest with AU >= the threshold; then that
-count and the one above it run again, each decided by the majority of its
-trials (a third where two disagree), and the table gives the median trial:
-this disk's own rate varies by a third within a run, and one trial at the
-boundary decided the answer by chance.  Loaders:
+over the wall time, the first step's load and computation left out of both,
+averaged over the ranks, then the epochs; the computation at its nominal
+step time (DLIO measures its sleep, which on these busy 2 cores runs over:
+cosmoflow's 3.5 ms by up to a tenth).  Beside it the table gives the
+stricter utilization of a job that synchronizes every step: all steps
+counted, over the slowest rank's wall time.  For each workload and loader
+the number of ranks is searched (1, 2, 4, ... then bisected; at most
+--max-ranks: sleeping ranks cost little CPU, but every rank's loader threads
+share this machine's cores) for the largest with AU >= the threshold; then
+that count and the one above it run again, each decided by the majority of
+its trials (a third where two disagree), and the table gives the median
+trial: this disk's own rate varies by a third within a run, and one trial at
+the boundary decided the answer by chance.  Loaders:
 
   sc-nocache  shardcache, no room to cache (SC_CACHE_BYTES=1: a shard larger
               than the capacity is served and not kept), every epoch from
@@ -70,15 +70,38 @@ boundary decided the answer by chance.  Loaders:
               batch's run of them: one sample a read thrashed the page cache
               in the cgroup (6.8x the dataset read from the disk an epoch)
 
-Each run is paired with the storage's own read limit at the same
-concurrency (bench_odirect: ranks x read threads, O_DIRECT, the same
-files, a large file read in 64 MiB pieces at once, 4 s of reading),
-measured just before it and just after it, the mean of the two; the
-loaders' trials are interleaved round by round.  Bytes read from the disk per run come from the cgroup's I/O
-counters (v1 blkio, v2 io.stat).
+Each run is paired with the storage's own read limit at the same concurrency
+(bench_odirect: ranks x read threads, O_DIRECT, the same files, a large file
+read in 64 MiB pieces at once, 4 s of reading), measured just before it and
+just after it, the mean of the two; the loaders' trials are interleaved
+round by round.  Bytes read from the disk per run come from the cgroup's I/O
+counters (v1 blkio, v2 io.stat), or where those stay at 0, /proc/self/io;
+they include the libraries a job loads after drop_caches (a 24 MB --quick
+dataset: 0.10 GB an epoch for shardcache, 0.54 GB for the DataLoader's
+torch).  Share: a run's delivered bytes/s over that limit, at the loader's
+own concurrency (so compare shares within a loader); sc-cache's include the
+cache's bytes and may exceed 1.
 
-  bench/storage.py --bin build/release/bin [--size MiB] [--workloads ...]
-                   [--max-ranks N] [--layouts B[,A]] [--doc FILE] [--quick]
+shardcache runs its defaults but for the settings named above, so its
+shuffle is SC_SHUFFLE=sticky (a tenth of a rank's shards change owner an
+epoch) with the auto window; the DataLoader reshuffles its files and deals
+them again every epoch, as DLIO does.  sc-cache is shardcache's own feature,
+not an MLPerf setup (MLPerf forbids caching on the client), and a tmpfs is
+faster than a node's NVMe: its rows are an upper bound.
+
+Requirements: root on a node to yourself (the memory cgroup under
+/sys/fs/cgroup, v2 with memory in cgroup.subtree_control; drop_caches before
+every trial and every limit reading: without either the runs go on, the
+table's header says so, and --doc is refused); the release build
+(bench_deliver, bench_odirect); h5py, numpy, torch, mpi4py; --dir on the
+disk under test with about 20 GiB free; --tmpfs with a third of the largest
+dataset.  A killed run may leave sc-storage.* in --dir and a
+shardcache-bench-PID cgroup.  SC_BENCH_KEEP_LOG=FILE keeps every command's
+output.
+
+  bench/storage.py --bin build/release/bin [--dir DIR] [--tmpfs DIR] [--size MiB]
+                   [--workloads ...] [--loaders ...] [--max-ranks N] [--layouts B[,A]]
+                   [--min-steps N] [--sc-env SC_X=V] [--window-fit] [--doc FILE] [--quick]
 
 --quick: tiny datasets (a few MB of samples scaled down, step times too),
 one rank, one epoch: checks that everything runs (tests/system).
@@ -120,7 +143,8 @@ MPIRUN = 64 << 20
 STREAM_BYTES = 256 << 20  # SC_STREAM_BYTES' default
 CONFIRM = 2  # trials at least of the answer and of the count above it (Search)
 LIMIT_S = 4  # seconds of each O_DIRECT measurement around a trial (one before, one after)
-PRODUCERS = 2  # shardcache's producer threads a rank on this machine (SC_PRODUCERS=0: 2..8)
+PRODUCERS = 2  # SC_PRODUCERS a shardcache rank (its default, 2..8 by the cores, would make
+# the limit's concurrency depend on the machine)
 
 
 # ---------------------------------------------------------------- cgroups
@@ -156,14 +180,14 @@ class Cgroup:
         f = "memory.max" if self.v2 else "memory.limit_in_bytes"
         with open(os.path.join(self.mem, f), "w") as h:
             h.write(str(int(nbytes)))
-        if not self.v2:  # v1: no swap either where the knob exists
-            sw = os.path.join(self.mem, "memory.memsw.limit_in_bytes")
-            if os.path.exists(sw):
-                try:
-                    with open(sw, "w") as h:
-                        h.write(str(int(nbytes)))
-                except OSError:
-                    pass
+        # no swap either, where the knob exists: v2's swap.max, v1's memory+swap limit
+        sw, v = ("memory.swap.max", 0) if self.v2 else ("memory.memsw.limit_in_bytes", nbytes)
+        if os.path.exists(os.path.join(self.mem, sw)):
+            try:
+                with open(os.path.join(self.mem, sw), "w") as h:
+                    h.write(str(int(v)))
+            except OSError:
+                pass
 
     def join(self):
         """In the child, before exec: this process (and so its children) joins."""
@@ -405,7 +429,8 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
             limit += data_bytes // 3
         warm = 1 if loader == "sc-cache" else 0
         env.update(SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]), SC_CACHE_DIR=cache,
-                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES=sc_prefetch(w))
+                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES=sc_prefetch(w),
+                   SC_PRODUCERS=str(PRODUCERS))
         if a.window_fit:  # what issue 34's window fix makes the default
             env["SC_SHUFFLE_WINDOW"] = str(max(1, (128 << 20) // w["sample"]))
         for k in a.sc_env:
@@ -448,7 +473,8 @@ def first_batch(a, wl, w, src, files, data_bytes, log):
     'holds up to') at the storage's O_DIRECT rate with the producers' threads."""
     rate, _ = storage_limit(a.bin, files, PRODUCERS, log)
     env = dict(os.environ, SC_LOG="2", SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]),
-               SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w))
+               SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w),
+               SC_PRODUCERS=str(PRODUCERS))
     cache = tempfile.mkdtemp(prefix="sc-cache.", dir=os.path.dirname(src.rstrip("/")))
     env["SC_CACHE_DIR"] = cache
     limit = mem_limit(a, w, "sc-nocache", 1, data_bytes)
@@ -599,14 +625,17 @@ def report(a, results, load, firsts):
         if nc and nc.best() and nc.best().rate and nc.best().storage:
             t, past = nc.best(), nc.at(nc.good + 1)  # past: the first count that fails
             asks = nc.good * w["batch"] * w["sample"] * w["au"] / w["step"] / t.storage
+            at = ("%d accelerators (what they ask for at AU %.2f: %.2f)"
+                  % (nc.good, w["au"], asks) if nc.good else
+                  "1 accelerator (none reaches AU %.2f)" % w["au"])
+            share = past.rate / past.storage if past and past.rate and past.storage else None
             verdict.append("%s/%s: shardcache without a cache at %.2f of the storage's limit "
-                           "at %d accelerators (target >= 0.9; what %d ask for at AU %.2f: "
-                           "%.2f)%s"
-                           % (wl, layout, t.rate / t.storage, nc.good, nc.good, w["au"], asks,
-                              "; at %d, AU %.3f, %.2f of the limit (>= 0.9: the storage, "
-                              "not the loader, stops the next accelerator)"
-                              % (past.ranks, past.au, past.rate / past.storage)
-                              if past and past.au is not None and past.storage else ""))
+                           "at %s (target >= 0.9)%s"
+                           % (wl, layout, t.rate / t.storage, at,
+                              "; at %d, AU %.3f, %.2f of the limit (%s)"
+                              % (past.ranks, past.au, share, "the storage, not the loader, "
+                                 "stops the next accelerator" if share >= 0.9 else "below 0.9")
+                              if share and past.ranks != t.ranks else ""))
         if nc and dl:
             verdict.append("%s/%s: %d accelerators without a cache, %s with, %d by the "
                            "DataLoader (target: more than the DataLoader)"
@@ -624,26 +653,33 @@ def report(a, results, load, firsts):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="the build's bin directory")
-    ap.add_argument("--dir", default="/var/tmp", help="where the datasets go (the disk)")
-    ap.add_argument("--tmpfs", default="/dev/shm", help="the node-local cache's tmpfs")
+    ap.add_argument("--dir", default="/var/tmp", help="where the datasets go: the disk under "
+                    "test, about 20 GiB free (default /var/tmp)")
+    ap.add_argument("--tmpfs", default="/dev/shm", help="sc-cache's node-local cache: a tmpfs "
+                    "(its pages are charged to the cgroup, whose limit grows by the cache) of "
+                    "a third of the largest "
+                    "dataset, about 7 GiB (default /dev/shm)")
     ap.add_argument("--size", type=int, help="MiB of samples per workload (default: each "
-                    "workload's, 3 to 20 GiB: EPOCH_STEPS steps a rank an epoch)")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--loaders", default=",".join(LOADERS))
+                    "workload's, 3 to 20 GiB: 16 steps a rank an epoch where the search goes)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="some of %(default)s")
+    ap.add_argument("--loaders", default=",".join(LOADERS), help="some of %(default)s")
     ap.add_argument("--layouts", default="B,A", help="B,A, or either (layout A where a file "
                     "holds many samples: resnet50)")
-    ap.add_argument("--max-ranks", type=int, default=16)
+    ap.add_argument("--max-ranks", type=int, default=16, help="the search's top (default 16)")
     ap.add_argument("--min-steps", type=int, default=24, help="counted steps a rank, at least "
                     "(more epochs, at most 4)")
     ap.add_argument("--sc-env", action="append", default=[], metavar="SC_X=V",
                     help="a shardcache setting for both shardcache loaders")
     ap.add_argument("--window-fit", action="store_true", help="SC_SHUFFLE_WINDOW: the samples "
-                    "half of SC_STREAM_BYTES' default holds (before the window's fix, the auto "
-                    "window's 4,096-sample floor holds a whole share of large samples)")
-    ap.add_argument("--doc", help="rewrite this section of docs/benchmarks.md")
-    ap.add_argument("--quick", action="store_true")
+                    "half of SC_STREAM_BYTES' default holds, about what the auto window now "
+                    "gives (for runs of builds from before it fit SC_STREAM_BYTES)")
+    ap.add_argument("--doc", help="rewrite this section of docs/benchmarks.md (not where "
+                    "the cgroup or drop_caches failed)")
+    ap.add_argument("--quick", action="store_true", help="tiny datasets, one rank, one trial "
+                    "each: checks that everything runs (tests/system)")
     a = ap.parse_args()
     a.layouts = a.layouts.split(",")
     if a.quick:
@@ -702,8 +738,12 @@ def main():
         text = report(a, results, load, firsts)
         print(text)
         print("(%.0f s in all)" % (time.time() - t_start))
-        if a.doc:
+        if a.doc and (NOTE["cgroup"].startswith("in a memory cgroup") and
+                      NOTE["drop"].startswith("each run")):
             write_doc(a.doc, text)
+        elif a.doc:  # figures from the page cache, or without the rule: not the benchmark's
+            print("storage.py: %s not written: %s; %s (run as root)" % (a.doc, NOTE["cgroup"],
+                                                                       NOTE["drop"]))
     finally:
         log.close()
         if os.environ.get("SC_BENCH_KEEP_LOG"):
