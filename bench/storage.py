@@ -338,7 +338,14 @@ def run_job(cmd, env, limit, log):
     with tempfile.TemporaryFile() as f:
         p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT,
                              preexec_fn=cg.join if cg.mem else None)
-        rc = watch(p, cg)
+        try:
+            rc = watch(p, cg)
+        except BaseException:  # SIGTERM or ^C: the job and its cgroup go too
+            cg.kill_all()
+            p.kill()
+            p.wait()
+            cg.remove()
+            raise
         f.seek(0)
         out = f.read().decode(errors="replace") + ("\n(timed out)" if rc == 124 else "")
     secs = time.time() - t0
@@ -437,9 +444,11 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
             env[k.split("=", 1)[0]] = k.split("=", 1)[1]
         cmd = mpi + [os.path.join(a.bin, "bench_deliver"), "--warmup", str(warm), "--epochs",
                      str(epochs), "--step-ms", "%g" % (w["step"] * 1e3)]
-    rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
-    if cache:
-        shutil.rmtree(cache, ignore_errors=True)
+    try:
+        rc, out, peak, oom, rd, secs, why = run_job(cmd, env, limit, log)
+    finally:
+        if cache:
+            shutil.rmtree(cache, ignore_errors=True)
     after, how_after = storage_limit(a.bin, files, threads, log, LIMIT_S)
     rate = (before + after) / 2 if before and after else before or after
     how = how if before else how_after
@@ -448,7 +457,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     strict = float(m.group(2)) / 100 if m and rc == 0 else None
     got = float(m.group(1)) * 1e6 if m and rc == 0 else None
     fail = None if au is not None else ("killed: out of memory" if oom else
-                                        "failed (rc %d): %s" % (rc, out.strip()[-160:]))
+                                        "failed (rc %d): %s" % (rc, " ".join(out.split())[-160:]))
     t = Trial(loader=loader, ranks=ranks, au=au, strict=strict, rate=got, storage=rate,
               storage_how=how,
               threads=threads, limit=limit, peak=peak, oom=oom, disk=rd, epochs=epochs,
@@ -647,6 +656,8 @@ def report(a, results, load, firsts):
                            "%.1f accelerators with it (%d x %.2f, within 10%%), got %d"
                            % (wl, layout, ratio, nc.good * ratio, nc.good, ratio, c.good))
     lines.append("")
+    if a.quick:  # tiny files, one rank: whether everything runs, not the targets
+        verdict = ["--quick: a smoke run; no target applies"]
     lines += ["- " + v for v in verdict]
     lines += first_batch_table(firsts)
     return "\n".join(lines)
@@ -682,6 +693,19 @@ def main():
                     "each: checks that everything runs (tests/system)")
     a = ap.parse_args()
     a.layouts = a.layouts.split(",")
+    for name, got, known in (("--workloads", a.workloads.split(","), WORKLOADS),
+                             ("--loaders", a.loaders.split(","), LOADERS),
+                             ("--layouts", a.layouts, ("A", "B"))):
+        bad = [x for x in got if x not in known]
+        if bad:
+            ap.error("%s: %s unknown (known: %s)" % (name, ",".join(bad), ",".join(known)))
+    if a.doc and a.quick:
+        ap.error("--doc with --quick: a smoke run's figures are not the benchmark's")
+    if a.doc and "<!-- bench:storage -->" not in (open(a.doc).read()
+                                                   if os.path.isfile(a.doc) else ""):
+        ap.error("--doc %s: no such file, or no <!-- bench:storage --> markers in it" % a.doc)
+    if not os.path.isdir(a.dir):
+        ap.error("--dir %s: not a directory" % a.dir)
     if a.quick:
         a.size, a.max_ranks = min(a.size or 24, 24), 1
         for w in WORKLOADS.values():  # files of about 1 MB, the same demand per step
@@ -742,8 +766,8 @@ def main():
                       NOTE["drop"].startswith("each run")):
             write_doc(a.doc, text)
         elif a.doc:  # figures from the page cache, or without the rule: not the benchmark's
-            print("storage.py: %s not written: %s; %s (run as root)" % (a.doc, NOTE["cgroup"],
-                                                                       NOTE["drop"]))
+            sys.exit("storage.py: %s not written: %s; %s (run as root)"
+                     % (a.doc, NOTE["cgroup"], NOTE["drop"]))
     finally:
         log.close()
         if os.environ.get("SC_BENCH_KEEP_LOG"):
