@@ -95,7 +95,7 @@ every trial and every limit reading: without either the runs go on, the
 table's header says so, and --doc is refused); the release build
 (bench_deliver, bench_odirect); h5py, numpy, torch, mpi4py; --dir on the
 disk under test with about 20 GiB free; --tmpfs with a third of the largest
-dataset.  A killed run may leave sc-storage.* in --dir and a
+dataset.  A run killed by SIGKILL may leave sc-storage.* in --dir and a
 shardcache-bench-PID cgroup.  SC_BENCH_KEEP_LOG=FILE keeps every command's
 output.
 
@@ -301,6 +301,13 @@ def files_of(path):
 
 
 # ---------------------------------------------------------------- runs
+def end_job(p, cg):
+    """Kills the job: mpirun, and every process of its cgroup (the ranks, their workers)."""
+    cg.kill_all()
+    p.kill()
+    p.wait()
+
+
 def watch(p, cg, timeout=600, grace=10):
     """The job's exit status.  A job still running `grace` s after the OOM killer
     took one of its processes (a DataLoader whose worker was killed waited for
@@ -312,9 +319,7 @@ def watch(p, cg, timeout=600, grace=10):
         if oom_at is None and cg.mem and cg.ooms():
             oom_at = now
         if now - t0 > timeout or (oom_at is not None and now - oom_at > grace):
-            cg.kill_all()
-            p.kill()
-            p.wait()
+            end_job(p, cg)
             return 124 if oom_at is None else 137
         time.sleep(0.2)
     return p.returncode
@@ -341,9 +346,7 @@ def run_job(cmd, env, limit, log):
         try:
             rc = watch(p, cg)
         except BaseException:  # SIGTERM or ^C: the job and its cgroup go too
-            cg.kill_all()
-            p.kill()
-            p.wait()
+            end_job(p, cg)
             cg.remove()
             raise
         f.seek(0)
@@ -671,8 +674,7 @@ def main():
                     "test, about 20 GiB free (default /var/tmp)")
     ap.add_argument("--tmpfs", default="/dev/shm", help="sc-cache's node-local cache: a tmpfs "
                     "(its pages are charged to the cgroup, whose limit grows by the cache) of "
-                    "a third of the largest "
-                    "dataset, about 7 GiB (default /dev/shm)")
+                    "a third of the largest dataset, about 7 GiB (default /dev/shm)")
     ap.add_argument("--size", type=int, help="MiB of samples per workload (default: each "
                     "workload's, 3 to 20 GiB: 16 steps a rank an epoch where the search goes)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="some of %(default)s")
@@ -701,9 +703,8 @@ def main():
             ap.error("%s: %s unknown (known: %s)" % (name, ",".join(bad), ",".join(known)))
     if a.doc and a.quick:
         ap.error("--doc with --quick: a smoke run's figures are not the benchmark's")
-    if a.doc and "<!-- bench:storage -->" not in (open(a.doc).read()
-                                                   if os.path.isfile(a.doc) else ""):
-        ap.error("--doc %s: no such file, or no <!-- bench:storage --> markers in it" % a.doc)
+    if a.doc and not doc_has_marks(a.doc):
+        ap.error("--doc %s: no such file, or no %s ... %s markers in it" % ((a.doc,) + MARKS))
     if not os.path.isdir(a.dir):
         ap.error("--dir %s: not a directory" % a.dir)
     if a.quick:
@@ -775,14 +776,21 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+MARKS = ("<!-- bench:storage -->", "<!-- /bench:storage -->")
+
+
+def doc_has_marks(path):
+    doc = open(path).read() if os.path.isfile(path) else ""
+    return all(m in doc for m in MARKS)
+
+
 def write_doc(path, text):
     """Replaces the figures between this benchmark's markers in docs/benchmarks.md."""
-    begin, end = "<!-- bench:storage -->", "<!-- /bench:storage -->"
-    doc = open(path).read()
-    if begin not in doc or end not in doc:
+    begin, end = MARKS
+    if not doc_has_marks(path):
         print("storage.py: %s has no %s ... %s markers: figures not written" % (path, begin, end))
         return
-    head, rest = doc.split(begin, 1)
+    head, rest = open(path).read().split(begin, 1)
     tail = rest.split(end, 1)[1]
     open(path, "w").write(head + begin + "\n" + text + "\n" + end + tail)
 

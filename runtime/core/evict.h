@@ -15,10 +15,10 @@
  * miss is written only when its span is kept, so an entry is never written
  * to be evicted before it is read again; victims are the entries whose
  * spans are not kept, furthest next use (or never) first, then least
- * recently used, then the lowest shard id.  Reads
- * may come in any order (producers read ahead in parallel): each consumes
- * the first unread position of its shard.  LRU is kept as the comparison
- * mode (it admits every miss).  It must never touch files.
+ * recently used, then the lowest shard id.  Reads may come in any order
+ * (producers read ahead in parallel): each consumes the first unread
+ * position of its shard.  LRU is kept as the comparison mode (it admits
+ * every miss).  It must never touch files.
  */
 #ifndef SC_EVICT_H
 #define SC_EVICT_H
