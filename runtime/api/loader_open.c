@@ -428,7 +428,6 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .producers = cfg->producers > 0 ? cfg->producers : producers,
         .depth = cfg->prefetch_batches,
         .batch_size = cfg->batch_size,
-        .window = ld->cfg.shuffle_window,
         .mem_bytes = bound,
         .seed = cfg->seed,
         .rank = ld->rank,

@@ -94,6 +94,8 @@ void sc__loader_rec_free(sc_loader *ld, sc__loader_rec *r)
     if (r->plan != ld->last_made) /* rank 0 still plans the next epoch from it */
         sc_plan_free(r->plan);
     sc_plan_free(r->extra);
+    sc__sched_free(&r->sched);
+    free(r->reads);
     memset(r, 0, sizeof *r);
 }
 
@@ -195,6 +197,37 @@ int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
     return SC_OK;
 }
 
+int sc__loader_note_reads(sc_loader *ld, sc__loader_rec *r, const sc__sched *sc,
+                          const sc_plan *plan, sc_error *err)
+{
+    free(r->reads);
+    r->nreads = 0;
+    r->reads = malloc(sizeof *r->reads * (sc->nslots + 1));
+    uint64_t bound = sc__sched_bound(plan, (uint32_t)ld->rank, sc->nslots, ld->ds->nshards);
+    if (!r->reads || sc__sched_shards(sc, ld->ds->shard_first, ld->ds->nshards, bound, r->reads,
+                                      NULL, &r->nreads) != SC_OK)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for its shard order",
+                          ld->rank, (unsigned long long)r->epoch);
+    uint32_t *fit = realloc(r->reads, sizeof *r->reads * (r->nreads + 1)); /* slots -> shards */
+    r->reads = fit ? fit : r->reads;
+    return SC_OK;
+}
+
+/*
+ * The epoch's schedule on this rank, computed once, on arrival: the stream
+ * builds its batches from it, and the cache's Belady learns the shards in
+ * the order the stream reads them.  (The plan's own order lists shards a
+ * remainder drops: kept for a read that never came, they pushed out
+ * shards that were read, and the cache rewrote itself every epoch.)
+ */
+static int loader_schedule(sc_loader *ld, sc__loader_rec *r, const sc_plan *use, sc_error *err)
+{
+    int rc = sc__schedule(ld->ds->shard_first, use, (uint32_t)ld->rank, ld->cfg.batch_size,
+                          ld->cfg.shuffle_window, ld->cfg.seed,
+                          sc__loader_fault_sched(ld, r->epoch), &r->sched, err);
+    return rc == SC_OK ? sc__loader_note_reads(ld, r, &r->sched, use, err) : rc;
+}
+
 /*
  * The next epoch's plan has come while this one runs: the cache's Belady
  * learns of it now, not at its begin, so that the shards transfers bring
@@ -202,14 +235,10 @@ int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
  */
 static void loader_plan_next(sc_loader *ld, const sc__loader_rec *r)
 {
-    uint32_t *mine = NULL;
-    uint64_t n;
-    if (!ld->ahead_to || r->epoch != ld->ahead_to)
+    if (!ld->ahead_to || r->epoch != ld->ahead_to || !r->reads)
         return; /* no epoch runs, or the cache knows it already */
-    if (sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &n) == SC_OK &&
-        sc__cache_plan_extend(ld->cache, mine, n) == SC_OK)
+    if (sc__cache_plan_extend(ld->cache, r->reads, r->nreads) == SC_OK)
         ld->ahead_to = r->epoch + 1;
-    free(mine);
 }
 
 /* Finishes `r`'s broadcast and, on success, queues the epoch in the stream. */
@@ -232,6 +261,10 @@ int sc__loader_arrive(sc_loader *ld, sc__loader_rec *r)
         rc = sc__plan_check_pieces(got, ld->ds->shard_sizes, ld->ds->shard_first, &err);
     if (rc == SC_OK)
         rc = sc__loader_fault_plan(ld, r, prev, &p, &use, &err);
+    /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
+    int resumed = ld->resume.pending && r->epoch == ld->resume.epoch;
+    if (rc == SC_OK && !resumed)
+        rc = loader_schedule(ld, r, use, &err);
     if (rc == SC_OK)
         loader_plan_next(ld, r);
     /*
@@ -244,8 +277,7 @@ int sc__loader_arrive(sc_loader *ld, sc__loader_rec *r)
     if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending &&
         !after_resume)
         rc = sc__peer_want(ld->peer, prev->plan, use, &err);
-    /* A resumed epoch's schedule is not its plan's: begin_resumed pushes it. */
-    if (rc == SC_OK && !(ld->resume.pending && r->epoch == ld->resume.epoch))
+    if (rc == SC_OK && !resumed)
         r->use = use;
     if (rc != SC_OK)
         r->status = rc, r->err = err;
@@ -280,7 +312,7 @@ int sc__loader_release(sc_loader *ld, sc__loader_rec *r, int wait)
             rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
     }
     if (rc == SC_OK)
-        rc = sc__stream_push(ld->stream, r->use, sc__loader_fault_sched(ld, r->epoch), &err);
+        rc = sc__stream_push(ld->stream, r->epoch, &r->sched, r->use, &err); /* takes it */
     r->use = NULL;
     if (rc != SC_OK)
         r->status = rc, r->err = err;
@@ -318,7 +350,7 @@ void sc__loader_plan_ahead(sc_loader *ld)
 {
     if (ld->ahead_to > ld->cur) {
         sc__loader_rec *r = sc__loader_find_rec(ld, ld->ahead_to);
-        if (r && r->plan)
+        if (r)
             loader_plan_next(ld, r);
         return;
     }
@@ -327,22 +359,14 @@ void sc__loader_plan_ahead(sc_loader *ld)
     size_t room = 0;
     for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
         sc__loader_rec *r = sc__loader_find_rec(ld, e);
-        if (!r || !r->plan)
-            break;
-        ld->ahead_to = e + 1;
-        uint32_t *mine = NULL;
-        uint64_t k;
-        uint32_t *grown = sc__plan_reads(r->plan, (uint32_t)ld->rank, &mine, &k) == SC_OK
-                              ? sc__vec_grow(seq, &room, n + k + 1, sizeof *seq)
-                              : NULL;
-        if (grown) {
-            seq = grown;
-            memcpy(seq + n, mine, sizeof *seq * k);
-            n += k;
-        }
-        free(mine);
+        uint32_t *grown = r && r->reads ? sc__vec_grow(seq, &room, n + r->nreads + 1, sizeof *seq)
+                                        : NULL;
         if (!grown)
             break;
+        seq = grown;
+        memcpy(seq + n, r->reads, sizeof *seq * r->nreads);
+        n += r->nreads;
+        ld->ahead_to = e + 1;
     }
     sc_cache_plan_ahead(ld->cache, seq, n);
     free(seq);

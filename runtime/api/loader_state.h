@@ -73,6 +73,9 @@ typedef struct sc__loader_rec {
     sc_plan *plan;    /* what this rank runs (rank 0: its own) */
     sc_plan *extra;   /* a plan kept only for a fault (stale, own seed) */
     const sc_plan *use; /* held back: queued in the stream once its transfers are in */
+    sc__sched sched;  /* use's schedule, computed on arrival; the stream takes it */
+    uint32_t *reads;  /* the shards it reads, in order of first use: the cache's future */
+    uint64_t nreads;
 } sc__loader_rec;
 
 /* Moves a record forward to `s` (a record never goes back). */
@@ -169,6 +172,12 @@ int sc__loader_fail(sc_loader *ld, const sc_error *err);
 int sc__loader_stopped(sc_loader *ld);
 /* After an error or at close: the epoch being begun or run is abandoned. */
 void sc__loader_settle(sc_loader *ld);
+/*
+ * The shards schedule `sc` reads, in order of first use, into r->reads:
+ * what the cache's Belady is told (plan: the one it came from, or NULL).
+ */
+int sc__loader_note_reads(sc_loader *ld, sc__loader_rec *r, const sc__sched *sc,
+                          const sc_plan *plan, sc_error *err);
 /* `epoch`'s record, or NULL. */
 sc__loader_rec *sc__loader_find_rec(sc_loader *ld, uint64_t epoch);
 /* Frees a record's plans and clears it. */

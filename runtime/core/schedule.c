@@ -215,3 +215,54 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
                           (unsigned long long)in.epoch);
     return SC_OK;
 }
+
+int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
+                     uint64_t bound, uint32_t *shards, uint32_t *slot_shard, uint64_t *n)
+{
+    /*
+     * Shard -> its index in shards[]: an open-addressing table sized to the
+     * shards the schedule can read, not to the dataset, which may hold 10^8.
+     */
+    uint64_t cap = 16;
+    if (bound > sc->nslots)
+        bound = sc->nslots;
+    while (cap < 2 * bound)
+        cap <<= 1;
+    uint32_t *keys = malloc(sizeof *keys * cap), *vals = malloc(sizeof *vals * cap);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return SC_ENOMEM;
+    }
+    memset(keys, 0xff, sizeof *keys * cap); /* shard ids are below UINT32_MAX */
+    *n = 0;
+    for (uint64_t q = 0; q < sc->nslots; q++) {
+        uint64_t shard = 0;
+        sc__shard_of(shard_first, nshards, sc->ids[q], &shard); /* ids come from the dataset */
+        uint64_t h = sc__mix64(shard) & (cap - 1);
+        while (keys[h] != UINT32_MAX && keys[h] != shard)
+            h = (h + 1) & (cap - 1);
+        if (keys[h] == UINT32_MAX) {
+            keys[h] = (uint32_t)shard;
+            vals[h] = (uint32_t)*n;
+            shards[(*n)++] = (uint32_t)shard;
+        }
+        if (slot_shard)
+            slot_shard[q] = vals[h];
+    }
+    free(keys);
+    free(vals);
+    return SC_OK;
+}
+
+uint64_t sc__sched_bound(const sc_plan *plan, uint32_t rank, uint64_t nslots, uint64_t nshards)
+{
+    uint64_t bound = nslots < nshards ? nslots : nshards;
+    if (plan) {
+        sc_plan_info in;
+        sc_plan_rank(plan, rank, NULL, &bound, NULL);
+        sc_plan_get_info(plan, &in);
+        bound += in.cuts + 1; /* shards cut to it; the dup-shard fault reads one twice */
+    }
+    return bound;
+}

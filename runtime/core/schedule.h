@@ -62,4 +62,23 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
                  sc__sched *out, sc_error *err);
 void sc__sched_free(sc__sched *sc);
 
+/*
+ * The shards schedule `sc` reads, in order of first use: the order the
+ * stream loads them in, and so the future the cache's Belady is told (a
+ * plan's own order would list the shards a remainder drops, and no
+ * window's shuffle).  shards[] receives them, each once, *n of them; and
+ * unless NULL, slot_shard[q] slot q's index in shards[].  Both hold
+ * sc->nslots entries; `bound` (the distinct shards it can read, at most)
+ * sizes the lookup, not the dataset's count.  SC_OK, or SC_ENOMEM.
+ */
+int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
+                     uint64_t bound, uint32_t *shards, uint32_t *slot_shard, uint64_t *n);
+
+/*
+ * The distinct shards a schedule of `nslots` slots can read: with the plan
+ * it was computed from, the rank's shards and the cuts (a fault's repeat
+ * too); without (a resumed epoch's), its slots or the dataset's shards.
+ */
+uint64_t sc__sched_bound(const sc_plan *plan, uint32_t rank, uint64_t nslots, uint64_t nshards);
+
 #endif /* SC_SCHEDULE_H */

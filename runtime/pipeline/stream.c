@@ -1,19 +1,20 @@
 /*
- * stream.c - producer threads, in-rank shuffle, batch assembly, the ring.
+ * stream.c - producer threads, batch assembly, the ring.
  *
  * All state is guarded by one mutex, held only to pick and to retire work,
- * never across I/O, copies or the shuffle.  A producer takes, in order of
- * preference: preparing a queued epoch (its shuffled schedule), building
- * the next batch in sequence (when its shards are in memory and its ring
- * slot is free), or loading the next shard in plan order (when it fits the
- * memory bound, or when the oldest unbuilt batch needs it, so that the
- * bound can never stall the pipeline).  Shards are loaded in plan order,
- * possibly by several threads at once, and freed when the last batch that
- * copies from them is built.
+ * never across I/O or copies.  A producer takes, in order of preference:
+ * preparing a queued epoch (its work, below), building the next batch in
+ * sequence (when its shards are in memory and its ring slot is free), or
+ * loading the next shard in order of first use (when it fits the memory
+ * bound, or when the oldest unbuilt batch needs it, so that the bound can
+ * never stall the pipeline).  Shards are loaded in that order, possibly by
+ * several threads at once, and freed when the last batch that copies from
+ * them is built.
  *
  * An epoch's slots come from its schedule (core/schedule: a pure function
- * of the plan and the settings); here they become work: the shards to
- * load, in order of first use, and per slot where to copy from.  Padding
+ * of the plan and the settings, computed by the loader, which tells the
+ * cache the same order); here they become work: the shards to load, in
+ * order of first use, and per slot where to copy from.  Padding
  * repeats the last samples backwards, which are the ones still in memory
  * when the padding is built.  Assembling a batch into its slot is
  * batch.c's (stream_impl.h holds what the two share).
@@ -101,62 +102,25 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
 {
     const sc_dataset *ds = s->ds;
     uint64_t B = s->o.batch_size;
-    int rc = SC_OK;
-    if (e->plan)
-        rc = sc__schedule(ds->shard_first, e->plan, (uint32_t)s->o.rank, B, s->o.window, s->o.seed,
-                          e->faults, &e->sched, err);
-    if (rc != SC_OK)
-        return rc;
     const sc__sched *sc = &e->sched;
     e->want = sc->nslots;
     e->m = sc->nreal;
-    /*
-     * Shard -> its index here: an open-addressing table sized to the shards
-     * this rank can read (its plan's, or at most its slots), not to the
-     * dataset, which may hold 10^8 shards.
-     */
-    uint64_t bound = e->want < ds->nshards ? e->want : ds->nshards, cap = 16;
-    if (e->plan) {
-        const uint32_t *mine;
-        sc_plan_info in;
-        sc_plan_rank(e->plan, (uint32_t)s->o.rank, &mine, &bound, NULL);
-        sc_plan_get_info(e->plan, &in);
-        bound += in.cuts + 1; /* shards cut to it; the dup-shard fault reads one twice */
-    }
-    while (cap < 2 * bound)
-        cap <<= 1;
-    uint32_t *keys = malloc(sizeof *keys * cap), *vals = malloc(sizeof *vals * cap);
+    uint64_t bound = sc__sched_bound(e->plan, (uint32_t)s->o.rank, e->want, ds->nshards);
     e->shards = malloc(sizeof *e->shards * (e->want + 1));
     e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
     e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
     e->need = calloc(e->nb + 1, sizeof *e->need);
-    if (!keys || !vals || !e->shards || !e->src_shard || !e->src_off || !e->need) {
-        free(keys);
-        free(vals);
+    if (!e->shards || !e->src_shard || !e->src_off || !e->need ||
+        sc__sched_shards(sc, ds->shard_first, ds->nshards, bound, e->shards, e->src_shard,
+                         &e->nsh) != SC_OK)
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
                           s->o.rank, (unsigned long long)e->epoch);
-    }
-    memset(keys, 0xff, sizeof *keys * cap); /* shard ids are below UINT32_MAX */
-    e->nsh = 0;
     for (uint64_t q = 0; q < e->want; q++) {
-        uint64_t id = sc->ids[q], shard = 0;
-        sc__shard_of(ds->shard_first, ds->nshards, id, &shard); /* ids come from the dataset */
-        uint64_t h = sc__mix64(shard) & (cap - 1);
-        while (keys[h] != UINT32_MAX && keys[h] != shard)
-            h = (h + 1) & (cap - 1);
-        if (keys[h] == UINT32_MAX) {
-            keys[h] = (uint32_t)shard;
-            vals[h] = (uint32_t)e->nsh;
-            e->shards[e->nsh++] = (uint32_t)shard;
-        }
-        uint32_t i = vals[h];
-        e->src_shard[q] = i;
-        e->src_off[q] = (uint32_t)(id - ds->shard_first[shard]);
+        uint32_t i = e->src_shard[q];
+        e->src_off[q] = (uint32_t)(sc->ids[q] - ds->shard_first[e->shards[i]]);
         if (i > e->need[q / B])
             e->need[q / B] = i;
     }
-    free(keys);
-    free(vals);
     e->start = malloc(sizeof *e->start * (e->nsh + 1));
     e->state = calloc(e->nsh + 1, 1);
     e->refs = calloc(e->nsh + 1, sizeof *e->refs);
@@ -552,29 +516,8 @@ static void stream_enqueue(sc__stream *s, ep *e)
     pthread_mutex_unlock(&s->mu);
 }
 
-int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err)
-{
-    sc_plan_info in;
-    sc_plan_get_info(plan, &in);
-    if (in.batch_size != s->o.batch_size)
-        return sc__seterr(err, SC_EPLAN,
-                          "rank %d: epoch %llu: the plan's batches are %llu samples, the "
-                          "stream's %llu",
-                          s->o.rank, (unsigned long long)in.epoch,
-                          (unsigned long long)in.batch_size,
-                          (unsigned long long)s->o.batch_size);
-    ep *e = calloc(1, sizeof *e);
-    if (!e)
-        return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
-    e->epoch = in.epoch;
-    e->plan = plan;
-    e->faults = faults;
-    e->nb = in.batches_per_rank;
-    stream_enqueue(s, e);
-    return SC_OK;
-}
-
-int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err)
+int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, const sc_plan *plan,
+                    sc_error *err)
 {
     uint64_t B = s->o.batch_size;
     /* Every slot may be padding: a short rank resumed after its last real batch. */
@@ -589,6 +532,7 @@ int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_er
     if (!e)
         return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
     e->epoch = epoch;
+    e->plan = plan;
     e->nb = sched->nslots / B;
     e->sched = *sched;
     memset(sched, 0, sizeof *sched);

@@ -1,11 +1,11 @@
 /*
  * stream.h - the pipeline from this rank's shards to batches in memory.
  *
- * Producer threads read the rank's shards (through the cache) in plan
- * order, shuffle samples within a window across shards, and assemble
- * batches, one contiguous buffer per field, into a ring of staging slots
+ * Producer threads read the rank's shards (through the cache) in the
+ * order of its schedule (plan order, samples shuffled within a window
+ * across shards), and assemble batches, one contiguous buffer per field, into a ring of staging slots
  * (pinned with CUDA), copying each to the device ring when a GPU is in use.
- * Epochs are queued: as soon as an epoch's plan is pushed its shards are
+ * Epochs are queued: as soon as an epoch's schedule is pushed its shards are
  * loaded behind the current epoch's, and producers build its first batch
  * as soon as the previous epoch's last one is built.  Nothing is allocated
  * per batch.  This module must never call MPI (the loader does, from the
@@ -30,10 +30,9 @@ typedef struct sc__stream_opts {
     int producers;       /* >= 1 */
     uint64_t depth;      /* ring slots, >= 1 */
     uint64_t batch_size; /* samples per batch */
-    uint64_t window;     /* shuffle window in samples; 0, 1: plan order */
     uint64_t mem_bytes;  /* soft bound on shard bytes held in memory */
-    uint64_t seed;       /* the job's seed: the shuffle is a function of it */
-    int rank;            /* whose shards, in every pushed plan */
+    uint64_t seed;       /* the job's seed: augmentation and replacements draw from it */
+    int rank;            /* whose schedules are pushed */
     sc__dev *dev;        /* memory and copies */
     int device;          /* -1: batches stay in host memory */
     sc__trace *trace;    /* NULL: not traced */
@@ -70,16 +69,15 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
                     sc__stream **out, sc_error *err);
 
 /*
- * Queues an epoch: its batches follow the previous epoch's.  `plan` must
- * stay alive until sc__stream_finish_epoch(epoch) returns.
+ * Queues an epoch by its schedule (core/schedule: the loader computes it,
+ * as the cache's Belady must know the order its shards are read in); its
+ * batches follow the previous epoch's.  Takes the schedule's arrays
+ * (*sched is emptied).  `plan`, the one it was computed from, bounds the
+ * shards it reads; NULL for a resumed epoch, whose slots are not a plan's.
+ * It must stay alive until sc__stream_finish_epoch(epoch) returns.
  */
-int sc__stream_push(sc__stream *s, const sc_plan *plan, unsigned faults, sc_error *err);
-
-/*
- * Queues an epoch given by its schedule (a resumed epoch, whose slots are
- * not a plan's); takes the schedule's arrays (*sched is emptied).
- */
-int sc__stream_push_sched(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err);
+int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, const sc_plan *plan,
+                    sc_error *err);
 
 /*
  * The next batch in sequence (the caller knows each epoch's batch count),

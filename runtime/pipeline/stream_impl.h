@@ -26,7 +26,6 @@ typedef struct ep {
     struct ep *next;
     uint64_t epoch, seq0, nb, want, m;
     const sc_plan *plan;
-    unsigned faults;
     int prep;
     /* shards in load order */
     uint32_t *shards;
