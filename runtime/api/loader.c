@@ -202,7 +202,12 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     sc__loader_rec *r = NULL;
     if ((rc = loader_wait_plan(ld, epoch, &r)) != SC_OK)
         return rc;
-    /* Its shards from other nodes in (or given up), it goes to the stream. */
+    /*
+     * The cache learns the order its shards are read in before the stream
+     * reads one; then, its shards from other nodes in (or given up), it
+     * goes to the stream.  (A resumed epoch's comes with its schedule.)
+     */
+    sc__loader_plan_ahead(ld);
     sc__loader_release(ld, r, 1);
     if (r->status != SC_OK)
         return sc__loader_fail(ld, &r->err);
@@ -215,7 +220,6 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     sc_plan_rank(r->plan, (uint32_t)ld->rank, NULL, NULL, &samples);
     if ((rc = loader_begin_ledger(ld, r, &samples)) != SC_OK)
         return rc;
-    sc__loader_plan_ahead(ld);
     ld->delivered = 0;
     ld->t_begin = t0;
     sc_epoch_summary *rep = sc__loader_report_of(ld, epoch);

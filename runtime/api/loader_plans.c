@@ -204,11 +204,15 @@ int sc__loader_note_reads(sc_loader *ld, sc__loader_rec *r, const sc__sched *sc,
     r->nreads = 0;
     r->reads = malloc(sizeof *r->reads * (sc->nslots + 1));
     uint64_t bound = sc__sched_bound(plan, (uint32_t)ld->rank, sc->nslots, ld->ds->nshards);
-    if (!r->reads || sc__sched_shards(sc, ld->ds->shard_first, ld->ds->nshards, bound, r->reads,
-                                      NULL, &r->nreads) != SC_OK)
-        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for its shard order",
-                          ld->rank, (unsigned long long)r->epoch);
-    uint32_t *fit = realloc(r->reads, sizeof *r->reads * (r->nreads + 1)); /* slots -> shards */
+    int rc = r->reads ? sc__sched_shards(sc, ld->ds->shard_first, ld->ds->nshards, bound,
+                                         r->reads, NULL, &r->nreads)
+                      : SC_ENOMEM;
+    if (rc != SC_OK)
+        return sc__seterr(err, rc, "rank %d: epoch %llu: %s", ld->rank,
+                          (unsigned long long)r->epoch,
+                          rc == SC_ENOMEM ? "no memory for its shard order"
+                                          : "its schedule reads more shards than its plan gives it");
+    uint32_t *fit = realloc(r->reads, sizeof *r->reads * (r->nreads + 1)); /* to its shards */
     r->reads = fit ? fit : r->reads;
     return SC_OK;
 }
@@ -368,6 +372,7 @@ void sc__loader_plan_ahead(sc_loader *ld)
         n += r->nreads;
         ld->ahead_to = e + 1;
     }
-    sc_cache_plan_ahead(ld->cache, seq, n);
+    if (n) /* none yet: a resumed epoch's comes with its schedule (begin_resumed) */
+        sc_cache_plan_ahead(ld->cache, seq, n);
     free(seq);
 }

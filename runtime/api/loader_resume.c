@@ -215,6 +215,8 @@ int sc__loader_begin_resumed(sc_loader *ld, sc_error *err)
     if (rc == SC_OK && rec)
         rc = sc__loader_note_reads(ld, rec, &r->sched, NULL, err);
     if (rc == SC_OK)
+        sc__loader_plan_ahead(ld); /* before the stream reads a shard of it */
+    if (rc == SC_OK)
         rc = sc__stream_push(ld->stream, e, &ld->resume.state.sched, NULL, err); /* takes it */
     ld->resume.pending = 0;
     sc__share_free(&ld->resume.share);

@@ -236,12 +236,15 @@ int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t 
     }
     memset(keys, 0xff, sizeof *keys * cap); /* shard ids are below UINT32_MAX */
     *n = 0;
-    for (uint64_t q = 0; q < sc->nslots; q++) {
+    uint64_t q = 0;
+    for (; q < sc->nslots; q++) {
         uint64_t shard = 0;
         sc__shard_of(shard_first, nshards, sc->ids[q], &shard); /* ids come from the dataset */
         uint64_t h = sc__mix64(shard) & (cap - 1);
         while (keys[h] != UINT32_MAX && keys[h] != shard)
             h = (h + 1) & (cap - 1);
+        if (keys[h] == UINT32_MAX && *n == bound)
+            break; /* more than its plan gives it: the table would fill */
         if (keys[h] == UINT32_MAX) {
             keys[h] = (uint32_t)shard;
             vals[h] = (uint32_t)*n;
@@ -252,7 +255,7 @@ int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t 
     }
     free(keys);
     free(vals);
-    return SC_OK;
+    return q < sc->nslots ? SC_EPLAN : SC_OK;
 }
 
 uint64_t sc__sched_bound(const sc_plan *plan, uint32_t rank, uint64_t nslots, uint64_t nshards)

@@ -69,7 +69,8 @@ void sc__sched_free(sc__sched *sc);
  * window's shuffle).  shards[] receives them, each once, *n of them; and
  * unless NULL, slot_shard[q] slot q's index in shards[].  Both hold
  * sc->nslots entries; `bound` (the distinct shards it can read, at most)
- * sizes the lookup, not the dataset's count.  SC_OK, or SC_ENOMEM.
+ * sizes the lookup, not the dataset's count.  SC_OK, SC_ENOMEM, or
+ * SC_EPLAN where it reads more than `bound` shards.
  */
 int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
                      uint64_t bound, uint32_t *shards, uint32_t *slot_shard, uint64_t *n);

@@ -110,11 +110,15 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
     e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
     e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
     e->need = calloc(e->nb + 1, sizeof *e->need);
-    if (!e->shards || !e->src_shard || !e->src_off || !e->need ||
-        sc__sched_shards(sc, ds->shard_first, ds->nshards, bound, e->shards, e->src_shard,
-                         &e->nsh) != SC_OK)
-        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
-                          s->o.rank, (unsigned long long)e->epoch);
+    int rc = !e->shards || !e->src_shard || !e->src_off || !e->need
+                 ? SC_ENOMEM
+                 : sc__sched_shards(sc, ds->shard_first, ds->nshards, bound, e->shards,
+                                    e->src_shard, &e->nsh);
+    if (rc != SC_OK)
+        return sc__seterr(err, rc, "rank %d: epoch %llu: %s", s->o.rank,
+                          (unsigned long long)e->epoch,
+                          rc == SC_ENOMEM ? "no memory for the schedule"
+                                          : "its schedule reads more shards than its plan gives it");
     for (uint64_t q = 0; q < e->want; q++) {
         uint32_t i = e->src_shard[q];
         e->src_off[q] = (uint32_t)(sc->ids[q] - ds->shard_first[e->shards[i]]);

@@ -62,7 +62,10 @@ int sc__cache_map(sc_cache *c, uint64_t shard, sc__mapping *m, const sc__tctx *t
                   sc_error *err);
 void sc__cache_unmap(sc__mapping *m);
 
-/* Appends to the known future (sc_cache_plan_ahead): the next epoch's plan, arrived later. */
+/*
+ * Appends to the known future (sc_cache_plan_ahead): the next epoch's
+ * shards in the order its schedule reads them, known when its plan arrives.
+ */
 int sc__cache_plan_extend(sc_cache *c, const uint32_t *shards, uint64_t n);
 
 /* Bytes it can take evicting nothing its known future reads (sc__evict_spare). */

@@ -724,9 +724,9 @@ static void test_bytes_by_origin_add_up(void **state)
 }
 
 /*
- * Shards of one sample, a batch that leaves a remainder, a window that
- * shuffles the whole share: each epoch drops a few shards at random and
- * reads the rest in an order the plan does not give.  The cache's Belady
+ * Shards of one sample, a batch that leaves a remainder, a window of 8
+ * (half of the 16 samples the stream may hold): each epoch drops a few
+ * shards at random and reads the rest in an order the plan does not give.  The cache's Belady
  * must be told the order the stream reads in: told the plan's, it kept
  * dropped shards for reads that never came and rewrote itself each epoch
  * (unet3d's 146 MB samples: 11 hits an epoch of a 13-shard cache, 7-12
@@ -798,7 +798,7 @@ static void test_cache_follows_the_read_order(void **state)
         assert_int_equal(sc_t_write(path, "/y", H5T_NATIVE_INT64, 1, dy, y, 0), 0);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t sample = W * 4 + 8, cap = N / 3 - 7 * (uint64_t)rank;
+    uint64_t sample = W * 4 + 8, cap = N / 3 - 7 * (uint64_t)(rank % 4);
     sc_config cfg = config(cap * sample);
     snprintf(cfg.source, sizeof cfg.source, "%s", path);
     snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/ones-r%d", dir, rank);

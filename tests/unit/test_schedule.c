@@ -213,6 +213,34 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /*
+ * The shards a schedule reads (sc__sched_shards): each once, in order of
+ * first use, each slot pointing at its own; within the plan's bound, and
+ * SC_EPLAN (no endless probe) with a bound one short.
+ */
+static void check_shard_order(const job *j, const sc_plan *plan, uint32_t rank,
+                              const sc__sched *a)
+{
+    uint32_t *sh = malloc(sizeof *sh * (a->nslots + 1)), *at = malloc(sizeof *at * (a->nslots + 1));
+    uint64_t n = 0, k = 0, bound = sc__sched_bound(plan, rank, a->nslots, j->n);
+    assert_int_equal(sc__sched_shards(a, j->first, j->n, bound, sh, at, &n), SC_OK);
+    for (uint64_t q = 0; q < a->nslots; q++) {
+        uint64_t s = 0;
+        assert_int_equal(sc__shard_of(j->first, j->n, a->ids[q], &s), SC_OK);
+        uint64_t i = 0;
+        while (i < k && sh[i] != s)
+            i++;
+        k += i == k; /* a shard not seen before is the next one listed */
+        assert_true(i < n && sh[i] == s && at[q] == i);
+    }
+    assert_int_equal(k, n);
+    assert_true(n <= bound);
+    if (n > 0)
+        assert_int_equal(sc__sched_shards(a, j->first, j->n, n - 1, sh, NULL, &k), SC_EPLAN);
+    free(sh);
+    free(at);
+}
+
+/*
  * One rank's plain schedule: computed twice the same; real slots then
  * pads (its own samples); without drops, window k's slots are a
  * permutation of plan positions [k w, (k+1) w).  Counts into seen[].
@@ -225,6 +253,7 @@ static void check_plain_rank(const job *j, const sc_plan *plan, uint32_t rank, u
     SC_ASSERT_OK(sc__schedule(j->first, plan, rank, B, j->window, j->seed, 0, &b, NULL), NULL);
     assert_int_equal(a.nslots, b.nslots);
     assert_memory_equal(a.ids, b.ids, sizeof *a.ids * a.nslots);
+    check_shard_order(j, plan, rank, &a);
     ids_ctx c = {j->first, malloc(sizeof(uint64_t) * (j->total + 1)), 0};
     sc__plan_visit(plan, rank, j->first, collect, &c);
     for (uint64_t q = 0; q < a.nreal; q++)
