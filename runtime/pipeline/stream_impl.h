@@ -19,7 +19,7 @@
 #define FIELD_ALIGN 256 /* each field of a ring slot starts on this boundary */
 
 enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
-enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD };
+enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD, SL_FAULTING /* its pages not in yet */ };
 enum { PREP_NO, PREP_BUSY, PREP_DONE };
 
 typedef struct ep {
