@@ -22,13 +22,10 @@
 #include "stream_impl.h"
 
 #include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
@@ -445,64 +442,6 @@ static void *stream_producer(void *arg)
     return NULL;
 }
 
-/* ---- the ring's pages ---------------------------------------------------------- */
-
-/* Pieces the faulter takes at once: it checks for the close between them. */
-#define FAULT_PIECE ((uint64_t)64 << 20)
-
-/*
- * The ring's pages, faulted in by a thread of its own from the open, while
- * the producers read the first window: a slot's first build would fault
- * them in itself, and on these guests that costs more than the copy (a 1
- * GB slot: 0.4 s in 4 KiB pages, 0.15-2.6 s in huge pages, for which the
- * kernel compacts memory), which a cold epoch's first batch waited
- * through (unet3d's: 2.9 s of its 3.8).  A slot is SL_FAULTING until its
- * pages are in, and builds take only SL_FREE ones.  Pinned memory (a
- * device's) is resident already: populating it finds every page there.
- */
-static void stream_populate(unsigned char *p, uint64_t n)
-{
-#ifdef MADV_POPULATE_WRITE
-    long ps = sysconf(_SC_PAGESIZE);
-    uint64_t page = ps > 0 ? (uint64_t)ps : 4096, lead = (uint64_t)(uintptr_t)p % page;
-    if (madvise(p - lead, n + lead, MADV_POPULATE_WRITE) == 0)
-        return;
-#endif
-    for (uint64_t off = 0; off < n; off += 4096) /* a kernel before 5.14: touch each page */
-        ((volatile unsigned char *)p)[off] = 0;
-}
-
-static void *stream_faulter(void *arg)
-{
-    sc__stream *s = arg;
-    for (uint64_t i = 0; i < s->o.depth; i++) {
-        for (uint64_t off = 0; off < s->slot_bytes; off += FAULT_PIECE) {
-            pthread_mutex_lock(&s->mu);
-            int stop = s->stop;
-            pthread_mutex_unlock(&s->mu);
-            if (stop)
-                return NULL;
-            uint64_t n = s->slot_bytes - off < FAULT_PIECE ? s->slot_bytes - off : FAULT_PIECE;
-            stream_populate(s->ring[i].host + off, n);
-        }
-        pthread_mutex_lock(&s->mu);
-        s->ring[i].state = SL_FREE;
-        pthread_cond_broadcast(&s->work);
-        pthread_mutex_unlock(&s->mu);
-    }
-    return NULL;
-}
-
-/* Starts the faulter; where no thread starts, builds fault their slots in themselves. */
-static void stream_start_faulter(sc__stream *s)
-{
-    for (uint64_t i = 0; i < s->o.depth; i++)
-        s->ring[i].state = SL_FAULTING;
-    s->faulting = pthread_create(&s->faulter, NULL, stream_faulter, s) == 0;
-    for (uint64_t i = 0; !s->faulting && i < s->o.depth; i++)
-        s->ring[i].state = SL_FREE;
-}
-
 /* ---- the caller's side -------------------------------------------------------- */
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
@@ -551,8 +490,6 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
             sc__errctx(err, rc, "rank %d: %llu ring slots of %llu bytes", o->rank,
                        (unsigned long long)o->depth, (unsigned long long)s->slot_bytes);
     }
-    if (rc == SC_OK)
-        stream_start_faulter(s);
     for (int i = 0; rc == SC_OK && i < o->producers; i++) {
         if (pthread_create(&s->threads[i], NULL, stream_producer, s) != 0)
             rc = sc__seterr(err, SC_ENOMEM, "rank %d: cannot start producer thread %d",
@@ -799,8 +736,6 @@ void sc__stream_close(sc__stream *s)
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->nthreads; i++)
         pthread_join(s->threads[i], NULL);
-    if (s->faulting)
-        pthread_join(s->faulter, NULL);
     for (ep *e = s->head, *n; e; e = n) {
         n = e->next;
         stream_ep_free(e);

@@ -19,7 +19,7 @@
 #define FIELD_ALIGN 256 /* each field of a ring slot starts on this boundary */
 
 enum { SH_WAIT, SH_LOADING, SH_LOADED, SH_FREED };
-enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD, SL_FAULTING /* its pages not in yet */ };
+enum { SL_FREE, SL_BUILDING, SL_READY, SL_HELD };
 enum { PREP_NO, PREP_BUSY, PREP_DONE };
 
 typedef struct ep {
@@ -82,8 +82,6 @@ struct sc__stream {
     rslot *ring;
     pthread_t *threads;
     int nthreads, named, stop, failed;
-    pthread_t faulter;       /* faults the ring's pages in at the open (stream_faulter) */
-    int faulting;            /* it was started: close joins it */
     sc_error err;
     /*
      * A failed build belongs to its batch: batches before it are still
