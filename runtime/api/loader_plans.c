@@ -210,8 +210,9 @@ int sc__loader_note_reads(sc_loader *ld, sc__loader_rec *r, const sc__sched *sc,
     if (rc != SC_OK)
         return sc__seterr(err, rc, "rank %d: epoch %llu: %s", ld->rank,
                           (unsigned long long)r->epoch,
-                          rc == SC_ENOMEM ? "no memory for its shard order"
-                                          : "its schedule reads more shards than its plan gives it");
+                          rc == SC_ENOMEM
+                              ? "no memory for its shard order"
+                              : "its schedule reads more shards than its plan gives it");
     uint32_t *fit = realloc(r->reads, sizeof *r->reads * (r->nreads + 1)); /* to its shards */
     r->reads = fit ? fit : r->reads;
     return SC_OK;

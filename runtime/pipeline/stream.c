@@ -117,8 +117,9 @@ static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
     if (rc != SC_OK)
         return sc__seterr(err, rc, "rank %d: epoch %llu: %s", s->o.rank,
                           (unsigned long long)e->epoch,
-                          rc == SC_ENOMEM ? "no memory for the schedule"
-                                          : "its schedule reads more shards than its plan gives it");
+                          rc == SC_ENOMEM
+                              ? "no memory for the schedule"
+                              : "its schedule reads more shards than its plan gives it");
     for (uint64_t q = 0; q < e->want; q++) {
         uint32_t i = e->src_shard[q];
         e->src_off[q] = (uint32_t)(sc->ids[q] - ds->shard_first[e->shards[i]]);

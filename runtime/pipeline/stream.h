@@ -3,8 +3,9 @@
  *
  * Producer threads read the rank's shards (through the cache) in the
  * order of its schedule (plan order, samples shuffled within a window
- * across shards), and assemble batches, one contiguous buffer per field, into a ring of staging slots
- * (pinned with CUDA), copying each to the device ring when a GPU is in use.
+ * across shards), and assemble batches, one contiguous buffer per field,
+ * into a ring of staging slots (pinned with CUDA), copying each to the
+ * device ring when a GPU is in use.
  * Epochs are queued: as soon as an epoch's schedule is pushed its shards are
  * loaded behind the current epoch's, and producers build its first batch
  * as soon as the previous epoch's last one is built.  Nothing is allocated

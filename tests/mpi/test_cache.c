@@ -724,20 +724,6 @@ static void test_bytes_by_origin_add_up(void **state)
 }
 
 /*
- * Shards of one sample, a batch that leaves a remainder, a window of 8
- * (half of the 16 samples the stream may hold): each epoch drops a few
- * shards at random and reads the rest in an order the plan does not give.  The cache's Belady
- * must be told the order the stream reads in: told the plan's, it kept
- * dropped shards for reads that never came and rewrote itself each epoch
- * (unet3d's 146 MB samples: 11 hits an epoch of a 13-shard cache, 7-12
- * shards written).  Every epoch has as many hits as Belady's MIN on the
- * reads as delivered, and the bytes served are the source's.  Each rank
- * runs a job of its own (MPI_COMM_SELF), with its own seed and capacity,
- * and the stream holds 16 samples ahead: the cache learns each epoch's
- * successor when it begins, so only the few reads ahead of that decide
- * blind (into free room), and there is no free room then.
- */
-/*
  * The most hits a cache of `cap` shards can have on seq[n] (shards of one
  * size): Belady's MIN with bypass, which on a miss keeps whichever of the
  * held shards and the one read is read again soonest.  Per epoch: hits[e]
@@ -780,6 +766,20 @@ static void oracle_hits(const uint32_t *seq, uint64_t n, const uint64_t *at, int
     free(held);
 }
 
+/*
+ * Shards of one sample, a batch that leaves a remainder, a window of 8
+ * (half of the 16 samples the stream may hold): each epoch drops a few
+ * shards at random and reads the rest in an order the plan does not
+ * give.  The cache's Belady must be told the order the stream reads in: told the plan's, it kept
+ * dropped shards for reads that never came and rewrote itself each epoch
+ * (unet3d's 146 MB samples: 11 hits an epoch of a 13-shard cache, 7-12
+ * shards written).  Every epoch has as many hits as Belady's MIN on the
+ * reads as delivered, and the bytes served are the source's.  Each rank
+ * runs a job of its own (MPI_COMM_SELF), with its own seed and capacity,
+ * and the stream holds 16 samples ahead: the cache learns each epoch's
+ * successor when it begins, so only the few reads ahead of that decide
+ * blind (into free room), and there is no free room then.
+ */
 static void test_cache_follows_the_read_order(void **state)
 {
     (void)state;
