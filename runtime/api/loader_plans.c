@@ -197,24 +197,28 @@ int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
     return SC_OK;
 }
 
-int sc__loader_note_reads(sc_loader *ld, sc__loader_rec *r, const sc__sched *sc,
+int sc__loader_note_reads(sc_loader *ld, uint64_t epoch, sc__loader_rec *r, sc__sched *sc,
                           const sc_plan *plan, sc_error *err)
 {
-    free(r->reads);
-    r->nreads = 0;
-    r->reads = malloc(sizeof *r->reads * (sc->nslots + 1));
-    uint64_t bound = sc__sched_bound(plan, (uint32_t)ld->rank, sc->nslots, ld->ds->nshards);
-    int rc = r->reads ? sc__sched_shards(sc, ld->ds->shard_first, ld->ds->nshards, bound,
-                                         r->reads, NULL, &r->nreads)
-                      : SC_ENOMEM;
+    const sc_dataset *ds = ld->ds;
+    uint64_t bound = sc__sched_bound(plan, (uint32_t)ld->rank, sc->nslots, ds->nshards);
+    int rc = sc__sched_order(sc, ds->shard_first, ds->nshards, bound);
+    if (rc == SC_OK && r) {
+        free(r->reads);
+        r->nreads = 0;
+        r->reads = malloc(sizeof *r->reads * (sc->nshards + 1));
+        rc = r->reads ? SC_OK : SC_ENOMEM;
+    }
     if (rc != SC_OK)
         return sc__seterr(err, rc, "rank %d: epoch %llu: %s", ld->rank,
-                          (unsigned long long)r->epoch,
+                          (unsigned long long)epoch,
                           rc == SC_ENOMEM
                               ? "no memory for its shard order"
                               : "its schedule reads more shards than its plan gives it");
-    uint32_t *fit = realloc(r->reads, sizeof *r->reads * (r->nreads + 1)); /* to its shards */
-    r->reads = fit ? fit : r->reads;
+    if (r) {
+        memcpy(r->reads, sc->shards, sizeof *r->reads * sc->nshards);
+        r->nreads = sc->nshards;
+    }
     return SC_OK;
 }
 
@@ -230,7 +234,7 @@ static int loader_schedule(sc_loader *ld, sc__loader_rec *r, const sc_plan *use,
     int rc = sc__schedule(ld->ds->shard_first, use, (uint32_t)ld->rank, ld->cfg.batch_size,
                           ld->cfg.shuffle_window, ld->cfg.seed,
                           sc__loader_fault_sched(ld, r->epoch), &r->sched, err);
-    return rc == SC_OK ? sc__loader_note_reads(ld, r, &r->sched, use, err) : rc;
+    return rc == SC_OK ? sc__loader_note_reads(ld, r->epoch, r, &r->sched, use, err) : rc;
 }
 
 /*
@@ -281,7 +285,7 @@ int sc__loader_arrive(sc_loader *ld, sc__loader_rec *r)
     int after_resume = ld->resume.happened && ld->resume.epoch + 1 == r->epoch;
     if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending &&
         !after_resume)
-        rc = sc__peer_want(ld->peer, prev->plan, use, &err);
+        rc = sc__peer_want(ld->peer, prev->plan, r->reads, r->nreads, &err);
     if (rc == SC_OK && !resumed)
         r->use = use;
     if (rc != SC_OK)
@@ -317,7 +321,7 @@ int sc__loader_release(sc_loader *ld, sc__loader_rec *r, int wait)
             rc = sc__ledger_progress(ld->ledger, &err), usleep(200);
     }
     if (rc == SC_OK)
-        rc = sc__stream_push(ld->stream, r->epoch, &r->sched, r->use, &err); /* takes it */
+        rc = sc__stream_push(ld->stream, r->epoch, &r->sched, &err); /* takes it */
     r->use = NULL;
     if (rc != SC_OK)
         r->status = rc, r->err = err;

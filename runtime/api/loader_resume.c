@@ -211,13 +211,13 @@ int sc__loader_begin_resumed(sc_loader *ld, sc_error *err)
     if (rc == SC_OK && r->padded_before)
         rc = sc__ledger_padded_before(ld->ledger, e, r->padded_before, err);
     ld->nb = r->sched.nslots / ld->cfg.batch_size;
-    sc__loader_rec *rec = sc__loader_find_rec(ld, e);
-    if (rc == SC_OK && rec)
-        rc = sc__loader_note_reads(ld, rec, &r->sched, NULL, err);
+    if (rc == SC_OK)
+        rc = sc__loader_note_reads(ld, e, sc__loader_find_rec(ld, e), &ld->resume.state.sched,
+                                   NULL, err);
     if (rc == SC_OK)
         sc__loader_plan_ahead(ld); /* before the stream reads a shard of it */
     if (rc == SC_OK)
-        rc = sc__stream_push(ld->stream, e, &ld->resume.state.sched, NULL, err); /* takes it */
+        rc = sc__stream_push(ld->stream, e, &ld->resume.state.sched, err); /* takes it */
     ld->resume.pending = 0;
     sc__share_free(&ld->resume.share);
     ld->resume.share = ld->resume.state.share; /* for its checkpoints */

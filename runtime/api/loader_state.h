@@ -173,10 +173,11 @@ int sc__loader_stopped(sc_loader *ld);
 /* After an error or at close: the epoch being begun or run is abandoned. */
 void sc__loader_settle(sc_loader *ld);
 /*
- * The shards schedule `sc` reads, in order of first use, into r->reads:
- * what the cache's Belady is told (plan: the one it came from, or NULL).
+ * Orders the shards `epoch`'s schedule `sc` reads (sc__sched_order; plan:
+ * the one it came from, or NULL) for the stream, and copies them into
+ * r->reads unless r is NULL: what the cache's Belady is told.
  */
-int sc__loader_note_reads(sc_loader *ld, sc__loader_rec *r, const sc__sched *sc,
+int sc__loader_note_reads(sc_loader *ld, uint64_t epoch, sc__loader_rec *r, sc__sched *sc,
                           const sc_plan *plan, sc_error *err);
 /* `epoch`'s record, or NULL. */
 sc__loader_rec *sc__loader_find_rec(sc_loader *ld, uint64_t epoch);

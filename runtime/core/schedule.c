@@ -16,6 +16,8 @@ void sc__sched_free(sc__sched *sc)
 {
     free(sc->ids);
     free(sc->dropped);
+    free(sc->shards);
+    free(sc->slot_shard);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -216,16 +218,19 @@ int sc__schedule(const uint64_t *shard_first, const sc_plan *plan, uint32_t rank
     return SC_OK;
 }
 
-int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
-                     uint64_t bound, uint32_t *shards, uint32_t *slot_shard, uint64_t *n)
+/*
+ * Lists the shards of `sc`'s slots in order of first use into shards[] and
+ * each slot's index into slot_shard[] (sc__sched_order); SC_EPLAN past
+ * `bound` distinct shards.
+ */
+static int sched_first_use(const sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
+                           uint64_t bound, uint32_t *shards, uint32_t *slot_shard, uint64_t *n)
 {
     /*
      * Shard -> its index in shards[]: an open-addressing table sized to the
      * shards the schedule can read, not to the dataset, which may hold 10^8.
      */
     uint64_t cap = 16;
-    if (bound > sc->nslots)
-        bound = sc->nslots;
     while (cap < 2 * bound)
         cap <<= 1;
     uint32_t *keys = malloc(sizeof *keys * cap), *vals = malloc(sizeof *vals * cap);
@@ -250,12 +255,32 @@ int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t 
             vals[h] = (uint32_t)*n;
             shards[(*n)++] = (uint32_t)shard;
         }
-        if (slot_shard)
-            slot_shard[q] = vals[h];
+        slot_shard[q] = vals[h];
     }
     free(keys);
     free(vals);
     return q < sc->nslots ? SC_EPLAN : SC_OK;
+}
+
+int sc__sched_order(sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
+                    uint64_t bound)
+{
+    if (bound > sc->nslots)
+        bound = sc->nslots;
+    uint32_t *shards = malloc(sizeof *shards * (bound + 1));
+    uint32_t *at = malloc(sizeof *at * (sc->nslots + 1));
+    uint64_t n = 0;
+    int rc = shards && at ? sched_first_use(sc, shard_first, nshards, bound, shards, at, &n)
+                          : SC_ENOMEM;
+    if (rc != SC_OK) {
+        free(shards);
+        free(at);
+        return rc;
+    }
+    free(sc->shards);
+    free(sc->slot_shard);
+    sc->shards = shards, sc->slot_shard = at, sc->nshards = n;
+    return SC_OK;
 }
 
 uint64_t sc__sched_bound(const sc_plan *plan, uint32_t rank, uint64_t nslots, uint64_t nshards)

@@ -29,6 +29,9 @@ enum {
 typedef struct sc__sched {
     uint64_t *ids, nslots, nreal;
     uint64_t *dropped, ndropped;
+    /* Filled by sc__sched_order: the shards read, and each slot's index in them. */
+    uint32_t *shards, *slot_shard;
+    uint64_t nshards;
 } sc__sched;
 
 /*
@@ -66,14 +69,14 @@ void sc__sched_free(sc__sched *sc);
  * The shards schedule `sc` reads, in order of first use: the order the
  * stream loads them in, and so the future the cache's Belady is told (a
  * plan's own order would list the shards a remainder drops, and no
- * window's shuffle).  shards[] receives them, each once, *n of them; and
- * unless NULL, slot_shard[q] slot q's index in shards[].  Both hold
- * sc->nslots entries; `bound` (the distinct shards it can read, at most)
- * sizes the lookup, not the dataset's count.  SC_OK, SC_ENOMEM, or
- * SC_EPLAN where it reads more than `bound` shards.
+ * window's shuffle).  Fills sc->shards (each once, sc->nshards of them)
+ * and sc->slot_shard (slot q's index in sc->shards), freed with the
+ * schedule.  `bound` (the distinct shards it can read, at most) sizes the
+ * lookup, not the dataset's count.  SC_OK, SC_ENOMEM, or SC_EPLAN where it
+ * reads more than `bound` shards (nothing is filled then).
  */
-int sc__sched_shards(const sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
-                     uint64_t bound, uint32_t *shards, uint32_t *slot_shard, uint64_t *n);
+int sc__sched_order(sc__sched *sc, const uint64_t *shard_first, uint64_t nshards,
+                    uint64_t bound);
 
 /*
  * The distinct shards a schedule of `nslots` slots can read: with the plan

@@ -131,16 +131,13 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
 
 /* ---- asking ------------------------------------------------------------------ */
 
-int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_error *err)
+int sc__peer_want(sc__peer *p, const sc_plan *prev, const uint32_t *mine, uint64_t n,
+                  sc_error *err)
 {
-    uint32_t *mine = NULL;
-    uint64_t n;
     sc_plan_info pi;
     if (!p)
         return SC_OK; /* SC_PEERS=off */
     sc_plan_get_info(prev, &pi);
-    if (sc__plan_reads(next, (uint32_t)p->rank, &mine, &n) != SC_OK)
-        return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards", p->rank);
     /*
      * A capped cache takes only what fits without evicting an entry its
      * future reads (this epoch's unread shards, the next's): a transfer
@@ -164,11 +161,9 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         ask *a = NULL, **grown = sc__vec_grow(p->asks, &p->capasks, p->nasks + 1, sizeof *grown);
         if (grown)
             p->asks = grown;
-        if (!grown || !(a = calloc(1, sizeof *a))) {
-            free(mine);
+        if (!grown || !(a = calloc(1, sizeof *a)))
             return sc__seterr(err, SC_ENOMEM, "rank %d: no memory to ask for shards",
                               p->rank);
-        }
         if (!sc__cache_reserve(p->cache, mine[i])) {
             free(a);
             continue; /* held on this node already, or not to be kept */
@@ -178,7 +173,6 @@ int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_erro
         a->shard = mine[i], a->epoch = pi.epoch, a->from = (int)from, a->bytes = bytes;
         a->recv = a->send = MPI_REQUEST_NULL;
     }
-    free(mine);
     return SC_OK;
 }
 

@@ -30,12 +30,14 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
                   sc__peer **out, sc_error *err);
 
 /*
- * `next` has arrived while `prev` runs: the shards this rank owns in next
- * that no rank of its node holds, and that prev's owner holds on another
- * node, are reserved in the cache and asked of that owner.  Call it before
- * the producers may start on next.
+ * The next epoch has arrived while `prev` runs: of the shards this rank's
+ * schedule reads in it (reads[n], in order of first use: a shard the
+ * remainder drops is not among them), those no rank of its node holds,
+ * and that prev's owner holds on another node, are reserved in the cache
+ * and asked of that owner.  Call it before the producers may start on it.
  */
-int sc__peer_want(sc__peer *p, const sc_plan *prev, const sc_plan *next, sc_error *err);
+int sc__peer_want(sc__peer *p, const sc_plan *prev, const uint32_t *reads, uint64_t n,
+                  sc_error *err);
 
 /* This rank has ended `epoch`: what it was asked for from then on, it has or never will. */
 void sc__peer_ended(sc__peer *p, uint64_t epoch);

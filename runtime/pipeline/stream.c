@@ -12,9 +12,10 @@
  * them is built.
  *
  * An epoch's slots come from its schedule (core/schedule: a pure function
- * of the plan and the settings, computed by the loader, which tells the
- * cache the same order); here they become work: the shards to load, in
- * order of first use, and per slot where to copy from.  Padding
+ * of the plan and the settings, computed by the loader, which orders its
+ * shards by first use and tells the cache the same order); here they
+ * become work: the shards to load in that order, and per slot where to
+ * copy from.  Padding
  * repeats the last samples backwards, which are the ones still in memory
  * when the padding is built.  Assembling a batch into its slot is
  * batch.c's (stream_impl.h holds what the two share).
@@ -34,7 +35,6 @@
 #include "io.h"
 #include "log.h"
 #include "image.h"
-#include "plan_state.h"
 #include "quality.h"
 #include "source.h"
 #include "vlen.h"
@@ -94,32 +94,25 @@ static int stream_count_spread(ep *e, uint64_t B, sc_error *err)
 }
 
 /*
- * Turns an epoch's slot list into its work: the shards it reads, in order
- * of first use (the order they are loaded in), and per slot the shard and
- * offset to copy from.
+ * Turns an epoch's schedule into its work: the shards it reads, in order
+ * of first use (the order they are loaded in, which the loader ordered for
+ * the cache: sc__sched_order), and per slot the shard and offset to copy
+ * from.
  */
 static int stream_prepare(const sc__stream *s, ep *e, sc_error *err)
 {
     const sc_dataset *ds = s->ds;
     uint64_t B = s->o.batch_size;
-    const sc__sched *sc = &e->sched;
+    sc__sched *sc = &e->sched;
     e->want = sc->nslots;
     e->m = sc->nreal;
-    uint64_t bound = sc__sched_bound(e->plan, (uint32_t)s->o.rank, e->want, ds->nshards);
-    e->shards = malloc(sizeof *e->shards * (e->want + 1));
-    e->src_shard = malloc(sizeof *e->src_shard * (e->want + 1));
+    e->shards = sc->shards, e->src_shard = sc->slot_shard, e->nsh = sc->nshards;
+    sc->shards = sc->slot_shard = NULL; /* the epoch's now */
     e->src_off = malloc(sizeof *e->src_off * (e->want + 1));
     e->need = calloc(e->nb + 1, sizeof *e->need);
-    int rc = !e->shards || !e->src_shard || !e->src_off || !e->need
-                 ? SC_ENOMEM
-                 : sc__sched_shards(sc, ds->shard_first, ds->nshards, bound, e->shards,
-                                    e->src_shard, &e->nsh);
-    if (rc != SC_OK)
-        return sc__seterr(err, rc, "rank %d: epoch %llu: %s", s->o.rank,
-                          (unsigned long long)e->epoch,
-                          rc == SC_ENOMEM
-                              ? "no memory for the schedule"
-                              : "its schedule reads more shards than its plan gives it");
+    if (!e->src_off || !e->need)
+        return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for the schedule",
+                          s->o.rank, (unsigned long long)e->epoch);
     for (uint64_t q = 0; q < e->want; q++) {
         uint32_t i = e->src_shard[q];
         e->src_off[q] = (uint32_t)(sc->ids[q] - ds->shard_first[e->shards[i]]);
@@ -521,10 +514,12 @@ static void stream_enqueue(sc__stream *s, ep *e)
     pthread_mutex_unlock(&s->mu);
 }
 
-int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, const sc_plan *plan,
-                    sc_error *err)
+int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err)
 {
     uint64_t B = s->o.batch_size;
+    if (sched->nslots && !sched->slot_shard)
+        return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu: a schedule not ordered "
+                          "(sc__sched_order)", s->o.rank, (unsigned long long)epoch);
     /* Every slot may be padding: a short rank resumed after its last real batch. */
     if (sched->nslots % B || sched->nreal > sched->nslots)
         return sc__seterr(err, SC_EINVAL,
@@ -537,7 +532,6 @@ int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, const sc_pl
     if (!e)
         return sc__seterr(err, SC_ENOMEM, "no memory for an epoch");
     e->epoch = epoch;
-    e->plan = plan;
     e->nb = sched->nslots / B;
     e->sched = *sched;
     memset(sched, 0, sizeof *sched);

@@ -70,15 +70,12 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
                     sc__stream **out, sc_error *err);
 
 /*
- * Queues an epoch by its schedule (core/schedule: the loader computes it,
- * as the cache's Belady must know the order its shards are read in); its
- * batches follow the previous epoch's.  Takes the schedule's arrays
- * (*sched is emptied).  `plan`, the one it was computed from, bounds the
- * shards it reads; NULL for a resumed epoch, whose slots are not a plan's.
- * It must stay alive until sc__stream_finish_epoch(epoch) returns.
+ * Queues an epoch by its schedule (core/schedule: the loader computes it
+ * and orders its shards, sc__sched_order, as the cache's Belady must know
+ * the order they are read in); its batches follow the previous epoch's.
+ * Takes the schedule's arrays (*sched is emptied).
  */
-int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, const sc_plan *plan,
-                    sc_error *err);
+int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err);
 
 /*
  * The next batch in sequence (the caller knows each epoch's batch count),

@@ -25,7 +25,6 @@ enum { PREP_NO, PREP_BUSY, PREP_DONE };
 typedef struct ep {
     struct ep *next;
     uint64_t epoch, seq0, nb, want, m;
-    const sc_plan *plan;
     int prep;
     /* shards in load order */
     uint32_t *shards;

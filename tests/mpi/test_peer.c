@@ -9,12 +9,14 @@
  * transfer whose checksum does not match is not served: the shard comes
  * from the source, and the job goes on exactly-once.  Also with two ranks
  * a node, one transfer at a time, caches a third of a rank's share, and
- * SC_PEERS=off (which every rank must say alike).
+ * SC_PEERS=off (which every rank must say alike); and a remainder's drops:
+ * a moved shard this rank's schedule drops is not sent to it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "loader_state.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 #include "source.h"
@@ -278,6 +280,65 @@ static void test_capped_caches(void **state)
     }
 }
 
+/*
+ * One-sample shards and a batch that leaves a remainder, dropped at random
+ * each epoch: a shard moved to this rank that its schedule drops is never
+ * read, so it is not asked for (transfers ask for the schedule's shards,
+ * and the cache would not reserve one outside its future).  Every epoch,
+ * the bytes received for it from other nodes
+ * are at most those of the shards it delivered and had not delivered the
+ * epoch before (those are in its node's cache already).
+ */
+static void test_transfers_skip_dropped_shards(void **state)
+{
+    (void)state;
+    if (size == 1)
+        skip(); /* nothing moves between nodes */
+    uint64_t seed = sc_test_seed();
+    unsigned char (*got)[NSAMPLES] = calloc(EPOCHS, NSAMPLES);
+    assert_non_null(got);
+    for (unsigned k = 0; k < sc_test_cases(2); k++) {
+        sc_config c = config(SC_SHUFFLE_GLOBAL, 1, seed + k);
+        c.batch_size = 7; /* 576 samples leave a remainder at 2 and 4 ranks */
+        c.remainder = SC_REMAINDER_DROP;
+        sc_loader *ld = NULL;
+        sc_error err = SC_ERROR_INIT;
+        SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+        const sc_dataset *ds = sc_loader_dataset(ld);
+        memset(got, 0, (size_t)EPOCHS * NSAMPLES);
+        for (int e = 0; e < EPOCHS; e++) {
+            assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
+            sc_batch b;
+            int rc;
+            char why[256];
+            while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
+                if (!sc_t_samples_ok(&b, W, NSAMPLES, why, sizeof why))
+                    fail_msg("rank %d: epoch %d: %s", rank, e, why);
+                for (uint64_t i = 0; i < b.size; i++)
+                    got[e][b.ids[i]] = 1;
+                sc_batch_release(ld, &b);
+            }
+            assert_int_equal(rc, SC_END_OF_EPOCH);
+            uint64_t fresh = 0; /* one sample a shard: shard s holds sample s */
+            for (uint64_t s = 0; s < NSAMPLES; s++)
+                fresh += got[e][s] && !(e > 0 && got[e - 1][s]) ? shard_bytes(ds, s) : 0;
+            uint64_t in = sc__peer_received(ld->peer, (uint64_t)e);
+            if (in > fresh)
+                fail_msg("seed %llu: rank %d, epoch %d: %llu bytes from other nodes, for "
+                         "shards it newly read of %llu bytes", (unsigned long long)(seed + k),
+                         rank, e, (unsigned long long)in, (unsigned long long)fresh);
+        }
+        for (int e = 0; e < EPOCHS; e++) {
+            sc_epoch_summary rep;
+            assert_int_equal(sc_epoch_wait(ld, (uint64_t)e, &rep), SC_OK);
+            if (!rep.exactly_once.ok)
+                fail_msg("epoch %d: %s", e, rep.exactly_once.detail);
+        }
+        assert_int_equal(sc_loader_close(ld), SC_OK);
+    }
+    free(got);
+}
+
 /* SC_PEERS=off: nothing moves between nodes; moved shards come from the source. */
 static void test_peers_off(void **state)
 {
@@ -336,6 +397,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_ranks_a_node),
         cmocka_unit_test(test_one_transfer_at_a_time),
         cmocka_unit_test(test_capped_caches),
+        cmocka_unit_test(test_transfers_skip_dropped_shards),
         cmocka_unit_test(test_peers_off),
         cmocka_unit_test(test_peers_must_agree),
         cmocka_unit_test(test_corrupt_transfer_is_not_served),

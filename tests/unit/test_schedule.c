@@ -213,16 +213,16 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /*
- * The shards a schedule reads (sc__sched_shards): each once, in order of
+ * The shards a schedule reads (sc__sched_order): each once, in order of
  * first use, each slot pointing at its own; within the plan's bound, and
- * SC_EPLAN (no endless probe) with a bound one short.
+ * SC_EPLAN (no endless probe, nothing filled) with a bound one short.
  */
-static void check_shard_order(const job *j, const sc_plan *plan, uint32_t rank,
-                              const sc__sched *a)
+static void check_shard_order(const job *j, const sc_plan *plan, uint32_t rank, sc__sched *a)
 {
-    uint32_t *sh = malloc(sizeof *sh * (a->nslots + 1)), *at = malloc(sizeof *at * (a->nslots + 1));
-    uint64_t n = 0, k = 0, bound = sc__sched_bound(plan, rank, a->nslots, j->n);
-    assert_int_equal(sc__sched_shards(a, j->first, j->n, bound, sh, at, &n), SC_OK);
+    uint64_t k = 0, bound = sc__sched_bound(plan, rank, a->nslots, j->n);
+    assert_int_equal(sc__sched_order(a, j->first, j->n, bound), SC_OK);
+    const uint32_t *sh = a->shards, *at = a->slot_shard;
+    uint64_t n = a->nshards;
     for (uint64_t q = 0; q < a->nslots; q++) {
         uint64_t s = 0;
         assert_int_equal(sc__shard_of(j->first, j->n, a->ids[q], &s), SC_OK);
@@ -234,10 +234,10 @@ static void check_shard_order(const job *j, const sc_plan *plan, uint32_t rank,
     }
     assert_int_equal(k, n);
     assert_true(n <= bound);
-    if (n > 0)
-        assert_int_equal(sc__sched_shards(a, j->first, j->n, n - 1, sh, NULL, &k), SC_EPLAN);
-    free(sh);
-    free(at);
+    if (n > 0) {
+        assert_int_equal(sc__sched_order(a, j->first, j->n, n - 1), SC_EPLAN);
+        assert_true(a->shards == sh && a->nshards == n); /* the order stands */
+    }
 }
 
 /*
