@@ -214,15 +214,15 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
     if (rank == 0)
         printf("deliver: %d ranks, %llu epochs, step %g ms: %.0f samples/s, %.1f MB/s, "
                "wait %.2f%%, taking %.2f%%, utilization %.1f%%, exactly-once %s, DLIO's AU "
-               "%.1f%% (lowest rank %.1f%%); an epoch's shard bytes: %.3f GB from the source, "
-               "%.3f GB from the cache, %.3f GB from other nodes\n",
+               "%.1f%% (lowest rank %.1f%%); an epoch's shard bytes: %.1f MB from the source, "
+               "%.1f MB from the cache, %.1f MB from other nodes\n",
                size, (unsigned long long)epochs, step_ms, all[1] / secs, all[0] / secs / 1e6,
                100.0 * all[2] / (secs * size), 100.0 * all[4] / (secs * size),
                100.0 * all[3] / (secs * size), ok ? "ok" : "FAILED",
                epochs ? 100.0 * dlio / (double)epochs : 0.0, epochs ? 100.0 * lowest : 0.0,
-               all[5] / 1e9 / (double)(epochs ? epochs : 1),
-               all[6] / 1e9 / (double)(epochs ? epochs : 1),
-               all[7] / 1e9 / (double)(epochs ? epochs : 1));
+               all[5] / 1e6 / (double)(epochs ? epochs : 1),
+               all[6] / 1e6 / (double)(epochs ? epochs : 1),
+               all[7] / 1e6 / (double)(epochs ? epochs : 1));
     fflush(stdout);
     return ok;
 }

@@ -408,6 +408,8 @@ def mem_limit(a, w, loader, ranks, data_bytes):
 class Trial:
     """One workload's figures for one loader at one number of ranks."""
 
+    peak = shard_bytes = strict = oom = secs = cgroup = None  # where a run never started
+
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
@@ -465,9 +467,10 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     strict = float(m.group(2)) / 100 if m and rc == 0 else None
     got = float(m.group(1)) * 1e6 if m and rc == 0 else None
     # shardcache's own count of where an epoch's shard bytes came from (no libraries)
-    src = re.search(r"([0-9.]+) GB from the source, ([0-9.]+) GB from the cache, "
-                    r"([0-9.]+) GB from other nodes", out)
-    shard_bytes = tuple(float(x) * 1e9 for x in src.groups()) if src and rc == 0 else None
+    counted = re.search(r"([0-9.]+) MB from the source, ([0-9.]+) MB from the cache, "
+                        r"([0-9.]+) MB from other nodes", out)
+    shard_bytes = tuple(float(x) * 1e6 for x in counted.groups()) if counted and rc == 0 \
+        else None
     fail = None if au is not None else ("killed: out of memory" if oom else
                                         "failed (rc %d): %s" % (rc, " ".join(out.split())[-160:]))
     t = Trial(loader=loader, ranks=ranks, au=au, strict=strict, rate=got, storage=rate,
@@ -599,10 +602,12 @@ def epoch_disk(t):
 def cache_saving(t):
     """(the bytes read over those from the source, how counted), or None: shardcache's own
     count where it printed one, else the disk's (which counts the libraries a job loads)."""
-    got = getattr(t, "shard_bytes", None)
+    got = t.shard_bytes
     if got and got[0] > 0:
         return sum(got) / got[0], ("shardcache's count: %.2f of %.2f GB an epoch from the source"
                                    % (got[0] / 1e9, sum(got) / 1e9))
+    if got and sum(got) > 0:
+        return float("inf"), "shardcache's count: all from the cache"
     per = epoch_disk(t)
     return (t.data / per, "the disk's count, libraries included") if per else None
 
@@ -645,7 +650,7 @@ def report(a, results, load, firsts):
             share = t.rate / t.storage if t.rate and t.storage else None
             per = epoch_disk(t)
             disk = "%.2f GB (%.2f)" % (per / 1e9, per / t.data) if per is not None else "-"
-            peak = getattr(t, "peak", None)
+            peak = t.peak
             lines.append("| %s (AU >= %.2f) | %s | %s | %d%s | %s | %s | %s | %s (%d) | %s | "
                          "%.2f GB (%.2f), %s | %s |"
                          % (wl, w["au"], layout, ld, s.good,

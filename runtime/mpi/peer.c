@@ -2,7 +2,9 @@
  * peer.c - shards that move between nodes, over MPI.
  *
  * When epoch e+1's plan arrives (during epoch e), each rank looks at the
- * shards it will own in e+1.  One that no rank of its node holds, that it
+ * shards its schedule reads in e+1, in the order it reads them (a shard
+ * the remainder drops is not among them).  One that no rank of its node
+ * holds, that it
  * does not read itself in e, and whose owner in e sits on another node, it
  * reserves in its cache (epoch e+1 goes to its producers once the transfers
  * are in or given up; a reader meeting the reservation reads the source)

@@ -31,12 +31,12 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
 
 /*
  * The next epoch has arrived while `prev` runs: of the shards this rank's
- * schedule reads in it (reads[n], in order of first use: a shard the
+ * schedule reads in it (mine[n], in order of first use: a shard the
  * remainder drops is not among them), those no rank of its node holds,
  * and that prev's owner holds on another node, are reserved in the cache
  * and asked of that owner.  Call it before the producers may start on it.
  */
-int sc__peer_want(sc__peer *p, const sc_plan *prev, const uint32_t *reads, uint64_t n,
+int sc__peer_want(sc__peer *p, const sc_plan *prev, const uint32_t *mine, uint64_t n,
                   sc_error *err);
 
 /* This rank has ended `epoch`: what it was asked for from then on, it has or never will. */

@@ -517,7 +517,7 @@ static void stream_enqueue(sc__stream *s, ep *e)
 int sc__stream_push(sc__stream *s, uint64_t epoch, sc__sched *sched, sc_error *err)
 {
     uint64_t B = s->o.batch_size;
-    if (sched->nslots && !sched->slot_shard)
+    if (!sched->slot_shard)
         return sc__seterr(err, SC_EINVAL, "rank %d: epoch %llu: a schedule not ordered "
                           "(sc__sched_order)", s->o.rank, (unsigned long long)epoch);
     /* Every slot may be padding: a short rank resumed after its last real batch. */

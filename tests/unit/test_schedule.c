@@ -236,7 +236,7 @@ static void check_shard_order(const job *j, const sc_plan *plan, uint32_t rank, 
     assert_true(n <= bound);
     if (n > 0) {
         assert_int_equal(sc__sched_order(a, j->first, j->n, n - 1), SC_EPLAN);
-        assert_true(a->shards == sh && a->nshards == n); /* the order stands */
+        assert_true(a->shards == sh && a->slot_shard == at && a->nshards == n); /* it stands */
     }
 }
 
