@@ -71,8 +71,12 @@ the boundary decided the answer by chance.  Loaders:
               in the cgroup (6.8x the dataset read from the disk an epoch)
 
 Each run is paired with the storage's own read limit at the same concurrency
-(bench_odirect: ranks x read threads, O_DIRECT, the same files, a large file
-read in 64 MiB pieces at once, 4 s of reading), measured just before it and
+(bench_odirect: ranks x read threads, O_DIRECT, the same files, in blocks
+of 256 MiB (less where 4 GiB in all would not hold them, 4 MiB at least), a
+file larger than a block in pieces read at once, 4 s of reading: a loader's
+one read of a large shard is a request the kernel keeps in flight at once,
+and 4 MiB blocks read unet3d's files at 0.5-0.7 of the rate of 64 MiB ones
+here, a limit shardcache's cold reads exceeded), measured just before it and
 just after it, the mean of the two; the loaders' trials are interleaved
 round by round.  Bytes read from the disk per run come from the cgroup's I/O
 counters (v1 blkio, v2 io.stat), or where those stay at 0, /proc/self/io;
@@ -368,11 +372,18 @@ def run_job(cmd, env, limit, log):
     return rc, out, peak, oom, rd, secs, cg.why
 
 
+def limit_block(threads):
+    """bench_odirect's block, MiB: as deep as a loader's one read of a large shard (up to a
+    GiB, which the kernel keeps in flight at once), up to 256 MiB, and 4 GiB in all."""
+    return max(4, min(256, 4096 // threads))
+
+
 def storage_limit(bin_dir, files, threads, log, seconds=None):
     """The storage's O_DIRECT read rate with `threads` reads in flight, the page
     cache dropped first: (bytes/s, how), or (None, why)."""
     drop_caches()
-    cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads)]
+    cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads), "--block",
+           str(limit_block(threads))]
     if seconds:
         cmd += ["--seconds", "%g" % seconds]
     out = subprocess.run(cmd + files, stdout=subprocess.PIPE,
