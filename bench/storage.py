@@ -372,10 +372,12 @@ def run_job(cmd, env, limit, log):
     return rc, out, peak, oom, rd, secs, cg.why
 
 
-def limit_block(threads):
+def limit_block(threads, files):
     """bench_odirect's block, MiB: as deep as a loader's one read of a large shard (up to a
-    GiB, which the kernel keeps in flight at once), up to 256 MiB, and 4 GiB in all."""
-    return max(4, min(256, 4096 // threads))
+    GiB, which the kernel keeps in flight at once), up to 256 MiB, 4 GiB in all, and no
+    larger than the largest file."""
+    largest = max((os.path.getsize(f) for f in files), default=0)
+    return max(4, min(256, 4096 // threads, -(-largest // (1 << 20))))
 
 
 def storage_limit(bin_dir, files, threads, log, seconds=None):
@@ -383,7 +385,7 @@ def storage_limit(bin_dir, files, threads, log, seconds=None):
     cache dropped first: (bytes/s, how), or (None, why)."""
     drop_caches()
     cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads), "--block",
-           str(limit_block(threads))]
+           str(limit_block(threads, files))]
     if seconds:
         cmd += ["--seconds", "%g" % seconds]
     out = subprocess.run(cmd + files, stdout=subprocess.PIPE,
