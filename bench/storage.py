@@ -55,7 +55,7 @@ the number of ranks is searched (1, 2, 4, ... then bisected; at most
 share this machine's cores) for the largest with AU >= the threshold; then
 that count and the one above it run again, each decided by the majority of
 its trials (a third where two disagree), and the table gives the median
-trial: this disk's own rate varies by a third within a run, and one trial at
+trial: this disk's own rate varies by up to 2x within a run, and one trial at
 the boundary decided the answer by chance.  Loaders:
 
   sc-nocache  shardcache, no room to cache (SC_CACHE_BYTES=1: a shard larger
@@ -72,11 +72,13 @@ the boundary decided the answer by chance.  Loaders:
 
 Each run is paired with the storage's own read limit at the same concurrency
 (bench_odirect: ranks x read threads, O_DIRECT, the same files, in blocks
-of 256 MiB (less where 4 GiB in all would not hold them, 4 MiB at least), a
+of 256 MiB (less where 4 GiB in all would not hold them, or where the
+largest file is smaller; 4 MiB at least), a
 file larger than a block in pieces read at once, 4 s of reading: a loader's
 one read of a large shard is a request the kernel keeps in flight at once,
-and 4 MiB blocks read unet3d's files at 0.5-0.7 of the rate of 64 MiB ones
-here, a limit shardcache's cold reads exceeded), measured just before it and
+and 4 MiB blocks read unet3d's files at 0.53-0.98 of the rate of 64 MiB ones
+in four alternated pairs here, a limit shardcache's cold reads exceeded),
+measured just before it and
 just after it, the mean of the two; the loaders' trials are interleaved
 round by round.  Bytes read from the disk per run come from the cgroup's I/O
 counters (v1 blkio, v2 io.stat), or where those stay at 0, /proc/self/io;
@@ -383,9 +385,10 @@ def limit_block(threads, files):
 def storage_limit(bin_dir, files, threads, log, seconds=None):
     """The storage's O_DIRECT read rate with `threads` reads in flight, the page
     cache dropped first: (bytes/s, how), or (None, why)."""
+    block = limit_block(threads, files)  # its stat()s before the drop, not after
     drop_caches()
     cmd = [os.path.join(bin_dir, "bench_odirect"), "--threads", str(threads), "--block",
-           str(limit_block(threads, files))]
+           str(block)]
     if seconds:
         cmd += ["--seconds", "%g" % seconds]
     out = subprocess.run(cmd + files, stdout=subprocess.PIPE,
@@ -552,8 +555,8 @@ def first_batch_table(rows):
 class Search:
     """The largest ranks with AU >= threshold: 1, 2, 4, ... then bisection; then the
     answer and the count above it run again, each count decided by the majority of
-    its trials (a third where two disagree): on a disk whose own rate varies by a
-    third within a run, one trial at the boundary is a coin toss."""
+    its trials (a third where two disagree): on a disk whose own rate varies by up
+    to 2x within a run, one trial at the boundary is a coin toss."""
 
     def __init__(self, loader, threshold, top, confirm=CONFIRM):
         self.loader, self.thr, self.top, self.confirm = loader, threshold, top, confirm
