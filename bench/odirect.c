@@ -8,8 +8,8 @@
  * loader's read of a large shard is one request of up to a GiB, which the
  * kernel splits and keeps in flight at once: --block up to 1024 MiB gives
  * the limit the same depth (4 MiB blocks read unet3d's files at 0.53-0.98
- * of 64 MiB blocks' rate, four alternated pairs here).  The blocks are allocated and touched before
- * the clock starts.
+ * of 64 MiB blocks' rate, four alternated pairs here).  The blocks are
+ * allocated and touched before the clock starts.
  *
  *   bench_odirect [--threads T] [--block MiB] [--seconds S] FILE...
  *

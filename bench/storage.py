@@ -73,12 +73,12 @@ the boundary decided the answer by chance.  Loaders:
 Each run is paired with the storage's own read limit at the same concurrency
 (bench_odirect: ranks x read threads, O_DIRECT, the same files, in blocks
 of 256 MiB (less where 4 GiB in all would not hold them, or where the
-largest file is smaller; 4 MiB at least), a
-file larger than a block in pieces read at once, 4 s of reading: a loader's
-one read of a large shard is a request the kernel keeps in flight at once,
-and 4 MiB blocks read unet3d's files at 0.53-0.98 of the rate of 64 MiB ones
-in four alternated pairs here, a limit shardcache's cold reads exceeded),
-measured just before it and
+largest file is smaller; 4 MiB at least), a file larger than a block in
+pieces read at once, 4 s of reading: a loader's one read of a large shard
+is a request the kernel keeps in flight at once, and 4 MiB blocks read
+unet3d's files at 0.53-0.98 of the rate of 64 MiB ones in four alternated
+pairs here, a limit shardcache's cold reads exceeded), measured just before
+it and
 just after it, the mean of the two; the loaders' trials are interleaved
 round by round.  Bytes read from the disk per run come from the cgroup's I/O
 counters (v1 blkio, v2 io.stat), or where those stay at 0, /proc/self/io;

@@ -15,9 +15,8 @@
  * of the plan and the settings, computed by the loader, which orders its
  * shards by first use and tells the cache the same order); here they
  * become work: the shards to load in that order, and per slot where to
- * copy from.  Padding
- * repeats the last samples backwards, which are the ones still in memory
- * when the padding is built.  Assembling a batch into its slot is
+ * copy from.  Padding repeats the last samples backwards, which are the
+ * ones still in memory when the padding is built.  Assembling a batch into its slot is
  * batch.c's (stream_impl.h holds what the two share).
  */
 #include "stream_impl.h"

@@ -100,6 +100,38 @@ static void cut_bytes(const sc_loader *ld, const sc_config *c, uint64_t *out)
     sc_plan_free(prev);
 }
 
+/*
+ * Epoch e of ld, every batch checked against the source; unless NULL,
+ * got[id] is set for each sample delivered.
+ */
+static void run_epoch(sc_loader *ld, int e, unsigned char *got)
+{
+    assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
+    sc_batch b;
+    int rc;
+    char why[256];
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
+        if (!sc_t_samples_ok(&b, W, NSAMPLES, why, sizeof why))
+            fail_msg("rank %d: epoch %d: %s", rank, e, why);
+        for (uint64_t i = 0; got && i < b.size; i++)
+            got[b.ids[i]] = 1;
+        sc_batch_release(ld, &b);
+    }
+    if (rc != SC_END_OF_EPOCH)
+        fail_msg("rank %d: epoch %d: %s: %s", rank, e, sc_status_name(rc),
+                 sc_loader_last_error(ld));
+}
+
+/* Epoch e's summary, which must say exactly-once. */
+static sc_epoch_summary epoch_verdict(sc_loader *ld, int e)
+{
+    sc_epoch_summary rep;
+    assert_int_equal(sc_epoch_wait(ld, (uint64_t)e, &rep), SC_OK);
+    if (!rep.exactly_once.ok)
+        fail_msg("epoch %d: %s", e, rep.exactly_once.detail);
+    return rep;
+}
+
 /* EPOCHS epochs of `c`, every batch checked against the source; the job's totals. */
 static totals run(const sc_config *c)
 {
@@ -109,24 +141,10 @@ static totals run(const sc_config *c)
     totals t;
     cut_bytes(ld, c, t.cut);
     uint64_t mine[2 * EPOCHS];
+    for (int e = 0; e < EPOCHS; e++)
+        run_epoch(ld, e, NULL);
     for (int e = 0; e < EPOCHS; e++) {
-        assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
-        sc_batch b;
-        int rc;
-        char why[256];
-        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
-            if (!sc_t_samples_ok(&b, W, NSAMPLES, why, sizeof why))
-                fail_msg("rank %d: epoch %d: %s", rank, e, why);
-            sc_batch_release(ld, &b);
-        }
-        if (rc != SC_END_OF_EPOCH)
-            fail_msg("rank %d: epoch %d: %s: %s", rank, e, sc_status_name(rc), sc_loader_last_error(ld));
-    }
-    for (int e = 0; e < EPOCHS; e++) {
-        sc_epoch_summary rep;
-        assert_int_equal(sc_epoch_wait(ld, (uint64_t)e, &rep), SC_OK);
-        if (!rep.exactly_once.ok)
-            fail_msg("epoch %d: %s", e, rep.exactly_once.detail);
+        sc_epoch_summary rep = epoch_verdict(ld, e);
         mine[e] = rep.bytes_from_source;
         mine[EPOCHS + e] = rep.bytes_from_peers;
     }
@@ -309,18 +327,7 @@ static void test_transfers_skip_dropped_shards(void **state)
         const sc_dataset *ds = sc_loader_dataset(ld);
         memset(got, 0, (size_t)EPOCHS * NSAMPLES);
         for (int e = 0; e < EPOCHS; e++) {
-            assert_int_equal(sc_epoch_begin(ld, (uint64_t)e, NULL), SC_OK);
-            sc_batch b;
-            int rc;
-            char why[256];
-            while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
-                if (!sc_t_samples_ok(&b, W, NSAMPLES, why, sizeof why))
-                    fail_msg("rank %d: epoch %d: %s", rank, e, why);
-                for (uint64_t i = 0; i < b.size; i++)
-                    got[e][b.ids[i]] = 1;
-                sc_batch_release(ld, &b);
-            }
-            assert_int_equal(rc, SC_END_OF_EPOCH);
+            run_epoch(ld, e, got[e]);
             uint64_t fresh = 0; /* one sample a shard: shard s holds sample s */
             for (uint64_t s = 0; s < NSAMPLES; s++) {
                 int before = 0;
@@ -334,12 +341,8 @@ static void test_transfers_skip_dropped_shards(void **state)
                          "shards it newly read of %llu bytes", (unsigned long long)(seed + k),
                          rank, e, (unsigned long long)in, (unsigned long long)fresh);
         }
-        for (int e = 0; e < EPOCHS; e++) {
-            sc_epoch_summary rep;
-            assert_int_equal(sc_epoch_wait(ld, (uint64_t)e, &rep), SC_OK);
-            if (!rep.exactly_once.ok)
-                fail_msg("epoch %d: %s", e, rep.exactly_once.detail);
-        }
+        for (int e = 0; e < EPOCHS; e++)
+            epoch_verdict(ld, e);
         assert_int_equal(sc_loader_close(ld), SC_OK);
     }
     free(got);
