@@ -176,6 +176,9 @@ stage_train
 if [ "$s1 $s2" != "COMPLETED COMPLETED" ] && grep -qs "Segmentation fault" "$slog" "$tlog"; then
     echo "# (b) a rank segfaulted under srun (stage $s1, train $s2; Open MPI's MPI_Init race?): once more"
     grep -hs -m 3 -E "Segmentation fault|^srun: error" "$slog" "$tlog" | sed 's/^/#   /'
+    # A job whose rank died in MPI_Init may hang on to the nodes: the retry's
+    # jobs would wait behind it to the end (seen in CI: "stage still PENDING").
+    "$vcx" head scancel "$sid" "$tid" 2>/dev/null
     stage_train
 fi
 grep -E '^(job|epoch|exactly-once|\+ srun)' "$tlog" 2>/dev/null | sed 's/^/# /'
