@@ -160,6 +160,7 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
 {
     double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0, taking = 0;
     double src = 0, hit = 0, peer = 0; /* where the counted epochs' shard bytes came from */
+    double skipped = 0;               /* cache writes skipped, every epoch */
     double dlio = 0, lowest = 1e300; /* DLIO's AU: the counted epochs' sum, the lowest rank */
     int ok = 1;
     for (uint64_t e = first; e < first + warmup + epochs; e++) {
@@ -202,27 +203,29 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         if (sc_epoch_wait(ld, e, &rep) != SC_OK)
             MPI_Abort(MPI_COMM_WORLD, 1);
         ok &= rep.exactly_once.ok;
+        skipped += (double)rep.cache_writes_skipped;
         if (counted) {
             secs += t, wait += rep.wait_s;
             src += (double)rep.bytes_from_source, hit += (double)rep.bytes_from_cache;
             peer += (double)rep.bytes_from_peers;
         }
     }
-    double mine[8] = {bytes, samples, wait, busy, taking, src, hit, peer}, all[8];
-    MPI_Reduce(mine, all, 8, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    double mine[9] = {bytes, samples, wait, busy, taking, src, hit, peer, skipped}, all[9];
+    MPI_Reduce(mine, all, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0)
         printf("deliver: %d ranks, %llu epochs, step %g ms: %.0f samples/s, %.1f MB/s, "
                "wait %.2f%%, taking %.2f%%, utilization %.1f%%, exactly-once %s, DLIO's AU "
                "%.1f%% (lowest rank %.1f%%); an epoch's shard bytes: %.1f MB from the source, "
-               "%.1f MB from the cache, %.1f MB from other nodes\n",
+               "%.1f MB from the cache, %.1f MB from other nodes; cache writes skipped "
+               "(the writer behind), every epoch: %.0f\n",
                size, (unsigned long long)epochs, step_ms, all[1] / secs, all[0] / secs / 1e6,
                100.0 * all[2] / (secs * size), 100.0 * all[4] / (secs * size),
                100.0 * all[3] / (secs * size), ok ? "ok" : "FAILED",
                epochs ? 100.0 * dlio / (double)epochs : 0.0, epochs ? 100.0 * lowest : 0.0,
                all[5] / 1e6 / (double)(epochs ? epochs : 1),
                all[6] / 1e6 / (double)(epochs ? epochs : 1),
-               all[7] / 1e6 / (double)(epochs ? epochs : 1));
+               all[7] / 1e6 / (double)(epochs ? epochs : 1), all[8]);
     fflush(stdout);
     return ok;
 }

@@ -47,11 +47,12 @@ static void die(const char *what, const char *msg)
 
 typedef struct epoch_fig {
     double secs, wait, bytes;
+    double written; /* of the misses, the share whose entries were written (not skipped) */
 } epoch_fig;
 
 static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spin)
 {
-    epoch_fig f = {0, 0, 0};
+    epoch_fig f = {0, 0, 0, 0};
     sc_batch b;
     int rc;
     if (sc_epoch_begin(ld, epoch, NULL) != SC_OK)
@@ -71,6 +72,9 @@ static epoch_fig run_epoch(sc_loader *ld, uint64_t epoch, double step_s, int spi
     if (sc_epoch_wait(ld, epoch, &rep) != SC_OK || !rep.exactly_once.ok)
         die("exactly-once", rep.exactly_once.detail);
     f.wait = rep.wait_s;
+    f.written = rep.cache_misses ? 1.0 - (double)rep.cache_writes_skipped /
+                                             (double)rep.cache_misses
+                                 : 1.0;
     return f;
 }
 
@@ -233,11 +237,15 @@ static void drop_caches(void)
  * the storage's limit: direct_read_run at the producers' concurrency):
  * their medians, in bytes per second.
  */
-static void cold_runs(const char *data, const char *dir, uint64_t batch, int producers,
-                      int runs, int drop, double *cold, double *file, double *limit,
-                      int *direct)
+/* A cold epoch's medians: its rate, the file's buffered read, the O_DIRECT limit, entries written. */
+typedef struct cold_fig {
+    double rate, file, limit, written;
+} cold_fig;
+
+static cold_fig cold_runs(const char *data, const char *dir, uint64_t batch, int producers,
+                          int runs, int drop, int *direct)
 {
-    double c[21], f[21], l[21];
+    double c[21], f[21], l[21], w[21];
     for (int r = 0; r < runs; r++) {
         char cache[4300];
         snprintf(cache, sizeof cache, "%s/cold%d", dir, r);
@@ -248,6 +256,7 @@ static void cold_runs(const char *data, const char *dir, uint64_t batch, int pro
         sc_loader_close(ld);
         bench_rmtree("bench_stream", cache);
         c[r] = e.bytes / e.secs;
+        w[r] = e.written;
         if (drop)
             drop_caches();
         f[r] = file_read_run(data);
@@ -256,9 +265,8 @@ static void cold_runs(const char *data, const char *dir, uint64_t batch, int pro
             l[r] = direct_read_run(data, producers, direct);
         }
     }
-    *cold = bench_median(c, runs);
-    *file = bench_median(f, runs);
-    *limit = drop ? bench_median(l, runs) : 0;
+    return (cold_fig){bench_median(c, runs), bench_median(f, runs),
+                      drop ? bench_median(l, runs) : 0, bench_median(w, runs)};
 }
 
 int main(int argc, char **argv)
@@ -321,21 +329,24 @@ int main(int argc, char **argv)
     sc_loader *ld = open_loader(data, cache, batch, plist[np - 1], NULL);
     run_epoch(ld, 0, 0, 0);
     sc_loader_close(ld);
-    double cold, file, dcold = 0, dfile = 0, limit = 0, unused;
     int direct = 0;
-    cold_runs(data, cdir, batch, plist[np - 1], runs, 0, &cold, &file, &unused, &direct);
-    if (drop)
-        cold_runs(data, cdir, batch, plist[np - 1], runs, 1, &dcold, &dfile, &limit, &direct);
+    cold_fig warm = cold_runs(data, cdir, batch, plist[np - 1], runs, 0, &direct);
+    cold_fig disk = drop ? cold_runs(data, cdir, batch, plist[np - 1], runs, 1, &direct)
+                         : (cold_fig){0, 0, 0, 0};
+    double cold = warm.rate, file = warm.file, dcold = disk.rate, dfile = disk.file;
+    double limit = disk.limit;
     if (cache_base)
         bench_rmtree("bench_stream", cdir);
     if (cold_only) {
         printf("cold epoch, %d producers, page cache warm: %.2f GB/s, %.2f of reading the file "
-               "(%.2f GB/s)\n", plist[np - 1], cold / 1e9, cold / file, file / 1e9);
+               "(%.2f GB/s); entries written for %.2f of the misses\n", plist[np - 1],
+               cold / 1e9, cold / file, file / 1e9, warm.written);
         if (drop)
             printf("cold epoch from storage: %.2f GB/s, %.2f of the file read (%.2f GB/s), "
-                   "%.2f of the O_DIRECT limit (%.2f GB/s, %d threads%s)\n", dcold / 1e9,
-                   dcold / dfile, dfile / 1e9, dcold / limit, limit / 1e9, plist[np - 1],
-                   direct ? "" : ", buffered: O_DIRECT refused");
+                   "%.2f of the O_DIRECT limit (%.2f GB/s, %d threads%s); entries written "
+                   "for %.2f of the misses\n", dcold / 1e9, dcold / dfile, dfile / 1e9,
+                   dcold / limit, limit / 1e9, plist[np - 1],
+                   direct ? "" : ", buffered: O_DIRECT refused", disk.written);
         bench_rmtree("bench_stream", dir);
         MPI_Finalize();
         return 0;
@@ -442,9 +453,11 @@ int main(int argc, char **argv)
                   "| cold epoch (source read, checksum, cache write, delivery), %d producers | "
                   "%.2f | %.2f |\n\nCold epoch: %.2f of reading the source file (%.2f GB/s: "
                   "pread in 8 MiB pieces into one buffer, one thread, the file in the page "
-                  "cache), medians of %d interleaved runs.\n",
+                  "cache), medians of %d interleaved runs; entries written for %.2f of the "
+                  "misses (`SC_CACHE_WRITES=behind` skips those its writer is too far "
+                  "behind for).\n",
                   plist[np - 1], cold / 1e9, cold / 1e9 / gbps_mem, cold / file, file / 1e9,
-                  runs);
+                  runs, warm.written);
     if (drop)
         n += snprintf(text + n, sizeof text - (size_t)n,
                       "From storage (the page cache dropped before each, `--drop-caches`): "

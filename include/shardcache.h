@@ -257,7 +257,9 @@ typedef struct sc_epoch_summary {
     uint64_t bytes_from_peers; /* of its shards, cached from other nodes' (in the epoch before) */
     double shards_per_batch;   /* distinct shards in this rank's full batches, mean: how
                                   widely its order mixes (docs/shuffle.md) */
-    uint64_t reserved[14];     /* room for later fields: the size stays */
+    uint64_t cache_writes_skipped; /* of its misses, those the cache was to keep and did
+                                  not: its writer was behind the reads (docs/cache.md) */
+    uint64_t reserved[13];     /* room for later fields: the size stays */
 } sc_epoch_summary;
 
 /*

@@ -486,13 +486,15 @@ static PyObject *core_summary(const sc_epoch_summary *r)
 {
     const sc_exactly_once *v = &r->exactly_once;
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsdsdsdsisisKsKsKsKsKsssKsKsKsKsKsKsK}", "epoch", (unsigned long long)r->epoch,
+        "{sKsKsKsKsKsKsKsKsKsdsdsdsisisKsKsKsKsKsssKsKsKsKsKsKsK}", "epoch",
+        (unsigned long long)r->epoch,
         "batches", (unsigned long long)r->batches, "samples", (unsigned long long)r->samples,
         "cache_hits", (unsigned long long)r->cache_hits, "cache_misses",
         (unsigned long long)r->cache_misses, "bytes_from_source",
         (unsigned long long)r->bytes_from_source, "bytes_from_cache",
         (unsigned long long)r->bytes_from_cache, "bytes_from_peers",
-        (unsigned long long)r->bytes_from_peers, "wait_s", r->wait_s, "wall_s", r->wall_s,
+        (unsigned long long)r->bytes_from_peers, "cache_writes_skipped",
+        (unsigned long long)r->cache_writes_skipped, "wait_s", r->wait_s, "wall_s", r->wall_s,
         "shards_per_batch", r->shards_per_batch,
         "verified", v->verified, "ok", v->ok, "delivered", (unsigned long long)v->delivered,
         "dropped", (unsigned long long)v->dropped, "padded", (unsigned long long)v->padded,

@@ -34,6 +34,11 @@ typedef enum sc_cache_share {
     SC_CACHE_GROUP = 1    /* a group's node-local scratch: group members may own it */
 } sc_cache_share;
 
+typedef enum sc_cache_writes {
+    SC_CACHE_WRITES_BEHIND = 0, /* written beside the reads; when the writer is behind, skipped */
+    SC_CACHE_WRITES_ALL = 1     /* every entry the cache admits, the reads waiting if need be */
+} sc_cache_writes;
+
 typedef enum sc_peers_mode {
     SC_PEERS_ON = 0, /* a shard moving to another node comes from its old owner's cache */
     SC_PEERS_OFF = 1 /* every shard a node does not hold is read from the source */
@@ -163,8 +168,11 @@ typedef struct sc_config {
     /* appended for decoded images (room taken from reserved[]) */
     int decode_channels;          /* SC_DECODE_CHANNELS: 3 (RGB) or 1 (PIL's "L") planes */
     int decode_exif;              /* SC_DECODE_EXIF: 1 turns images upright by EXIF first */
+    /* appended for cache writes off the read path (room taken from reserved[]) */
+    sc_cache_writes cache_writes; /* SC_CACHE_WRITES: behind | all (docs/cache.md) */
+    int reserved_int;             /* room for a later int setting */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[3];
+    uint64_t reserved[2];
 } sc_config;
 
 /*

@@ -53,6 +53,7 @@ static int loader_end_epoch(sc_loader *ld)
         rep->bytes_from_source = c.bytes_from_source;
         rep->bytes_from_peers = c.bytes_from_peers;
         rep->shards_per_batch = spread;
+        rep->cache_writes_skipped = c.writes_skipped;
     }
     return SC_OK;
 }

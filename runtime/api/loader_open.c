@@ -440,6 +440,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .skip_bad = cfg->bad_sample == SC_BAD_SAMPLE_SKIP,
         .skip = sc__fields_skip(ld->ds),
         .log_level = cfg->log_level,
+        .fill_all = cfg->cache_writes == SC_CACHE_WRITES_ALL,
     };
     int decodes = 0;
     for (int f = 0; f < ld->ds->nfields; f++)

@@ -76,6 +76,10 @@ static const setting settings[] = {
      "group: one the group shares (group-writable) is accepted"},
     {"SC_CACHE_CHECK", T_ENUM, F(cache_check), "first", {"first", "always"},
      "verify cache checksums on an entry's first read, or on every read"},
+    {"SC_CACHE_WRITES", T_ENUM, F(cache_writes), "behind", {"behind", "all"},
+     "behind: entries are written by a thread of their own while the reads go on, and one "
+     "the writer is too far behind for is not kept this epoch; all: every entry the cache "
+     "admits is written, the reads waiting for the writer if need be"},
     {"SC_LOG", T_LEVEL, F(log_level), "1", {0},
      "0: errors only, 1: warnings (repairs, fallbacks), 2: info"},
     {"SC_PRODUCERS", T_INT, F(producers), "0", {0},

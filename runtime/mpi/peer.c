@@ -346,9 +346,9 @@ static int peer_check_give(sc__peer *p, give *g, sc_error *err)
 {
     int done = 0, valid = g->shard < p->ds->nshards;
     if (!g->posted) {
-        int have = valid && sc__cache_map_node(p->cache, g->shard, &g->m);
-        if (!have && valid && p->ended_to <= g->epoch)
-            return 0; /* it may yet read it in that epoch */
+        int have = valid ? sc__cache_map_node(p->cache, g->shard, &g->m) : 0;
+        if (have < 0 || (!have && valid && p->ended_to <= g->epoch))
+            return 0; /* its entry is being written, or it may yet read it in that epoch */
         return peer_answer(p, g, have, err);
     }
     SC_MPI_CHECK(err, MPI_Test(&g->req, &done, MPI_STATUS_IGNORE));

@@ -163,6 +163,7 @@ typedef struct task {
     unsigned char *buf; /* load: a pooled buffer of cap bytes, or NULL */
     uint64_t cap;
     int ring_full;      /* nothing picked: the next batch waits for a free slot */
+    int owed;           /* load: the cache is owed the shard's entry (sc__cache_read) */
 } task;
 
 static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
@@ -202,7 +203,7 @@ static int stream_pick(sc__stream *s, task *t)
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;
-            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0};
+            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0, 0};
             return 1;
         }
         if (e->prep != PREP_DONE)
@@ -230,7 +231,7 @@ static int stream_pick(sc__stream *s, task *t)
             build->next_build++;
             slot->state = SL_BUILDING;
             slot->seq = build->seq0 + b; /* batches are picked in seq order */
-            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0};
+            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0};
             return 1;
         }
     }
@@ -239,16 +240,16 @@ static int stream_pick(sc__stream *s, task *t)
         int must = load == build && i <= build->need[build->next_build];
         /*
          * A shard the next batch needs that the bound cannot hold waits for
-         * the builds in flight and the frees under way, which make room;
-         * with neither, it loads over the bound (a batch whose shards alone
-         * exceed it: the open warned).
+         * the builds in flight, the frees under way and the cache entries
+         * being written, which make room; with none, it loads over the
+         * bound (a batch whose shards alone exceed it: the open warned).
          */
         int fits = s->resident == 0 || s->resident + bytes <= s->o.mem_bytes;
-        if (fits || (must && !stream_building(s) && !s->gone_bytes)) {
+        if (fits || (must && !stream_building(s) && !s->gone_bytes && !s->fills)) {
             load->state[i] = SH_LOADING;
             load->next_load++;
             s->resident += bytes;
-            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0};
+            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, 0};
             t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
             uint64_t room = sc__stream_room(s), cap;
             void *shed;
@@ -333,7 +334,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     }
     SC__ASSERT(at < t->cap); /* need: a page at most ahead of each field, and one byte */
     if (rc == SC_OK)
-        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &tc, err);
+        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &t->owed, &tc, err);
     if (rc != SC_OK) {
         free(buf);
         return sc__errctx(err, rc, "rank %d: epoch %llu: shard %u", s->o.rank,
@@ -363,6 +364,11 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
             e->counts.hits++, e->counts.bytes_from_cache += bytes;
         else
             e->counts.misses++, e->counts.bytes_from_source += bytes;
+        /* Its entry is written off this path, or, the writer behind, not kept. */
+        if (t->owed && !sc__fill_owe(s, e, t->i)) {
+            sc__cache_unreserve(s->cache, e->shards[t->i]);
+            e->counts.writes_skipped++;
+        }
     } else {
         uint64_t B = s->o.batch_size;
         sc__stream_retire(s, e, t->i * B + t->slot->retired, (t->i + 1) * B);
@@ -393,6 +399,8 @@ static void *stream_producer(void *arg)
         stream_fail(s, &err);
     while (!s->stop) {
         task t;
+        if (sc__fill_help(s, tr))
+            continue; /* the cache writer is behind: its oldest entry first */
         if (!stream_pick(s, &t)) {
             /* The epoch may be retired while we wait: keep its number, not it. */
             uint64_t t0 = t.ring_full ? sc__tring_now(tr) : 0;
@@ -458,6 +466,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     stream_mutex_init(s);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->ready, NULL);
+    pthread_cond_init(&s->fill_cv, NULL);
     int rc = sc__batch_layout(s, o->batch_size, err);
     s->ring = calloc(o->depth, sizeof *s->ring);
     s->threads = calloc((size_t)o->producers, sizeof *s->threads);
@@ -483,6 +492,8 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
             sc__errctx(err, rc, "rank %d: %llu ring slots of %llu bytes", o->rank,
                        (unsigned long long)o->depth, (unsigned long long)s->slot_bytes);
     }
+    if (rc == SC_OK)
+        rc = sc__fill_start(s, err);
     for (int i = 0; rc == SC_OK && i < o->producers; i++) {
         if (pthread_create(&s->threads[i], NULL, stream_producer, s) != 0)
             rc = sc__seterr(err, SC_ENOMEM, "rank %d: cannot start producer thread %d",
@@ -701,6 +712,7 @@ int sc__stream_finish_epoch(sc__stream *s, uint64_t epoch, const uint64_t **drop
         s->tail = NULL;
     stream_ep_free(s->retired);
     s->retired = e;
+    sc__fill_epoch_done(s, e); /* entries still owed keep their buffers */
     pthread_mutex_unlock(&s->mu);
     stream_ep_free_work(e);
     *dropped = e->sched.dropped;
@@ -728,6 +740,7 @@ void sc__stream_close(sc__stream *s)
     pthread_cond_broadcast(&s->work);
     pthread_cond_broadcast(&s->ready);
     pthread_mutex_unlock(&s->mu);
+    sc__fill_stop(s); /* first: a producer may be waiting for an entry it owes */
     for (int i = 0; i < s->nthreads; i++)
         pthread_join(s->threads[i], NULL);
     for (ep *e = s->head, *n; e; e = n) {
@@ -756,6 +769,7 @@ void sc__stream_close(sc__stream *s)
     free(s->threads);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->ready);
+    pthread_cond_destroy(&s->fill_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -46,6 +46,7 @@ typedef struct sc__stream_opts {
     int skip_bad;              /* SC_BAD_SAMPLE=skip: a sample that does not decode is replaced */
     const sc__skiplist *skip;  /* SC_SKIP_LIST's samples, replaced undecoded; NULL: none */
     int log_level;             /* SC_LOG: for the skips it names */
+    int fill_all;              /* SC_CACHE_WRITES=all: no owed entry is skipped (stream_fill.c) */
 } sc__stream_opts;
 
 /*
@@ -64,6 +65,8 @@ typedef struct sc__stream_counts {
      * could be built (what a cold epoch's first batch waited for).
      */
     uint64_t held_peak, first_bytes;
+    /* misses the cache was to keep, not written: its writer was behind (stream_fill.c) */
+    uint64_t writes_skipped;
 } sc__stream_counts;
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,

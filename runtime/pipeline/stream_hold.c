@@ -90,26 +90,36 @@ uint64_t sc__stream_room(const sc__stream *s)
     return s->resident < s->o.mem_bytes ? s->o.mem_bytes - s->resident : 0;
 }
 
+void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes)
+{
+    s->resident -= bytes;
+    /* pooled while shards and pool, its whole capacity counted, stay within the bound */
+    sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, buf, cap, sc__stream_room(s)), bytes);
+}
+
+int sc__stream_unref(sc__stream *s, ep *e, uint64_t i)
+{
+    SC__ASSERT(sc__stream_held(s));
+    if (--e->refs[i] != 0)
+        return 0;
+    uint64_t bytes = sc__shard_bytes(s->ds, e->shards[i]);
+    if (e->map[i].base) {
+        s->resident -= bytes;
+        sc__stream_let_go(s, &e->map[i], NULL, bytes);
+    } else {
+        sc__stream_drop_buf(s, e->buf[i], e->cap[i], bytes);
+    }
+    e->buf[i] = NULL;
+    e->state[i] = SH_FREED;
+    return 1;
+}
+
 void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1)
 {
     SC__ASSERT(sc__stream_held(s));
     int freed = 0;
-    for (uint64_t q = q0; q < q1; q++) {
-        uint32_t i = e->src_shard[q];
-        if (--e->refs[i] != 0)
-            continue;
-        freed = 1;
-        uint64_t bytes = sc__shard_bytes(s->ds, e->shards[i]);
-        s->resident -= bytes;
-        if (e->map[i].base)
-            sc__stream_let_go(s, &e->map[i], NULL, bytes);
-        else /* pooled while shards and pool, its whole capacity counted, stay within the bound */
-            sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, e->buf[i], e->cap[i],
-                                                    sc__stream_room(s)),
-                              bytes);
-        e->buf[i] = NULL;
-        e->state[i] = SH_FREED;
-    }
+    for (uint64_t q = q0; q < q1; q++)
+        freed |= sc__stream_unref(s, e, e->src_shard[q]);
     if (freed)
         pthread_cond_broadcast(&s->work);
 }

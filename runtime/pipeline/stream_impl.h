@@ -47,6 +47,23 @@ typedef struct ep {
     sc__stream_counts counts;
 } ep;
 
+/*
+ * A shard read from the source whose cache entry is owed (sc__cache_read's
+ * *owed): the stream's cache writer (stream_fill.c) writes it off the
+ * producers' path, from the bytes the builders read.  While its epoch holds
+ * the shard, e and i name it and the write holds one of its refs; once the
+ * epoch is done with it, the fill owns its buffer (e NULL, buf and cap).
+ */
+typedef struct sc__fill {
+    struct sc__fill *next;
+    ep *e;
+    uint64_t i, shard, bytes, epoch;
+    unsigned char *buf;
+    uint64_t cap;
+    void *fp[SC_MAX_FIELDS];
+    int writing;
+} sc__fill;
+
 typedef struct rslot {
     int state;
     uint64_t seq, epoch, index, padded;
@@ -112,6 +129,15 @@ struct sc__stream {
     } *gone;
     size_t ngone, capgone;
     uint64_t gone_bytes; /* let go and not yet freed, by any thread */
+    /*
+     * The cache writer (stream_fill.c): owed entries in read order, the
+     * one being written first, and their shard bytes.
+     */
+    sc__fill *fills;
+    uint64_t fill_bytes;
+    pthread_cond_t fill_cv;
+    pthread_t writer;
+    int has_writer;
 };
 
 /*
@@ -166,6 +192,33 @@ int sc__stream_held(sc__stream *s);
  * may let a load go on.  Mutex held.
  */
 void sc__stream_retire(sc__stream *s, ep *e, uint64_t q0, uint64_t q1);
+
+/*
+ * One of shard i's refs (a sample copy still to be built, or its owed
+ * entry's write) is done: at the last, the shard is let go (pooled, or to
+ * be freed by the caller's sc__stream_bury).  Mutex held; 1 when let go.
+ */
+int sc__stream_unref(sc__stream *s, ep *e, uint64_t i);
+
+/* A shard buffer of cap bytes the stream is done with, `bytes` of it counted held. */
+void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes);
+
+/*
+ * The cache writer.  sc__fill_start starts its thread (a stream with a
+ * cache); sc__fill_owe hands it shard i of e, just loaded, whose entry the
+ * cache is owed (mutex held): 1, or 0 when it is stopping (or out of
+ * memory), and the caller withdraws the reservation.  sc__fill_help: a
+ * producer writes the oldest owed entry itself where they hold more than a
+ * quarter of the bound (mutex held, dropped meanwhile): 1 when it did.
+ * sc__fill_epoch_done gives the fills of e its buffers, as e is freed
+ * (mutex held); sc__fill_stop ends the thread once it has written the
+ * entry in hand, the others withdrawn.
+ */
+int sc__fill_start(sc__stream *s, sc_error *err);
+int sc__fill_owe(sc__stream *s, ep *e, uint64_t i);
+int sc__fill_help(sc__stream *s, sc__tring *tr);
+void sc__fill_epoch_done(sc__stream *s, ep *e);
+void sc__fill_stop(sc__stream *s);
 
 /*
  * A build lets go of the shards of the samples it has put every this many

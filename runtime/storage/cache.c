@@ -543,7 +543,8 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
  * the source is read, so that another thread wanting it waits for this
  * entry instead of reading the source (and running a transform) twice;
  * then the source read, the checksum, and the entry's write, all without
- * the cache's lock.  A reservation that fails is withdrawn, waking waiters.
+ * the cache's lock, or with `owed` the write left to the caller
+ * (sc__cache_keep).  A reservation that fails is withdrawn, waking waiters.
  * Where *raced is set on entry and another thread has reserved or
  * published the shard since this one found it missing (a prefetch of the
  * next epoch beside this epoch's load), nothing is read and *raced stays
@@ -551,7 +552,7 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
  * Otherwise *raced is cleared, and the source read (uncached if the shard
  * is held meanwhile).
  */
-static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced,
+static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced, int *owed,
                       const sc__tctx *tc, sc_error *err)
 {
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
@@ -574,19 +575,27 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced
     sc__tring_slow(cache_ring_of(tc), SC__ST_SOURCE_READ);
     int rc = sc_dataset_read_shard(c->ds, shard, bufs, err);
     cache_span(tc, SC__ST_SOURCE_READ, t0, shard, bytes);
-    int wrc = rc;
-    sc_error werr = SC_ERROR_INIT;
-    if (rc == SC_OK && kept == SC_OK) {
-        t0 = sc__tring_now(cache_ring_of(tc));
-        uint64_t sum = cache_checksum(c->ds, shard, bufs);
-        cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
-        t0 = sc__tring_now(cache_ring_of(tc));
-        wrc = sc__entry_io_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
-        cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
-    }
-    if (kept == SC_OK)
-        cache_settle(c, shard, rc == SC_OK, wrc, &werr);
+    if (kept != SC_OK)
+        return rc;
+    if (rc != SC_OK)
+        cache_settle(c, shard, 0, rc, NULL);
+    else if (owed)
+        *owed = 1; /* the caller's to write: sc__cache_keep */
+    else
+        sc__cache_keep(c, shard, bufs, tc);
     return rc;
+}
+
+void sc__cache_keep(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc)
+{
+    uint64_t bytes = sc__shard_bytes(c->ds, shard), t0 = sc__tring_now(cache_ring_of(tc));
+    uint64_t sum = cache_checksum(c->ds, shard, bufs);
+    cache_span(tc, SC__ST_CHECKSUM, t0, shard, bytes);
+    t0 = sc__tring_now(cache_ring_of(tc));
+    sc_error werr = SC_ERROR_INIT;
+    int wrc = sc__entry_io_write(&c->pl, c->ds, shard, bufs, sum, c->job, &werr);
+    cache_span(tc, SC__ST_CACHE_WRITE, t0, shard, bytes);
+    cache_settle(c, shard, 1, wrc, &werr);
 }
 
 /* ---- fills from peers (mpi/peer.c) ------------------------------------------ */
@@ -665,7 +674,9 @@ int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
     int held = shard < c->ds->nshards && sc__evict_has(c->ev, s32);
     int verified = held ? sc__evict_flag(c->ev, s32) : 0;
     pthread_mutex_unlock(&c->mu);
-    if (held && verified != ENTRY_WRITING && verified != ENTRY_FILLING &&
+    if (held && verified == ENTRY_WRITING)
+        return -1;
+    if (held && verified != ENTRY_FILLING &&
         !cache_read_entry(c, c->pl.dfd, shard, NULL, m, verified, NULL, NULL))
         return 1;
     /* A neighbor's, checked in full unless this job wrote it. */
@@ -679,7 +690,7 @@ int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
     return found;
 }
 
-int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
+int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit, int *owed,
                    const sc__tctx *tc, sc_error *err)
 {
     if (!c || !bufs)
@@ -690,6 +701,8 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
     int origin, rc = SC_OK, raced = 1;
     if (hit)
         *hit = SC__FROM_SOURCE;
+    if (owed)
+        *owed = 0;
     /* A fourth race is not worth another look: the source, uncached. */
     for (int look = 0; raced; look++) {
         if (!cache_hit_entry(c, shard, bufs, NULL, tc, &origin)) {
@@ -702,14 +715,14 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
             nanosleep(&ts, NULL);
         }
         raced = look < 3;
-        rc = cache_miss(c, shard, bufs, &raced, tc, err);
+        rc = cache_miss(c, shard, bufs, &raced, owed, tc, err);
     }
     return rc == SC_OK ? sc__errok(err) : rc;
 }
 
 int sc_cache_read(sc_cache *c, uint64_t shard, void *const *bufs, sc_error *err)
 {
-    return sc__cache_read(c, shard, bufs, NULL, NULL, err);
+    return sc__cache_read(c, shard, bufs, NULL, NULL, NULL, err);
 }
 
 int sc_cache_plan_ahead(sc_cache *c, const uint32_t *shards, uint64_t n)

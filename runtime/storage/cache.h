@@ -46,10 +46,21 @@ enum { SC__FROM_SOURCE = 0, SC__FROM_CACHE = 1, SC__FROM_PEER = 2 };
  * SC__FROM_CACHE, or SC__FROM_PEER for the first read of an entry a peer
  * on another node filled ahead of it), and tracing its stages
  * (cache read, checksum, source read, cache write) into `tc` (may be
- * NULL).  Safe from several threads at once, for different shards.
+ * NULL).  Safe from several threads at once, for different shards.  With
+ * `owed` (may be NULL) a miss the cache keeps is not written: *owed is set
+ * and the caller owes the entry, sc__cache_keep with the same bytes later
+ * (or sc__cache_unreserve), so that the write need not delay the read's
+ * use; a reader of the shard meanwhile waits for the entry.
  */
-int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit,
+int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit, int *owed,
                    const sc__tctx *tc, sc_error *err);
+
+/*
+ * An owed entry (sc__cache_read's *owed): its checksum, its write and its
+ * publication, or, where the write fails, the reservation withdrawn and
+ * caching paused as after any failed write (logged).
+ */
+void sc__cache_keep(sc_cache *c, uint64_t shard, void *const *bufs, const sc__tctx *tc);
 
 /*
  * A warm hit without a copy: maps the entry (checked as a read would be)
@@ -88,7 +99,8 @@ int sc__cache_fill(sc_cache *c, uint64_t shard, void *const *bufs, uint64_t sum,
 uint64_t sc__cache_checksum(const sc_cache *c, uint64_t shard, void *const *fields);
 /*
  * An entry of `shard` on this node (this rank's, else a neighbor's), mapped
- * and checked, not counted as a read: 1 if mapped.
+ * and checked, not counted as a read: 1 if mapped; -1 while this rank's is
+ * still being written (an owed entry: ask again); else 0.
  */
 int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m);
 

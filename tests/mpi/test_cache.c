@@ -7,8 +7,8 @@
  * starts warm; a second process on the same directory gets its own; a
  * damaged entry is repaired with the right bytes; and a loader's epoch
  * summary says where every byte it loaded came from; two threads wanting
- * one uncached shard at once read the source once; and none waits on a
- * transfer from another node.
+ * one uncached shard at once read the source once; none waits on a
+ * transfer from another node; and entries are written off the read path.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -808,6 +808,7 @@ static void test_cache_follows_the_read_order(void **state)
     cfg.producers = 1;
     cfg.prefetch_batches = 1;
     cfg.stream_bytes = 16 * sample;
+    cfg.cache_writes = SC_CACHE_WRITES_ALL; /* every entry admitted is written, however slowly */
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_SELF, &cfg, &ld, &err), &err);
@@ -923,6 +924,70 @@ static void test_readers_do_not_wait_for_fills(void **state)
     sc_dataset_close(ds);
 }
 
+/* One epoch on ld, each sample's bytes checked against the source; its summary in *rep. */
+static void epoch_checked(sc_loader *ld, uint64_t e, sc_epoch_summary *rep)
+{
+    assert_int_equal(sc_epoch_begin(ld, e, NULL), SC_OK);
+    sc_batch b;
+    int rc;
+    while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
+        const int32_t *x = b.data[0];
+        const int64_t *y = b.data[1];
+        for (uint64_t i = 0; i < b.size; i++) {
+            assert_int_equal(y[i], (int64_t)b.ids[i]);
+            for (int j = 0; j < W; j++)
+                assert_int_equal(x[i * W + j], (int32_t)((b.ids[i] * W + (uint64_t)j) *
+                                                         2654435761u));
+        }
+        sc_batch_release(ld, &b);
+    }
+    assert_int_equal(rc, SC_END_OF_EPOCH);
+    assert_int_equal(sc_epoch_wait(ld, e, rep), SC_OK);
+    assert_true(rep->exactly_once.ok);
+}
+
+/*
+ * Cache entries are written off the read path.  With a writer slower than
+ * the reads (the hook: 20 ms an entry) and room to owe it two shards, the
+ * default (SC_CACHE_WRITES=behind) skips entries rather than hold the
+ * reads up, and says how many; every entry it did not skip is a hit in the
+ * next epoch (an unbounded cache), the one still being written waited
+ * for.  With SC_CACHE_WRITES=all none is skipped and the next epoch is all
+ * hits.  Each rank a job of its own; the bytes served are the source's.
+ */
+static void test_cache_writes_behind_the_reads(void **state)
+{
+    (void)state;
+    uint64_t sample = W * 4 + 8;
+    for (int all = 0; all < 2; all++) {
+        sc_config cfg = config(0);
+        cfg.mode = SC_SHUFFLE_GLOBAL;
+        cfg.producers = 2;
+        cfg.stream_bytes = 8 * SHARD * sample;
+        cfg.cache_writes = all ? SC_CACHE_WRITES_ALL : SC_CACHE_WRITES_BEHIND;
+        snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/behind%d-r%d", dir, all, rank);
+        setenv("SC_FAULT", "cache-writer-slow", 1);
+        sc_loader *ld = NULL;
+        sc_error err = SC_ERROR_INIT;
+        SC_ASSERT_OK(sc_loader_open(MPI_COMM_SELF, &cfg, &ld, &err), &err);
+        sc_epoch_summary first, next;
+        epoch_checked(ld, 0, &first);
+        epoch_checked(ld, 1, &next);
+        assert_int_equal(sc_loader_close(ld), SC_OK);
+        unsetenv("SC_FAULT");
+        assert_int_equal(first.cache_misses, NSHARDS);
+        if (all ? first.cache_writes_skipped != 0 : first.cache_writes_skipped == 0)
+            fail_msg("rank %d, SC_CACHE_WRITES=%s: %llu of %d entries skipped behind a slow "
+                     "writer", rank, all ? "all" : "behind",
+                     (unsigned long long)first.cache_writes_skipped, NSHARDS);
+        if (next.cache_hits != NSHARDS - first.cache_writes_skipped)
+            fail_msg("rank %d, SC_CACHE_WRITES=%s: %llu hits in the next epoch, of %llu "
+                     "entries written", rank, all ? "all" : "behind",
+                     (unsigned long long)next.cache_hits,
+                     (unsigned long long)(NSHARDS - first.cache_writes_skipped));
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -944,6 +1009,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_this_jobs_entries_are_trusted),
         cmocka_unit_test(test_concurrent_readers_read_the_source_once),
         cmocka_unit_test(test_readers_do_not_wait_for_fills),
+        cmocka_unit_test(test_cache_writes_behind_the_reads),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }

@@ -428,9 +428,9 @@ static void *batch_probe(void *arg)
 }
 
 /*
- * The producers yield the CPU to the training thread: each runs under
- * SCHED_BATCH (a release's wake-up never preempts the caller), and the
- * caller's own policy is left as it was.
+ * The producers and the cache writer yield the CPU to the training thread:
+ * each runs under SCHED_BATCH (a release's wake-up never preempts the
+ * caller), and the caller's own policy is left as it was.
  */
 static void test_producers_yield_to_the_caller(void **state)
 {
@@ -451,16 +451,18 @@ static void test_producers_yield_to_the_caller(void **state)
     assert_int_equal(sc_epoch_begin(ld, 0, NULL), SC_OK);
     sc_batch b;
     assert_int_equal(sc_batch_next(ld, &b), SC_OK);
+    int threads = c.producers + 1; /* and the cache writer */
     /* One producer may build the first batch before the last has started. */
-    for (int ms = 0; ms < 10000 && during - before < c.producers; ms += 10) {
+    for (int ms = 0; ms < 10000 && during - before < threads; ms += 10) {
         usleep(10000);
         during = batch_threads(&caller);
     }
     sc_batch_release(ld, &b);
     assert_int_equal(sc_loader_close(ld), SC_OK);
-    if (during - before != c.producers || caller)
-        fail_msg("rank %d: %d of the loader's %d producers under SCHED_BATCH; the caller %s",
-                 rank, during - before, c.producers, caller ? "too" : "not");
+    if (during - before != threads || caller)
+        fail_msg("rank %d: %d of the loader's %d threads (producers, cache writer) under "
+                 "SCHED_BATCH; the caller %s", rank, during - before, threads,
+                 caller ? "too" : "not");
 }
 
 static void test_source_error_stops_the_loader(void **state)
