@@ -63,7 +63,9 @@ the boundary decided the answer by chance.  Loaders:
               the source; SC_PREFETCH_BATCHES=2
   sc-cache    shardcache with a node-local cache (a tmpfs) of a third of the
               dataset (SC_CACHE_BYTES = dataset / 3 / ranks), one warm-up epoch
-              not counted
+              not counted, which fills it whole (SC_CACHE_WRITES=all: the
+              default skips entries its writer is behind for, and fills the
+              cache over more epochs)
   dataloader  bench/storage_loader.py: PyTorch's DataLoader, its workers the
               read threads, one h5py read a sample, numpy (DLIO's reader);
               where a file holds many samples (resnet50), a read takes a
@@ -464,6 +466,8 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
         env.update(SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]), SC_CACHE_DIR=cache,
                    SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES=sc_prefetch(w),
                    SC_PRODUCERS=str(PRODUCERS))
+        if loader == "sc-cache":  # the warm-up fills the cache whole, whatever the writer's pace
+            env["SC_CACHE_WRITES"] = "all"
         if a.window_fit:  # what issue 34's window fix makes the default
             env["SC_SHUFFLE_WINDOW"] = str(max(1, (128 << 20) // w["sample"]))
         for k in a.sc_env:

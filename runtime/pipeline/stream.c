@@ -235,6 +235,16 @@ static int stream_pick(sc__stream *s, task *t)
             return 1;
         }
     }
+    /*
+     * Until an epoch's first batch is built, the loads past its shards are
+     * one beside each other producer at most: its first batch waits for its
+     * own window, not for a read-ahead that the other producers ran up
+     * while one read a shard it needs (seen once the cache writes left the
+     * loads, which made some loads much shorter than others).
+     */
+    if (load && load == build && build->next_build == 0 &&
+        load->next_load >= build->need[0] + (uint64_t)s->o.producers)
+        return 0;
     if (load) {
         uint64_t i = load->next_load, bytes = stream_shard_bytes(s, load, i);
         int must = load == build && i <= build->need[build->next_build];
@@ -735,12 +745,12 @@ void sc__stream_close(sc__stream *s)
 {
     if (!s)
         return;
+    sc__fill_stop(s); /* first: what the cache is owed is written, producers running */
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->work);
     pthread_cond_broadcast(&s->ready);
     pthread_mutex_unlock(&s->mu);
-    sc__fill_stop(s); /* first: a producer may be waiting for an entry it owes */
     for (int i = 0; i < s->nthreads; i++)
         pthread_join(s->threads[i], NULL);
     for (ep *e = s->head, *n; e; e = n) {

@@ -127,7 +127,7 @@ int sc__fill_owe(sc__stream *s, ep *e, uint64_t i)
 {
     SC__ASSERT(sc__stream_held(s));
     uint64_t bytes = sc__shard_bytes(s->ds, e->shards[i]);
-    if (!s->has_writer || s->stop || (!fill_every(s) && fill_behind(s, bytes)))
+    if (!s->has_writer || s->stop || s->closing || (!fill_every(s) && fill_behind(s, bytes)))
         return 0;
     sc__fill *f = calloc(1, sizeof *f);
     if (!f)
@@ -159,10 +159,14 @@ void sc__fill_epoch_done(sc__stream *s, ep *e)
 void sc__fill_stop(sc__stream *s)
 {
     pthread_mutex_lock(&s->mu);
+    s->closing = 1; /* nothing more is owed: entries read from here on are not kept */
+    while (s->fills && !s->stop)
+        pthread_cond_wait(&s->work, &s->mu); /* fill_done broadcasts */
     s->stop = 1;
+    int writer = s->has_writer;
+    s->has_writer = 0;
     pthread_cond_broadcast(&s->fill_cv);
     pthread_mutex_unlock(&s->mu);
-    if (s->has_writer)
+    if (writer)
         pthread_join(s->writer, NULL);
-    s->has_writer = 0;
 }

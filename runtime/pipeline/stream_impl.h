@@ -137,7 +137,7 @@ struct sc__stream {
     uint64_t fill_bytes;
     pthread_cond_t fill_cv;
     pthread_t writer;
-    int has_writer;
+    int has_writer, closing;
 };
 
 /*
@@ -211,8 +211,9 @@ void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes)
  * producer writes the oldest owed entry itself where they hold more than a
  * quarter of the bound (mutex held, dropped meanwhile): 1 when it did.
  * sc__fill_epoch_done gives the fills of e its buffers, as e is freed
- * (mutex held); sc__fill_stop ends the thread once it has written the
- * entry in hand, the others withdrawn.
+ * (mutex held).  sc__fill_stop, on a close, writes what is owed (a job's
+ * last entries are not lost) and ends the thread; a stream stopped by an
+ * error withdraws what is owed instead.
  */
 int sc__fill_start(sc__stream *s, sc_error *err);
 int sc__fill_owe(sc__stream *s, ep *e, uint64_t i);
