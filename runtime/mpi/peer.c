@@ -14,7 +14,8 @@
  * answers from its own cache entry, mapped and sent in place as one
  * message (a header {status, shard, checksum, bytes}, then the fields); if
  * it holds no entry, it waits until it has ended epoch e (it reads the
- * shard in e), then answers "none" (evicted, never kept, a failed write).
+ * shard in e) and its cache writer has written the entry if it owes it,
+ * then answers "none" (evicted, never kept, a failed write).
  * The asker checks the bytes against the owner's checksum before
  * publishing them; "none", a mismatch, a failed write or a reply later
  * than the timeout withdraws the reservation, and the producers read the

@@ -164,6 +164,7 @@ typedef struct task {
     uint64_t cap;
     int ring_full;      /* nothing picked: the next batch waits for a free slot */
     int owed;           /* load: the cache is owed the shard's entry (sc__cache_read) */
+    int behind;         /* load: a miss is not kept, the cache writer behind */
 } task;
 
 static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
@@ -203,7 +204,7 @@ static int stream_pick(sc__stream *s, task *t)
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;
-            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0, 0};
+            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0, 0, 0};
             return 1;
         }
         if (e->prep != PREP_DONE)
@@ -231,7 +232,7 @@ static int stream_pick(sc__stream *s, task *t)
             build->next_build++;
             slot->state = SL_BUILDING;
             slot->seq = build->seq0 + b; /* batches are picked in seq order */
-            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0};
+            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0, 0};
             return 1;
         }
     }
@@ -259,7 +260,8 @@ static int stream_pick(sc__stream *s, task *t)
             load->state[i] = SH_LOADING;
             load->next_load++;
             s->resident += bytes;
-            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, 0};
+            int owe = sc__fill_room(s, bytes); /* before the read: nothing evicted for it */
+            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, owe > 0, owe == 0};
             t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
             uint64_t room = sc__stream_room(s), cap;
             void *shed;
@@ -313,6 +315,8 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     const unsigned char **fp = e->fp + i * (uint64_t)s->nfields;
     sc__mapping *m = &e->map[i];
     sc__tctx tc = {tr, e->epoch};
+    int owed = t->owed; /* may the cache writer take a miss: the answer, once read */
+    t->owed = 0;
     int rc = sc__cache_map(s->cache, e->shards[i], m, &tc, err);
     if (rc == SC_OK && m->base) {
         *hit = m->origin;
@@ -344,7 +348,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     }
     SC__ASSERT(at < t->cap); /* need: a page at most ahead of each field, and one byte */
     if (rc == SC_OK)
-        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &t->owed, &tc, err);
+        rc = sc__cache_read(s->cache, e->shards[i], bufs, hit, &owed, &tc, err);
     if (rc != SC_OK) {
         free(buf);
         return sc__errctx(err, rc, "rank %d: epoch %llu: shard %u", s->o.rank,
@@ -352,6 +356,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     }
     e->buf[i] = buf;
     e->cap[i] = t->cap;
+    t->owed = owed;
     for (int f = 0; f < s->nfields; f++)
         fp[f] = bufs[f];
     return SC_OK;
@@ -374,11 +379,10 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
             e->counts.hits++, e->counts.bytes_from_cache += bytes;
         else
             e->counts.misses++, e->counts.bytes_from_source += bytes;
-        /* Its entry is written off this path, or, the writer behind, not kept. */
-        if (t->owed && !sc__fill_owe(s, e, t->i)) {
+        e->counts.writes_skipped += hit == SC__FROM_SOURCE && t->behind;
+        /* Its entry is written off this path (or, the writer stopping, not kept). */
+        if (t->owed && !sc__fill_owe(s, e, t->i))
             sc__cache_unreserve(s->cache, e->shards[t->i]);
-            e->counts.writes_skipped++;
-        }
     } else {
         uint64_t B = s->o.batch_size;
         sc__stream_retire(s, e, t->i * B + t->slot->retired, (t->i + 1) * B);

@@ -6,7 +6,7 @@
  * A producer that wrote each entry before the shard was used read half as
  * fast as its source allowed where writing cost as much as reading: a cold
  * epoch over a cache on a tmpfs ran at a third of the same epoch without
- * one (docs/benchmarks.md, "Storage-bound training").  The writer takes
+ * one (docs/benchmarks.md, "Cache writes off the read path").  The writer takes
  * entries in read order and never holds the producers back: when what it
  * owes would pass a quarter of the memory bound, a new entry is not kept
  * (the epoch summary counts it, cache_writes_skipped), and a later epoch
@@ -123,11 +123,18 @@ int sc__fill_start(sc__stream *s, sc_error *err)
     return SC_OK;
 }
 
+int sc__fill_room(const sc__stream *s, uint64_t bytes)
+{
+    if (!s->has_writer || s->stop || s->closing)
+        return -1;
+    return fill_every(s) || !fill_behind(s, bytes);
+}
+
 int sc__fill_owe(sc__stream *s, ep *e, uint64_t i)
 {
     SC__ASSERT(sc__stream_held(s));
     uint64_t bytes = sc__shard_bytes(s->ds, e->shards[i]);
-    if (!s->has_writer || s->stop || s->closing || (!fill_every(s) && fill_behind(s, bytes)))
+    if (!s->has_writer || s->stop || s->closing)
         return 0;
     sc__fill *f = calloc(1, sizeof *f);
     if (!f)

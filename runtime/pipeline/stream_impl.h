@@ -205,9 +205,12 @@ void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes)
 
 /*
  * The cache writer.  sc__fill_start starts its thread (a stream with a
- * cache); sc__fill_owe hands it shard i of e, just loaded, whose entry the
- * cache is owed (mutex held): 1, or 0 when it is stopping (or out of
- * memory), and the caller withdraws the reservation.  sc__fill_help: a
+ * cache).  sc__fill_room, as a load is picked (mutex held): 1 when a miss
+ * of `bytes` may be owed to it, 0 when the writer is too far behind (the
+ * miss is not kept: SC_CACHE_WRITES=behind), -1 when there is no writer or
+ * it is stopping.  sc__fill_owe hands it shard i of e, just loaded, whose
+ * entry the cache is owed (mutex held): 1, or 0 when it is stopping (or
+ * out of memory), and the caller withdraws the reservation.  sc__fill_help: a
  * producer writes the oldest owed entry itself where they hold more than a
  * quarter of the bound (mutex held, dropped meanwhile): 1 when it did.
  * sc__fill_epoch_done gives the fills of e its buffers, as e is freed
@@ -216,6 +219,7 @@ void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes)
  * error withdraws what is owed instead.
  */
 int sc__fill_start(sc__stream *s, sc_error *err);
+int sc__fill_room(const sc__stream *s, uint64_t bytes);
 int sc__fill_owe(sc__stream *s, ep *e, uint64_t i);
 int sc__fill_help(sc__stream *s, sc__tring *tr);
 void sc__fill_epoch_done(sc__stream *s, ep *e);

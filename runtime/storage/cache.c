@@ -545,6 +545,7 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
  * then the source read, the checksum, and the entry's write, all without
  * the cache's lock, or with `owed` the write left to the caller
  * (sc__cache_keep).  A reservation that fails is withdrawn, waking waiters.
+ * Without `keep` nothing is reserved (nor evicted for it): not kept.
  * Where *raced is set on entry and another thread has reserved or
  * published the shard since this one found it missing (a prefetch of the
  * next epoch beside this epoch's load), nothing is read and *raced stays
@@ -552,8 +553,8 @@ static void cache_settle(sc_cache *c, uint64_t shard, int ok, int wrc, const sc_
  * Otherwise *raced is cleared, and the source read (uncached if the shard
  * is held meanwhile).
  */
-static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced, int *owed,
-                      const sc__tctx *tc, sc_error *err)
+static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced, int keep,
+                      int *owed, const sc__tctx *tc, sc_error *err)
 {
     uint64_t bytes = sc__shard_bytes(c->ds, shard);
     pthread_mutex_lock(&c->mu);
@@ -565,7 +566,7 @@ static int cache_miss(sc_cache *c, uint64_t shard, void *const *bufs, int *raced
     *raced = 0;
     c->st.misses++;
     c->st.bytes_from_source += bytes;
-    int kept = cache_reserve_locked(c, shard, bytes, HOLD_MISS);
+    int kept = keep ? cache_reserve_locked(c, shard, bytes, HOLD_MISS) : SC_EOVERFLOW;
     c->st.misses_not_kept += kept == SC_EOVERFLOW;
     pthread_mutex_unlock(&c->mu);
     if (kept != SC_OK && kept != SC_EOVERFLOW)
@@ -674,9 +675,8 @@ int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
     int held = shard < c->ds->nshards && sc__evict_has(c->ev, s32);
     int verified = held ? sc__evict_flag(c->ev, s32) : 0;
     pthread_mutex_unlock(&c->mu);
-    if (held && verified == ENTRY_WRITING)
-        return -1;
-    if (held && verified != ENTRY_FILLING &&
+    int writing = held && verified == ENTRY_WRITING;
+    if (held && !writing && verified != ENTRY_FILLING &&
         !cache_read_entry(c, c->pl.dfd, shard, NULL, m, verified, NULL, NULL))
         return 1;
     /* A neighbor's, checked in full unless this job wrote it. */
@@ -687,7 +687,7 @@ int sc__cache_map_node(sc_cache *c, uint64_t shard, sc__mapping *m)
         if (dfd >= 0)
             close(dfd);
     }
-    return found;
+    return found ? 1 : writing ? -1 : 0;
 }
 
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit, int *owed,
@@ -698,7 +698,7 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit, int
     if (shard >= c->ds->nshards)
         return sc__seterr(err, SC_EINVAL, "cache '%s': shard %llu of %llu", c->pl.dir,
                           (unsigned long long)shard, (unsigned long long)c->ds->nshards);
-    int origin, rc = SC_OK, raced = 1;
+    int origin, rc = SC_OK, raced = 1, keep = owed ? *owed : 1;
     if (hit)
         *hit = SC__FROM_SOURCE;
     if (owed)
@@ -715,7 +715,7 @@ int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit, int
             nanosleep(&ts, NULL);
         }
         raced = look < 3;
-        rc = cache_miss(c, shard, bufs, &raced, owed, tc, err);
+        rc = cache_miss(c, shard, bufs, &raced, keep, owed, tc, err);
     }
     return rc == SC_OK ? sc__errok(err) : rc;
 }

@@ -47,10 +47,12 @@ enum { SC__FROM_SOURCE = 0, SC__FROM_CACHE = 1, SC__FROM_PEER = 2 };
  * on another node filled ahead of it), and tracing its stages
  * (cache read, checksum, source read, cache write) into `tc` (may be
  * NULL).  Safe from several threads at once, for different shards.  With
- * `owed` (may be NULL) a miss the cache keeps is not written: *owed is set
- * and the caller owes the entry, sc__cache_keep with the same bytes later
- * (or sc__cache_unreserve), so that the write need not delay the read's
- * use; a reader of the shard meanwhile waits for the entry.
+ * `owed` (may be NULL), the caller writes the entries: on entry *owed says
+ * whether it can take one now (0: a miss is not kept, and nothing is
+ * evicted for it); on return it is 1 where a miss the cache keeps was not
+ * written: the caller owes the entry, sc__cache_keep with the same bytes
+ * later (or sc__cache_unreserve), so that the write need not delay the
+ * read's use; a reader of the shard meanwhile waits for the entry.
  */
 int sc__cache_read(sc_cache *c, uint64_t shard, void *const *bufs, int *hit, int *owed,
                    const sc__tctx *tc, sc_error *err);
