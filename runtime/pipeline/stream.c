@@ -201,6 +201,8 @@ static int stream_pick(sc__stream *s, task *t)
     SC__ASSERT(sc__stream_held(s));
     ep *build = NULL, *load = NULL;
     t->ring_full = 0;
+    if (s->closing)
+        return 0; /* a close waits for the cache writer: nothing new is read meanwhile */
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;

@@ -238,7 +238,8 @@ static int place_take(sc__cache_place *p, const char *name, char *why, size_t n,
         r = place_try(p, name, why, n, err);
     }
     if (r == BUSY)
-        snprintf(why, n, "is in use by another process on this node");
+        snprintf(why, n, "is in use by another loader on this node (another process's, or "
+                         "one this process has not closed)");
     if (r == GONE)
         snprintf(why, n, "keeps being removed or replaced");
     return r == BUSY || r == GONE ? SQUATTED : r;

@@ -109,7 +109,7 @@ priv=$(echo "$cdir"-p*)
 as "$bob" sh -c "mv '$priv' '$d/proj/moved' && ln -s '$d/home-$alice/precious' '$priv'"
 wait $job
 kill $holder 2>/dev/null; wait $holder 2>/dev/null
-grep -q "is in use by another process on this node; using the private (cold) cache" "$d/priv.log" \
+grep -q "is in use by another loader on this node (another process.s, or one this process has not closed); using the private (cold) cache" "$d/priv.log" \
     && [ "$(cat "$d/priv.rc")" = 0 ] && pass "a held group lock: the job ran in a private directory" \
     || { failed "private fallback"; cat "$d/priv.log"; }
 precious && pass "its close removed nothing through the swapped name" \
