@@ -75,13 +75,26 @@ static long launcher_claim(const launcher *l)
     return size;
 }
 
-/* The refusal: both counts, the variables seen, why, and how to start the job instead. */
-static int launcher_refuse(const launcher *l, long n, int world, sc_error *err)
+/*
+ * The refusal: both counts, the variables seen, why, and how to start the
+ * job instead.  Where an MPI launcher (`by`) counted this job as MPI sees
+ * it, an application launcher's variables are left over from elsewhere.
+ */
+static int launcher_refuse(const launcher *l, long n, int world, const launcher *by,
+                           sc_error *err)
 {
     const char *also = l->also ? getenv(l->also) : NULL;
     char more[64] = "";
     if (also)
         snprintf(more, sizeof more, " %s=%.24s", l->also, also);
+    if (by && l->role == L_APP)
+        return sc__seterr(err, SC_EINVAL,
+                          "%s=%s %s=%s%s (%s's variables) say %ld processes, but %s started "
+                          "this job's %d (%s=%s): they are left over in the environment (an "
+                          "earlier %s, an export in the batch script); unset them "
+                          "(SC_LAUNCHER_CHECK=off skips this check)",
+                          l->size, getenv(l->size), l->rank, getenv(l->rank), more, l->who, n,
+                          by->who, world, by->size, getenv(by->size), l->who);
     return sc__seterr(err, SC_EINVAL,
                       "%s started %ld processes (%s=%s %s=%s%s) but MPI_COMM_WORLD holds %d: "
                       "each would open a loader of its own and read the whole dataset. %s; "
@@ -100,15 +113,18 @@ int sc_launcher_check(const sc_config *cfg, sc_error *err)
     if (!up)
         return sc__seterr(err, SC_EINVAL, "sc_launcher_check: MPI is not initialized");
     SC_MPI_CHECK(err, MPI_Comm_size(MPI_COMM_WORLD, &world));
-    int vouched = 0; /* an MPI launcher counted this process */
+    const launcher *by = NULL; /* an MPI launcher that counted this process in the world */
+    for (size_t i = 0; i < NLAUNCHERS && !by; i++) {
+        long n = launcher_claim(&launchers[i]);
+        by = launchers[i].role == L_MPI && n > 0 && n <= world ? &launchers[i] : NULL;
+    }
     for (size_t i = 0; i < NLAUNCHERS; i++) {
         const launcher *l = &launchers[i];
-        if (l->role == L_STEP && vouched)
+        if (l->role == L_STEP && by)
             continue;
         long n = launcher_claim(l);
         if (n > world)
-            return launcher_refuse(l, n, world, err);
-        vouched |= l->role == L_MPI && n > 0;
+            return launcher_refuse(l, n, world, by, err);
     }
     return sc__errok(err);
 }

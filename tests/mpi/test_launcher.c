@@ -114,6 +114,30 @@ static void test_torchrun_refused(void **state)
     SC_ASSERT_OK(open_with(MPI_COMM_WORLD, SC_LAUNCHER_CHECK_OFF, &err), &err);
 }
 
+/*
+ * WORLD_SIZE and RANK left over (an export in a batch script) under an
+ * mpirun that counted the job as MPI sees it: refused, saying they are
+ * stale rather than that torchrun started the job.
+ */
+static void test_stale_torch_variables_refused(void **state)
+{
+    (void)state;
+    clear_env();
+    set_env("OMPI_COMM_WORLD_SIZE", size), set_env("OMPI_COMM_WORLD_RANK", rank);
+    set_env("WORLD_SIZE", size + 1), set_env("RANK", rank);
+    sc_error err = SC_ERROR_INIT;
+    int rc = open_with(MPI_COMM_WORLD, SC_LAUNCHER_CHECK_ON, &err);
+    SC_ASSERT_RC(rc, SC_EINVAL, &err);
+    char want[128];
+    snprintf(want, sizeof want, "WORLD_SIZE=%d RANK=%d (torchrun's variables) say %d processes",
+             size + 1, rank, size + 1);
+    assert_has(err.msg, want);
+    snprintf(want, sizeof want, "Open MPI's mpirun started this job's %d (OMPI_COMM_WORLD_SIZE=%d)",
+             size, size);
+    assert_has(err.msg, want);
+    assert_has(err.msg, "left over in the environment");
+}
+
 /* WORLD_SIZE alone (no RANK), or equal to the world (set from MPI's), is no evidence. */
 static void test_torch_variables_that_agree_open(void **state)
 {
@@ -200,6 +224,7 @@ int main(int argc, char **argv)
         saved[i] = getenv(vars[i]) ? strdup(getenv(vars[i])) : NULL;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_torchrun_refused),
+        cmocka_unit_test(test_stale_torch_variables_refused),
         cmocka_unit_test(test_torch_variables_that_agree_open),
         cmocka_unit_test(test_srun_without_pmix_refused),
         cmocka_unit_test(test_mpirun_inside_slurm_opens),
