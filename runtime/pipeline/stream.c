@@ -196,13 +196,14 @@ static int stream_building(const sc__stream *s)
     return 0;
 }
 
-static int stream_pick(sc__stream *s, task *t)
+/*
+ * The queued epochs' next work: 1 with a preparation picked into t; else
+ * 0, with the first epoch that has a batch to build and the first that
+ * has a shard to load (either may be NULL).  Mutex held.
+ */
+static int stream_scan(sc__stream *s, task *t, ep **build, ep **load)
 {
-    SC__ASSERT(sc__stream_held(s));
-    ep *build = NULL, *load = NULL;
-    t->ring_full = 0;
-    if (s->closing)
-        return 0; /* a close waits for the cache writer: nothing new is read meanwhile */
+    *build = *load = NULL;
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;
@@ -213,31 +214,40 @@ static int stream_pick(sc__stream *s, task *t)
             break; /* later epochs wait for this one's schedule */
         while (e->next_load < e->nsh && e->state[e->next_load] != SH_WAIT)
             e->next_load++;
-        if (!build && e->next_build < e->nb && e->seq0 + e->next_build < s->fail_seq)
-            build = e; /* none at or after a failed build */
-        if (!load && e->next_load < e->nsh)
-            load = e;
-        if (build && load)
+        if (!*build && e->next_build < e->nb && e->seq0 + e->next_build < s->fail_seq)
+            *build = e; /* none at or after a failed build */
+        if (!*load && e->next_load < e->nsh)
+            *load = e;
+        if (*build && *load)
             break;
     }
-    if (build) {
-        uint64_t b = build->next_build;
-        rslot *slot = sc__stream_slot_with(s, SL_FREE, 0);
-        /* Its shards are in, no slot is free: the ring is full (traced as such). */
-        t->ring_full = build->loaded_prefix > build->need[b] && !slot;
-        t->e = build;
-        t->i = b;
-        if (build->loaded_prefix > build->need[b] && slot) {
-            if (b == 0) /* what the epoch's first batch waited for */
-                build->counts.first_bytes =
-                    build->counts.bytes_from_source + build->counts.bytes_from_cache;
-            build->next_build++;
-            slot->state = SL_BUILDING;
-            slot->seq = build->seq0 + b; /* batches are picked in seq order */
-            *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0, 0};
-            return 1;
-        }
-    }
+    return 0;
+}
+
+/* Batch build->next_build into a free slot, if its shards are in: 1 when picked. */
+static int stream_pick_build(sc__stream *s, ep *build, task *t)
+{
+    uint64_t b = build->next_build;
+    rslot *slot = sc__stream_slot_with(s, SL_FREE, 0);
+    /* Its shards are in, no slot is free: the ring is full (traced as such). */
+    t->ring_full = build->loaded_prefix > build->need[b] && !slot;
+    t->e = build;
+    t->i = b;
+    if (build->loaded_prefix <= build->need[b] || !slot)
+        return 0;
+    if (b == 0) /* what the epoch's first batch waited for */
+        build->counts.first_bytes =
+            build->counts.bytes_from_source + build->counts.bytes_from_cache;
+    build->next_build++;
+    slot->state = SL_BUILDING;
+    slot->seq = build->seq0 + b; /* batches are picked in seq order */
+    *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0, 0};
+    return 1;
+}
+
+/* Shard load->next_load, if the bound lets it load now: 1 when picked. */
+static int stream_pick_load(sc__stream *s, ep *load, const ep *build, task *t)
+{
     /*
      * Until an epoch's first batch is built, the loads past its shards are
      * one beside each other producer at most: its first batch waits for its
@@ -245,39 +255,50 @@ static int stream_pick(sc__stream *s, task *t)
      * while one read a shard it needs (seen once the cache writes left the
      * loads, which made some loads much shorter than others).
      */
-    if (load && load == build && build->next_build == 0 &&
+    if (load == build && build->next_build == 0 &&
         load->next_load >= build->need[0] + (uint64_t)s->o.producers)
         return 0;
-    if (load) {
-        uint64_t i = load->next_load, bytes = stream_shard_bytes(s, load, i);
-        int must = load == build && i <= build->need[build->next_build];
-        /*
-         * A shard the next batch needs that the bound cannot hold waits for
-         * the builds in flight, the frees under way and the cache entries
-         * being written, which make room; with none, it loads over the
-         * bound (a batch whose shards alone exceed it: the open warned).
-         */
-        int fits = s->resident == 0 || s->resident + bytes <= s->o.mem_bytes;
-        if (fits || (must && !stream_building(s) && !s->gone_bytes && !s->fills)) {
-            load->state[i] = SH_LOADING;
-            load->next_load++;
-            s->resident += bytes;
-            int owe = sc__fill_room(s, bytes); /* before the read: nothing evicted for it */
-            *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, owe > 0, owe == 0};
-            t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
-            uint64_t room = sc__stream_room(s), cap;
-            void *shed;
-            /*
-             * A fresh buffer: the pool gives back what the bound lacks, out
-             * of the count at once (its caller buries it before allocating).
-             */
-            while (!t->buf && (shed = sc__pool_shed(&s->pool, room, &cap)))
-                sc__stream_let_go(s, NULL, shed, 0);
-            stream_note_held(s);
-            return 1;
-        }
-    }
-    return 0;
+    uint64_t i = load->next_load, bytes = stream_shard_bytes(s, load, i);
+    int must = load == build && i <= build->need[build->next_build];
+    /*
+     * A shard the next batch needs that the bound cannot hold waits for
+     * the builds in flight, the frees under way and the cache entries
+     * being written, which make room; with none, it loads over the
+     * bound (a batch whose shards alone exceed it: the open warned).
+     */
+    int fits = s->resident == 0 || s->resident + bytes <= s->o.mem_bytes;
+    if (!fits && !(must && !stream_building(s) && !s->gone_bytes && !s->fills))
+        return 0;
+    load->state[i] = SH_LOADING;
+    load->next_load++;
+    s->resident += bytes;
+    int owe = sc__fill_room(s, bytes); /* before the read: nothing evicted for it */
+    *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, owe > 0, owe == 0};
+    t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
+    uint64_t room = sc__stream_room(s), cap;
+    void *shed;
+    /*
+     * A fresh buffer: the pool gives back what the bound lacks, out
+     * of the count at once (its caller buries it before allocating).
+     */
+    while (!t->buf && (shed = sc__pool_shed(&s->pool, room, &cap)))
+        sc__stream_let_go(s, NULL, shed, 0);
+    stream_note_held(s);
+    return 1;
+}
+
+static int stream_pick(sc__stream *s, task *t)
+{
+    SC__ASSERT(sc__stream_held(s));
+    ep *build, *load;
+    t->ring_full = 0;
+    if (s->closing)
+        return 0; /* a close waits for the cache writer: nothing new is read meanwhile */
+    if (stream_scan(s, t, &build, &load))
+        return 1;
+    if (build && stream_pick_build(s, build, t))
+        return 1;
+    return load && stream_pick_load(s, load, build, t);
 }
 
 static void stream_fail(sc__stream *s, const sc_error *err)

@@ -68,7 +68,7 @@ static void fill_done(sc__stream *s, sc__fill *f)
     pthread_cond_broadcast(&s->work);
 }
 
-/* Writes the first fill not yet being written, with the mutex dropped meanwhile (held). */
+/* Writes f, with the mutex dropped meanwhile (held on entry and return). */
 static void fill_write(sc__stream *s, sc__fill *f, sc__tring *tr)
 {
     f->writing = 1;
