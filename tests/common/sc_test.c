@@ -1,5 +1,6 @@
 #include "sc_test.h"
 
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -27,6 +28,12 @@ uint64_t sc_test_seed(void)
     if (!done) {
         const char *s = getenv("SC_TEST_SEED");
         seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+        /* Ranks started a second apart read different clocks: rank 0's
+         * seed is the job's (every rank makes this first call together). */
+        int mpi = 0;
+        MPI_Initialized(&mpi);
+        if (mpi)
+            MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
         done = 1;
         fprintf(stderr, "# randomized with SC_TEST_SEED=%llu\n",
                 (unsigned long long)seed);

@@ -40,7 +40,8 @@ void sc_test_fail(const char *file, int line, const char *call, int rc,
 /* Number of randomized cases: SC_TEST_CASES in the environment, else dflt. */
 unsigned sc_test_cases(unsigned dflt);
 
-/* A seed for randomized tests: SC_TEST_SEED, else time; printed once. */
+/* A seed for randomized tests: SC_TEST_SEED, else time; printed once.  In an
+ * MPI test, rank 0's (collective on the first call). */
 uint64_t sc_test_seed(void);
 
 #endif

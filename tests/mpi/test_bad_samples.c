@@ -269,7 +269,6 @@ static void test_skip_replaces_bad_samples(void **state)
     (void)state;
     need_jpeg();
     uint64_t seed = sc_test_seed();
-    MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     job jb;
     make_job(&jb, "skip", seed);
     uint64_t nbad = count_bad(&jb), *got = malloc(8 * jb.n), *stood = malloc(8 * jb.n);

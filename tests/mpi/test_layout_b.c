@@ -153,8 +153,7 @@ static void test_layout_b_groups_small_files(void **state)
     (void)state;
     char sub[1200];
     path_of(sub, "grouped");
-    unsigned seed = (unsigned)time(NULL);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
+    unsigned seed = (unsigned)sc_test_seed();
     srand(seed);
     uint64_t nfiles = 20 + (uint64_t)(rand() % 40), sizes[64], total = 0;
     for (uint64_t k = 0; k < nfiles; k++) {
