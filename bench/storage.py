@@ -433,12 +433,12 @@ class Trial:
 
 
 def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
-    batch_bytes = w["batch"] * (w["sample"] + 8)
     samples = data_bytes // w["sample"]
     steps = samples // ranks // w["batch"]  # a rank's steps an epoch
     if loader == "dataloader":  # it deals whole files: the fewest a rank gets
         steps = len(files) // ranks * w["per_file"] // w["batch"]
-    epochs = 1 if a.quick else max(1, min(4, math.ceil(a.min_steps / max(steps, 1))))
+    epochs = a.epochs or max(1, min(4, math.ceil(a.min_steps / max(steps, 1))))
+    epochs = 1 if a.quick else epochs
     if steps == 0:
         return Trial(loader=loader, ranks=ranks, au=None, rate=None, storage=None, fail="the "
                      "dataset has no batch for every rank", threads=0, limit=0, disk=None,
@@ -648,6 +648,7 @@ def report(a, results, load, firsts):
     lines = []
     q = " --quick" if a.quick else ""
     size = " --size %d" % a.size if a.size else ""
+    size += " --epochs %d" % a.epochs if a.epochs else ""
     lines.append("`bench/storage.py --bin BIN%s%s%s` (layout %s; %d cores online, load "
                  "average before %s; %s; %s)"
                  % (size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
@@ -747,6 +748,9 @@ def main():
     ap.add_argument("--max-ranks", type=int, default=16, help="the search's top (default 16)")
     ap.add_argument("--min-steps", type=int, default=24, help="counted steps a rank, at least "
                     "(more epochs, at most 4)")
+    ap.add_argument("--epochs", type=int, default=0, help="counted epochs a trial, every loader "
+                    "(MLPerf's runs: 5, which amortize a process's first touch of its memory); "
+                    "default: as --min-steps needs, at most 4")
     ap.add_argument("--sc-env", action="append", default=[], metavar="SC_X=V",
                     help="a shardcache setting for both shardcache loaders")
     ap.add_argument("--window-fit", action="store_true", help="SC_SHUFFLE_WINDOW: the samples "
