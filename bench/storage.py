@@ -114,7 +114,8 @@ output.
 
   bench/storage.py --bin build/release/bin [--dir DIR] [--tmpfs DIR] [--size MiB]
                    [--workloads ...] [--loaders ...] [--max-ranks N] [--layouts B[,A]]
-                   [--min-steps N] [--sc-env SC_X=V] [--window-fit] [--doc FILE] [--quick]
+                   [--min-steps N | --epochs N] [--sc-env SC_X=V] [--window-fit] [--doc FILE]
+                   [--quick]
 
 --quick: tiny datasets (a few MB of samples scaled down, step times too),
 one rank, one epoch: checks that everything runs (tests/system).
@@ -648,7 +649,7 @@ def report(a, results, load, firsts):
     lines = []
     q = " --quick" if a.quick else ""
     size = " --size %d" % a.size if a.size else ""
-    size += " --epochs %d" % a.epochs if a.epochs else ""
+    size += " --epochs %d" % a.epochs if a.epochs and not a.quick else ""
     lines.append("`bench/storage.py --bin BIN%s%s%s` (layout %s; %d cores online, load "
                  "average before %s; %s; %s)"
                  % (size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
@@ -747,7 +748,7 @@ def main():
                     "holds many samples: resnet50)")
     ap.add_argument("--max-ranks", type=int, default=16, help="the search's top (default 16)")
     ap.add_argument("--min-steps", type=int, default=24, help="counted steps a rank, at least "
-                    "(more epochs, at most 4)")
+                    "(more epochs, at most 4; not with --epochs)")
     ap.add_argument("--epochs", type=int, default=0, help="counted epochs a trial, every loader "
                     "(MLPerf's runs: 5, which amortize a process's first touch of its memory); "
                     "default: as --min-steps needs, at most 4")
@@ -761,6 +762,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny datasets, one rank, one trial "
                     "each: checks that everything runs (tests/system)")
     a = ap.parse_args()
+    if a.epochs < 0:
+        ap.error("--epochs %d: 0 (the default: as --min-steps needs) or more" % a.epochs)
     a.layouts = a.layouts.split(",")
     for name, got, known in (("--workloads", a.workloads.split(","), WORKLOADS),
                              ("--loaders", a.loaders.split(","), LOADERS),
