@@ -30,9 +30,10 @@ uint64_t sc_test_seed(void)
         seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
         /* Ranks started a second apart read different clocks: rank 0's
          * seed is the job's (every rank makes this first call together). */
-        int mpi = 0;
+        int mpi = 0, over = 0;
         MPI_Initialized(&mpi);
-        if (mpi)
+        MPI_Finalized(&over);
+        if (mpi && !over)
             MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
         done = 1;
         fprintf(stderr, "# randomized with SC_TEST_SEED=%llu\n",
