@@ -669,20 +669,17 @@ static void test_default_bound_evicts_old_caches(void **state)
  * the summary's bytes from the cache, from other nodes and from the source
  * add up to the bytes of the shards this rank loaded (those its batches
  * drew from).  Before, a shard another node sent was counted as a cache
- * hit and as from other nodes both.
+ * hit and as from other nodes both.  Returns the bytes from other nodes,
+ * summed over the job.
  */
-static void test_bytes_by_origin_add_up(void **state)
+static uint64_t origin_run(int attempt)
 {
-    (void)state;
     enum { EPOCHS = 4 };
-    char v[16];
-    snprintf(v, sizeof v, "%d", size);
-    setenv("SC_TEST_NODES", v, 1); /* testing builds: one rank a node */
     uint64_t nsamples = (uint64_t)NSHARDS * SHARD - 7, sample = W * 4 + 8;
     sc_config cfg = config(nsamples * sample / (uint64_t)size / 3);
     cfg.mode = SC_SHUFFLE_GLOBAL;
     size_t n = strlen(cfg.cache_dir);
-    snprintf(cfg.cache_dir + n, sizeof cfg.cache_dir - n, "/origin-node%d", rank);
+    snprintf(cfg.cache_dir + n, sizeof cfg.cache_dir - n, "/origin%d-node%d", attempt, rank);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &cfg, &ld, &err), &err);
@@ -717,9 +714,27 @@ static void test_bytes_by_origin_add_up(void **state)
         peers += rep.bytes_from_peers;
     }
     assert_int_equal(sc_loader_close(ld), SC_OK);
-    unsetenv("SC_TEST_NODES");
     MPI_Allreduce(&peers, &all_peers, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    /* One node has nothing to send; several do (what made the old sum too large). */
+    return all_peers;
+}
+
+static void test_bytes_by_origin_add_up(void **state)
+{
+    (void)state;
+    char v[16];
+    snprintf(v, sizeof v, "%d", size);
+    setenv("SC_TEST_NODES", v, 1); /* testing builds: one rank a node */
+    /*
+     * One node has nothing to send; several do (what made the old sum too
+     * large).  An asker gives a transfer up after half a second without a
+     * reply (loader_state.h), which a loaded machine under a sanitizer can
+     * make of every one in a run: the sum holds either way, and a run with
+     * transfers in it is asked for up to three times.
+     */
+    uint64_t all_peers = 0;
+    for (int attempt = 0; attempt < 3 && (attempt == 0 || (size > 1 && !all_peers)); attempt++)
+        all_peers = origin_run(attempt);
+    unsetenv("SC_TEST_NODES");
     assert_true((size > 1) == (all_peers > 0));
 }
 
