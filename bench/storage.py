@@ -648,11 +648,11 @@ def fmt_rate(x):
 def report(a, results, load, firsts):
     lines = []
     q = " --quick" if a.quick else ""
-    size = " --size %d" % a.size if a.size else ""
-    size += " --epochs %d" % a.epochs if a.epochs and not a.quick else ""
+    opts = " --size %d" % a.size if a.size else ""
+    opts += " --epochs %d" % a.epochs if a.epochs and not a.quick else ""
     lines.append("`bench/storage.py --bin BIN%s%s%s` (layout %s; %d cores online, load "
                  "average before %s; %s; %s)"
-                 % (size, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
+                 % (opts, q, " --window-fit" if a.window_fit else "", ",".join(a.layouts),
                     os.cpu_count(), load, NOTE["drop"], NOTE["cgroup"]))
     lines.append("")
     lines.append("| workload | layout | loader | accelerators at AU >= threshold | trials passing "
