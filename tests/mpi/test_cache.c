@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "fault.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 #include "source.h"
@@ -890,14 +891,14 @@ static void test_concurrent_readers_read_the_source_once(void **state)
     sc_dataset *ds;
     sc_cache *c;
     open_in("race", &cfg, &ds, &c);
-    setenv("SC_FAULT", "cache-slow-miss", 1);
+    sc__fault_set("cache-slow-miss");
     racer r = {c, ds, (uint64_t)(NSHARDS - 1 - rank), 0};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&t[i], NULL, race_read, &r), 0);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    unsetenv("SC_FAULT");
+    sc__fault_set(NULL);
     sc_cache_stats s;
     sc_cache_get_stats(c, &s);
     if (s.misses != 1 || s.hits != 1)
@@ -981,7 +982,7 @@ static void test_cache_writes_behind_the_reads(void **state)
         cfg.stream_bytes = 8 * SHARD * sample;
         cfg.cache_writes = all ? SC_CACHE_WRITES_ALL : SC_CACHE_WRITES_BEHIND;
         snprintf(cfg.cache_dir, sizeof cfg.cache_dir, "%s/behind%d-r%d", dir, all, rank);
-        setenv("SC_FAULT", "cache-writer-slow", 1);
+        sc__fault_set("cache-writer-slow");
         sc_loader *ld = NULL;
         sc_error err = SC_ERROR_INIT;
         SC_ASSERT_OK(sc_loader_open(MPI_COMM_SELF, &cfg, &ld, &err), &err);
@@ -989,7 +990,7 @@ static void test_cache_writes_behind_the_reads(void **state)
         epoch_checked(ld, 0, &first);
         epoch_checked(ld, 1, &next);
         assert_int_equal(sc_loader_close(ld), SC_OK);
-        unsetenv("SC_FAULT");
+        sc__fault_set(NULL);
         assert_int_equal(first.cache_misses, NSHARDS);
         if (all ? first.cache_writes_skipped != 0 : first.cache_writes_skipped == 0)
             fail_msg("rank %d, SC_CACHE_WRITES=%s: %llu of %d entries skipped behind a slow "

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
@@ -538,7 +539,7 @@ typedef struct seen {
 
 static seen run_fault(const char *name, sc_shuffle_mode mode)
 {
-    setenv("SC_FAULT", name, 1);
+    sc__fault_set(name);
     sc_config c = config(src);
     c.mode = mode;
     c.exchange = 0.5;
@@ -583,7 +584,7 @@ static seen run_fault(const char *name, sc_shuffle_mode mode)
     MPI_Allreduce(&dup, &s.dup, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&skip, &s.skip, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     sc_loader_close(ld);
-    unsetenv("SC_FAULT");
+    sc__fault_set(NULL);
     return s;
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "loader_state.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
@@ -387,10 +388,10 @@ static void test_corrupt_transfer_is_not_served(void **state)
     (void)state;
     if (size == 1)
         skip(); /* nothing moves between nodes */
-    setenv("SC_FAULT", "peer-corrupt", 1);
+    sc__fault_set("peer-corrupt");
     sc_config c = config(SC_SHUFFLE_GLOBAL, 6, 7);
     totals t = run(&c);
-    unsetenv("SC_FAULT");
+    sc__fault_set(NULL);
     assert_int_equal(sum(t.peers, 0), 0);
     assert_true(sum(t.source, 0) > once(&t));
 }

@@ -20,6 +20,7 @@
 
 #include "ckpt.h"
 #include "config.h"
+#include "fault.h"
 #include "hash.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
@@ -589,9 +590,9 @@ static void test_a_share_past_the_bound_is_refused(void **state)
         chain_take(&ch, ld, 1);
         unsigned char rec[SC_CHECKPOINT_MAX_BYTES];
         size_t len = 0;
-        setenv("SC_FAULT", "ckpt-2-pieces", 1);
+        sc__fault_set("ckpt-2-pieces");
         assert_int_equal(sc_loader_checkpoint(ld, rec, sizeof rec, &len), SC_ENOTSUP);
-        unsetenv("SC_FAULT");
+        sc__fault_set(NULL);
         assert_non_null(strstr(sc_loader_last_error(ld), "more than a checkpoint holds (2, in "
                                                   "SC_CHECKPOINT_MAX_BYTES)"));
         assert_non_null(strstr(sc_loader_last_error(ld), "once the epoch has ended"));

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "dev_sim.h"
 #include "hash.h"
 #include "plan_state.h"
@@ -332,13 +333,13 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     MPI_Comm_rank(comm, &rank);
     int faulty = *fault && !j->skew;
     if (faulty)
-        setenv("SC_FAULT", fault, 1); /* on rank world-1, epoch 1: the defaults */
+        sc__fault_set(fault); /* on rank world-1, epoch 1: the defaults */
     sc_config c = job_config(j, dir);
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     int rc = sc_loader_open(comm, &c, &ld, &err);
     if (rc != SC_OK) {
-        unsetenv("SC_FAULT");
+        sc__fault_set(NULL);
         snprintf(why, whylen, "open: %s: %s", sc_status_name(rc), err.msg);
         return 0;
     }
@@ -409,7 +410,7 @@ static int run_job(const job *j, MPI_Comm comm, const char *dir, const char *fau
     if (rc == SC_EOWNERSHIP)
         t.evidence |= 1 << 6;
     sc_loader_close(ld);
-    unsetenv("SC_FAULT");
+    sc__fault_set(NULL);
 
     /* Equal batch counts on every rank, every epoch ended everywhere. */
     uint64_t lo[8], hi[8];

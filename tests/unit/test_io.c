@@ -15,6 +15,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "io.h"
 #include "mem.h"
 #include "sc_test.h"
@@ -126,10 +127,10 @@ static void test_io_direct_refused(void **state)
     io_check_file(fd, dfd); /* as this filesystem is */
     if (dfd >= 0)
         close(dfd);
-    setenv("SC_FAULT", "io-no-direct", 1);
+    sc__fault_set("io-no-direct");
     errno = 0;
     dfd = sc__io_open_direct(fd, O_RDONLY);
-    unsetenv("SC_FAULT");
+    sc__fault_set(NULL);
     if (dfd >= 0) { /* a build without test hooks */
         close(dfd);
         close(fd);
