@@ -15,6 +15,7 @@ int sc__fault(const char *name);
 void sc__fault_set(const char *list); /* NULL: no faults */
 #else
 #define sc__fault(name) ((void)(name), 0)
+#define sc__fault_set(list) ((void)(list))
 #endif
 
 #endif /* SC_FAULT_H */
