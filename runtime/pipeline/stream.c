@@ -172,6 +172,27 @@ static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
     return sc__shard_bytes(s->ds, e->shards[i]);
 }
 
+/*
+ * The buffer shard i is read into: its bytes, a page ahead of each field
+ * (sc__read_skews) and one byte.  Shards within an eighth of the largest
+ * get the largest's, so that one pooled buffer serves each of them (a cut
+ * file's pieces differ by a sample); the pages a shorter shard leaves are
+ * never touched, so never resident.
+ */
+static uint64_t stream_buf_need(const sc__stream *s, const ep *e, uint64_t i)
+{
+    uint64_t need = stream_shard_bytes(s, e, i) + 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+    return need >= s->buf_top - s->buf_top / 8 ? s->buf_top : need;
+}
+
+static void stream_buf_top(sc__stream *s)
+{
+    for (uint64_t k = 0; k < s->ds->nshards; k++) {
+        uint64_t need = sc__shard_bytes(s->ds, k) + 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+        s->buf_top = need > s->buf_top ? need : s->buf_top;
+    }
+}
+
 static void stream_advance_prefix(ep *e)
 {
     while (e->loaded_prefix < e->nsh && e->state[e->loaded_prefix] >= SH_LOADED)
@@ -274,7 +295,7 @@ static int stream_pick_load(sc__stream *s, ep *load, const ep *build, task *t)
     s->resident += bytes;
     int owe = sc__fill_room(s, bytes); /* before the read: nothing evicted for it */
     *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, owe > 0, owe == 0};
-    t->buf = sc__pool_take(&s->pool, bytes, &t->cap);
+    t->buf = sc__pool_take(&s->pool, stream_buf_need(s, load, i), &t->cap);
     uint64_t room = sc__stream_room(s), cap;
     void *shed;
     /*
@@ -351,14 +372,9 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
      * Each field placed as its bytes lie in the source file (modulo a
      * page: sc__read_skews), so that a direct read lands in place.
      */
-    uint64_t skew[SC_MAX_FIELDS], need = stream_shard_bytes(s, e, i) + 1 +
-                                         (uint64_t)s->nfields * SC__IO_ALIGN;
+    uint64_t skew[SC_MAX_FIELDS], need = stream_buf_need(s, e, i);
     sc__read_skews(s->ds, e->shards[i], skew);
-    unsigned char *buf = t->buf && t->cap >= need ? t->buf : NULL;
-    if (!buf) {
-        free(t->buf); /* a pooled buffer too small for the skews */
-        buf = sc__big_alloc(t->cap = need);
-    }
+    unsigned char *buf = t->buf ? t->buf : sc__big_alloc(t->cap = need); /* pooled: >= need */
     t->buf = NULL; /* the shard's now, or freed below */
     if (!buf)
         return sc__seterr(err, SC_ENOMEM, "rank %d: epoch %llu: no memory for shard %u",
@@ -499,6 +515,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     s->cache = cache;
     s->o = *o;
     s->nfields = ds->nfields;
+    stream_buf_top(s);
     s->fail_seq = s->fail_id = s->failed_id = UINT64_MAX;
     stream_mutex_init(s);
     pthread_cond_init(&s->work, NULL);

@@ -116,6 +116,7 @@ struct sc__stream {
      * (resident): the two together stay within the bound.
      */
     sc__pool pool;
+    uint64_t buf_top; /* the largest shard's buffer (stream_buf_need) */
     /*
      * What threads let go of under the mutex (shards' cache mappings, and
      * buffers the pool does not keep), freed by the same thread once it has

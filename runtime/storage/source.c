@@ -425,21 +425,31 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
 
 /*
  * Layout B's shards: runs of whole files of at most `most` samples, and a
- * file of more cut into pieces of `most` (its last piece the rest), so
- * that a shard, and with it the memory a loader holds per shard and the
- * shuffle window counted in shards, stays near the shard size however the
- * files were written (MLPerf's resnet50 files hold 1,251 samples, 143 MB).
+ * file of more cut into the fewest pieces of at most `most`, as equal as
+ * they come (the first f % p one sample longer), so that a shard, and with
+ * it the memory a loader holds per shard and the shuffle window counted in
+ * shards, stays near the shard size however the files were written
+ * (MLPerf's resnet50 files hold 1,251 samples, 143 MB).  Equal pieces let
+ * one shard's buffer serve the next: a cut into five of 234 samples and a
+ * rest of 81 left the stream's pool full of short buffers that a full
+ * piece could not use, and a load in ten faulted fresh memory in, every
+ * epoch.  A file's last piece may be joined by the files after it.
  * From file k, row r: the samples of the shard that starts there, with
  * *k and *r moved to where the next one starts.
  */
 static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r,
                                   uint64_t most)
 {
-    if (ds->file_sizes[*k] - *r > most) { /* a piece of a large file */
-        *r += most;
-        return most;
+    uint64_t f = ds->file_sizes[*k];
+    if (f > most) {
+        uint64_t p = f / most + (f % most != 0), base = f / p, rem = f % p;
+        uint64_t j = *r < rem * (base + 1) ? *r / (base + 1) : rem + (*r - rem * (base + 1)) / base;
+        if (j + 1 < p) { /* a piece of a large file, not its last */
+            *r += base + (j < rem);
+            return base + (j < rem);
+        }
     }
-    uint64_t n = ds->file_sizes[*k] - *r;
+    uint64_t n = f - *r;
     for (*r = 0, ++*k; *k < ds->nfiles && ds->file_sizes[*k] <= most - n; ++*k)
         n += ds->file_sizes[*k];
     return n;
@@ -487,7 +497,7 @@ static void source_fingerprint_shards(const sc_dataset *ds, uint64_t most, sc__f
     for (uint64_t k = 0; k < ds->nfiles && !cuts; k++)
         cuts = ds->file_sizes[k] > most;
     if (cuts) {
-        sc__fingerprint_str(fp, "files cut into shards of");
+        sc__fingerprint_str(fp, "files cut into equal shards of at most");
         sc__fingerprint_u64(fp, most);
     } else if (source_count_groups(ds, most) < ds->nfiles) {
         sc__fingerprint_u64(fp, most);

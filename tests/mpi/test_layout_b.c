@@ -143,10 +143,11 @@ static void test_layout_b_dir_and_list(void **state)
 
 /*
  * Layout B groups runs of small files into shards of at most SC_SHARD_SIZE
- * samples and cuts a bigger file into pieces of that many (its last piece
- * the rest, which the files after it may join): random file sizes and
- * shard sizes, the shards counted here independently, and every sample of
- * every shard read back carrying its own id's bytes.
+ * samples and cuts a bigger file into the fewest pieces of at most that
+ * many, as equal as they come (its last piece one the files after it may
+ * join): random file sizes and shard sizes, every shard's size worked out
+ * here independently, and every sample of every shard read back carrying
+ * its own id's bytes.
  */
 static void test_layout_b_groups_small_files(void **state)
 {
@@ -171,16 +172,15 @@ static void test_layout_b_groups_small_files(void **state)
     uint64_t fps[3];
     for (int v = 0; v < 3; v++) {
         uint64_t most = v == 0 ? 1 : v == 1 ? 2 + (uint64_t)(rand() % 30) : total;
-        uint64_t want = 0;
-        for (uint64_t k = 0, n = 0; k < nfiles; k++) { /* count the runs and pieces */
-            if (k && n + sizes[k] <= most) {
-                n += sizes[k];
+        uint64_t want = 0, wsize[64 * 40];
+        for (uint64_t k = 0; k < nfiles; k++) { /* the runs and pieces */
+            if (k && wsize[want - 1] + sizes[k] <= most) {
+                wsize[want - 1] += sizes[k];
                 continue;
             }
-            uint64_t left = sizes[k];
-            for (; left > most; left -= most)
-                want++;
-            want++, n = left;
+            uint64_t pieces = (sizes[k] + most - 1) / most;
+            for (uint64_t q = 0; q < pieces; q++)
+                wsize[want++] = sizes[k] / pieces + (q < sizes[k] % pieces);
         }
         sc_config c = config(sub);
         c.shard_size = most;
@@ -197,6 +197,11 @@ static void test_layout_b_groups_small_files(void **state)
         const uint64_t *ss, *first;
         sc_dataset_shard_sizes(ds, &ss);
         sc_dataset_shard_offsets(ds, &first);
+        for (uint64_t s = 0; s < in.nshards; s++)
+            if (ss[s] != wsize[s])
+                fail_msg("seed %u, SC_SHARD_SIZE %llu: shard %llu holds %llu samples, want "
+                         "%llu", seed, (unsigned long long)most, (unsigned long long)s,
+                         (unsigned long long)ss[s], (unsigned long long)wsize[s]);
         int32_t x[3 * 64 * 40];
         int64_t y[64 * 40];
         void *bufs[2] = {x, y};
@@ -218,9 +223,10 @@ static void test_layout_b_groups_small_files(void **state)
 
 /*
  * Files of 6, 1 and 2 samples make three shards at SC_SHARD_SIZE 3 (0-2,
- * 3-5, 6-8) and at 4 (0-3, 4-6, 7-8): the same count, shard 1 of the same
- * size, other samples.  The fingerprint (which names the cache) must tell
- * them apart, and apart from the files grouped without a cut.
+ * 3-5, 6-8) and at 4 (0-2, 3-6, 7-8: the 6 cut in halves, the 1 joining
+ * the second): the same count, shard 0 the same, the others other
+ * samples.  The fingerprint (which names the cache) must tell them apart,
+ * and apart from the files grouped without a cut.
  */
 static void test_layout_b_cut_fingerprints(void **state)
 {

@@ -167,8 +167,9 @@ static void settle_remainder(job *j)
 
 /*
  * Layout B's shards as the library must make them: runs of files of at
- * most shard_size samples, a file of more cut into pieces of shard_size
- * (its last piece the rest, which the files after it may join).
+ * most shard_size samples, a file of more cut into the fewest pieces of
+ * at most shard_size, the first (samples mod pieces) one longer than the
+ * rest (its last piece one the files after it may join).
  */
 static void group_files(job *j, const uint64_t *files, uint64_t n)
 {
@@ -183,9 +184,9 @@ static void group_files(job *j, const uint64_t *files, uint64_t n)
             j->sizes[j->nshards - 1] += left;
             continue;
         }
-        for (; left > j->shard_size; left -= j->shard_size)
-            j->sizes[j->nshards++] = j->shard_size;
-        j->sizes[j->nshards++] = left;
+        uint64_t pieces = (left + j->shard_size - 1) / j->shard_size;
+        for (uint64_t q = 0; q < pieces; q++)
+            j->sizes[j->nshards++] = left / pieces + (q < left % pieces);
     }
 }
 
