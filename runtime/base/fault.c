@@ -11,18 +11,22 @@
  * writer and peer threads, and glibc's getenv races a setenv on another
  * thread (setenv may move the array getenv walks).  A test that changed
  * SC_FAULT with setenv while a loader ran crashed in getenv (CI, ASan).
- * The environment is read once, for jobs started with SC_FAULT set.
+ * The environment is read once, before main, for jobs started with
+ * SC_FAULT set.
  */
 static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
-static char fault_list[256];
-static int fault_read;
+static char fault_list[1024];
 
 void sc__fault_set(const char *list)
 {
     pthread_mutex_lock(&fault_mu);
     snprintf(fault_list, sizeof fault_list, "%s", list ? list : "");
-    fault_read = 1;
     pthread_mutex_unlock(&fault_mu);
+}
+
+__attribute__((constructor)) static void fault_from_env(void)
+{
+    sc__fault_set(getenv("SC_FAULT"));
 }
 
 static int fault_listed(const char *list, const char *name)
@@ -43,11 +47,6 @@ static int fault_listed(const char *list, const char *name)
 int sc__fault(const char *name)
 {
     pthread_mutex_lock(&fault_mu);
-    if (!fault_read) {
-        const char *env = getenv("SC_FAULT");
-        snprintf(fault_list, sizeof fault_list, "%s", env ? env : "");
-        fault_read = 1;
-    }
     int hit = fault_listed(fault_list, name);
     pthread_mutex_unlock(&fault_mu);
     return hit;

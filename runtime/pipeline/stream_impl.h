@@ -113,7 +113,10 @@ struct sc__stream {
      * malloc of a shard-sized block is an mmap whose every page faults on
      * first touch, which costs more than the copy into it (bench/stream).
      * The pool holds what mem_bytes leaves beside the shards held
-     * (resident): the two together stay within the bound.
+     * (resident): the two together stay within the bound, but for the
+     * slack of a held shard's buffer over its bytes (up to an eighth of
+     * the largest shard: stream_buf_need), resident where a larger shard
+     * filled the buffer before.
      */
     sc__pool pool;
     uint64_t buf_top; /* the largest shard's buffer (stream_buf_need) */

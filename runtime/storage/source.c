@@ -432,9 +432,10 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
  * (MLPerf's resnet50 files hold 1,251 samples, 143 MB).  Equal pieces let
  * one shard's buffer serve the next: a cut into five of 234 samples and a
  * rest of 81 left the stream's pool full of short buffers that a full
- * piece could not use, and a load in ten faulted fresh memory in, every
- * epoch.  A file's last piece may be joined by the files after it.
- * From file k, row r: the samples of the shard that starts there, with
+ * piece could not use, and about one load in seven faulted fresh memory
+ * in, every epoch.  Pieces ignore the files' chunking: a compressed chunk
+ * that straddles two pieces is decompressed for each.  A file's last
+ * piece may be joined by the files after it.  From file k, row r: the samples of the shard that starts there, with
  * *k and *r moved to where the next one starts.
  */
 static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r,

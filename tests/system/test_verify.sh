@@ -72,7 +72,7 @@ expect_fail "another seed" "exactly-once: FAILED" "$SC_BIN" verify --audit-dir "
 expect_fail "no audit dir" "no audit file" "$SC_BIN" verify --audit-dir "$d/none" --shards 4
 
 # --source: a layout-B job whose files (13 samples each) are cut into shards
-# of 5, 5 and 3: verify takes the job's shards from the dataset, where the
+# of 5, 4 and 4: verify takes the job's shards from the dataset, where the
 # layout-A flags of the same counts describe other shards.
 "$SC_BIN" make-dataset --out "$d/bdir" --layout B --shard-size 13 --samples 65 --shape 8 \
     --labels 4 >/dev/null
