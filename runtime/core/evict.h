@@ -76,11 +76,13 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
  * A read of `shard` (not held) that went to the source: admitted as
  * sc__evict_admit does when it is to be kept (LRU, an unbounded cache, no
  * known future, or Belady keeps its span and room is made without evicting
- * an entry whose span is kept; one whose span is not kept, or that the
- * known future does not read, only into room no kept span needs until the
- * end of the known future).  SC_EOVERFLOW when it is not kept: the caller
- * serves it without writing it.  So, with Belady and a known future, an entry it
- * writes is never evicted before its next read.
+ * an entry whose span is kept; one whose span is not kept only into room
+ * no kept span needs until the end of the known future, and one the known
+ * future does not read again only into room no entry holds, since evicting
+ * another such entry for it gains no hit and costs a write).  SC_EOVERFLOW
+ * when it is not kept: the caller serves it without writing it.  So, with
+ * Belady and a known future, an entry it writes is never evicted before
+ * its next read.
  */
 int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
                    const uint32_t **victims, uint64_t *nvictims);

@@ -347,8 +347,17 @@ static void test_miss_beyond_the_horizon_is_not_admitted(void **state)
     assert_true(sc__evict_has(ev, 1) && sc__evict_has(ev, 2));
     sc__evict_touch(ev, 1);
     sc__evict_touch(ev, 2);
-    /* Never read again in the known future, but no kept span needs the room: written. */
+    /*
+     * Never read again in the known future, nor are 1 and 2 now: swapping
+     * one for it gains no hit and costs a write (the churn of epochs whose
+     * next plan arrives late).  Not written; with room no entry holds, it is.
+     */
+    assert_int_equal(sc__evict_miss(ev, 3, 1, &v, &nv), SC_EOVERFLOW);
+    assert_int_equal(nv, 0);
+    assert_true(sc__evict_has(ev, 1) && sc__evict_has(ev, 2));
+    sc__evict_set_capacity(ev, 3);
     assert_int_equal(sc__evict_miss(ev, 3, 1, &v, &nv), SC_OK);
+    assert_int_equal(nv, 0);
     sc__evict_free(ev);
     /* LRU, and a cache with no known future, admit every miss, as before. */
     assert_int_equal(sc__evict_new(SC_CACHE_LRU, 2, &ev), SC_OK);
@@ -406,11 +415,15 @@ static void test_admission_wastes_no_write(void **state)
 
 /*
  * Epochs that read every shard once, each in a new order, the next one's
- * order known a whole epoch ahead (as the loader gives it): once full, the
- * cache serves as many hits an epoch as it holds shards and writes nothing
- * more.  Earliest end first alone kept the next epoch's first shards and
- * rewrote about two thirds of the cache every epoch (7 of 10) for no hit
- * more.  The last epoch, with nothing known beyond it, may fill freed room.
+ * order known from a random moment of the epoch before (the loader gives
+ * it when its plan arrives: at the start, or late behind a slow
+ * broadcast): once full, the cache serves as many hits an epoch as it
+ * holds shards and writes nothing more.  Earliest end first alone kept
+ * the next epoch's first shards and rewrote about two thirds of the cache
+ * every epoch (7 of 10) for no hit more; with the plan late, the misses
+ * before it swapped entries the known future did not read for others it
+ * did not read either (5 of 7 an epoch in bench/storage.py's resnet50).
+ * The last epoch, with nothing known beyond it, may fill free room.
  */
 static void test_epochs_keep_what_is_held(void **state)
 {
@@ -432,25 +445,26 @@ static void test_epochs_keep_what_is_held(void **state)
         }
         sc__evict *ev;
         assert_int_equal(sc__evict_new(SC_CACHE_BELADY, cap, &ev), SC_OK);
+        uint64_t late = t % 2 ? sc__rng_below(&r, nsh) : 0; /* when each next plan arrives */
         assert_int_equal(sc__evict_future(ev, seq[0], nsh), SC_OK);
         assert_int_equal(sc__evict_extend(ev, seq[1], nsh), SC_OK);
         for (int e = 0; e < E; e++) {
-            if (e > 0 && e + 1 < E)
-                assert_int_equal(sc__evict_extend(ev, seq[e + 1], nsh), SC_OK);
             uint64_t hits = 0, writes = 0;
             for (uint64_t i = 0; i < nsh; i++) {
                 const uint32_t *v;
                 uint64_t nv;
+                if (e > 0 && e + 1 < E && i == late)
+                    assert_int_equal(sc__evict_extend(ev, seq[e + 1], nsh), SC_OK);
                 if (sc__evict_has(ev, seq[e][i]))
                     sc__evict_touch(ev, seq[e][i]), hits++;
                 else
                     writes += sc__evict_miss(ev, seq[e][i], 1, &v, &nv) == SC_OK;
             }
             if (e > 0 && e + 1 < E && (hits != cap || writes != 0))
-                print_error("case %u (%llu shards, capacity %llu), epoch %d: %llu hits, "
-                            "%llu writes\n", t, (unsigned long long)nsh,
-                            (unsigned long long)cap, e, (unsigned long long)hits,
-                            (unsigned long long)writes);
+                print_error("case %u (%llu shards, capacity %llu, plan at %llu), epoch %d: "
+                            "%llu hits, %llu writes\n", t, (unsigned long long)nsh,
+                            (unsigned long long)cap, (unsigned long long)late, e,
+                            (unsigned long long)hits, (unsigned long long)writes);
             if (e > 0 && e + 1 < E) {
                 assert_int_equal(hits, cap);
                 assert_int_equal(writes, 0);
