@@ -24,6 +24,7 @@ typedef struct entry {
     unsigned char keep;   /* its span to its next read is kept (Belady's plan) */
     unsigned char unread; /* written here (miss, fill), not read since */
     unsigned char ahead;  /* filled ahead of its read, not read since */
+    unsigned char found;  /* admitted as found (sc__evict_admit), not read since */
     uint64_t bytes, last, next; /* next: position in the future, or NEVER */
 } entry;
 
@@ -521,7 +522,7 @@ int sc__evict_touch(sc__evict *ev, uint32_t shard)
     if (p != NEVER) /* else a read off the plan: its next read stays the same */
         e->next = ev->after[p], e->keep = ev->keep[p];
     int first = e->ahead;
-    e->ahead = e->unread = 0;
+    e->ahead = e->unread = e->found = 0;
     return first;
 }
 
@@ -634,13 +635,32 @@ int sc__evict_admit(sc__evict *ev, uint32_t shard, uint64_t bytes,
 {
     entry e;
     int rc = evict_read(ev, shard, bytes, victims, nvictims, &e);
-    return rc != SC_OK ? rc : evict_insert(ev, e, 0, victims, nvictims);
+    if (rc != SC_OK)
+        return rc;
+    e.found = 1;
+    return evict_insert(ev, e, 0, victims, nvictims);
 }
 
 /* Room no entry holds. */
 static uint64_t evict_unheld(const sc__evict *ev)
 {
     return ev->capacity > ev->bytes ? ev->capacity - ev->bytes : 0;
+}
+
+/*
+ * Room for a miss the known future does not read again: room no entry
+ * holds, and entries found on disk that nothing here has read and the
+ * known future does not read (an earlier job's, for other ranks or
+ * another subset), so that one-epoch jobs still renew a cache an earlier
+ * job filled.  Victims come in that order: those entries have the oldest
+ * last use of all that the plan does not keep (evict_pick_victim).
+ */
+static uint64_t evict_room_unplanned(const sc__evict *ev)
+{
+    uint64_t room = evict_unheld(ev);
+    for (uint64_t k = 0; k < ev->n; k++)
+        room += ev->e[k].found && ev->e[k].next == NEVER && !ev->e[k].keep ? ev->e[k].bytes : 0;
+    return room;
 }
 
 int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
@@ -654,20 +674,21 @@ int sc__evict_miss(sc__evict *ev, uint32_t shard, uint64_t bytes,
     /*
      * Not kept: written now, it would be evicted before its next read (or
      * never read), unless room no kept span needs is left until the end of
-     * the known future (for other ranks' reads, later epochs, later jobs).
+     * the known future (for other ranks' reads and later epochs).
      * Nor when only a kept entry's eviction makes room (reads out of plan
      * order): one of the two writes would be wasted.
      */
     if (evict_selective(ev)) {
         /*
-         * One the known future does not read again takes free room only:
-         * evicting another such entry for it gains no hit and costs a
-         * write.  Until the next epoch's plan arrives, every entry read
-         * this epoch is one, and the epoch's misses rewrote most of the
-         * cache every epoch for no hit more (bench/storage.py, 13 ranks:
-         * 45 to 88 writes an epoch of about 85 entries).
+         * One the known future does not read again does not take the place
+         * of another such entry this process has read: the swap gains no
+         * hit and costs a write.  Until the next epoch's plan arrives,
+         * every entry read this epoch is one, and the epoch's misses
+         * rewrote most of the cache every epoch for no hit more
+         * (bench/storage.py, 13 ranks: 53 to 76 writes an epoch of about
+         * 85 entries).
          */
-        int fits = bytes <= (e.next == NEVER ? evict_unheld(ev) : sc__evict_spare(ev));
+        int fits = bytes <= (e.next == NEVER ? evict_room_unplanned(ev) : sc__evict_spare(ev));
         e.keep = (unsigned char)(fits && e.keep);
         if (fits && !e.keep && ev->t.n)
             e.keep = (unsigned char)evict_tree_take(ev, ev->cursor - ev->t.base, ev->t.n - 1,
