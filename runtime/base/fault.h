@@ -4,8 +4,9 @@
  * `name`.  The list starts as the SC_FAULT environment variable; a test
  * changes it with sc__fault_set, never setenv, since hooks run on other
  * threads and getenv races setenv.  Without SC_TESTING the hooks compile
- * to nothing, so a release build carries no way to break itself.  Hooks never decide what
- * the fault does: the call site does, next to the code it breaks.
+ * to nothing, so a release build carries no way to break itself.  Hooks
+ * never decide what the fault does: the call site does, next to the code
+ * it breaks.
  */
 #ifndef SC_FAULT_H
 #define SC_FAULT_H

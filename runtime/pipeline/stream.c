@@ -179,16 +179,21 @@ static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
  * file's pieces differ by a sample); the pages a shorter shard leaves are
  * never touched, so never resident.
  */
+static uint64_t stream_buf_exact(const sc__stream *s, uint64_t shard)
+{
+    return sc__shard_bytes(s->ds, shard) + 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+}
+
 static uint64_t stream_buf_need(const sc__stream *s, const ep *e, uint64_t i)
 {
-    uint64_t need = stream_shard_bytes(s, e, i) + 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+    uint64_t need = stream_buf_exact(s, e->shards[i]);
     return need >= s->buf_top - s->buf_top / 8 ? s->buf_top : need;
 }
 
 static void stream_buf_top(sc__stream *s)
 {
     for (uint64_t k = 0; k < s->ds->nshards; k++) {
-        uint64_t need = sc__shard_bytes(s->ds, k) + 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+        uint64_t need = stream_buf_exact(s, k);
         s->buf_top = need > s->buf_top ? need : s->buf_top;
     }
 }

@@ -435,8 +435,9 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
  * piece could not use, and about one load in seven faulted fresh memory
  * in, every epoch.  Pieces ignore the files' chunking: a compressed chunk
  * that straddles two pieces is decompressed for each.  A file's last
- * piece may be joined by the files after it.  From file k, row r: the samples of the shard that starts there, with
- * *k and *r moved to where the next one starts.
+ * piece may be joined by the files after it.  From file k, row r: the
+ * samples of the shard that starts there, with *k and *r moved to where
+ * the next one starts.
  */
 static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r,
                                   uint64_t most)
@@ -445,9 +446,10 @@ static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r
     if (f > most) {
         uint64_t p = f / most + (f % most != 0), base = f / p, rem = f % p;
         uint64_t j = *r < rem * (base + 1) ? *r / (base + 1) : rem + (*r - rem * (base + 1)) / base;
+        uint64_t piece = base + (j < rem);
         if (j + 1 < p) { /* a piece of a large file, not its last */
-            *r += base + (j < rem);
-            return base + (j < rem);
+            *r += piece;
+            return piece;
         }
     }
     uint64_t n = f - *r;
