@@ -401,14 +401,29 @@ def storage_limit(bin_dir, files, threads, log, seconds=None):
     return (float(m.group(1)) * 1e6, m.group(2)) if m else (None, out.strip())
 
 
-def sc_prefetch(w):
+def sc_prefetch(w, share):
     """shardcache's ring (SC_PREFETCH_BATCHES): as many batches as 128 MiB holds, 2 to 8
     (cosmoflow's 2.8 MB batches: 8, as many as a DataLoader's 4 workers prefetch at 2
-    each; resnet50's 46 MB: 2); one where a batch alone exceeds SC_STREAM_BYTES' 256 MiB
-    (unet3d's 1 GB), as the stream then holds a batch of shards beside the ring (the
-    DataLoader's prefetch drops to 1 likewise for items of 16 MiB and more)."""
+    each; resnet50's 46 MB: 2).  Where a batch alone exceeds SC_STREAM_BYTES' 256 MiB
+    (unet3d's 1 GB) the stream holds a batch of shards beside the ring: the ring is then
+    as deep as a rank's share of the cgroup (`share`) holds beside those shards, the
+    allowance and a batch to spare, 1 at least (unet3d at one rank: 2 of 4.6 GB).  One
+    slot cannot overlap the next batch's copy with the step (AU 0.64 against 0.87 for two,
+    one rank with a cache of a third, docs/benchmarks.md)."""
     batch = w["batch"] * w["sample"]
-    return str(1 if batch > STREAM_BYTES else max(2, min(8, (128 << 20) // batch)))
+    if batch <= STREAM_BYTES:
+        return str(max(2, min(8, (128 << 20) // batch)))
+    room = share - OVERHEAD["sc-nocache"] - batch  # beside the stream's batch of shards
+    return str(max(1, min(8, room // batch - 1)))
+
+
+def dl_prefetch(w, share):
+    """The DataLoader's prefetch_factor: DLIO's 2, and 1 for items of 16 MiB and more
+    where a rank's share of the cgroup would not hold its workers' two each beside the
+    batch in the step, the allowance and a batch to spare."""
+    item = min(w["batch"], w["per_file"]) * w["sample"]
+    inflight = 2 * w["threads"] * item + 2 * w["batch"] * w["sample"]
+    return "1" if item >= 16 << 20 and inflight + OVERHEAD["dataloader"] > share else "2"
 
 
 def floor(w):
@@ -445,6 +460,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
                      "dataset has no batch for every rank", threads=0, limit=0, disk=None,
                      epochs=0, warm=0, data=data_bytes, steps=0)
     limit = mem_limit(a, w, loader, ranks, data_bytes)
+    share = (limit - MPIRUN) // ranks  # a rank's, without a cache
     threads = ranks * (w["threads"] if loader == "dataloader" else PRODUCERS)
     before, how = storage_limit(a.bin, files, threads, log, LIMIT_S)
     env = dict(os.environ, SC_LOG="0")
@@ -452,10 +468,9 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
     cache = None
     if loader == "dataloader":
         run = min(w["batch"], w["per_file"])
-        big = run * w["sample"] >= 16 << 20  # one item a worker in flight, not two
         cmd = mpi + [PY, os.path.join(HERE, "storage_loader.py"), "--dir", src, "--batch",
                      str(w["batch"]), "--step", str(w["step"]), "--epochs", str(epochs),
-                     "--workers", str(w["threads"]), "--prefetch", "1" if big else "2",
+                     "--workers", str(w["threads"]), "--prefetch", dl_prefetch(w, share),
                      "--run", str(run), "--rows", str(w["per_file"])]
         warm = 0
     else:
@@ -465,7 +480,7 @@ def trial(a, wl, w, src, files, loader, ranks, data_bytes, work, log):
             limit += data_bytes // 3
         warm = 1 if loader == "sc-cache" else 0
         env.update(SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]), SC_CACHE_DIR=cache,
-                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES=sc_prefetch(w),
+                   SC_CACHE_BYTES=str(cap), SC_PREFETCH_BATCHES=sc_prefetch(w, share),
                    SC_PRODUCERS=str(PRODUCERS))
         if loader == "sc-cache":  # the warm-up fills the cache whole, whatever the writer's pace
             env["SC_CACHE_WRITES"] = "all"
@@ -518,12 +533,12 @@ def first_batch(a, wl, w, src, files, data_bytes, log):
     one window (SC_LOG=2's 'held at once' or, for a batch beyond the window,
     'holds up to') at the storage's O_DIRECT rate with the producers' threads."""
     rate, _ = storage_limit(a.bin, files, PRODUCERS, log)
+    limit = mem_limit(a, w, "sc-nocache", 1, data_bytes)
     env = dict(os.environ, SC_LOG="2", SC_SOURCE=src, SC_BATCH_SIZE=str(w["batch"]),
-               SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w),
+               SC_CACHE_BYTES="1", SC_PREFETCH_BATCHES=sc_prefetch(w, limit - MPIRUN),
                SC_PRODUCERS=str(PRODUCERS))
     cache = tempfile.mkdtemp(prefix="sc-cache.", dir=os.path.dirname(src.rstrip("/")))
     env["SC_CACHE_DIR"] = cache
-    limit = mem_limit(a, w, "sc-nocache", 1, data_bytes)
     cmd = ["mpirun", "-np", "1", os.path.join(a.bin, "bench_deliver"), "--first-batch"]
     rc, out, *_ = run_job(cmd, env, limit, log)
     shutil.rmtree(cache, ignore_errors=True)
