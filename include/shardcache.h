@@ -425,6 +425,13 @@ SC_API int sc_loader_device(const sc_loader *ld);
 /* The dataset the loader reads: its fields, with sc_dataset_field(). */
 SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
 /*
+ * The settings the loader runs with: the sc_config it was opened with,
+ * but SC_SHUFFLE_WINDOW, SC_PREFETCH_BATCHES and SC_PRODUCERS as resolved
+ * (auto, or a window lowered to fit, replaced by what it chose).  SC_EINVAL
+ * for a NULL loader or out.
+ */
+SC_API int sc_loader_config(const sc_loader *ld, sc_config *out);
+/*
  * Field i of the loader's batches as delivered: the dataset's field, or
  * for one decoded every epoch (SC_DECODE=jpeg) its images, 3 x N x N
  * uint8.  SC_EINVAL for a NULL loader or out, or i out of range.

@@ -217,7 +217,9 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
         return core_raise(rc, err.msg), -1;
     Py_INCREF(comm);
     self->comm = comm;
-    self->depth = cfg.prefetch_batches;
+    sc_config run; /* SC_PREFETCH_BATCHES=auto resolved by the slot's bytes */
+    sc_loader_config(self->ld, &run);
+    self->depth = run.prefetch_batches;
     self->cfg = cfg;
     self->cfg.transform = NULL; /* not needed to plan, and freed by nobody here */
     MPI_Comm_size(*c, &self->size);

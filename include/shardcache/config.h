@@ -89,6 +89,18 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
  * datasets are evicted, least recently used first, to make room.
  */
 #define SC_CACHE_AUTO UINT64_MAX
+/*
+ * SC_PREFETCH_BATCHES=auto, the default: 8 ring slots, fewer where 8 would
+ * take more than SC_PREFETCH_AUTO_BYTES, 3 at least: the batch in the step,
+ * the next one built meanwhile, and the one a Python loop variable still
+ * holds while it takes the next (with 2 the Python package copies every
+ * batch, docs/python.md).  A fixed 8 held 8 GB a rank for 3D volumes' 1 GB
+ * batches.  sc_loader_config says what it chose.
+ */
+#define SC_PREFETCH_AUTO UINT64_MAX
+#define SC_PREFETCH_AUTO_MIN 3
+#define SC_PREFETCH_AUTO_MAX 8
+#define SC_PREFETCH_AUTO_BYTES (1ull << 30)
 #define SC_CACHE_RESERVE_PCT 10
 #define SC_WINDOW_AUTO_MIN 4096
 
@@ -132,7 +144,8 @@ typedef struct sc_config {
     int log_level;                /* SC_LOG: 0 errors only, 1 warnings, 2 info */
     /* appended for the loader (sc_loader_*) */
     int producers;                /* SC_PRODUCERS: producer threads; 0 = auto */
-    uint64_t prefetch_batches;    /* SC_PREFETCH_BATCHES: depth of the batch ring */
+    uint64_t prefetch_batches;    /* SC_PREFETCH_BATCHES: depth of the batch ring;
+                                     SC_PREFETCH_AUTO: by the batch's bytes */
     uint64_t shuffle_window;      /* SC_SHUFFLE_WINDOW: samples shuffled together; 0, 1: none;
                                      SC_WINDOW_AUTO: half of stream_bytes' worth */
     uint64_t stream_bytes;        /* SC_STREAM_BYTES: shard bytes held in memory */

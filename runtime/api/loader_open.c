@@ -389,6 +389,32 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
     return bound;
 }
 
+/*
+ * The ring as resolved, kept in ld->cfg (sc_loader_config) and said by rank
+ * 0: its slots at SC_LOG=2, and a warning where a decoding loader has fewer
+ * slots than producers (a producer builds one batch at a time into a free
+ * slot, so the others wait, which a decode-bound loader shows).
+ */
+static void loader_say_ring(sc_loader *ld, const sc_config *cfg, int producers, int decodes)
+{
+    uint64_t slot, depth = sc__stream_ring(ld->stream, &slot);
+    ld->cfg.prefetch_batches = depth;
+    ld->cfg.producers = producers;
+    if (ld->rank != 0)
+        return;
+    sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes%s",
+            (unsigned long long)depth, (unsigned long long)slot,
+            cfg->prefetch_batches == SC_PREFETCH_AUTO
+                ? " (SC_PREFETCH_BATCHES=auto: 8, fewer where 8 would take more than 1 GiB, "
+                  "3 at least)" : "");
+    if (decodes && depth < (uint64_t)producers)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0,
+                "SC_DECODE decodes in the producers as they build batches, and "
+                "SC_PREFETCH_BATCHES=%llu lets only %llu of the %d producers build at once: "
+                "SC_PREFETCH_BATCHES=%d keeps them all busy",
+                (unsigned long long)depth, (unsigned long long)depth, producers, 2 * producers);
+}
+
 /* Tracing, the device ring and the producers, each agreed on by every rank. */
 static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
@@ -445,16 +471,10 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     int decodes = 0;
     for (int f = 0; f < ld->ds->nfields; f++)
         so.crop[f] = sc__fields_crop(ld->ds, f), decodes |= so.crop[f].width > 0;
-    /* A producer builds one batch at a time into a free slot: fewer slots than
-       producers leave producers idle, which a decode-bound loader shows. */
-    if (decodes && ld->rank == 0 && so.depth < (uint64_t)so.producers)
-        sc__log(cfg->log_level, SC__LOG_WARN, 0,
-                "SC_DECODE decodes in the producers as they build batches, and "
-                "SC_PREFETCH_BATCHES=%llu lets only %llu of the %d producers build at once: "
-                "SC_PREFETCH_BATCHES=%d keeps them all busy",
-                (unsigned long long)so.depth, (unsigned long long)so.depth, so.producers,
-                2 * so.producers);
-    return loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+    rc = loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
+    if (rc == SC_OK)
+        loader_say_ring(ld, cfg, so.producers, decodes);
+    return rc;
 }
 
 /* err is never NULL here (sc_loader_open gives its own). */
@@ -507,6 +527,14 @@ int sc_loader_device(const sc_loader *ld)
 const sc_dataset *sc_loader_dataset(const sc_loader *ld)
 {
     return ld ? ld->ds : NULL;
+}
+
+int sc_loader_config(const sc_loader *ld, sc_config *out)
+{
+    if (!ld || !out)
+        return SC_EINVAL;
+    *out = ld->cfg;
+    return SC_OK;
 }
 
 int sc_loader_field(const sc_loader *ld, int i, sc_field_info *out)

@@ -84,8 +84,9 @@ static const setting settings[] = {
      "0: errors only, 1: warnings (repairs, fallbacks), 2: info"},
     {"SC_PRODUCERS", T_INT, F(producers), "0", {0},
      "producer threads per rank; 0: the rank's share of the cores it is bound to, 2 to 8"},
-    {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "8", {0},
-     "batches built ahead of the training loop (the ring depth)"},
+    {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "auto", {"auto"},
+     "batches built ahead of the training loop (the ring depth); auto: 8, fewer where 8 "
+     "batches would take more than 1 GiB, 3 at least"},
     {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "auto", {"auto"},
      "samples shuffled together within a rank's epoch, across shards; 0: none; "
      "auto: as many as half of SC_STREAM_BYTES holds in whole shards (at least a batch); "
@@ -387,6 +388,16 @@ uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes, uint64_t
     if (cfg->shuffle_window == SC_WINDOW_AUTO)
         return fit;
     return cfg->shuffle_window < fit ? cfg->shuffle_window : fit;
+}
+
+uint64_t sc__config_depth(uint64_t asked, uint64_t slot_bytes)
+{
+    if (asked != SC_PREFETCH_AUTO)
+        return asked;
+    uint64_t fit = SC_PREFETCH_AUTO_BYTES / (slot_bytes ? slot_bytes : 1);
+    return fit < SC_PREFETCH_AUTO_MIN   ? SC_PREFETCH_AUTO_MIN
+           : fit > SC_PREFETCH_AUTO_MAX ? SC_PREFETCH_AUTO_MAX
+                                        : fit;
 }
 
 uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes)

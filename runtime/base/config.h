@@ -37,6 +37,12 @@ int sc__cache_root(const sc_config *cfg, char *buf, size_t n);
  */
 uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes, uint64_t shard_samples,
                            uint64_t least);
+/*
+ * The ring's depth for SC_PREFETCH_BATCHES=`asked` with slots of
+ * slot_bytes: `asked`, or for SC_PREFETCH_AUTO what fits the auto rule
+ * (include/shardcache/config.h).
+ */
+uint64_t sc__config_depth(uint64_t asked, uint64_t slot_bytes);
 /* The shard bytes a window of `window` samples may hold at once (the rule above). */
 uint64_t sc__config_window_bytes(uint64_t window, uint64_t partitions, uint64_t sample_bytes,
                                  uint64_t shard_samples);

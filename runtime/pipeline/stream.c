@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "config.h"
 #include "error.h"
 #include "hash.h"
 #include "invariant.h"
@@ -527,11 +528,12 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     pthread_cond_init(&s->ready, NULL);
     pthread_cond_init(&s->fill_cv, NULL);
     int rc = sc__batch_layout(s, o->batch_size, err);
-    s->ring = calloc(o->depth, sizeof *s->ring);
+    s->o.depth = sc__config_depth(o->depth, s->slot_bytes); /* auto: by the slot's bytes */
+    s->ring = calloc(s->o.depth, sizeof *s->ring);
     s->threads = calloc((size_t)o->producers, sizeof *s->threads);
     if (!s->ring || !s->threads)
         rc = sc__seterr(err, SC_ENOMEM, "no memory for the batch ring");
-    for (uint64_t i = 0; rc == SC_OK && i < o->depth; i++) {
+    for (uint64_t i = 0; rc == SC_OK && i < s->o.depth; i++) {
         rslot *r = &s->ring[i];
         rc = sc__dev_host_alloc(o->dev, s->slot_bytes, (void **)&r->host, err);
         r->ids = malloc(sizeof *r->ids * o->batch_size);
@@ -549,7 +551,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
             rc = sc__dev_event(o->dev, &r->consumed, err);
         if (rc != SC_OK)
             sc__errctx(err, rc, "rank %d: %llu ring slots of %llu bytes", o->rank,
-                       (unsigned long long)o->depth, (unsigned long long)s->slot_bytes);
+                       (unsigned long long)s->o.depth, (unsigned long long)s->slot_bytes);
     }
     if (rc == SC_OK)
         rc = sc__fill_start(s, err);
@@ -566,6 +568,12 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     }
     *out = s;
     return SC_OK;
+}
+
+uint64_t sc__stream_ring(const sc__stream *s, uint64_t *slot_bytes)
+{
+    *slot_bytes = s->slot_bytes;
+    return s->o.depth;
 }
 
 /* Queues an epoch behind the others: its batches follow theirs. */

@@ -71,6 +71,11 @@ typedef struct sc__stream_counts {
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
                     sc__stream **out, sc_error *err);
+/*
+ * The ring's slots, o->depth or what SC_PREFETCH_AUTO resolved to
+ * (sc__config_depth), and each slot's bytes.
+ */
+uint64_t sc__stream_ring(const sc__stream *s, uint64_t *slot_bytes);
 
 /*
  * Queues an epoch by its schedule (core/schedule: the loader computes it

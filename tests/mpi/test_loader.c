@@ -648,7 +648,19 @@ static void test_misuse_is_an_error(void **state)
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     assert_int_equal(sc_loader_open(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
+    /* The settings it runs with: auto resolved, a number given kept. */
+    sc_config run, dflt = config(src);
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &dflt, &ld, &err), &err);
+    assert_int_equal(sc_loader_config(ld, &run), SC_OK);
+    assert_true(dflt.prefetch_batches == SC_PREFETCH_AUTO);
+    assert_int_equal(run.prefetch_batches, SC_PREFETCH_AUTO_MAX); /* small batches: 8 */
+    assert_true(run.producers >= 1 && run.shuffle_window != SC_WINDOW_AUTO);
+    assert_int_equal(sc_loader_config(ld, NULL), SC_EINVAL);
+    assert_int_equal(sc_loader_config(NULL, &run), SC_EINVAL);
+    assert_int_equal(sc_loader_close(ld), SC_OK);
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    assert_int_equal(sc_loader_config(ld, &run), SC_OK);
+    assert_int_equal(run.prefetch_batches, 2);
     sc_batch b[3];
     assert_int_equal(sc_batch_next(ld, &b[0]), SC_EINVAL);
     assert_non_null(strstr(sc_loader_last_error(ld), "before sc_epoch_begin"));

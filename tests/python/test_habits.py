@@ -170,11 +170,13 @@ def test_settings_that_differ_between_ranks_are_refused_at_open(dataset, cache_d
             in e.value.message)
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("depth", [1, 2, 3, "auto"])
 def test_kept_labels_with_a_small_ring(dataset, cache_dir, depth):
-    """With 2 slots, keeping labels raised 'all 2 batch buffers are held'."""
+    """With 2 slots, keeping labels raised 'all 2 batch buffers are held'.
+    auto: 8 slots for these small batches, as the loader resolved it."""
     images, labels = source(dataset)
     with open_loader(dataset, cache_dir, prefetch_batches=depth) as loader:
+        assert loader._c.depth == (8 if depth == "auto" else depth)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             kept = [(b.ids, b["labels"]) for b in loader.epoch(0)]

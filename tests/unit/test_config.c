@@ -89,6 +89,42 @@ static void test_bad_values_are_errors(void **state)
 }
 
 /*
+ * SC_PREFETCH_BATCHES=auto: 8 slots, fewer where 8 would take more than
+ * 1 GiB, never fewer than 3 (the batch in the step, the next one built
+ * meanwhile, and a Python loop variable's); a number given is kept,
+ * however large its slots.
+ */
+static void test_prefetch_auto(void **state)
+{
+    (void)state;
+    sc_config c;
+    sc_error err;
+    const uint64_t M = UINT64_C(1) << 20;
+    unsetenv("SC_PREFETCH_BATCHES");
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    assert_true(c.prefetch_batches == SC_PREFETCH_AUTO);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 46 * M), 8);  /* resnet50's 400 */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 128 * M), 8); /* 1 GiB exactly */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 129 * M), 7);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 256 * M), 4);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 300 * M), 3);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M), 3); /* unet3d's 7 */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 8192 * M), 3);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 0), 8);
+    for (uint64_t b = 1; b <= 4096 * M; b = b * 3 + 1) {
+        uint64_t d = sc__config_depth(c.prefetch_batches, b);
+        assert_true(d >= 3 && d <= 8);
+        assert_true(d == 3 || d * b <= SC_PREFETCH_AUTO_BYTES);
+    }
+    setenv("SC_PREFETCH_BATCHES", "12", 1);
+    SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M), 12);
+    SC_ASSERT_OK(sc_config_set(&c, "SC_PREFETCH_BATCHES", "auto", &err), &err);
+    assert_true(c.prefetch_batches == SC_PREFETCH_AUTO);
+    unsetenv("SC_PREFETCH_BATCHES");
+}
+
+/*
  * auto is what half of SC_STREAM_BYTES holds in whole shards, at least a
  * batch, for any sample size; a number is itself while it fits, else
  * lowered to that; partitions split it.
@@ -230,6 +266,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_env),
         cmocka_unit_test(test_bad_values_are_errors),
+        cmocka_unit_test(test_prefetch_auto),
         cmocka_unit_test(test_shuffle_window),
         cmocka_unit_test(test_shard_size_auto),
         cmocka_unit_test(test_shard_chunk_unit),
