@@ -60,7 +60,7 @@ the boundary decided the answer by chance.  Loaders:
 
   sc-nocache  shardcache, no room to cache (SC_CACHE_BYTES=1: a shard larger
               than the capacity is served and not kept), every epoch from
-              the source; SC_PREFETCH_BATCHES=2
+              the source; SC_PREFETCH_BATCHES 2 to 8 (sc_prefetch)
   sc-cache    shardcache with a node-local cache (a tmpfs) of a third of the
               dataset (SC_CACHE_BYTES = dataset / 3 / ranks), one warm-up epoch
               not counted, which fills it whole (SC_CACHE_WRITES=all: the

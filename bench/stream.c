@@ -353,7 +353,8 @@ int main(int argc, char **argv)
     }
 
     size_t total = (size_t)samples * sample, bb = (size_t)(batch * sample);
-    size_t depth = 8; /* SC_PREFETCH_BATCHES's default, which the loaders use */
+    /* SC_PREFETCH_BATCHES=auto's, which the loaders use: 8 for batches up to 128 MiB */
+    size_t depth = SC_PREFETCH_AUTO_MAX;
     unsigned char *src = malloc(total), *dst = malloc(bb * depth);
     if (!src || !dst)
         die("memory", "for the memcpy limit");

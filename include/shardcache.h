@@ -427,8 +427,10 @@ SC_API const sc_dataset *sc_loader_dataset(const sc_loader *ld);
 /*
  * The settings the loader runs with: the sc_config it was opened with,
  * but SC_SHUFFLE_WINDOW, SC_PREFETCH_BATCHES and SC_PRODUCERS as resolved
- * (auto, or a window lowered to fit, replaced by what it chose).  SC_EINVAL
- * for a NULL loader or out.
+ * (auto, SC_PRODUCERS=0, or a window lowered to fit, replaced by what it
+ * chose); other auto settings come back as given (the shard size:
+ * sc_dataset_info; the device: sc_loader_device).  SC_EINVAL for a NULL
+ * loader or out.
  */
 SC_API int sc_loader_config(const sc_loader *ld, sc_config *out);
 /*

@@ -187,20 +187,24 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
 }
 
 /*
- * Loader(comm, settings, resume=None, transform=None, transform_arg=None):
- * collective, like sc_loader_open.
+ * Loader(comm, settings, resume=None, transform=None, transform_arg=None, held=0):
+ * collective, like sc_loader_open.  held: batches the caller keeps beside
+ * its loop's (batch_transform's queue), which SC_PREFETCH_BATCHES=auto
+ * leaves room for (sc_config.prefetch_least).
  */
 static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"comm", "settings", "resume", "transform", "transform_arg", NULL};
+    static char *names[] = {"comm", "settings", "resume", "transform", "transform_arg", "held",
+                            NULL};
     PyObject *comm, *settings, *resume = Py_None;
     const char *tspec = NULL, *targ = NULL;
+    unsigned long long held = 0;
     if (self->ld) {
         PyErr_SetString(PyExc_RuntimeError, "the loader is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|Ozz", names, &comm, &PyDict_Type,
-                                     &settings, &resume, &tspec, &targ))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|OzzK", names, &comm, &PyDict_Type,
+                                     &settings, &resume, &tspec, &targ, &held))
         return -1;
     MPI_Comm *c = PyMPIComm_Get(comm);
     if (!c)
@@ -208,6 +212,7 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
     sc_config cfg;
     if (core_config(&cfg, settings) || (tspec && core_transform(self, *c, &cfg, tspec, targ)))
         return -1;
+    cfg.prefetch_least = held ? held + SC_PREFETCH_AUTO_MIN : 0;
     sc_error err = SC_ERROR_INIT;
     int rc;
     Py_BEGIN_ALLOW_THREADS

@@ -89,20 +89,22 @@ typedef struct sc_transform sc_transform; /* in shardcache.h */
  * datasets are evicted, least recently used first, to make room.
  */
 #define SC_CACHE_AUTO UINT64_MAX
+#define SC_CACHE_RESERVE_PCT 10
+#define SC_WINDOW_AUTO_MIN 4096
 /*
  * SC_PREFETCH_BATCHES=auto, the default: 8 ring slots, fewer where 8 would
  * take more than SC_PREFETCH_AUTO_BYTES, 3 at least: the batch in the step,
  * the next one built meanwhile, and the one a Python loop variable still
  * holds while it takes the next (with 2 the Python package copies every
- * batch, docs/python.md).  A fixed 8 held 8 GB a rank for 3D volumes' 1 GB
- * batches.  sc_loader_config says what it chose.
+ * batch, docs/python.md).  Never fewer than cfg.prefetch_least, nor than the
+ * producers where they decode (each builds one batch at a time into a free
+ * slot).  A fixed 8 held 8 GB a rank for 3D volumes' 1 GB batches.
+ * sc_loader_config says what it chose.
  */
 #define SC_PREFETCH_AUTO UINT64_MAX
 #define SC_PREFETCH_AUTO_MIN 3
 #define SC_PREFETCH_AUTO_MAX 8
-#define SC_PREFETCH_AUTO_BYTES (1ull << 30)
-#define SC_CACHE_RESERVE_PCT 10
-#define SC_WINDOW_AUTO_MIN 4096
+#define SC_PREFETCH_AUTO_BYTES (UINT64_C(1) << 30)
 
 /*
  * SC_SHARD_SIZE=auto (the default): the shard size from the dataset alone,
@@ -184,8 +186,12 @@ typedef struct sc_config {
     /* appended for cache writes off the read path (room taken from reserved[]) */
     sc_cache_writes cache_writes; /* SC_CACHE_WRITES: behind | all (docs/cache.md) */
     int reserved_int;             /* room for a later int setting */
+    /* appended for the ring's auto depth (room taken from reserved[]; code, not a setting) */
+    uint64_t prefetch_least;      /* SC_PREFETCH_BATCHES=auto gives at least this many slots:
+                                     what the caller holds beside its loop's batches (the
+                                     Python package's batch_transform_ahead + 3); 0: none */
     /* room for later settings: sizeof(sc_config) stays within a major version */
-    uint64_t reserved[2];
+    uint64_t reserved[1];
 } sc_config;
 
 /*

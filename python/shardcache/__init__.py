@@ -422,7 +422,9 @@ class Loader:
         if abort_on_error:
             _hook_exits()
         _call(_launch.check_torch_group, comm)  # collective: torch's world is the loader's
-        self._c = _call(_core.Loader, comm, env, records, transform, transform_arg)
+        # batch_transform's queue holds batches beside the loop's: auto's ring leaves room
+        held = max(1, batch_transform_ahead) if batch_transform else 0
+        self._c = _call(_core.Loader, comm, env, records, transform, transform_arg, held)
         if abort_on_error:
             _Exit.loaders[id(self)] = self
             _Exit.multi = _Exit.multi or self.size > 1

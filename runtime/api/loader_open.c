@@ -390,23 +390,27 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
 }
 
 /*
- * The ring as resolved, kept in ld->cfg (sc_loader_config) and said by rank
- * 0: its slots at SC_LOG=2, and a warning where a decoding loader has fewer
- * slots than producers (a producer builds one batch at a time into a free
- * slot, so the others wait, which a decode-bound loader shows).
+ * The ring as resolved, said by rank 0: its slots at SC_LOG=2, and a
+ * warning where a decoding loader was given fewer slots than producers (a
+ * producer builds one batch at a time into a free slot, so the others
+ * wait, which a decode-bound loader shows; auto gives them as many).
  */
-static void loader_say_ring(sc_loader *ld, const sc_config *cfg, int producers, int decodes)
+static void loader_say_ring(const sc_loader *ld, const sc_config *cfg, int decodes)
 {
     uint64_t slot, depth = sc__stream_ring(ld->stream, &slot);
-    ld->cfg.prefetch_batches = depth;
-    ld->cfg.producers = producers;
+    int producers = ld->cfg.producers;
     if (ld->rank != 0)
         return;
-    sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes%s",
-            (unsigned long long)depth, (unsigned long long)slot,
-            cfg->prefetch_batches == SC_PREFETCH_AUTO
-                ? " (SC_PREFETCH_BATCHES=auto: 8, fewer where 8 would take more than 1 GiB, "
-                  "3 at least)" : "");
+    if (cfg->prefetch_batches == SC_PREFETCH_AUTO)
+        sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes "
+                "(SC_PREFETCH_BATCHES=auto: %d, fewer where %d would take more than %llu MiB, "
+                "%d at least, or the producers where they decode, or what the caller holds)",
+                (unsigned long long)depth, (unsigned long long)slot, SC_PREFETCH_AUTO_MAX,
+                SC_PREFETCH_AUTO_MAX, (unsigned long long)(SC_PREFETCH_AUTO_BYTES >> 20),
+                SC_PREFETCH_AUTO_MIN);
+    else
+        sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes",
+                (unsigned long long)depth, (unsigned long long)slot);
     if (decodes && depth < (uint64_t)producers)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "SC_DECODE decodes in the producers as they build batches, and "
@@ -471,10 +475,16 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     int decodes = 0;
     for (int f = 0; f < ld->ds->nfields; f++)
         so.crop[f] = sc__fields_crop(ld->ds, f), decodes |= so.crop[f].width > 0;
+    uint64_t decoders = decodes ? (uint64_t)so.producers : 0; /* auto: a slot each */
+    so.least = cfg->prefetch_least > decoders ? cfg->prefetch_least : decoders;
     rc = loader_agree(ld, sc__stream_open(ld->ds, ld->cache, &so, &ld->stream, err), err);
-    if (rc == SC_OK)
-        loader_say_ring(ld, cfg, so.producers, decodes);
-    return rc;
+    if (rc != SC_OK)
+        return rc;
+    uint64_t slot;
+    ld->cfg.prefetch_batches = sc__stream_ring(ld->stream, &slot); /* sc_loader_config's */
+    ld->cfg.producers = so.producers;
+    loader_say_ring(ld, cfg, decodes);
+    return SC_OK;
 }
 
 /* err is never NULL here (sc_loader_open gives its own). */

@@ -390,14 +390,14 @@ uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes, uint64_t
     return cfg->shuffle_window < fit ? cfg->shuffle_window : fit;
 }
 
-uint64_t sc__config_depth(uint64_t asked, uint64_t slot_bytes)
+uint64_t sc__config_depth(uint64_t asked, uint64_t slot_bytes, uint64_t least)
 {
     if (asked != SC_PREFETCH_AUTO)
         return asked;
     uint64_t fit = SC_PREFETCH_AUTO_BYTES / (slot_bytes ? slot_bytes : 1);
-    return fit < SC_PREFETCH_AUTO_MIN   ? SC_PREFETCH_AUTO_MIN
-           : fit > SC_PREFETCH_AUTO_MAX ? SC_PREFETCH_AUTO_MAX
-                                        : fit;
+    fit = fit < SC_PREFETCH_AUTO_MIN ? SC_PREFETCH_AUTO_MIN
+          : fit > SC_PREFETCH_AUTO_MAX ? SC_PREFETCH_AUTO_MAX : fit;
+    return fit > least ? fit : least;
 }
 
 uint64_t sc_shard_size_auto(uint64_t nsamples, uint64_t sample_bytes)

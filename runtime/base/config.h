@@ -40,9 +40,9 @@ uint64_t sc__config_window(const sc_config *cfg, uint64_t sample_bytes, uint64_t
 /*
  * The ring's depth for SC_PREFETCH_BATCHES=`asked` with slots of
  * slot_bytes: `asked`, or for SC_PREFETCH_AUTO what fits the auto rule
- * (include/shardcache/config.h).
+ * (include/shardcache/config.h), and `least` at least.
  */
-uint64_t sc__config_depth(uint64_t asked, uint64_t slot_bytes);
+uint64_t sc__config_depth(uint64_t asked, uint64_t slot_bytes, uint64_t least);
 /* The shard bytes a window of `window` samples may hold at once (the rule above). */
 uint64_t sc__config_window_bytes(uint64_t window, uint64_t partitions, uint64_t sample_bytes,
                                  uint64_t shard_samples);

@@ -528,11 +528,13 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     pthread_cond_init(&s->ready, NULL);
     pthread_cond_init(&s->fill_cv, NULL);
     int rc = sc__batch_layout(s, o->batch_size, err);
-    s->o.depth = sc__config_depth(o->depth, s->slot_bytes); /* auto: by the slot's bytes */
-    s->ring = calloc(s->o.depth, sizeof *s->ring);
-    s->threads = calloc((size_t)o->producers, sizeof *s->threads);
-    if (!s->ring || !s->threads)
-        rc = sc__seterr(err, SC_ENOMEM, "no memory for the batch ring");
+    if (rc == SC_OK) {
+        s->o.depth = sc__config_depth(o->depth, s->slot_bytes, o->least); /* auto: by bytes */
+        s->ring = calloc(s->o.depth, sizeof *s->ring);
+        s->threads = calloc((size_t)o->producers, sizeof *s->threads);
+        if (!s->ring || !s->threads)
+            rc = sc__seterr(err, SC_ENOMEM, "no memory for the batch ring");
+    }
     for (uint64_t i = 0; rc == SC_OK && i < s->o.depth; i++) {
         rslot *r = &s->ring[i];
         rc = sc__dev_host_alloc(o->dev, s->slot_bytes, (void **)&r->host, err);

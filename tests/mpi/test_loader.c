@@ -640,6 +640,36 @@ static void test_faults_are_caught(void **state)
     assert_non_null(strstr(s.msg, "epoch 1"));
 }
 
+/*
+ * sc_loader_config: the settings the loader runs with, auto resolved
+ * (SC_PREFETCH_BATCHES by the slot's bytes and the caller's floor), a
+ * number given kept.
+ */
+static void test_config_as_resolved(void **state)
+{
+    (void)state;
+    sc_config run, c = config(src);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    unsetenv("SC_PREFETCH_BATCHES");
+    c.prefetch_batches = SC_PREFETCH_AUTO;
+    const uint64_t want[][3] = {/* asked, least, got */
+                                {SC_PREFETCH_AUTO, 0, SC_PREFETCH_AUTO_MAX},
+                                {SC_PREFETCH_AUTO, 12, 12},
+                                {2, 12, 2}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        c.prefetch_batches = want[i][0];
+        c.prefetch_least = want[i][1];
+        SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+        assert_int_equal(sc_loader_config(ld, &run), SC_OK);
+        assert_int_equal(run.prefetch_batches, want[i][2]);
+        assert_true(run.producers >= 1 && run.shuffle_window != SC_WINDOW_AUTO);
+        assert_int_equal(sc_loader_config(ld, NULL), SC_EINVAL);
+        assert_int_equal(sc_loader_close(ld), SC_OK);
+    }
+    assert_int_equal(sc_loader_config(NULL, &run), SC_EINVAL);
+}
+
 static void test_misuse_is_an_error(void **state)
 {
     (void)state;
@@ -648,19 +678,7 @@ static void test_misuse_is_an_error(void **state)
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     assert_int_equal(sc_loader_open(MPI_COMM_WORLD, NULL, &ld, &err), SC_EINVAL);
-    /* The settings it runs with: auto resolved, a number given kept. */
-    sc_config run, dflt = config(src);
-    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &dflt, &ld, &err), &err);
-    assert_int_equal(sc_loader_config(ld, &run), SC_OK);
-    assert_true(dflt.prefetch_batches == SC_PREFETCH_AUTO);
-    assert_int_equal(run.prefetch_batches, SC_PREFETCH_AUTO_MAX); /* small batches: 8 */
-    assert_true(run.producers >= 1 && run.shuffle_window != SC_WINDOW_AUTO);
-    assert_int_equal(sc_loader_config(ld, NULL), SC_EINVAL);
-    assert_int_equal(sc_loader_config(NULL, &run), SC_EINVAL);
-    assert_int_equal(sc_loader_close(ld), SC_OK);
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
-    assert_int_equal(sc_loader_config(ld, &run), SC_OK);
-    assert_int_equal(run.prefetch_batches, 2);
     sc_batch b[3];
     assert_int_equal(sc_batch_next(ld, &b[0]), SC_EINVAL);
     assert_non_null(strstr(sc_loader_last_error(ld), "before sc_epoch_begin"));
@@ -784,6 +802,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_producers_yield_to_the_caller),
         cmocka_unit_test(test_source_error_stops_the_loader),
         cmocka_unit_test(test_faults_are_caught),
+        cmocka_unit_test(test_config_as_resolved),
         cmocka_unit_test(test_misuse_is_an_error),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);

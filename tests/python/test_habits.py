@@ -324,6 +324,22 @@ def test_len_before_every_pass(dataset, cache_dir, shuffle):
         assert len(loader) == n and loader.info["epoch"] == 2
 
 
+@pytest.mark.parametrize("ahead,asked,depth", [(7, None, 10), (7, 4, 4), (2, None, 8)])
+def test_batch_transform_gets_ring_room(dataset, cache_dir, ahead, asked, depth):
+    """batch_transform's queue holds batches beside the loop's: the auto ring
+    leaves room for them (ahead + 3 at least, or 8), a number given is kept."""
+    def fn(batch):
+        return batch["labels"]
+
+    with open_loader(dataset, cache_dir, batch_transform=fn, batch_transform_ahead=ahead,
+                     prefetch_batches=asked) as loader:
+        assert loader._c.depth == depth
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if asked is None else "ignore")  # no copies
+            for _ in loader.epoch(0):
+                pass
+
+
 @pytest.mark.parametrize("left", [1, 2, 5])
 def test_batch_transform_never_counts_unseen_batches_delivered(dataset, cache_dir, left):
     """A break near the end with batch_transform: the thread had taken the

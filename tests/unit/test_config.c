@@ -91,8 +91,8 @@ static void test_bad_values_are_errors(void **state)
 /*
  * SC_PREFETCH_BATCHES=auto: 8 slots, fewer where 8 would take more than
  * 1 GiB, never fewer than 3 (the batch in the step, the next one built
- * meanwhile, and a Python loop variable's); a number given is kept,
- * however large its slots.
+ * meanwhile, and a Python loop variable's) nor than the caller's floor; a
+ * number given is kept, however large its slots or the floor.
  */
 static void test_prefetch_auto(void **state)
 {
@@ -103,22 +103,26 @@ static void test_prefetch_auto(void **state)
     unsetenv("SC_PREFETCH_BATCHES");
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
     assert_true(c.prefetch_batches == SC_PREFETCH_AUTO);
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 46 * M), 8);  /* resnet50's 400 */
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 128 * M), 8); /* 1 GiB exactly */
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 129 * M), 7);
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 256 * M), 4);
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 300 * M), 3);
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M), 3); /* unet3d's 7 */
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 8192 * M), 3);
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 0), 8);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 46 * M, 0), 8);  /* resnet50's 400 */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 128 * M, 0), 8); /* 1 GiB exactly */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 129 * M, 0), 7);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 256 * M, 0), 4);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 300 * M, 0), 3);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M, 0), 3); /* unet3d's 7 */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 8192 * M, 0), 3);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 0, 0), 8);
+    /* what the caller holds, or the decoding producers: more slots, never fewer */
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M, 5), 5);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 46 * M, 5), 8);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 46 * M, 12), 12);
     for (uint64_t b = 1; b <= 4096 * M; b = b * 3 + 1) {
-        uint64_t d = sc__config_depth(c.prefetch_batches, b);
+        uint64_t d = sc__config_depth(c.prefetch_batches, b, 0);
         assert_true(d >= 3 && d <= 8);
         assert_true(d == 3 || d * b <= SC_PREFETCH_AUTO_BYTES);
     }
     setenv("SC_PREFETCH_BATCHES", "12", 1);
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
-    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M), 12);
+    assert_int_equal(sc__config_depth(c.prefetch_batches, 979 * M, 20), 12);
     SC_ASSERT_OK(sc_config_set(&c, "SC_PREFETCH_BATCHES", "auto", &err), &err);
     assert_true(c.prefetch_batches == SC_PREFETCH_AUTO);
     unsetenv("SC_PREFETCH_BATCHES");
