@@ -487,6 +487,21 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     return SC_OK;
 }
 
+/*
+ * Settings the stream would refuse only after the dataset and the cache
+ * are open, refused first, by name.
+ */
+static int loader_check_ring(const sc_config *cfg, sc_error *err)
+{
+    if (cfg->prefetch_batches == 0)
+        return sc__seterr(err, SC_EINVAL, "SC_PREFETCH_BATCHES=0: the ring needs a slot at "
+                          "least (auto, the default, sizes it by the batch's bytes)");
+    if (cfg->producers < 0)
+        return sc__seterr(err, SC_EINVAL, "SC_PRODUCERS=%d: at least 1 (0: by the cores)",
+                          cfg->producers);
+    return SC_OK;
+}
+
 /* err is never NULL here (sc_loader_open gives its own). */
 static int loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_error *err)
 {
@@ -497,6 +512,8 @@ static int loader_open(MPI_Comm comm, const sc_config *cfg, sc_loader **out, sc_
     int rc = loader_new(comm, cfg, &ld, err);
     if (rc == SC_OK) /* before any work, on every rank: a rank refused alone would hang the rest */
         rc = loader_agree(ld, sc_launcher_check(cfg, err), err);
+    if (rc == SC_OK)
+        rc = loader_agree(ld, loader_check_ring(cfg, err), err);
     if (rc == SC_OK)
         rc = sc__jobwide_check(ld->comm, cfg, err);
     if (rc == SC_OK)

@@ -668,6 +668,15 @@ static void test_config_as_resolved(void **state)
         assert_int_equal(sc_loader_close(ld), SC_OK);
     }
     assert_int_equal(sc_loader_config(NULL, &run), SC_EINVAL);
+    /* Refused by name before the dataset opens, not by the stream after it. */
+    c.prefetch_batches = 0;
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_non_null(strstr(err.msg, "SC_PREFETCH_BATCHES=0"));
+    assert_null(ld);
+    c.prefetch_batches = SC_PREFETCH_AUTO;
+    c.producers = -1;
+    assert_int_equal(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), SC_EINVAL);
+    assert_non_null(strstr(err.msg, "SC_PRODUCERS=-1"));
 }
 
 static void test_misuse_is_an_error(void **state)
