@@ -5,6 +5,7 @@
  * consumer's wait and the loop's utilization (step time / wall time).
  *
  *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X[,Y...]] [--spin]
+ *                              [--per-epoch]
  *   mpirun -np R bench_deliver --gather FILE [--epochs E] [--warmup W]
  *   mpirun -np R bench_deliver --first-batch
  *
@@ -29,7 +30,8 @@
  * rank's own epoch, its first step (load and compute) left out of both
  * the computation and the time, averaged over the ranks, then the epochs;
  * the computation counted at its nominal step time (DLIO measures its
- * sleep, which on a busy machine runs over).
+ * sleep, which on a busy machine runs over).  --per-epoch prints each
+ * counted epoch's DLIO AU and the slowest rank's wall time to stderr too.
  *
  * --gather is the copy any loader that shuffles samples must make, with no
  * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
@@ -140,14 +142,22 @@ static double dlio_au(uint64_t steps, double step_s, double wall, double first_e
     return steps >= 2 && wall > first_end ? (double)(steps - 1) * step_s / (wall - first_end) : 0;
 }
 
-/* DLIO's AU of an epoch: its ranks' mean, added to sum; the lowest rank's too. */
-static void dlio_add(double au, int size, double *sum, double *lowest)
+/*
+ * DLIO's AU of epoch e: its ranks' mean, added to sum; the lowest rank's
+ * too; with `say`, rank 0 prints both and the slowest rank's wall time.
+ */
+static void dlio_add(double au, double wall, uint64_t e, int say, int size, double *sum,
+                     double *lowest)
 {
     double low = au;
     MPI_Allreduce(MPI_IN_PLACE, &au, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     *sum += au / size;
     *lowest = low < *lowest ? low : *lowest;
+    if (say)
+        fprintf(stderr, "epoch %llu: AU %.3f by DLIO (lowest rank %.3f), %.2f s\n",
+                (unsigned long long)e, au / size, low, wall);
 }
 
 /*
@@ -156,7 +166,7 @@ static void dlio_add(double au, int size, double *sum, double *lowest)
  * every epoch was exactly-once.
  */
 static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epochs,
-                     double step_ms, int spin, int rank, int size)
+                     double step_ms, int spin, int per_epoch, int rank, int size)
 {
     double bytes = 0, samples = 0, wait = 0, busy = 0, secs = 0, taking = 0;
     double src = 0, hit = 0, peer = 0; /* where the counted epochs' shard bytes came from */
@@ -197,7 +207,8 @@ static int run_step(sc_loader *ld, uint64_t first, uint64_t warmup, uint64_t epo
         }
         double t = bench_now() - t0;
         if (counted)
-            dlio_add(dlio_au(steps, step_ms / 1e3, t, first_end), size, &dlio, &lowest);
+            dlio_add(dlio_au(steps, step_ms / 1e3, t, first_end), t, e, per_epoch && !rank, size,
+                     &dlio, &lowest);
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         sc_epoch_summary rep;
         if (sc_epoch_wait(ld, e, &rep) != SC_OK)
@@ -255,7 +266,7 @@ static int first_batch(sc_config *cfg, int rank)
 
 int main(int argc, char **argv)
 {
-    int provided, rank, size, spin = 0, startup = 0;
+    int provided, rank, size, spin = 0, startup = 0, per_epoch = 0;
     const char *gather_path = NULL;
     uint64_t epochs = 2, warmup = 1;
     const char *steps = "0";
@@ -274,6 +285,8 @@ int main(int argc, char **argv)
             spin = 1;
         else if (!strcmp(a, "--first-batch"))
             startup = 1;
+        else if (!strcmp(a, "--per-epoch"))
+            per_epoch = 1;
         else if (!strcmp(a, "--gather"))
             gather_path = v, i++;
         else {
@@ -314,7 +327,7 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         uint64_t w = at == steps ? warmup : 0; /* the loader goes on warm */
-        ok &= run_step(ld, first, w, epochs, step_ms, spin, rank, size);
+        ok &= run_step(ld, first, w, epochs, step_ms, spin, per_epoch, rank, size);
         first += w + epochs;
         at = end;
     }
