@@ -48,6 +48,22 @@ void *sc__big_alloc(size_t bytes)
     return p;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; an older kernel says EINVAL */
+#endif
+
+void sc__big_prefault(void *p, size_t bytes)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
+    size_t len = ((uintptr_t)p + bytes - a + page - 1) & ~(page - 1);
+    if (!p || !bytes || madvise((void *)a, len, MADV_POPULATE_WRITE) == 0)
+        return;
+    for (size_t at = 0; at < bytes; at += page) /* one write a page faults it */
+        ((volatile unsigned char *)p)[at] = 0;
+}
+
 void *sc__scratch(void *old, size_t *cap, size_t n)
 {
     if (old && n <= *cap)

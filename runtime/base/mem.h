@@ -16,6 +16,12 @@
 void *sc__big_alloc(size_t bytes);
 
 /*
+ * Faults p's `bytes` in now (its contents become undefined): for a buffer
+ * that will be written soon on a path that must not wait for fresh pages.
+ */
+void sc__big_prefault(void *p, size_t bytes);
+
+/*
  * A scratch buffer of at least n bytes: `old` (of *cap bytes) when it is
  * big enough, else a new one (the contents are never kept, so no realloc
  * copies them); NULL when out of memory, old freed and *cap 0.

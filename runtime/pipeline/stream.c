@@ -182,7 +182,7 @@ static uint64_t stream_shard_bytes(const sc__stream *s, const ep *e, uint64_t i)
  */
 static uint64_t stream_buf_exact(const sc__stream *s, uint64_t shard)
 {
-    return sc__shard_bytes(s->ds, shard) + 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+    return sc__shard_bytes(s->ds, shard) + sc__stream_buf_pad(s);
 }
 
 static uint64_t stream_buf_need(const sc__stream *s, const ep *e, uint64_t i)
@@ -191,11 +191,43 @@ static uint64_t stream_buf_need(const sc__stream *s, const ep *e, uint64_t i)
     return need >= s->buf_top - s->buf_top / 8 ? s->buf_top : need;
 }
 
-static void stream_buf_top(sc__stream *s)
+/* The largest shard's buffer; 1 where every shard gets it (stream_buf_need). */
+static int stream_buf_top(sc__stream *s)
 {
+    uint64_t least = UINT64_MAX;
     for (uint64_t k = 0; k < s->ds->nshards; k++) {
         uint64_t need = stream_buf_exact(s, k);
         s->buf_top = need > s->buf_top ? need : s->buf_top;
+        least = need < least ? need : least;
+    }
+    return least >= s->buf_top - s->buf_top / 8;
+}
+
+/*
+ * The pool filled at open, within the bound and the dataset, with buffers
+ * faulted in: the first epoch's direct reads into fresh pages took 0.5-0.7
+ * s a 26 MB shard where later epochs' took 0.1-0.2 (12 ranks on 2 cores),
+ * and its first batches waited for them.  Only where every shard gets the
+ * largest's buffer: a smaller shard in one would count its bytes, not the
+ * buffer's, and the loads it let go on would allocate beyond the bound.
+ * And only buffers of SC__FILL_LEAST or more: smaller ones come from the
+ * heap, and many would only lengthen the pool's scans.
+ */
+#define SC__FILL_LEAST (UINT64_C(1) << 20)
+
+static void stream_pool_fill(sc__stream *s, int uniform)
+{
+    if (!uniform || s->buf_top < SC__FILL_LEAST)
+        return;
+    for (uint64_t k = 0; k < s->ds->nshards && sc__stream_pool_fits(s, s->buf_top); k++) {
+        void *b = sc__big_alloc(s->buf_top);
+        if (!b)
+            return;
+        sc__big_prefault(b, s->buf_top);
+        if (sc__stream_pool_put(s, b, s->buf_top)) {
+            free(b);
+            return;
+        }
     }
 }
 
@@ -208,7 +240,8 @@ static void stream_advance_prefix(ep *e)
 /* Every queued epoch's held_peak, after the stream took more memory (mutex held). */
 static void stream_note_held(sc__stream *s)
 {
-    uint64_t held = s->resident + s->pool.bytes;
+    /* a pooled buffer counted as the bound counts it, less its pad (sc__stream_pool_put) */
+    uint64_t held = s->resident + s->pool.bytes - sc__stream_buf_pad(s) * s->pool.n;
     for (ep *e = s->head; e; e = e->next)
         if (held > e->counts.held_peak)
             e->counts.held_peak = held;
@@ -310,6 +343,7 @@ static int stream_pick_load(sc__stream *s, ep *load, const ep *build, task *t)
      */
     while (!t->buf && (shed = sc__pool_shed(&s->pool, room, &cap)))
         sc__stream_let_go(s, NULL, shed, 0);
+    load->counts.fresh_bufs += !t->buf;
     stream_note_held(s);
     return 1;
 }
@@ -487,8 +521,7 @@ static void *stream_producer(void *arg)
          * is out of the count at once (buried below, before any allocation).
          */
         if (t.buf)
-            sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, t.buf, t.cap, sc__stream_room(s)),
-                              0);
+            sc__stream_let_go(s, NULL, sc__stream_pool_put(s, t.buf, t.cap), 0);
         if (rc != SC_OK && t.kind == T_BUILD)
             stream_defer(s, &t, bad_id, &err);
         else if (rc != SC_OK)
@@ -521,7 +554,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     s->cache = cache;
     s->o = *o;
     s->nfields = ds->nfields;
-    stream_buf_top(s);
+    stream_pool_fill(s, stream_buf_top(s));
     s->fail_seq = s->fail_id = s->failed_id = UINT64_MAX;
     stream_mutex_init(s);
     pthread_cond_init(&s->work, NULL);

@@ -68,6 +68,8 @@ typedef struct sc__stream_counts {
     uint64_t held_peak, first_bytes;
     /* misses the cache was to keep, not written: its writer was behind (stream_fill.c) */
     uint64_t writes_skipped;
+    /* loads into a fresh buffer, not a pooled one: fresh pages faulted in on the read */
+    uint64_t fresh_bufs;
 } sc__stream_counts;
 
 int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,

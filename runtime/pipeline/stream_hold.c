@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "invariant.h"
+#include "io.h"
 #include "source.h"
 #include "vec.h"
 
@@ -90,11 +91,25 @@ uint64_t sc__stream_room(const sc__stream *s)
     return s->resident < s->o.mem_bytes ? s->o.mem_bytes - s->resident : 0;
 }
 
+uint64_t sc__stream_buf_pad(const sc__stream *s)
+{
+    return 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
+}
+
+int sc__stream_pool_fits(const sc__stream *s, uint64_t cap)
+{
+    return s->pool.bytes + cap <= sc__stream_room(s) + sc__stream_buf_pad(s) * (s->pool.n + 1);
+}
+
+void *sc__stream_pool_put(sc__stream *s, void *buf, uint64_t cap)
+{
+    return sc__stream_pool_fits(s, cap) ? sc__pool_put(&s->pool, buf, cap, UINT64_MAX) : buf;
+}
+
 void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes)
 {
     s->resident -= bytes;
-    /* pooled while shards and pool, its whole capacity counted, stay within the bound */
-    sc__stream_let_go(s, NULL, sc__pool_put(&s->pool, buf, cap, sc__stream_room(s)), bytes);
+    sc__stream_let_go(s, NULL, sc__stream_pool_put(s, buf, cap), bytes);
 }
 
 int sc__stream_unref(sc__stream *s, ep *e, uint64_t i)

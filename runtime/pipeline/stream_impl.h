@@ -206,6 +206,22 @@ int sc__stream_unref(sc__stream *s, ep *e, uint64_t i);
 
 /* A shard buffer of cap bytes the stream is done with, `bytes` of it counted held. */
 void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes);
+/*
+ * A shard buffer's bytes beyond its shard's for direct reads: a page at
+ * most ahead of each field, so that it lands in place, and one byte.
+ */
+uint64_t sc__stream_buf_pad(const sc__stream *s);
+/*
+ * buf (cap bytes) into the pool (mutex held), or back to the caller where
+ * the bound leaves no room: shards and pool within the bound, a pooled
+ * buffer counted by its capacity less its pad.  Counted whole, a window
+ * at the bound (where the stream keeps it) left no room for a buffer its
+ * shard had just let go, by the pad alone: it was freed and the next load
+ * faulted a fresh one in (6-44 an epoch in test_window's cases).
+ */
+void *sc__stream_pool_put(sc__stream *s, void *buf, uint64_t cap);
+/* 1 where the pool has room for a buffer of cap bytes (the rule above). */
+int sc__stream_pool_fits(const sc__stream *s, uint64_t cap);
 
 /*
  * The cache writer.  sc__fill_start starts its thread (a stream with a
