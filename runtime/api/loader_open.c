@@ -459,6 +459,8 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
         .depth = cfg->prefetch_batches,
         .batch_size = cfg->batch_size,
         .mem_bytes = bound,
+        /* the pool's fill at open: twice a rank's share of the shards (an epoch, the next's) */
+        .fill_most = 2 * ((ld->ds->nshards + (uint64_t)ld->size - 1) / (uint64_t)ld->size) + 2,
         .seed = cfg->seed,
         .rank = ld->rank,
         .dev = ld->dev,

@@ -17,11 +17,13 @@
  * the loader counts the bytes against SC_STREAM_BYTES.
  *
  * The pool keeps such buffers once freed, so that later epochs reuse warm
- * ones instead of faulting fresh ones in.
+ * ones instead of faulting fresh ones in; the stream may fill it at open
+ * with buffers faulted in by sc__big_prefault, for the first epoch too.
  */
 #define _GNU_SOURCE
 #include "mem.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,20 +50,23 @@ void *sc__big_alloc(size_t bytes)
     return p;
 }
 
-#ifndef MADV_POPULATE_WRITE
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; an older kernel says EINVAL */
 #endif
 
-void sc__big_prefault(void *p, size_t bytes)
+int sc__big_prefault(void *p, size_t bytes)
 {
     long ps = sysconf(_SC_PAGESIZE);
     size_t page = ps > 0 ? (size_t)ps : 4096;
     uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
     size_t len = ((uintptr_t)p + bytes - a + page - 1) & ~(page - 1);
     if (!p || !bytes || madvise((void *)a, len, MADV_POPULATE_WRITE) == 0)
-        return;
+        return 0;
+    if (errno != EINVAL) /* ENOMEM: touching them would meet the OOM killer */
+        return -1;
     for (size_t at = 0; at < bytes; at += page) /* one write a page faults it */
         ((volatile unsigned char *)p)[at] = 0;
+    return 0;
 }
 
 void *sc__scratch(void *old, size_t *cap, size_t n)

@@ -18,8 +18,9 @@ void *sc__big_alloc(size_t bytes);
 /*
  * Faults p's `bytes` in now (its contents become undefined): for a buffer
  * that will be written soon on a path that must not wait for fresh pages.
+ * 0, or -1 where the kernel has no memory for them (nothing is touched).
  */
-void sc__big_prefault(void *p, size_t bytes);
+int sc__big_prefault(void *p, size_t bytes);
 
 /*
  * A scratch buffer of at least n bytes: `old` (of *cap bytes) when it is

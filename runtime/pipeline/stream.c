@@ -163,6 +163,7 @@ typedef struct task {
     rslot *slot;
     unsigned char *buf; /* load: a pooled buffer of cap bytes, or NULL */
     uint64_t cap;
+    int fresh;          /* load: read into a fresh buffer, not a pooled one */
     int ring_full;      /* nothing picked: the next batch waits for a free slot */
     int owed;           /* load: the cache is owed the shard's entry (sc__cache_read) */
     int behind;         /* load: a miss is not kept, the cache writer behind */
@@ -191,27 +192,31 @@ static uint64_t stream_buf_need(const sc__stream *s, const ep *e, uint64_t i)
     return need >= s->buf_top - s->buf_top / 8 ? s->buf_top : need;
 }
 
-/* The largest shard's buffer; 1 where every shard gets it (stream_buf_need). */
+/*
+ * The largest shard's buffer; 1 where every shard gets it (stream_buf_need)
+ * but perhaps the dataset's last, the remainder of a cut into equal sizes.
+ */
 static int stream_buf_top(sc__stream *s)
 {
     uint64_t least = UINT64_MAX;
     for (uint64_t k = 0; k < s->ds->nshards; k++) {
         uint64_t need = stream_buf_exact(s, k);
         s->buf_top = need > s->buf_top ? need : s->buf_top;
-        least = need < least ? need : least;
+        least = need < least && k + 1 < s->ds->nshards ? need : least;
     }
-    return least >= s->buf_top - s->buf_top / 8;
+    return least == UINT64_MAX || least >= s->buf_top - s->buf_top / 8;
 }
 
 /*
- * The pool filled at open, within the bound and the dataset, with buffers
- * faulted in: the first epoch's direct reads into fresh pages took 0.5-0.7
- * s a 26 MB shard where later epochs' took 0.1-0.2 (12 ranks on 2 cores),
- * and its first batches waited for them.  Only where every shard gets the
- * largest's buffer: a smaller shard in one would count its bytes, not the
- * buffer's, and the loads it let go on would allocate beyond the bound.
- * And only buffers of SC__FILL_LEAST or more: smaller ones come from the
- * heap, and many would only lengthen the pool's scans.
+ * The pool filled at open with buffers faulted in, as many as the bound
+ * holds and the rank may hold at once (o->fill_most): the first epoch's
+ * direct reads into fresh pages took 0.5-0.7 s a 26 MB shard where later
+ * epochs' took 0.1-0.2 (12 ranks on 2 cores), and its batches waited for
+ * them.  Only where every shard gets the largest's buffer (`uniform`): a
+ * smaller shard in one counts its bytes, not the buffer's, so the loads it
+ * let go on would allocate beyond the bound.  And only buffers of
+ * SC__FILL_LEAST or more: the faults of smaller ones cost little, and many
+ * would only lengthen the pool's scans.  Stops where memory runs short.
  */
 #define SC__FILL_LEAST (UINT64_C(1) << 20)
 
@@ -219,16 +224,19 @@ static void stream_pool_fill(sc__stream *s, int uniform)
 {
     if (!uniform || s->buf_top < SC__FILL_LEAST)
         return;
-    for (uint64_t k = 0; k < s->ds->nshards && sc__stream_pool_fits(s, s->buf_top); k++) {
+    pthread_mutex_lock(&s->mu);
+    for (uint64_t k = 0; k < s->o.fill_most && sc__stream_pool_fits(s, s->buf_top); k++) {
+        pthread_mutex_unlock(&s->mu);
         void *b = sc__big_alloc(s->buf_top);
-        if (!b)
-            return;
-        sc__big_prefault(b, s->buf_top);
-        if (sc__stream_pool_put(s, b, s->buf_top)) {
+        if (b && sc__big_prefault(b, s->buf_top) != 0)
+            free(b), b = NULL;
+        pthread_mutex_lock(&s->mu);
+        if (!b || sc__stream_pool_put(s, b, s->buf_top)) {
             free(b);
-            return;
+            break;
         }
     }
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void stream_advance_prefix(ep *e)
@@ -267,7 +275,7 @@ static int stream_scan(sc__stream *s, task *t, ep **build, ep **load)
     for (ep *e = s->head; e; e = e->next) {
         if (e->prep == PREP_NO) {
             e->prep = PREP_BUSY;
-            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0, 0, 0};
+            *t = (task){T_PREPARE, e, 0, NULL, NULL, 0, 0, 0, 0, 0};
             return 1;
         }
         if (e->prep != PREP_DONE)
@@ -301,7 +309,7 @@ static int stream_pick_build(sc__stream *s, ep *build, task *t)
     build->next_build++;
     slot->state = SL_BUILDING;
     slot->seq = build->seq0 + b; /* batches are picked in seq order */
-    *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0, 0};
+    *t = (task){T_BUILD, build, b, slot, NULL, 0, 0, 0, 0, 0};
     return 1;
 }
 
@@ -333,17 +341,16 @@ static int stream_pick_load(sc__stream *s, ep *load, const ep *build, task *t)
     load->next_load++;
     s->resident += bytes;
     int owe = sc__fill_room(s, bytes); /* before the read: nothing evicted for it */
-    *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, owe > 0, owe == 0};
+    *t = (task){T_LOAD, load, i, NULL, NULL, 0, 0, 0, owe > 0, owe == 0};
     t->buf = sc__pool_take(&s->pool, stream_buf_need(s, load, i), &t->cap);
-    uint64_t room = sc__stream_room(s), cap;
+    uint64_t cap;
     void *shed;
     /*
      * A fresh buffer: the pool gives back what the bound lacks, out
      * of the count at once (its caller buries it before allocating).
      */
-    while (!t->buf && (shed = sc__pool_shed(&s->pool, room, &cap)))
+    while (!t->buf && (shed = sc__pool_shed(&s->pool, sc__stream_pool_limit(s, s->pool.n), &cap)))
         sc__stream_let_go(s, NULL, shed, 0);
-    load->counts.fresh_bufs += !t->buf;
     stream_note_held(s);
     return 1;
 }
@@ -412,8 +419,10 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
      * Each field placed as its bytes lie in the source file (modulo a
      * page: sc__read_skews), so that a direct read lands in place.
      */
-    uint64_t skew[SC_MAX_FIELDS], need = stream_buf_need(s, e, i);
+    uint64_t skew[SC_MAX_FIELDS];
     sc__read_skews(s->ds, e->shards[i], skew);
+    uint64_t need = stream_buf_need(s, e, i);
+    t->fresh = !t->buf;
     unsigned char *buf = t->buf ? t->buf : sc__big_alloc(t->cap = need); /* pooled: >= need */
     t->buf = NULL; /* the shard's now, or freed below */
     if (!buf)
@@ -459,6 +468,7 @@ static void stream_finish(sc__stream *s, const task *t, int hit)
         else
             e->counts.misses++, e->counts.bytes_from_source += bytes;
         e->counts.writes_skipped += hit == SC__FROM_SOURCE && t->behind;
+        e->counts.fresh_bufs += t->fresh;
         /* Its entry is written off this path (or, the writer stopping, not kept). */
         if (t->owed && !sc__fill_owe(s, e, t->i))
             sc__cache_unreserve(s->cache, e->shards[t->i]);
@@ -504,7 +514,7 @@ static void *stream_producer(void *arg)
                                (int64_t)t.i, 0);
             continue;
         }
-        sc__stream_bury(s); /* what the pick shed from the pool, before its fresh buffer */
+        sc__stream_bury(s); /* what was let go meanwhile */
         pthread_mutex_unlock(&s->mu);
         int hit = 0;
         uint64_t bad_id = UINT64_MAX;
@@ -554,7 +564,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     s->cache = cache;
     s->o = *o;
     s->nfields = ds->nfields;
-    stream_pool_fill(s, stream_buf_top(s));
+    int uniform = stream_buf_top(s);
     s->fail_seq = s->fail_id = s->failed_id = UINT64_MAX;
     stream_mutex_init(s);
     pthread_cond_init(&s->work, NULL);
@@ -588,6 +598,8 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
             sc__errctx(err, rc, "rank %d: %llu ring slots of %llu bytes", o->rank,
                        (unsigned long long)s->o.depth, (unsigned long long)s->slot_bytes);
     }
+    if (rc == SC_OK) /* after the ring, which must be had: the pool is a speed-up */
+        stream_pool_fill(s, uniform);
     if (rc == SC_OK)
         rc = sc__fill_start(s, err);
     for (int i = 0; rc == SC_OK && i < o->producers; i++) {

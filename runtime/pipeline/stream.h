@@ -31,6 +31,7 @@ typedef struct sc__stream_opts {
     int producers;       /* >= 1 */
     uint64_t depth;      /* ring slots, >= 1, or SC_PREFETCH_AUTO (resolved at open) */
     uint64_t least;      /* SC_PREFETCH_AUTO's floor (sc__config_depth) */
+    uint64_t fill_most;  /* shard buffers filled into the pool at open, at most */
     uint64_t batch_size; /* samples per batch */
     uint64_t mem_bytes;  /* soft bound on shard bytes held in memory */
     uint64_t seed;       /* the job's seed: augmentation and replacements draw from it */

@@ -96,13 +96,19 @@ uint64_t sc__stream_buf_pad(const sc__stream *s)
     return 1 + (uint64_t)s->nfields * SC__IO_ALIGN;
 }
 
+uint64_t sc__stream_pool_limit(const sc__stream *s, size_t n)
+{
+    return sc__stream_room(s) + sc__stream_buf_pad(s) * n;
+}
+
 int sc__stream_pool_fits(const sc__stream *s, uint64_t cap)
 {
-    return s->pool.bytes + cap <= sc__stream_room(s) + sc__stream_buf_pad(s) * (s->pool.n + 1);
+    return s->pool.bytes + cap <= sc__stream_pool_limit(s, s->pool.n + 1);
 }
 
 void *sc__stream_pool_put(sc__stream *s, void *buf, uint64_t cap)
 {
+    SC__ASSERT(sc__stream_held(s));
     return sc__stream_pool_fits(s, cap) ? sc__pool_put(&s->pool, buf, cap, UINT64_MAX) : buf;
 }
 

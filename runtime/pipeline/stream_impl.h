@@ -222,6 +222,8 @@ uint64_t sc__stream_buf_pad(const sc__stream *s);
 void *sc__stream_pool_put(sc__stream *s, void *buf, uint64_t cap);
 /* 1 where the pool has room for a buffer of cap bytes (the rule above). */
 int sc__stream_pool_fits(const sc__stream *s, uint64_t cap);
+/* The most a pool of n buffers may hold, pads and all (the rule above). */
+uint64_t sc__stream_pool_limit(const sc__stream *s, size_t n);
 
 /*
  * The cache writer.  sc__fill_start starts its thread (a stream with a
