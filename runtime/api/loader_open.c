@@ -390,14 +390,16 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
 }
 
 /*
- * The ring as resolved, said by rank 0: its slots at SC_LOG=2, and a
- * warning where a decoding loader was given fewer slots than producers (a
- * producer builds one batch at a time into a free slot, so the others
- * wait, which a decode-bound loader shows; auto gives them as many).
+ * The ring as resolved (ld->cfg, slots of `slot` bytes), said by rank 0:
+ * its slots at SC_LOG=2, and a warning where a decoding loader was given
+ * fewer slots than producers (a producer builds one batch at a time into a
+ * free slot, so the others wait, which a decode-bound loader shows; auto
+ * gives them as many).
  */
-static void loader_say_ring(const sc_loader *ld, const sc_config *cfg, int decodes)
+static void loader_say_ring(const sc_loader *ld, const sc_config *cfg, uint64_t slot,
+                            int decodes)
 {
-    uint64_t slot, depth = sc__stream_ring(ld->stream, &slot);
+    uint64_t depth = ld->cfg.prefetch_batches;
     int producers = ld->cfg.producers;
     if (ld->rank != 0)
         return;
@@ -485,7 +487,7 @@ static int loader_open_pipeline(sc_loader *ld, const sc_config *cfg, sc_error *e
     uint64_t slot;
     ld->cfg.prefetch_batches = sc__stream_ring(ld->stream, &slot); /* sc_loader_config's */
     ld->cfg.producers = so.producers;
-    loader_say_ring(ld, cfg, decodes);
+    loader_say_ring(ld, cfg, slot, decodes);
     return SC_OK;
 }
 

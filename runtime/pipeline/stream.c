@@ -186,10 +186,16 @@ static uint64_t stream_buf_exact(const sc__stream *s, uint64_t shard)
     return sc__shard_bytes(s->ds, shard) + sc__stream_buf_pad(s);
 }
 
+/* A shard whose buffer would be within an eighth of the largest's gets the largest's. */
+static int stream_buf_rounds_up(const sc__stream *s, uint64_t need)
+{
+    return need >= s->buf_top - s->buf_top / 8;
+}
+
 static uint64_t stream_buf_need(const sc__stream *s, const ep *e, uint64_t i)
 {
     uint64_t need = stream_buf_exact(s, e->shards[i]);
-    return need >= s->buf_top - s->buf_top / 8 ? s->buf_top : need;
+    return stream_buf_rounds_up(s, need) ? s->buf_top : need;
 }
 
 /*
@@ -204,7 +210,7 @@ static int stream_buf_top(sc__stream *s)
         s->buf_top = need > s->buf_top ? need : s->buf_top;
         least = need < least && k + 1 < s->ds->nshards ? need : least;
     }
-    return least == UINT64_MAX || least >= s->buf_top - s->buf_top / 8;
+    return least == UINT64_MAX || stream_buf_rounds_up(s, least);
 }
 
 /*

@@ -86,7 +86,7 @@ void sc__stream_bury(sc__stream *s)
 }
 
 /* What the bound leaves the pool beside the shards held (mutex held). */
-uint64_t sc__stream_room(const sc__stream *s)
+static uint64_t stream_room(const sc__stream *s)
 {
     return s->resident < s->o.mem_bytes ? s->o.mem_bytes - s->resident : 0;
 }
@@ -98,7 +98,7 @@ uint64_t sc__stream_buf_pad(const sc__stream *s)
 
 uint64_t sc__stream_pool_limit(const sc__stream *s, size_t n)
 {
-    return sc__stream_room(s) + sc__stream_buf_pad(s) * n;
+    return stream_room(s) + sc__stream_buf_pad(s) * n;
 }
 
 int sc__stream_pool_fits(const sc__stream *s, uint64_t cap)
@@ -109,7 +109,7 @@ int sc__stream_pool_fits(const sc__stream *s, uint64_t cap)
 void *sc__stream_pool_put(sc__stream *s, void *buf, uint64_t cap)
 {
     SC__ASSERT(sc__stream_held(s));
-    return sc__stream_pool_fits(s, cap) ? sc__pool_put(&s->pool, buf, cap, UINT64_MAX) : buf;
+    return sc__pool_put(&s->pool, buf, cap, sc__stream_pool_limit(s, s->pool.n + 1));
 }
 
 void sc__stream_drop_buf(sc__stream *s, void *buf, uint64_t cap, uint64_t bytes)

@@ -166,8 +166,6 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
 /* The ring slot in `state` (and, but for a free one, of batch seq), or NULL.  Mutex held. */
 rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
 
-/* What the bound leaves the pool beside the shards held.  Mutex held. */
-uint64_t sc__stream_room(const sc__stream *s);
 
 /*
  * A mapping (m, cleared) or a buffer (buf) to be freed by sc__stream_bury,
