@@ -189,7 +189,7 @@ typedef struct sc_config {
     /* appended for the ring's auto depth (room taken from reserved[]; code, not a setting) */
     uint64_t prefetch_least;      /* SC_PREFETCH_BATCHES=auto gives at least this many slots:
                                      what the caller holds beside its loop's batches (the
-                                     Python package's batch_transform_ahead + 3); 0: none */
+                                     Python package's batch_transform_ahead + 4); 0: none */
     /* room for later settings: sizeof(sc_config) stays within a major version */
     uint64_t reserved[1];
 } sc_config;

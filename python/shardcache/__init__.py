@@ -422,8 +422,10 @@ class Loader:
         if abort_on_error:
             _hook_exits()
         _call(_launch.check_torch_group, comm)  # collective: torch's world is the loader's
-        # batch_transform's queue holds batches beside the loop's: auto's ring leaves room
-        held = max(1, batch_transform_ahead) if batch_transform else 0
+        # batch_transform's queue holds batches beside the loop's, and when the thread
+        # takes the next the loop may hold two (the one get() just handed it, and the one
+        # its variable still names): auto's ring leaves room for both
+        held = max(1, batch_transform_ahead) + 1 if batch_transform else 0
         self._c = _call(_core.Loader, comm, env, records, transform, transform_arg, held)
         if abort_on_error:
             _Exit.loaders[id(self)] = self
