@@ -72,6 +72,7 @@ struct sc__peer {
     int rank, size, span; /* span: reply tags 1..span */
     int ready;            /* opened on every rank: close ends the exchange collectively */
     int *node_of;         /* [size]: each rank's node (its lowest rank) */
+    int apart;            /* the ranks span nodes: else nothing is ever asked or answered */
     sc_dataset *ds;
     sc_cache *cache;
     sc__peer_opts o;
@@ -127,6 +128,8 @@ int sc__peer_open(MPI_Comm comm, sc_dataset *ds, sc_cache *cache, const sc__peer
         sc__peer_close(p);
         return rc;
     }
+    for (int r = 0; r < p->size; r++)
+        p->apart |= p->node_of[r] != p->node_of[0];
     p->ready = 1;
     *out = p;
     return SC_OK;
@@ -441,7 +444,13 @@ static int peer_drain_lost(sc__peer *p, sc_error *err)
 
 int sc__peer_pump(sc__peer *p, sc_error *err)
 {
-    if (!p)
+    /*
+     * On one node no rank asks (sc__peer_want asks only across nodes), and
+     * every probe for an ask costs the training thread: where MPI yields
+     * when idle (more ranks than cores), each gave the core away for
+     * milliseconds (docs/ownership.md, "Across nodes").
+     */
+    if (!p || !p->apart)
         return SC_OK;
     int rc = peer_listen(p, err);
     if (rc == SC_OK)
