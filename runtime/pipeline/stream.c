@@ -414,7 +414,13 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     sc__tctx tc = {tr, e->epoch};
     int owed = t->owed; /* may the cache writer take a miss: the answer, once read */
     t->owed = 0;
-    int rc = sc__cache_map(s->cache, e->shards[i], m, &tc, err);
+    /*
+     * A hit is mapped only where the pool had no buffer: copying a batch
+     * out of a mapping (4 KiB pages, mapped and unmapped for every read)
+     * took more of the cores than reading the entry into a pooled buffer
+     * and copying from that (docs/benchmarks.md, "a third cached").
+     */
+    int rc = t->buf ? SC_OK : sc__cache_map(s->cache, e->shards[i], m, &tc, err);
     if (rc == SC_OK && m->base) {
         *hit = m->origin;
         for (int f = 0; f < s->nfields; f++)
@@ -532,7 +538,7 @@ static void *stream_producer(void *arg)
             rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
         /*
-         * A pooled buffer the load did not use (a hit, mapped; a failure):
+         * A pooled buffer the load did not use (a failure):
          * the load's bytes counted for it meanwhile, so the pool's refusal
          * is out of the count at once (buried below, before any allocation).
          */
