@@ -230,9 +230,11 @@ static int loader_open_peers(sc_loader *ld, const sc_config *cfg, sc_error *err)
 
 /*
  * While the caller waits for a batch: transfers from peers go on (a batch
- * may need one), this rank answers the others' asks and claims, and the
- * next epoch's plan broadcast moves on (its payload is posted once its
- * header is in).  Errors wait for the next call that can return them.
+ * may need one), this rank answers the others' asks and claims (where
+ * they wait for it: across nodes, or a window whose atomics need their
+ * target), and the next epoch's plan broadcast moves on (its payload is
+ * posted once its header is in).  Errors wait for the next call that can
+ * return them.
  */
 static void loader_idle(void *arg)
 {

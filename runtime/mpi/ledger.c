@@ -88,7 +88,7 @@ struct sc__ledger {
     MPI_Op sum_op;
     uint32_t *base; /* the window's memory: owner words */
     int rank, size, full;
-    int one_node; /* every rank on one host: the window's atomics need no target */
+    int attended; /* a claim needs its target inside MPI: progress probes run */
     uint64_t nshards, nsamples, per; /* per: words per slot on each rank */
     const uint64_t *first;
     slot slots[SC__LEDGER_SLOTS];
@@ -175,6 +175,44 @@ static int ledger_audit_open(sc__ledger *l, const char *dir, sc_error *err)
     return rc == SC_OK ? SC_OK : sc__errctx(err, rc, "rank %d: audit trail", l->rank);
 }
 
+/*
+ * Whether a claim needs its target rank inside MPI (l->attended), which
+ * decides whether sc__ledger_progress probes.  Across nodes it does where
+ * no hardware does remote atomics (osc/ucx over TCP, osc/pt2pt carry them
+ * as messages).  On one host it depends on the window: osc/sm's atomics
+ * land in shared memory, osc/pt2pt's wait for the target even there.  So
+ * on one host it is tried once: rank 0 adds to rank 1's word past the
+ * slots while rank 1 stays out of MPI and watches it (ATTEND_US at most),
+ * and rank 1 tells everyone what it saw.  A rank 0 too slow to add in
+ * time leaves the probes on, which is only slower.
+ */
+static int ledger_attended(sc__ledger *l, sc_error *err)
+{
+    enum { ATTEND_US = 500000, POLL_US = 100 };
+    int local = 0, one = sc__node_local(l->comm, NULL, &local, NULL) == SC_OK &&
+                         local == l->size;
+    SC_MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MIN, l->comm));
+    l->attended = !one;
+    if (!one || l->size < 2)
+        return SC_OK; /* alone, no other rank claims a word of this one's */
+    MPI_Aint at = (MPI_Aint)(l->per * SC__LEDGER_SLOTS);
+    int seen = 0;
+    SC_MPI_CHECK(err, MPI_Barrier(l->comm));
+    if (l->rank == 0) {
+        uint32_t add = 1, old = 0;
+        SC_MPI_CHECK(err, MPI_Fetch_and_op(&add, &old, MPI_UINT32_T, 1, at, MPI_SUM, l->win));
+        SC_MPI_CHECK(err, MPI_Win_flush(1, l->win));
+    }
+    for (int t = 0; l->rank == 1 && t < ATTEND_US / POLL_US; t++) {
+        if ((seen = __atomic_load_n(&l->base[at], __ATOMIC_ACQUIRE) != 0))
+            break;
+        usleep(POLL_US);
+    }
+    SC_MPI_CHECK(err, MPI_Bcast(&seen, 1, MPI_INT, 1, l->comm));
+    l->attended = !seen;
+    return SC_OK;
+}
+
 int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
                     const uint64_t *shard_first, const sc__ledger_opts *opts, sc__ledger **out,
                     sc_error *err)
@@ -191,16 +229,13 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
     l->nsamples = shard_first[nshards];
     l->full = opts && opts->full;
     int m = sc__comm_own(comm, &l->comm, &l->rank, &l->size);
-    int local = 0;
-    if (m == MPI_SUCCESS)
-        rc = sc__node_local(l->comm, NULL, &local, err);
-    l->one_node = local == l->size;
-    if (m == MPI_SUCCESS && rc == SC_OK && (uint64_t)l->size > RANK_MASK)
+    if (m == MPI_SUCCESS && (uint64_t)l->size > RANK_MASK)
         rc = sc__seterr(err, SC_EOVERFLOW, "the ledger holds %llu ranks at most",
                         (unsigned long long)RANK_MASK);
     /* A word per shard (claimed by its home), then one per cut a plan can make. */
-    l->per = (nshards + ncuts + (uint64_t)l->size - 1) / (uint64_t)l->size;
-    MPI_Aint bytes = (MPI_Aint)(sizeof(uint32_t) * l->per * SC__LEDGER_SLOTS);
+    l->per = l->size ? (nshards + ncuts + (uint64_t)l->size - 1) / (uint64_t)l->size : 0;
+    /* ...and one word more, for ledger_attended's try. */
+    MPI_Aint bytes = (MPI_Aint)(sizeof(uint32_t) * (l->per * SC__LEDGER_SLOTS + 1));
     if (m == MPI_SUCCESS && rc == SC_OK) {
         m = MPI_Win_allocate(bytes, sizeof(uint32_t), MPI_INFO_NULL, l->comm, &l->base,
                              &l->win);
@@ -222,6 +257,8 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
         m = MPI_Op_create(ledger_sum_u64, 1, &l->sum_op);
     if (m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "ledger setup", __FILE__, __LINE__);
+    if (rc == SC_OK)
+        rc = ledger_attended(l, err);
     if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
         rc = ledger_audit_open(l, opts->audit_dir, err);
         if (rc == SC_OK) {
@@ -718,18 +755,17 @@ void sc__ledger_flush(sc__ledger *l)
  * a few queued operations, so one probe a batch left claims across nodes
  * waiting on a straggler several times longer than eight do
  * (docs/benchmarks.md, "Claims across nodes"; docs/ownership.md).
- * On one host the window is shared memory (osc/sm, osc/rdma over vader)
- * and a claim completes without its target, so there are none: where MPI
- * yields when idle (more ranks than cores), each probe that found nothing
- * gave the core away, and at 13 ranks on 2 cores the eight took the
- * training thread 20-140 ms a batch.
+ * Where a claim completes without its target (shared memory on one host,
+ * ledger_attended) there are none: where MPI yields when idle (more ranks
+ * than cores) a probe that finds nothing gives the core away, for
+ * milliseconds beside busy producers (docs/ownership.md, "Across nodes").
  */
 int sc__ledger_progress(sc__ledger *l, sc_error *err)
 {
     enum { PROBES = 8 };
     int flag = 0;
-    if (l->one_node)
-        return SC_OK; /* see above */
+    if (!l->attended)
+        return SC_OK; /* a claim completes without this rank (ledger_attended) */
     for (int i = 0; i < PROBES; i++)
         SC_MPI_CHECK(err, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, l->comm, &flag,
                                      MPI_STATUS_IGNORE));

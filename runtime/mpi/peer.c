@@ -22,7 +22,8 @@
  * source as before.
  *
  * Every MPI call here runs on the loader's calling thread (FUNNELED), in
- * sc__peer_pump: on every batch, and while the caller waits for one.  The
+ * sc__peer_pump: on every batch, and while the caller waits for one
+ * (where the ranks span nodes: on one host no rank asks).  The
  * owner's answer therefore comes within one of its steps, as its claims
  * in the ledger do (docs/ownership.md, "Across nodes").
  */
