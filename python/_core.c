@@ -188,8 +188,9 @@ static int core_transform(core_loader *self, MPI_Comm comm, sc_config *cfg, cons
 
 /*
  * Loader(comm, settings, resume=None, transform=None, transform_arg=None, held=0):
- * collective, like sc_loader_open.  held: batches the caller keeps beside
- * its loop's (batch_transform's queue), which SC_PREFETCH_BATCHES=auto
+ * collective, like sc_loader_open.  held: batches the caller may hold
+ * beside the one its loop's variable names (batch_transform's queue, and
+ * the one get() just handed the loop), which SC_PREFETCH_BATCHES=auto
  * leaves room for (sc_config.prefetch_least).
  */
 static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)

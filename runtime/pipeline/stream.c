@@ -414,12 +414,7 @@ static int stream_load(sc__stream *s, task *t, sc__tring *tr, int *hit, sc_error
     sc__tctx tc = {tr, e->epoch};
     int owed = t->owed; /* may the cache writer take a miss: the answer, once read */
     t->owed = 0;
-    /*
-     * A hit is mapped only where the pool had no buffer: copying a batch
-     * out of a mapping (4 KiB pages, mapped and unmapped for every read)
-     * took more of the cores than reading the entry into a pooled buffer
-     * and copying from that (docs/benchmarks.md, "a third cached").
-     */
+    /* A hit is mapped only where the pool had no buffer (docs/architecture.md). */
     int rc = t->buf ? SC_OK : sc__cache_map(s->cache, e->shards[i], m, &tc, err);
     if (rc == SC_OK && m->base) {
         *hit = m->origin;
@@ -537,13 +532,7 @@ static void *stream_producer(void *arg)
         else
             rc = sc__batch_build(s, t.e, t.i, t.slot, tr, &jp, &bad_id, &err);
         pthread_mutex_lock(&s->mu);
-        /*
-         * A pooled buffer the load did not use (a failure):
-         * the load's bytes counted for it meanwhile, so the pool's refusal
-         * is out of the count at once (buried below, before any allocation).
-         */
-        if (t.buf)
-            sc__stream_let_go(s, NULL, sc__stream_pool_put(s, t.buf, t.cap), 0);
+        SC__ASSERT(!t.buf); /* a load keeps its pooled buffer, or frees it on failure */
         if (rc != SC_OK && t.kind == T_BUILD)
             stream_defer(s, &t, bad_id, &err);
         else if (rc != SC_OK)

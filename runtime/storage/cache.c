@@ -332,8 +332,8 @@ static sc__tring *cache_ring_of(const sc__tctx *tc)
  * Reads an entry and proves it whole, without touching the index (no lock
  * held).  With `m` the entry is mapped read-only and m->field[i] point into
  * it: the page cache is the buffer, and the only copy left is the batch
- * assembly's (the pread copy was a large share of a warm epoch:
- * docs/benchmarks.md, "Streaming").  Entries are never changed in place (a rewrite is a new file
+ * assembly's (the stream maps only where it has no pooled buffer to read
+ * into: docs/cache.md, "Warm reads").  Entries are never changed in place (a rewrite is a new file
  * renamed over, an eviction an unlink), so a mapping stays valid until
  * sc__cache_unmap.  Without `m`, the fields are pread into bufs.  With
  * `seen`, a neighbor's entry: it counts as verified if it is the file

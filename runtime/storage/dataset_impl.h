@@ -67,6 +67,8 @@ struct sc_dataset {
     int aug_field;
     int64_t file; /* layout A's hid_t (HDF5 stays inside storage/) */
     int64_t dset[SC_MAX_FIELDS];
+    uint64_t a_off[SC_MAX_FIELDS]; /* layout A: each field's bytes in the file as delivered,
+                                      learned at the open; UINT64_MAX: through HDF5 */
     MPI_Comm comm; /* layout A's file is opened with MPI-IO over it */
     int rank, world, is_dir;
     int log_level; /* SC_LOG: read.c says when the filesystem refuses O_DIRECT */

@@ -426,9 +426,7 @@ void sc__read_skews(const sc_dataset *ds, uint64_t shard, uint64_t *skew)
         if (ds->tf || f->vlen || shard >= ds->nshards) {
             /* a transform's output or a blob: never read in place */
         } else if (ds->layout == 'A') {
-            sc__h5_lock();
-            at = sc__source_raw_offset(ds->dset[i], f, ds->nsamples);
-            sc__h5_unlock();
+            at = ds->a_off[i]; /* from the open: a cache hit's load takes no HDF5 lock */
             at = at == UINT64_MAX ? at : at + ds->shard_first[shard] * f->sample_bytes;
         } else if (ds->file_off) {
             at = ds->file_off[ds->file_first[shard] * (uint64_t)ds->nfields + (uint64_t)i];

@@ -154,6 +154,7 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__finger
             rc = sc__fields_learn_lengths(ds, ds->dset[i], ds->path, i, 0, n, &ds->fields[i], err);
         if (rc != SC_OK)
             return rc;
+        ds->a_off[i] = sc__source_raw_offset(ds->dset[i], &ds->fields[i], n);
         ds->nfields = i + 1;
         if (i == 0)
             ds->nsamples = n;

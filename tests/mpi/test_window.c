@@ -145,14 +145,16 @@ static void run_case(const wcase *w)
         first = e == 0 ? k.first_bytes : first;
         held = k.held_peak > held ? k.held_peak : held;
         /* Equal shards of a MiB and more: the pool, filled and faulted in at open, serves
-           every epoch's loads (the cold epoch's: 6-44 fresh before; with a part cached,
-           hits mapped handed their pooled buffers back to be freed); only a load over the
-           bound, a shard the next batch needs with nothing in flight to make room, takes
-           a fresh one. */
+           every epoch's loads, hits and misses; only a load over the bound, a shard the
+           next batch needs with nothing in flight to make room, takes a fresh one. */
         if (w->nsamples % w->shard_size == 0 && k.fresh_bufs > PRODUCERS)
             fail_msg("%s: rank %d: epoch %llu read %llu shards into fresh buffers, not the "
                      "pool's (%llu hits)", w->name, rank, (unsigned long long)e,
                      (unsigned long long)k.fresh_bufs, (unsigned long long)k.hits);
+        uint64_t hits = k.hits; /* a rank's next shards may be another's: the job's */
+        MPI_Allreduce(MPI_IN_PLACE, &hits, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        if (e == 1 && w->cache_bytes && hits == 0)
+            fail_msg("%s: no cache hit in the warm epoch on any rank", w->name);
         if (k.held_peak > bound)
             fail_msg("%s: rank %d, epoch %llu: the stream held %llu bytes of shards at once, "
                      "its bound is %llu (SC_STREAM_BYTES %llu, window %llu samples)", w->name,
