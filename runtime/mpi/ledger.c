@@ -289,6 +289,9 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
         m = MPI_Op_create(ledger_sum_u64, 1, &l->sum_op);
     if (m != MPI_SUCCESS)
         rc = sc__mpi_err(err, m, "ledger setup", __FILE__, __LINE__);
+    /* One rank's failure is everyone's: the try and the close are collective. */
+    if (l->win != MPI_WIN_NULL)
+        rc = sc__agree(l->comm, rc, "could not set up its ownership ledger", err);
     if (rc == SC_OK)
         rc = ledger_attended(l, err);
     if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
@@ -300,6 +303,8 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
             fwrite(head, sizeof head, 1, l->audit);
         }
     }
+    if (l->win != MPI_WIN_NULL) /* every rank, whether or not it was given SC_AUDIT_DIR */
+        rc = sc__agree(l->comm, rc, "could not open its ownership ledger", err);
     if (rc != SC_OK) {
         sc__ledger_close(l);
         return rc;

@@ -366,6 +366,29 @@ static void test_probes_only_where_claims_wait(void **state)
         fail_msg("rank %d: no MPI_Iprobe in two epochs across 2 nodes", rank);
 }
 
+/*
+ * An audit directory one rank cannot write fails every rank's open: that
+ * rank freed its ledger's window (a collective) while the others went on
+ * to the open's next agreement, and the job hung.
+ */
+static void test_one_ranks_audit_failure_is_everyones(void **state)
+{
+    (void)state;
+    if (size < 2)
+        skip();
+    sc_config c = config(src);
+    snprintf(c.audit_dir, sizeof c.audit_dir, "%s", rank == 1 ? "/proc/no/audit" : dir);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    int rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err);
+    if (rc == SC_OK)
+        fail_msg("rank %d: the open succeeded though rank 1 could not write its audit trail",
+                 rank);
+    assert_null(ld);
+    if (rank != 1 && !strstr(err.msg, "another rank"))
+        fail_msg("rank %d: the error does not say another rank failed: %s", rank, err.msg);
+}
+
 static void test_straggler_does_not_delay_others(void **state)
 {
     (void)state;
@@ -854,6 +877,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_traced_epochs),
         cmocka_unit_test(test_straggler_does_not_delay_others),
         cmocka_unit_test(test_probes_only_where_claims_wait),
+        cmocka_unit_test(test_one_ranks_audit_failure_is_everyones),
         cmocka_unit_test(test_close_mid_epoch),
         cmocka_unit_test(test_producers_yield_to_the_caller),
         cmocka_unit_test(test_source_error_stops_the_loader),
