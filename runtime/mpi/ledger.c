@@ -35,10 +35,9 @@
 #include <unistd.h>
 
 #include "agree.h"
-#include "clock.h"
+#include "attend.h"
 #include "error.h"
 #include "mpierr.h"
-#include "node.h"
 #include "hash.h"
 #include "plan_state.h"
 
@@ -90,7 +89,7 @@ struct sc__ledger {
     MPI_Op sum_op;
     uint32_t *base; /* the window's memory: owner words */
     int rank, size, full;
-    int attended; /* a claim needs its target inside MPI: progress probes run */
+    int attended; /* a claim may wait for its target inside MPI: progress probes run */
     uint64_t nshards, nsamples, per; /* per: words per slot on each rank */
     const uint64_t *first;
     slot slots[SC__LEDGER_SLOTS];
@@ -177,74 +176,6 @@ static int ledger_audit_open(sc__ledger *l, const char *dir, sc_error *err)
     return rc == SC_OK ? SC_OK : sc__errctx(err, rc, "rank %d: audit trail", l->rank);
 }
 
-/* Rank 0: once rank 1 says it is out of MPI, swaps its other word as a claim would. */
-static int ledger_try_swap(sc__ledger *l, MPI_Aint out, MPI_Aint swap, double until)
-{
-    uint32_t zero = 0, one = 1, got = 0;
-    int m = MPI_SUCCESS;
-    while (m == MPI_SUCCESS && !got && sc__clock_s() < until) {
-        m = MPI_Fetch_and_op(&zero, &got, MPI_UINT32_T, 1, out, MPI_NO_OP, l->win);
-        if (m == MPI_SUCCESS)
-            m = MPI_Win_flush(1, l->win);
-    }
-    if (m == MPI_SUCCESS && got)
-        m = MPI_Compare_and_swap(&one, &zero, &got, MPI_UINT32_T, 1, swap, l->win);
-    if (m == MPI_SUCCESS && got)
-        m = MPI_Win_flush(1, l->win);
-    return m;
-}
-
-/* Rank 1: says it is out of MPI, then watches for rank 0's swap without entering MPI. */
-static int ledger_watch_swap(sc__ledger *l, MPI_Aint out, MPI_Aint swap, double until)
-{
-    __atomic_store_n(&l->base[out], 1u, __ATOMIC_RELEASE);
-    while (sc__clock_s() < until) {
-        if (__atomic_load_n(&l->base[swap], __ATOMIC_ACQUIRE) != 0)
-            return 1;
-        usleep(100);
-    }
-    return 0;
-}
-
-/*
- * Whether a claim needs its target rank inside MPI (l->attended): then
- * sc__ledger_progress probes on every batch.  Across nodes they always
- * run (over TCP, osc/ucx and osc/pt2pt carry atomics as messages).  On one
- * host it depends on the window: osc/sm's atomics land in shared memory,
- * osc/pt2pt's wait for their target even there.  So it is tried once, on
- * rank 1's two words past the slots: rank 1 leaves MPI and says so in the
- * first; rank 0, once it reads that, swaps the second from 0 to 1; rank 1
- * watches the second without entering MPI and tells everyone whether the
- * swap came.  Where a read needs its target (pt2pt), rank 0 reads the
- * first word only when rank 1 is back in MPI, after its watch, so the
- * swap cannot come in time however the ranks are scheduled.  Anything
- * slow (ATTEND_S), failed, or a separate memory model leaves the probes
- * on, which is only slower.
- */
-static int ledger_attended(sc__ledger *l, sc_error *err)
-{
-    const double ATTEND_S = 0.5;
-    int local = 0, one = sc__node_local(l->comm, NULL, &local, NULL) == SC_OK &&
-                         local == l->size;
-    SC_MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MIN, l->comm));
-    l->attended = !one;
-    if (!one || l->size < 2)
-        return SC_OK; /* alone, no other rank claims a word of this one's */
-    MPI_Aint out = (MPI_Aint)(l->per * SC__LEDGER_SLOTS), swap = out + 1;
-    int seen = 0, m = MPI_Barrier(l->comm);
-    double until = sc__clock_s() + ATTEND_S;
-    if (m == MPI_SUCCESS && l->rank == 0)
-        m = ledger_try_swap(l, out, swap, until);
-    if (m == MPI_SUCCESS && l->rank == 1)
-        seen = ledger_watch_swap(l, out, swap, until);
-    int b = MPI_Bcast(&seen, 1, MPI_INT, 1, l->comm); /* every rank, whatever failed */
-    m = m == MPI_SUCCESS ? b : m;
-    l->attended = !seen;
-    int rc = m == MPI_SUCCESS ? SC_OK
-                              : sc__mpi_err(err, m, "the ledger's window", __FILE__, __LINE__);
-    return sc__agree(l->comm, rc, "could not try the ledger's window", err);
-}
-
 int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
                     const uint64_t *shard_first, const sc__ledger_opts *opts, sc__ledger **out,
                     sc_error *err)
@@ -266,7 +197,7 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
                         (unsigned long long)RANK_MASK);
     /* A word per shard (claimed by its home), then one per cut a plan can make. */
     l->per = l->size ? (nshards + ncuts + (uint64_t)l->size - 1) / (uint64_t)l->size : 0;
-    /* ...and two words more, for ledger_attended's try. */
+    /* ...and two words more, for sc__win_attended's try. */
     MPI_Aint bytes = (MPI_Aint)(sizeof(uint32_t) * (l->per * SC__LEDGER_SLOTS + 2));
     if (m == MPI_SUCCESS && rc == SC_OK) {
         m = MPI_Win_allocate(bytes, sizeof(uint32_t), MPI_INFO_NULL, l->comm, &l->base,
@@ -293,7 +224,8 @@ int sc__ledger_open(MPI_Comm comm, uint64_t nshards, uint64_t ncuts,
     if (l->win != MPI_WIN_NULL)
         rc = sc__agree(l->comm, rc, "could not set up its ownership ledger", err);
     if (rc == SC_OK)
-        rc = ledger_attended(l, err);
+        rc = sc__win_attended(l->comm, l->win, l->base, (MPI_Aint)(l->per * SC__LEDGER_SLOTS),
+                              &l->attended, err);
     if (rc == SC_OK && opts && opts->audit_dir && opts->audit_dir[0]) {
         rc = ledger_audit_open(l, opts->audit_dir, err);
         if (rc == SC_OK) {
@@ -793,7 +725,7 @@ void sc__ledger_flush(sc__ledger *l)
  * waiting on a straggler several times longer than eight do
  * (docs/benchmarks.md, "Claims across nodes"; docs/ownership.md).
  * Where a claim completes without its target (shared memory on one host,
- * ledger_attended) there are none: where MPI yields when idle (more ranks
+ * attend.h) there are none: where MPI yields when idle (more ranks
  * than cores) a probe that finds nothing gives the core away, for
  * milliseconds beside busy producers (docs/ownership.md, "Across nodes").
  */
@@ -802,7 +734,7 @@ int sc__ledger_progress(sc__ledger *l, sc_error *err)
     enum { PROBES = 8 };
     int flag = 0;
     if (!l->attended)
-        return SC_OK; /* a claim completes without this rank (ledger_attended) */
+        return SC_OK; /* a claim completes without this rank (attend.h) */
     for (int i = 0; i < PROBES; i++)
         SC_MPI_CHECK(err, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, l->comm, &flag,
                                      MPI_STATUS_IGNORE));
