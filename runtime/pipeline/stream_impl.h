@@ -166,7 +166,6 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
 /* The ring slot in `state` (and, but for a free one, of batch seq), or NULL.  Mutex held. */
 rslot *sc__stream_slot_with(const sc__stream *s, int state, uint64_t seq);
 
-
 /*
  * A mapping (m, cleared) or a buffer (buf) to be freed by sc__stream_bury,
  * its `bytes` counted in resident until then; freed at once, under the
