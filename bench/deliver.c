@@ -7,6 +7,7 @@
  *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X[,Y...]] [--spin]
  *                              [--per-epoch]
  *   mpirun -np R bench_deliver --gather FILE [--epochs E] [--warmup W]
+ *                              [--sample-bytes N] [--memcpy]
  *   mpirun -np R bench_deliver --first-batch
  *
  * The dataset and every loader setting come from SC_* (SC_SOURCE,
@@ -38,9 +39,11 @@
  * per sample), in a uniformly random order drawn every epoch, from the page
  * cache (mapped once, outside the clock) into a ring of 8 batches, one
  * thread per rank; the same processes on the same cores as the loader, one
- * copy per byte, as batch assembly needs.  A windowed shuffle such as the
- * loader's reads with more locality and can beat it a little.  Its line
- * says "gather:" instead.
+ * copy per byte, as batch assembly needs, made as the loader makes it (past
+ * the cache for a ring this large: sc__copy_nt), or with --memcpy by
+ * memcpy.  A windowed shuffle such as the loader's reads with more locality
+ * and can beat it a little.  Its line says "gather:" instead.
+ * --sample-bytes: samples of N bytes (BENCH_SAMPLE_BYTES by default).
  *
  * --first-batch is a job's start-up: from before sc_loader_open (every
  * rank past MPI_Init) to the first batch of epoch 0 in every rank's hand,
@@ -57,6 +60,7 @@
 #include <unistd.h>
 
 #include "bench_doc.h"
+#include "mem.h"
 #include "shardcache.h"
 
 enum { GATHER_DEPTH = 8 };
@@ -74,22 +78,33 @@ static void gather_order(uint64_t *order, uint64_t n, uint64_t epoch)
     }
 }
 
+/* --gather's sample size and copy: the loader's (sc__copy_nt past the cache), or memcpy. */
+typedef struct gopts {
+    uint64_t sample;
+    int plain;
+} gopts;
+
 /* One epoch of --gather on this rank: its share of the order, batch by batch. */
 static uint64_t gather_epoch(const unsigned char *src, uint64_t n, const uint64_t *order,
-                             unsigned char *ring, uint64_t batch, int rank, int size)
+                             unsigned char *ring, uint64_t batch, const gopts *g, int rank,
+                             int size)
 {
-    uint64_t mine = 0, sum = 0;
+    uint64_t mine = 0, sum = 0, S = g->sample;
+    void *(*copy)(void *, const void *, size_t) =
+        !g->plain && sc__copy_bypasses(GATHER_DEPTH * batch * S) ? sc__copy_nt : memcpy;
     for (uint64_t i = (uint64_t)rank; i < n; i += (uint64_t)size, mine++) {
-        unsigned char *slot = ring + (mine / batch % GATHER_DEPTH) * batch * BENCH_SAMPLE_BYTES;
-        unsigned char *to = slot + mine % batch * BENCH_SAMPLE_BYTES;
-        memcpy(to, src + order[i] * BENCH_SAMPLE_BYTES, BENCH_SAMPLE_BYTES);
-        sum += to[mine % BENCH_SAMPLE_BYTES]; /* the copies are used */
+        unsigned char *slot = ring + (mine / batch % GATHER_DEPTH) * batch * S;
+        unsigned char *to = slot + mine % batch * S;
+        copy(to, src + order[i] * S, S);
+        sum += src[order[i] * S + mine % S]; /* the copy's source, read: the loop is kept */
     }
-    return sum;
+    sc__copy_fence();
+    return sum + ring[mine % S];
 }
 
 /* --gather: the shuffled copy; prints a "gather:" line on rank 0. */
-static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, int size)
+static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t warmup, int rank,
+                  int size)
 {
     int fd = open(path, O_RDONLY);
     struct stat st;
@@ -97,33 +112,34 @@ static int gather(const char *path, uint64_t epochs, uint64_t warmup, int rank, 
         fprintf(stderr, "bench_deliver: '%s': %s\n", path, strerror(errno));
         return 1;
     }
-    uint64_t n = (uint64_t)st.st_size / BENCH_SAMPLE_BYTES, batch = 256;
+    uint64_t n = (uint64_t)st.st_size / g->sample, batch = 256;
     const unsigned char *src = n ? mmap(NULL, (size_t)st.st_size, PROT_READ,
                                         MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
     close(fd);
     uint64_t *order = malloc(sizeof *order * (n ? n : 1));
-    unsigned char *ring = malloc(GATHER_DEPTH * batch * BENCH_SAMPLE_BYTES);
+    unsigned char *ring = malloc(GATHER_DEPTH * batch * g->sample);
     if (src == MAP_FAILED || !order || !ring) {
         fprintf(stderr, "bench_deliver: '%s': cannot map it, or no memory\n", path);
         return 1;
     }
-    memset(ring, 0, GATHER_DEPTH * batch * BENCH_SAMPLE_BYTES);
+    memset(ring, 0, GATHER_DEPTH * batch * g->sample);
     double secs = 0, samples = 0;
     uint64_t sum = 0;
     for (uint64_t e = 0; e < warmup + epochs; e++) {
         gather_order(order, n, e);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = bench_now();
-        sum += gather_epoch(src, n, order, ring, batch, rank, size);
+        sum += gather_epoch(src, n, order, ring, batch, g, rank, size);
         double t = bench_now() - t0;
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         if (e >= warmup)
             secs += t, samples += (double)n;
     }
     if (rank == 0)
-        printf("gather: %d ranks, %llu epochs: %.0f samples/s, %.1f MB/s (check %llu)\n", size,
-               (unsigned long long)epochs, samples / secs,
-               samples * BENCH_SAMPLE_BYTES / secs / 1e6, (unsigned long long)(sum & 0xff));
+        printf("gather: %d ranks, %llu epochs, %llu-byte samples, %s: %.0f samples/s, %.1f MB/s "
+               "(check %llu)\n", size, (unsigned long long)epochs, (unsigned long long)g->sample,
+               g->plain ? "memcpy" : "the loader's copy", samples / secs,
+               samples * (double)g->sample / secs / 1e6, (unsigned long long)(sum & 0xff));
     munmap((void *)src, (size_t)st.st_size);
     free(order);
     free(ring);
@@ -268,6 +284,7 @@ int main(int argc, char **argv)
 {
     int provided, rank, size, spin = 0, startup = 0, per_epoch = 0;
     const char *gather_path = NULL;
+    gopts g = {BENCH_SAMPLE_BYTES, 0};
     uint64_t epochs = 2, warmup = 1;
     const char *steps = "0";
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -289,6 +306,10 @@ int main(int argc, char **argv)
             per_epoch = 1;
         else if (!strcmp(a, "--gather"))
             gather_path = v, i++;
+        else if (!strcmp(a, "--sample-bytes") && strtoull(v, NULL, 10) > 0)
+            g.sample = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--memcpy"))
+            g.plain = 1;
         else {
             if (rank == 0)
                 fprintf(stderr, "bench_deliver: unknown option '%s'\n", a);
@@ -297,7 +318,7 @@ int main(int argc, char **argv)
         }
     }
     if (gather_path) {
-        int rc = gather(gather_path, epochs, warmup, rank, size);
+        int rc = gather(gather_path, &g, epochs, warmup, rank, size);
         MPI_Finalize();
         return rc;
     }

@@ -70,4 +70,23 @@ void *sc__pool_shed(sc__pool *p, uint64_t limit, uint64_t *cap);
 /* Frees every pooled buffer; the pool is empty again. */
 void sc__pool_free(sc__pool *p);
 
+/*
+ * memcpy's result, the destination's whole 16-byte blocks written with
+ * non-temporal stores where the CPU has them (x86's SSE2): for a
+ * destination that the cache would evict before anyone reads it, such as
+ * a ring of batches larger than a core's share of the last-level cache
+ * (sc__copy_bypasses).  The copy then skips reading each destination line
+ * in first (read-for-ownership), a third of its memory traffic.  The
+ * stores are weakly ordered: sc__copy_fence() before the destination goes
+ * to another thread or a device.  Elsewhere, and under ASan and TSan
+ * (which check memcpy's bytes, not these stores), it is memcpy.
+ */
+void *sc__copy_nt(void *to, const void *from, size_t n);
+void sc__copy_fence(void);
+/*
+ * Whether copies that rewrite `bytes` in turn (a batch ring) should use
+ * sc__copy_nt: whether the region outgrows a core's share of the cache.
+ */
+int sc__copy_bypasses(uint64_t bytes);
+
 #endif

@@ -16,6 +16,7 @@
 #include "hash.h"
 #include "image.h"
 #include "log.h"
+#include "mem.h"
 #include "skiplist.h"
 #include "source.h"
 #include "stream_impl.h"
@@ -88,6 +89,15 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t id, uint32_t 
     return rc;
 }
 
+/* Bytes into a ring slot: past the cache where the ring outgrows it. */
+static void batch_copy_bytes(const sc__stream *s, void *to, const void *from, size_t n)
+{
+    if (s->copy_nt)
+        sc__copy_nt(to, from, n);
+    else
+        memcpy(to, from, n);
+}
+
 /*
  * A fixed-shape field's sample into a batch: copied, or through SC_AUGMENT's
  * stages with draws keyed as batch_decode's are, by (seed, epoch, field,
@@ -101,7 +111,7 @@ static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t id, int
         sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
                                              SC__PURPOSE_STAGES + (unsigned)f, id));
     else
-        memcpy(to, from, s->fsb[f]);
+        batch_copy_bytes(s, to, from, s->fsb[f]);
 }
 
 /*
@@ -159,7 +169,7 @@ static int batch_put_one(const sc__stream *s, const ep *e, uint64_t i, uint64_t 
                               (unsigned long long)id, s->ds->fields[f].name,
                               (unsigned long long)len, (unsigned long long)s->fsb[f]);
         fields[f] = to + end[f];
-        memcpy(fields[f], from, len);
+        batch_copy_bytes(s, fields[f], from, len);
         ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
         end[f] += len;
     }
@@ -292,6 +302,8 @@ static int batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring 
     for (int f = 0; f < s->nfields; f++)
         if (s->vlen[f])
             ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
+    if (s->copy_nt)
+        sc__copy_fence(); /* before the slot goes to the device or the consumer */
     slot->epoch = e->epoch;
     slot->index = b;
     uint64_t end = q0 + B;

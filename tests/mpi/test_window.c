@@ -40,14 +40,24 @@ typedef struct wcase {
     uint64_t cache_bytes; /* a rank's SC_CACHE_BYTES; 0: the default (all of it) */
 } wcase;
 
-/* dir/<name>.h5: /x uint8 [n][sample_bytes], written once by rank 0. */
+/* A sample's int32s in /x: with its int64 id in /y, sample_bytes in all. */
+static int width_of(const wcase *w)
+{
+    return (int)((w->sample_bytes - sizeof(int64_t)) / sizeof(int32_t));
+}
+
+/*
+ * dir/<name>.h5: self-checking samples (sc_t_write_samples) of
+ * sample_bytes each, written once by rank 0; every delivered sample is
+ * checked against them, so the batch copies of rings this large (past the
+ * cache: sc__copy_nt) deliver the source's bytes.
+ */
 static void source_of(const wcase *w, char *path, size_t len)
 {
     snprintf(path, len, "%s/%s.h5", dir, w->name);
-    const uint64_t dims[2] = {w->nsamples, w->sample_bytes};
     struct stat st;
     if (rank == 0 && stat(path, &st) != 0)
-        assert_int_equal(sc_t_write(path, "/x", H5T_NATIVE_UINT8, 2, dims, NULL, 1), 0);
+        assert_int_equal(sc_t_write_samples(path, 0, w->nsamples, width_of(w)), 0);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -137,8 +147,12 @@ static void run_case(const wcase *w)
         sc_batch b;
         int rc;
         assert_int_equal(sc_epoch_begin(ld, e, NULL), SC_OK);
-        while ((rc = sc_batch_next(ld, &b)) == SC_OK)
+        while ((rc = sc_batch_next(ld, &b)) == SC_OK) {
+            char why[256];
+            if (!sc_t_samples_ok(&b, width_of(w), w->nsamples, why, sizeof why))
+                fail_msg("%s: epoch %llu: %s", w->name, (unsigned long long)e, why);
             assert_int_equal(sc_batch_release(ld, &b), SC_OK);
+        }
         assert_int_equal(rc, SC_END_OF_EPOCH);
         sc__stream_counts k;
         assert_int_equal(sc__stream_last_counts(ld->stream, &k), SC_OK);
