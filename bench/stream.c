@@ -13,7 +13,8 @@
  * cost of leaving tracing on (SC_TRACE).  The memcpy
  * limit copies the same number of bytes, batch by batch, from a source the
  * size of the dataset (so it comes from DRAM, as a cache read does), with
- * one thread.  Each figure is the median of N epochs, interleaved with the
+ * one thread, as the loader copies into a ring that large (memcpy, or past
+ * the cache: sc__copy_nt).  Each figure is the median of N epochs, interleaved with the
  * memcpy runs so that machine noise hits both alike.  The cold epoch
  * (source read, checksum, cache write, delivery; a fresh cache each time)
  * is set against reading the source file itself, interleaved likewise,
@@ -448,7 +449,7 @@ int main(int argc, char **argv)
                      "(one rank, %.0f MiB delivered per epoch, %llu-byte samples, median of "
                      "%d epochs, %ld cores online)\n\n"
                      "| delivery | GB/s | ratio to memcpy |\n| --- | ---: | ---: |\n"
-                     "| memcpy of the same bytes into a ring of 8 batches, one thread (the limit) | %.2f | 1.00 |\n",
+                     "| copy of the same bytes into a ring of 8 batches, one thread, as the loader copies (the limit) | %.2f | 1.00 |\n",
                      (unsigned long long)mib, (unsigned long long)batch, prod_arg, runs,
                      bytes / 1048576.0, (unsigned long long)sample, runs, cores, gbps_mem);
     for (int i = 0; i < np; i++)
