@@ -7,7 +7,8 @@
  *   mpirun -np R bench_deliver [--epochs E] [--warmup W] [--step-ms X[,Y...]] [--spin]
  *                              [--per-epoch]
  *   mpirun -np R bench_deliver --gather FILE [--epochs E] [--warmup W]
- *                              [--sample-bytes N] [--memcpy]
+ *                              [--sample-bytes N] [--batch B] [--depth D]
+ *                              [--copy loader|memcpy|nt]
  *   mpirun -np R bench_deliver --first-batch
  *
  * The dataset and every loader setting come from SC_* (SC_SOURCE,
@@ -37,11 +38,11 @@
  * --gather is the copy any loader that shuffles samples must make, with no
  * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
  * per sample), in a uniformly random order drawn every epoch, from the page
- * cache (mapped once, outside the clock) into a ring of 8 batches, one
- * thread per rank; the same processes on the same cores as the loader, one
+ * cache (mapped once, outside the clock) into a ring of D batches (8) of B
+ * samples (256), one thread per rank; the same processes on the same cores as the loader, one
  * copy per byte, as batch assembly needs, made as the loader makes it (past
- * the cache for a ring this large: sc__copy_nt), or with --memcpy by
- * memcpy.  A windowed shuffle such as the loader's reads with more locality
+ * the cache for a ring this large: sc__copy_nt), or by the one --copy
+ * names.  A windowed shuffle such as the loader's reads with more locality
  * and can beat it a little.  Its line says "gather:" instead.
  * --sample-bytes: samples of N bytes (BENCH_SAMPLE_BYTES by default).
  *
@@ -63,7 +64,6 @@
 #include "mem.h"
 #include "shardcache.h"
 
-enum { GATHER_DEPTH = 8 };
 
 /* Epoch e's order of the n samples (Fisher-Yates, xorshift64), outside the clock. */
 static void gather_order(uint64_t *order, uint64_t n, uint64_t epoch)
@@ -78,22 +78,49 @@ static void gather_order(uint64_t *order, uint64_t n, uint64_t epoch)
     }
 }
 
-/* --gather's sample size and copy: the loader's (sc__copy_nt past the cache), or memcpy. */
+/*
+ * --gather's samples, batches and ring, and its copy: the loader's
+ * (sc__copy_nt past the cache), or memcpy.
+ */
 typedef struct gopts {
-    uint64_t sample;
-    int plain;
+    uint64_t sample, batch, depth;
+    const char *copy; /* "loader", "memcpy" or "nt" */
 } gopts;
+
+/* What --gather's line calls its copy. */
+static const char *copy_name(const gopts *g)
+{
+    if (strcmp(g->copy, "loader"))
+        return !strcmp(g->copy, "nt") ? "non-temporal" : "memcpy";
+    return sc__copy_for(g->depth * g->batch * g->sample) == memcpy
+               ? "the loader's copy (memcpy)"
+               : "the loader's copy (non-temporal)";
+}
+
+/* --gather's own option `a` (value v) into g: 1 if it is one, *bad if v is not valid. */
+static int gather_opt(const char *a, const char *v, gopts *g, int *bad)
+{
+    uint64_t *count = !strcmp(a, "--sample-bytes") ? &g->sample
+                      : !strcmp(a, "--batch")      ? &g->batch
+                      : !strcmp(a, "--depth")      ? &g->depth
+                                                   : NULL;
+    if (count)
+        *bad |= !(*count = strtoull(v, NULL, 10));
+    else if (!strcmp(a, "--copy"))
+        *bad |= strcmp(v, "loader") && strcmp(v, "memcpy") && strcmp(v, "nt"), g->copy = v;
+    return count || !strcmp(a, "--copy");
+}
 
 /* One epoch of --gather on this rank: its share of the order, batch by batch. */
 static uint64_t gather_epoch(const unsigned char *src, uint64_t n, const uint64_t *order,
-                             unsigned char *ring, uint64_t batch, const gopts *g, int rank,
-                             int size)
+                             unsigned char *ring, const gopts *g, int rank, int size)
 {
-    uint64_t mine = 0, sum = 0, S = g->sample;
-    void *(*copy)(void *, const void *, size_t) =
-        !g->plain && sc__copy_bypasses(GATHER_DEPTH * batch * S) ? sc__copy_nt : memcpy;
+    uint64_t mine = 0, sum = 0, S = g->sample, batch = g->batch;
+    sc__copy_fn copy = !strcmp(g->copy, "memcpy") ? memcpy
+                       : !strcmp(g->copy, "nt")   ? sc__copy_nt
+                                                  : sc__copy_for(g->depth * batch * S);
     for (uint64_t i = (uint64_t)rank; i < n; i += (uint64_t)size, mine++) {
-        unsigned char *slot = ring + (mine / batch % GATHER_DEPTH) * batch * S;
+        unsigned char *slot = ring + (mine / batch % g->depth) * batch * S;
         unsigned char *to = slot + mine % batch * S;
         copy(to, src + order[i] * S, S);
         sum += src[order[i] * S + mine % S]; /* the copy's source, read: the loop is kept */
@@ -112,24 +139,24 @@ static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t wa
         fprintf(stderr, "bench_deliver: '%s': %s\n", path, strerror(errno));
         return 1;
     }
-    uint64_t n = (uint64_t)st.st_size / g->sample, batch = 256;
+    uint64_t n = (uint64_t)st.st_size / g->sample, ring_bytes = g->depth * g->batch * g->sample;
     const unsigned char *src = n ? mmap(NULL, (size_t)st.st_size, PROT_READ,
                                         MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
     close(fd);
     uint64_t *order = malloc(sizeof *order * (n ? n : 1));
-    unsigned char *ring = malloc(GATHER_DEPTH * batch * g->sample);
+    unsigned char *ring = malloc(ring_bytes);
     if (src == MAP_FAILED || !order || !ring) {
         fprintf(stderr, "bench_deliver: '%s': cannot map it, or no memory\n", path);
         return 1;
     }
-    memset(ring, 0, GATHER_DEPTH * batch * g->sample);
+    memset(ring, 0, ring_bytes);
     double secs = 0, samples = 0;
     uint64_t sum = 0;
     for (uint64_t e = 0; e < warmup + epochs; e++) {
         gather_order(order, n, e);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = bench_now();
-        sum += gather_epoch(src, n, order, ring, batch, g, rank, size);
+        sum += gather_epoch(src, n, order, ring, g, rank, size);
         double t = bench_now() - t0;
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         if (e >= warmup)
@@ -138,7 +165,7 @@ static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t wa
     if (rank == 0)
         printf("gather: %d ranks, %llu epochs, %llu-byte samples, %s: %.0f samples/s, %.1f MB/s "
                "(check %llu)\n", size, (unsigned long long)epochs, (unsigned long long)g->sample,
-               g->plain ? "memcpy" : "the loader's copy", samples / secs,
+               copy_name(g), samples / secs,
                samples * (double)g->sample / secs / 1e6, (unsigned long long)(sum & 0xff));
     munmap((void *)src, (size_t)st.st_size);
     free(order);
@@ -282,9 +309,9 @@ static int first_batch(sc_config *cfg, int rank)
 
 int main(int argc, char **argv)
 {
-    int provided, rank, size, spin = 0, startup = 0, per_epoch = 0;
+    int provided, rank, size, spin = 0, startup = 0, per_epoch = 0, bad = 0;
     const char *gather_path = NULL;
-    gopts g = {BENCH_SAMPLE_BYTES, 0};
+    gopts g = {BENCH_SAMPLE_BYTES, 256, 8, "loader"};
     uint64_t epochs = 2, warmup = 1;
     const char *steps = "0";
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -306,16 +333,21 @@ int main(int argc, char **argv)
             per_epoch = 1;
         else if (!strcmp(a, "--gather"))
             gather_path = v, i++;
-        else if (!strcmp(a, "--sample-bytes") && strtoull(v, NULL, 10) > 0)
-            g.sample = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--memcpy"))
-            g.plain = 1;
+        else if (gather_opt(a, v, &g, &bad))
+            i++;
         else {
             if (rank == 0)
                 fprintf(stderr, "bench_deliver: unknown option '%s'\n", a);
             MPI_Finalize();
             return 2;
         }
+    }
+    if (bad) {
+        if (rank == 0)
+            fprintf(stderr, "bench_deliver: --sample-bytes, --batch and --depth take a count "
+                    "of 1 or more; --copy loader, memcpy or nt\n");
+        MPI_Finalize();
+        return 2;
     }
     if (gather_path) {
         int rc = gather(gather_path, &g, epochs, warmup, rank, size);

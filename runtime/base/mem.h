@@ -1,6 +1,7 @@
 /*
- * mem.h - buffers of megabytes that fault in 2 MiB at a time, and a pool
- * that keeps freed ones for the next use.
+ * mem.h - buffers of megabytes that fault in 2 MiB at a time, a pool
+ * that keeps freed ones for the next use, and a copy that bypasses the
+ * CPU's cache for batches no one reads before the cache would evict them.
  */
 #ifndef SC_MEM_H
 #define SC_MEM_H
@@ -71,15 +72,17 @@ void *sc__pool_shed(sc__pool *p, uint64_t limit, uint64_t *cap);
 void sc__pool_free(sc__pool *p);
 
 /*
- * memcpy's result, the destination's whole 16-byte blocks written with
- * non-temporal stores where the CPU has them (x86's SSE2): for a
- * destination that the cache would evict before anyone reads it, such as
- * a ring of batches larger than a core's share of the last-level cache
- * (sc__copy_bypasses).  The copy then skips reading each destination line
- * in first (read-for-ownership), a third of its memory traffic.  The
- * stores are weakly ordered: sc__copy_fence() before the destination goes
- * to another thread or a device.  Elsewhere, and under ASan and TSan
- * (which check memcpy's bytes, not these stores), it is memcpy.
+ * memcpy's result, written with non-temporal stores where the CPU has
+ * them (x86's SSE2; all but a copy's first and last few bytes, and all of
+ * one under 256 bytes, which go by memcpy): for a destination that the
+ * cache would evict before anyone reads it, such as a ring of batches
+ * larger than a core's share of the last-level cache (sc__copy_bypasses).
+ * The copy then skips reading each destination line in first
+ * (read-for-ownership), a third of its memory traffic.  The stores are
+ * weakly ordered: sc__copy_fence() before the destination goes to another
+ * thread or a device, on every path, a failed one too.  Elsewhere, and
+ * under ASan and TSan (which check memcpy's bytes, not these stores), it
+ * is memcpy.
  */
 void *sc__copy_nt(void *to, const void *from, size_t n);
 void sc__copy_fence(void);
@@ -88,5 +91,8 @@ void sc__copy_fence(void);
  * sc__copy_nt: whether the region outgrows a core's share of the cache.
  */
 int sc__copy_bypasses(uint64_t bytes);
+/* The copy for such a region: sc__copy_nt where it bypasses, else memcpy. */
+typedef void *(*sc__copy_fn)(void *to, const void *from, size_t n);
+sc__copy_fn sc__copy_for(uint64_t bytes);
 
 #endif

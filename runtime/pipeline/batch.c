@@ -350,6 +350,8 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
                           (unsigned long long)pre);
     }
     int rc = batch_build(s, e, b, slot, tr, &w, bad_id, err);
+    if (rc != SC_OK && s->copy_nt)
+        sc__copy_fence(); /* a failed build's slot goes back to the ring, to any producer */
     free(w.pre);
     return rc;
 }

@@ -574,9 +574,11 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     int rc = sc__batch_layout(s, o->batch_size, err);
     if (rc == SC_OK) {
         s->o.depth = sc__config_depth(o->depth, s->slot_bytes, o->least); /* auto: by bytes */
+        /* past the cache, but not for a user's augmentation, which reads the batch next */
         uint64_t ring;
-        s->copy_nt = __builtin_mul_overflow(s->o.depth, s->slot_bytes, &ring) ||
-                     sc__copy_bypasses(ring);
+        s->copy_nt = !(o->tf && o->tf->augment) &&
+                     (__builtin_mul_overflow(s->o.depth, s->slot_bytes, &ring) ||
+                      sc__copy_bypasses(ring));
         s->ring = calloc(s->o.depth, sizeof *s->ring);
         s->threads = calloc((size_t)o->producers, sizeof *s->threads);
         if (!s->ring || !s->threads)

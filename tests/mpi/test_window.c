@@ -23,6 +23,7 @@
 
 #include "io.h"
 #include "loader_state.h"
+#include "mem.h"
 #include "sc_h5test.h"
 #include "sc_test.h"
 
@@ -133,6 +134,11 @@ static void run_case(const wcase *w)
     sc_loader *ld = NULL;
     sc_error err = SC_ERROR_INIT;
     SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    uint64_t slot_bytes, depth = sc__stream_ring(ld->stream, &slot_bytes);
+    if (!sc__copy_bypasses(depth * slot_bytes)) /* what the byte checks below are for */
+        fail_msg("%s: a ring of %llu x %llu bytes stays in the cache: the copy past it is "
+                 "not tried", w->name, (unsigned long long)depth,
+                 (unsigned long long)slot_bytes);
     uint64_t win = ld->cfg.shuffle_window, P = w->partitions;
     /* this rank's window: P / R units of win / P samples each (one of win without partitions) */
     uint64_t units = P ? P / (uint64_t)size : 1, per = P ? win / P : win;

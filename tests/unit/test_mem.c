@@ -38,12 +38,16 @@ static void test_copy_nt_is_memcpy(void **state)
     free(src), free(dst), free(want);
 }
 
-/* Rings past a core's share of the cache bypass it; small ones do not. */
+/* Rings past a core's share of the cache (4 MiB) bypass it; smaller ones keep memcpy. */
 static void test_copy_bypasses_large_rings(void **state)
 {
     (void)state;
     assert_false(sc__copy_bypasses(3 * 393216));  /* three batches of 32 x 12 KiB */
     assert_true(sc__copy_bypasses(3 * 45864000)); /* three of resnet50's 400 x 112 KiB */
+    assert_false(sc__copy_bypasses((4 << 20) - 1));
+    assert_true(sc__copy_bypasses(4 << 20));
+    assert_true(sc__copy_for((4 << 20) - 1) == memcpy);
+    assert_true(sc__copy_for(4 << 20) == sc__copy_nt);
 }
 
 /* The pool gives the smallest buffer that fits, and keeps only up to its limit. */
