@@ -97,17 +97,30 @@ static const char *copy_name(const gopts *g)
                : "the loader's copy (non-temporal)";
 }
 
-/* --gather's own option `a` (value v) into g: 1 if it is one, *bad if v is not valid. */
-static int gather_opt(const char *a, const char *v, gopts *g, int *bad)
+/* v as a whole number of at least `least` into *out: 0 if it is not one. */
+static int count_arg(const char *v, uint64_t least, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *v == '-' || *end || errno || x < least)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* --gather's own option `a` (value v) into g: 1 if it is one; *bad = a where v is not valid. */
+static int gather_opt(const char *a, const char *v, gopts *g, const char **bad)
 {
     uint64_t *count = !strcmp(a, "--sample-bytes") ? &g->sample
                       : !strcmp(a, "--batch")      ? &g->batch
                       : !strcmp(a, "--depth")      ? &g->depth
                                                    : NULL;
-    if (count)
-        *bad |= !(*count = strtoull(v, NULL, 10));
-    else if (!strcmp(a, "--copy"))
-        *bad |= strcmp(v, "loader") && strcmp(v, "memcpy") && strcmp(v, "nt"), g->copy = v;
+    if (count && !count_arg(v, 1, count))
+        *bad = a;
+    if (!strcmp(a, "--copy") && strcmp(v, "loader") && strcmp(v, "memcpy") && strcmp(v, "nt"))
+        *bad = a;
+    g->copy = !strcmp(a, "--copy") ? v : g->copy;
     return count || !strcmp(a, "--copy");
 }
 
@@ -129,17 +142,35 @@ static uint64_t gather_epoch(const unsigned char *src, uint64_t n, const uint64_
     return sum + ring[mine % S];
 }
 
+/* Why --gather cannot copy the file st describes with g, or NULL (the ring's bytes in *ring). */
+static const char *gather_refusal(const gopts *g, const struct stat *st, uint64_t *ring)
+{
+    if (!S_ISREG(st->st_mode))
+        return "not a regular file";
+    if ((uint64_t)st->st_size < g->sample)
+        return "smaller than one sample (--sample-bytes)";
+    if (__builtin_mul_overflow(g->depth, g->batch, ring) ||
+        __builtin_mul_overflow(*ring, g->sample, ring))
+        return "a ring of --depth x --batch x --sample-bytes bytes overflows";
+    return NULL;
+}
+
 /* --gather: the shuffled copy; prints a "gather:" line on rank 0. */
 static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t warmup, int rank,
                   int size)
 {
     int fd = open(path, O_RDONLY);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        fprintf(stderr, "bench_deliver: '%s': %s\n", path, strerror(errno));
+    uint64_t ring_bytes = 0;
+    const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
+                                                    : gather_refusal(g, &st, &ring_bytes);
+    if (why) {
+        fprintf(stderr, "bench_deliver: --gather '%s': %s\n", path, why);
+        if (fd >= 0)
+            close(fd);
         return 1;
     }
-    uint64_t n = (uint64_t)st.st_size / g->sample, ring_bytes = g->depth * g->batch * g->sample;
+    uint64_t n = (uint64_t)st.st_size / g->sample;
     const unsigned char *src = n ? mmap(NULL, (size_t)st.st_size, PROT_READ,
                                         MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
     close(fd);
@@ -163,10 +194,12 @@ static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t wa
             secs += t, samples += (double)n;
     }
     if (rank == 0)
-        printf("gather: %d ranks, %llu epochs, %llu-byte samples, %s: %.0f samples/s, %.1f MB/s "
-               "(check %llu)\n", size, (unsigned long long)epochs, (unsigned long long)g->sample,
-               copy_name(g), samples / secs,
-               samples * (double)g->sample / secs / 1e6, (unsigned long long)(sum & 0xff));
+        printf("gather: %d ranks, %llu epochs, %llu-byte samples, a ring of %llu x %llu "
+               "(%.1f MB), %s: %.0f samples/s, %.1f MB/s (check %llu)\n", size,
+               (unsigned long long)epochs, (unsigned long long)g->sample,
+               (unsigned long long)g->depth, (unsigned long long)g->batch, ring_bytes / 1e6,
+               copy_name(g), samples / secs, samples * (double)g->sample / secs / 1e6,
+               (unsigned long long)(sum & 0xff));
     munmap((void *)src, (size_t)st.st_size);
     free(order);
     free(ring);
@@ -307,10 +340,22 @@ static int first_batch(sc_config *cfg, int rank)
     return 0;
 }
 
+/* 1 (said by rank 0) where option `bad` had no valid value, or gather's options came alone. */
+static int args_refused(const char *bad, int stray, int rank)
+{
+    if (bad && rank == 0)
+        fprintf(stderr, "bench_deliver: %s: a whole number (of 1 or more but for --warmup), "
+                "or for --copy loader, memcpy or nt\n", bad);
+    else if (stray && rank == 0)
+        fprintf(stderr, "bench_deliver: --sample-bytes, --batch, --depth and --copy go with "
+                "--gather FILE\n");
+    return bad || stray;
+}
+
 int main(int argc, char **argv)
 {
-    int provided, rank, size, spin = 0, startup = 0, per_epoch = 0, bad = 0;
-    const char *gather_path = NULL;
+    int provided, rank, size, spin = 0, startup = 0, per_epoch = 0, gathers = 0;
+    const char *gather_path = NULL, *bad = NULL;
     gopts g = {BENCH_SAMPLE_BYTES, 256, 8, "loader"};
     uint64_t epochs = 2, warmup = 1;
     const char *steps = "0";
@@ -320,9 +365,9 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--epochs"))
-            epochs = strtoull(v, NULL, 10), i++;
+            bad = count_arg(v, 1, &epochs) ? bad : a, i++;
         else if (!strcmp(a, "--warmup"))
-            warmup = strtoull(v, NULL, 10), i++;
+            bad = count_arg(v, 0, &warmup) ? bad : a, i++;
         else if (!strcmp(a, "--step-ms"))
             steps = v, i++;
         else if (!strcmp(a, "--spin"))
@@ -334,7 +379,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--gather"))
             gather_path = v, i++;
         else if (gather_opt(a, v, &g, &bad))
-            i++;
+            gathers = 1, i++;
         else {
             if (rank == 0)
                 fprintf(stderr, "bench_deliver: unknown option '%s'\n", a);
@@ -342,10 +387,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (bad) {
-        if (rank == 0)
-            fprintf(stderr, "bench_deliver: --sample-bytes, --batch and --depth take a count "
-                    "of 1 or more; --copy loader, memcpy or nt\n");
+    if (args_refused(bad, gathers && !gather_path, rank)) {
         MPI_Finalize();
         return 2;
     }

@@ -393,10 +393,10 @@ static uint64_t loader_resolve_window(sc_loader *ld, const sc_config *cfg)
 
 /*
  * The ring as resolved (ld->cfg, slots of `slot` bytes), said by rank 0:
- * its slots at SC_LOG=2, and a warning where a decoding loader was given
- * fewer slots than producers (a producer builds one batch at a time into a
- * free slot, so the others wait, which a decode-bound loader shows; auto
- * gives them as many).
+ * its slots and how samples go into them at SC_LOG=2, and a warning where
+ * a decoding loader was given fewer slots than producers (a producer
+ * builds one batch at a time into a free slot, so the others wait, which a
+ * decode-bound loader shows; auto gives them as many).
  */
 static void loader_say_ring(const sc_loader *ld, const sc_config *cfg, uint64_t slot,
                             int decodes)
@@ -405,16 +405,19 @@ static void loader_say_ring(const sc_loader *ld, const sc_config *cfg, uint64_t 
     int producers = ld->cfg.producers;
     if (ld->rank != 0)
         return;
+    const char *copy = sc__stream_copies_past_cache(ld->stream)
+                           ? "past the CPU's cache (a ring of 4 MiB or more)"
+                           : "by memcpy";
     if (cfg->prefetch_batches == SC_PREFETCH_AUTO)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes "
                 "(SC_PREFETCH_BATCHES=auto: %d, fewer where %d would take more than %llu MiB, "
-                "%d at least, or the producers where they decode, or what the caller holds)",
-                (unsigned long long)depth, (unsigned long long)slot, SC_PREFETCH_AUTO_MAX,
-                SC_PREFETCH_AUTO_MAX, (unsigned long long)(SC_PREFETCH_AUTO_BYTES >> 20),
-                SC_PREFETCH_AUTO_MIN);
+                "%d at least, or the producers where they decode, or what the caller holds); "
+                "samples copied %s", (unsigned long long)depth, (unsigned long long)slot,
+                SC_PREFETCH_AUTO_MAX, SC_PREFETCH_AUTO_MAX,
+                (unsigned long long)(SC_PREFETCH_AUTO_BYTES >> 20), SC_PREFETCH_AUTO_MIN, copy);
     else
-        sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes",
-                (unsigned long long)depth, (unsigned long long)slot);
+        sc__log(cfg->log_level, SC__LOG_INFO, 0, "batch ring: %llu slots of %llu bytes; "
+                "samples copied %s", (unsigned long long)depth, (unsigned long long)slot, copy);
     if (decodes && depth < (uint64_t)producers)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "SC_DECODE decodes in the producers as they build batches, and "

@@ -623,6 +623,11 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
     return SC_OK;
 }
 
+int sc__stream_copies_past_cache(const sc__stream *s)
+{
+    return s->copy_nt;
+}
+
 uint64_t sc__stream_ring(const sc__stream *s, uint64_t *slot_bytes)
 {
     *slot_bytes = s->slot_bytes;

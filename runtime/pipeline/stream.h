@@ -80,6 +80,8 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
  * (sc__config_depth), and each slot's bytes.
  */
 uint64_t sc__stream_ring(const sc__stream *s, uint64_t *slot_bytes);
+/* 1 where samples go into the ring past the CPU's cache (sc__copy_nt), 0 by memcpy. */
+int sc__stream_copies_past_cache(const sc__stream *s);
 
 /*
  * Queues an epoch by its schedule (core/schedule: the loader computes it
