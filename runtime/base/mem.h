@@ -75,8 +75,8 @@ void sc__pool_free(sc__pool *p);
  * memcpy's result, written with non-temporal stores where the CPU has
  * them (x86's SSE2; all but a copy's first and last few bytes, and all of
  * one under 256 bytes, which go by memcpy): for a destination that the
- * cache would evict before anyone reads it, such as a ring of batches
- * larger than a core's share of the last-level cache (sc__copy_bypasses).
+ * cache would evict before anyone reads it, such as a large ring of
+ * batches (sc__copy_bypasses).
  * The copy then skips reading each destination line in first
  * (read-for-ownership), a third of its memory traffic.  The stores are
  * weakly ordered: sc__copy_fence() before the destination goes to another
@@ -88,7 +88,8 @@ void *sc__copy_nt(void *to, const void *from, size_t n);
 void sc__copy_fence(void);
 /*
  * Whether copies that rewrite `bytes` in turn (a batch ring) should use
- * sc__copy_nt: whether the region outgrows a core's share of the cache.
+ * sc__copy_nt: 4 MiB or more, the crossover measured on a 2-core guest
+ * (mem.c), not a figure read from the CPU.
  */
 int sc__copy_bypasses(uint64_t bytes);
 /* The copy for such a region: sc__copy_nt where it bypasses, else memcpy. */
