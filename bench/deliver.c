@@ -39,10 +39,10 @@
  * loader: each rank copies its share of FILE's bytes (BENCH_SAMPLE_BYTES
  * per sample), in a uniformly random order drawn every epoch, from the page
  * cache (mapped once, outside the clock) into a ring of D batches (8) of B
- * samples (256), one thread per rank; the same processes on the same cores as the loader, one
- * copy per byte, as batch assembly needs, made as the loader makes it (past
- * the cache for a ring this large: sc__copy_nt), or by the one --copy
- * names.  A windowed shuffle such as the loader's reads with more locality
+ * samples (256), one thread per rank; the same processes on the same cores
+ * as the loader, one copy per byte, as batch assembly needs, made as the
+ * loader makes it (past the cache for a ring this large: sc__copy_nt), or
+ * by the one --copy names.  A windowed shuffle such as the loader's reads with more locality
  * and can beat it a little.  Its line says "gather:" instead.
  * --sample-bytes: samples of N bytes (BENCH_SAMPLE_BYTES by default).
  *
@@ -63,7 +63,6 @@
 #include "bench_doc.h"
 #include "mem.h"
 #include "shardcache.h"
-
 
 /* Epoch e's order of the n samples (Fisher-Yates, xorshift64), outside the clock. */
 static void gather_order(uint64_t *order, uint64_t n, uint64_t epoch)
@@ -87,14 +86,16 @@ typedef struct gopts {
     const char *copy; /* "loader", "memcpy" or "nt" */
 } gopts;
 
-/* What --gather's line calls its copy. */
-static const char *copy_name(const gopts *g)
+/* --gather's copy for a ring of ring_bytes, and what its line calls it (*name). */
+static sc__copy_fn gather_copy(const gopts *g, uint64_t ring_bytes, const char **name)
 {
-    if (strcmp(g->copy, "loader"))
-        return !strcmp(g->copy, "nt") ? "non-temporal" : "memcpy";
-    return sc__copy_for(g->depth * g->batch * g->sample) == memcpy
-               ? "the loader's copy (memcpy)"
-               : "the loader's copy (non-temporal)";
+    int loader = !strcmp(g->copy, "loader");
+    sc__copy_fn copy = loader                    ? sc__copy_for(ring_bytes)
+                       : !strcmp(g->copy, "nt") ? sc__copy_nt
+                                                : memcpy;
+    *name = copy == memcpy ? (loader ? "the loader's copy (memcpy)" : "memcpy")
+                           : (loader ? "the loader's copy (non-temporal)" : "non-temporal");
+    return copy;
 }
 
 /* v as a whole number of at least `least` into *out: 0 if it is not one. */
@@ -126,12 +127,10 @@ static int gather_opt(const char *a, const char *v, gopts *g, const char **bad)
 
 /* One epoch of --gather on this rank: its share of the order, batch by batch. */
 static uint64_t gather_epoch(const unsigned char *src, uint64_t n, const uint64_t *order,
-                             unsigned char *ring, const gopts *g, int rank, int size)
+                             unsigned char *ring, const gopts *g, sc__copy_fn copy, int rank,
+                             int size)
 {
     uint64_t mine = 0, sum = 0, S = g->sample, batch = g->batch;
-    sc__copy_fn copy = !strcmp(g->copy, "memcpy") ? memcpy
-                       : !strcmp(g->copy, "nt")   ? sc__copy_nt
-                                                  : sc__copy_for(g->depth * batch * S);
     for (uint64_t i = (uint64_t)rank; i < n; i += (uint64_t)size, mine++) {
         unsigned char *slot = ring + (mine / batch % g->depth) * batch * S;
         unsigned char *to = slot + mine % batch * S;
@@ -181,13 +180,15 @@ static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t wa
         return 1;
     }
     memset(ring, 0, ring_bytes);
+    const char *copy_name;
+    sc__copy_fn copy = gather_copy(g, ring_bytes, &copy_name);
     double secs = 0, samples = 0;
     uint64_t sum = 0;
     for (uint64_t e = 0; e < warmup + epochs; e++) {
         gather_order(order, n, e);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = bench_now();
-        sum += gather_epoch(src, n, order, ring, g, rank, size);
+        sum += gather_epoch(src, n, order, ring, g, copy, rank, size);
         double t = bench_now() - t0;
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         if (e >= warmup)
@@ -198,7 +199,7 @@ static int gather(const char *path, const gopts *g, uint64_t epochs, uint64_t wa
                "(%.1f MB), %s: %.0f samples/s, %.1f MB/s (check %llu)\n", size,
                (unsigned long long)epochs, (unsigned long long)g->sample,
                (unsigned long long)g->depth, (unsigned long long)g->batch, ring_bytes / 1e6,
-               copy_name(g), samples / secs, samples * (double)g->sample / secs / 1e6,
+               copy_name, samples / secs, samples * (double)g->sample / secs / 1e6,
                (unsigned long long)(sum & 0xff));
     munmap((void *)src, (size_t)st.st_size);
     free(order);

@@ -188,9 +188,10 @@ void sc__pool_free(sc__pool *p)
  * Samples copied in a random order into a ring of three batches, one
  * core (`bench_deliver --gather --depth 3`): memcpy was 1.19x faster into
  * a ring of 2.4 MB, the non-temporal copy 1.26x faster into 4.7 MB and
- * 1.46x into 138 MB (docs/benchmarks.md, "Batch copies past the cache").  The cache's size as the CPU reports it says little
- * inside a guest (64 MiB by CPUID on the machine measured, 8 MiB by the
- * kernel) or beside other ranks, so the bound is the measured crossover.
+ * 1.46x into 138 MB (docs/benchmarks.md, "Batch copies past the cache").
+ * The cache's size as the CPU reports it says little inside a guest (64
+ * MiB by CPUID on the machine measured, 8 MiB by the kernel) or beside
+ * other ranks, so the bound is the measured crossover.
  */
 #define MEM_BYPASS_BYTES ((uint64_t)4 << 20)
 

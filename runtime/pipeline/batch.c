@@ -89,15 +89,6 @@ static int batch_decode(const sc__stream *s, const ep *e, uint64_t id, uint32_t 
     return rc;
 }
 
-/* Bytes into a ring slot: past the cache where the ring outgrows it. */
-static void batch_copy_bytes(const sc__stream *s, void *to, const void *from, size_t n)
-{
-    if (s->copy_nt)
-        sc__copy_nt(to, from, n);
-    else
-        memcpy(to, from, n);
-}
-
 /*
  * A fixed-shape field's sample into a batch: copied, or through SC_AUGMENT's
  * stages with draws keyed as batch_decode's are, by (seed, epoch, field,
@@ -111,7 +102,7 @@ static void batch_copy_sample(const sc__stream *s, const ep *e, uint64_t id, int
         sc__aug_run(a, from, to, sc__rng_key(s->o.seed, e->epoch,
                                              SC__PURPOSE_STAGES + (unsigned)f, id));
     else
-        batch_copy_bytes(s, to, from, s->fsb[f]);
+        s->copy(to, from, s->fsb[f]);
 }
 
 /*
@@ -169,7 +160,7 @@ static int batch_put_one(const sc__stream *s, const ep *e, uint64_t i, uint64_t 
                               (unsigned long long)id, s->ds->fields[f].name,
                               (unsigned long long)len, (unsigned long long)s->fsb[f]);
         fields[f] = to + end[f];
-        batch_copy_bytes(s, fields[f], from, len);
+        s->copy(fields[f], from, len);
         ((uint64_t *)(slot->host + s->foff[f]))[k] = end[f]; /* slot fields are aligned */
         end[f] += len;
     }
@@ -302,8 +293,7 @@ static int batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring 
     for (int f = 0; f < s->nfields; f++)
         if (s->vlen[f])
             ((uint64_t *)(slot->host + s->foff[f]))[B] = vend[f];
-    if (s->copy_nt)
-        sc__copy_fence(); /* before the slot goes to the device or the consumer */
+    sc__copy_fence(); /* s->copy's stores, before the slot goes to the device or the consumer */
     slot->epoch = e->epoch;
     slot->index = b;
     uint64_t end = q0 + B;
@@ -350,7 +340,7 @@ int sc__batch_build(sc__stream *s, ep *e, uint64_t b, rslot *slot, sc__tring *tr
                           (unsigned long long)pre);
     }
     int rc = batch_build(s, e, b, slot, tr, &w, bad_id, err);
-    if (rc != SC_OK && s->copy_nt)
+    if (rc != SC_OK)
         sc__copy_fence(); /* a failed build's slot goes back to the ring, to any producer */
     free(w.pre);
     return rc;

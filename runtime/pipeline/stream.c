@@ -576,9 +576,9 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
         s->o.depth = sc__config_depth(o->depth, s->slot_bytes, o->least); /* auto: by bytes */
         /* past the cache, but not for a user's augmentation, which reads the batch next */
         uint64_t ring;
-        s->copy_nt = !(o->tf && o->tf->augment) &&
-                     (__builtin_mul_overflow(s->o.depth, s->slot_bytes, &ring) ||
-                      sc__copy_bypasses(ring));
+        s->copy = o->tf && o->tf->augment ? memcpy
+                  : __builtin_mul_overflow(s->o.depth, s->slot_bytes, &ring) ? sc__copy_nt
+                                                                             : sc__copy_for(ring);
         s->ring = calloc(s->o.depth, sizeof *s->ring);
         s->threads = calloc((size_t)o->producers, sizeof *s->threads);
         if (!s->ring || !s->threads)
@@ -625,7 +625,7 @@ int sc__stream_open(sc_dataset *ds, sc_cache *cache, const sc__stream_opts *o,
 
 int sc__stream_copies_past_cache(const sc__stream *s)
 {
-    return s->copy_nt;
+    return s->copy == sc__copy_nt;
 }
 
 uint64_t sc__stream_ring(const sc__stream *s, uint64_t *slot_bytes)

@@ -90,7 +90,7 @@ struct sc__stream {
     int vlen[SC_MAX_FIELDS];      /* 1: delivered as offsets and values */
     sc__crop crop[SC_MAX_FIELDS]; /* width 0: not decoded; else the decode's output */
     uint64_t slot_bytes;
-    int copy_nt; /* the ring outgrows the cache: samples go in by sc__copy_nt */
+    sc__copy_fn copy; /* samples into the ring: sc__copy_nt where it outgrows the cache */
 
     pthread_mutex_t mu;
     pthread_cond_t work, ready;

@@ -126,6 +126,7 @@ static int setup(void **state)
     t->s.nfields = 2;
     t->s.o = (sc__stream_opts){.producers = 1, .depth = 1, .batch_size = B, .seed = SEED,
                                .rank = 3, .dev = t->dev, .device = -1};
+    t->s.copy = memcpy; /* sc__stream_open's for a ring this small */
     t->slot.ids = t->slot_ids;
     t->slot.replaced = t->replaced;
     t->slot.stands_for = t->stands_for;
