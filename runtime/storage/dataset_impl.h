@@ -35,6 +35,8 @@ struct sc_dataset {
     int mpio; /* layout A's file opened through MPI-IO: no descriptor, and asking HDF5 for
                  its driver (H5Fget_access_plist) duplicates the communicator, collectively */
     uint64_t chunk_unit; /* SC_SHARD_SIZE=auto: the chunk rows shard_size is a multiple of, or 0 */
+    int files_alone;     /* layout B, SC_SHARD_SIZE=auto, samples of 1 MiB or more: a shard
+                            never spans files (source_shard_size) */
     uint64_t *shard_sizes; /* [nshards] */
     uint64_t *shard_first; /* [nshards + 1] */
     uint64_t fingerprint;

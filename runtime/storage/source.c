@@ -106,6 +106,14 @@ static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
     uint64_t b = source_mean_bytes(ds, ds->fields, ds->nfields), rows[SC_MAX_FIELDS] = {0},
              cost[SC_MAX_FIELDS] = {0};
     uint64_t size = sc_shard_size_auto(ds->nsamples, b);
+    /*
+     * Layout B never groups files of samples of 1 MiB or more: a direct
+     * read lands in place only where the shard's bytes before it are whole
+     * pages, so the files after a shard's first (one sample of 2.8 MB
+     * each, say) went through a bounce copy, 43% of a cold epoch's user
+     * CPU (docs/benchmarks.md); at 1 MiB a shard's own costs are small.
+     */
+    ds->files_alone = ds->layout == 'B' && b >= SC_SHARD_AUTO_MIN_BYTES;
     for (int i = 0; ds->layout == 'A' && i < ds->nfields; i++)
         if ((rows[i] = source_chunk_rows(ds->dset[i])) &&
             __builtin_mul_overflow(rows[i], ds->fields[i].sample_bytes, &cost[i]))
@@ -454,7 +462,8 @@ static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r
         }
     }
     uint64_t n = f - *r;
-    for (*r = 0, ++*k; *k < ds->nfiles && ds->file_sizes[*k] <= most - n; ++*k)
+    for (*r = 0, ++*k; !ds->files_alone && *k < ds->nfiles && ds->file_sizes[*k] <= most - n;
+         ++*k)
         n += ds->file_sizes[*k];
     return n;
 }
@@ -474,17 +483,19 @@ static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
         return sc__seterr(err, SC_EOVERFLOW, "source '%s': %llu shards of %llu samples, more "
                           "than 2^32 - 1: raise SC_SHARD_SIZE", ds->path,
                           (unsigned long long)ds->nshards, (unsigned long long)most);
-    ds->shard_size = most;
     ds->shard_sizes = malloc(sizeof *ds->shard_sizes * ds->nshards);
     ds->file_first = malloc(sizeof *ds->file_first * ds->nshards);
     ds->file_row = malloc(sizeof *ds->file_row * ds->nshards);
     if (!ds->shard_sizes || !ds->file_first || !ds->file_row)
         return sc__seterr(err, SC_ENOMEM, "source '%s': no memory", ds->path);
+    uint64_t top = 0;
     for (uint64_t s = 0, k = 0, r = 0; s < ds->nshards; s++) {
         ds->file_first[s] = k;
         ds->file_row[s] = r;
         ds->shard_sizes[s] = source_group_next(ds, &k, &r, most);
+        top = ds->shard_sizes[s] > top ? ds->shard_sizes[s] : top;
     }
+    ds->shard_size = ds->files_alone ? top : most; /* alone: the largest file or piece */
     return SC_OK;
 }
 
@@ -493,7 +504,8 @@ static int source_group_files(sc_dataset *ds, uint64_t most, sc_error *err)
  * that groups files (as before files were cut), or, marked apart, one that
  * cuts some (a cut layout can have as many shards as files, and the same
  * count under two sizes: the count alone would let one's cache entries
- * pass for the other's).  Where every file is a shard, no size.
+ * pass for the other's), and whether files alone are never grouped.
+ * Where every file is a shard, no size.
  */
 static void source_fingerprint_shards(const sc_dataset *ds, uint64_t most, sc__fingerprint *fp)
 {
@@ -503,6 +515,8 @@ static void source_fingerprint_shards(const sc_dataset *ds, uint64_t most, sc__f
     if (cuts) {
         sc__fingerprint_str(fp, "files cut into equal shards of at most");
         sc__fingerprint_u64(fp, most);
+        if (ds->files_alone) /* the pieces alike, the runs after them not */
+            sc__fingerprint_str(fp, "and never grouped");
     } else if (source_count_groups(ds, most) < ds->nfiles) {
         sc__fingerprint_u64(fp, most);
     }
@@ -638,10 +652,11 @@ static void source_note_auto(const sc_dataset *ds, const sc_config *cfg)
                  (unsigned long long)ds->chunk_unit);
     sc__log(cfg->log_level, SC__LOG_WARN, 0,
             "source '%s': shard size %llu samples (SC_SHARD_SIZE=auto: %llu samples of %s, "
-            "%llu shards of up to %s%s; the rule is in docs/api.md)",
+            "%llu shards of up to %s%s%s; the rule is in docs/api.md)",
             ds->path, (unsigned long long)ds->shard_size, (unsigned long long)ds->nsamples,
             source_bytes_words(b, each, sizeof each), (unsigned long long)ds->nshards,
-            source_bytes_words(b * ds->shard_size, shard, sizeof shard), chunks);
+            source_bytes_words(b * ds->shard_size, shard, sizeof shard), chunks,
+            ds->files_alone ? ", no shard spans files: samples of 1 MiB or more" : "");
 }
 
 /*

@@ -222,6 +222,107 @@ static void test_layout_b_groups_small_files(void **state)
 }
 
 /*
+ * One file of `n` samples of ALONE_WIDTH int32s (and an int64 id each, from
+ * `first`) whose /x has no storage yet: the shape of MLPerf's one-sample
+ * files of megabytes without writing them (their bytes read as zeros).
+ */
+#define ALONE_WIDTH (262144 + 3) /* 1 MiB and 20 bytes a sample: not whole pages */
+static int write_unallocated(const char *path, uint64_t first, uint64_t n)
+{
+    int64_t y[3];
+    for (uint64_t i = 0; i < n; i++)
+        y[i] = (int64_t)(first + i);
+    hsize_t dx[2] = {n, ALONE_WIDTH}, dy[1] = {n};
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t sx = H5Screate_simple(2, dx, NULL), sy = H5Screate_simple(1, dy, NULL);
+    hid_t x = H5Dcreate2(f, "/x", H5T_NATIVE_INT32, sx, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = H5Dcreate2(f, "/y", H5T_NATIVE_INT64, sy, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = f < 0 || x < 0 || d < 0 ||
+             H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, y) < 0;
+    H5Dclose(d);
+    H5Dclose(x);
+    H5Sclose(sy);
+    H5Sclose(sx);
+    H5Fclose(f);
+    return rc ? -1 : 0;
+}
+
+/*
+ * SC_SHARD_SIZE=auto never groups files of samples of 1 MiB or more (a
+ * file after a shard's first would not land page-aligned: a bounce copy
+ * instead of a direct read in place), and still cuts a larger file into
+ * pieces: 520 one-sample files and two of 3 (auto: 2 a shard) make 524
+ * shards, each file's samples its own; an explicit size still groups them,
+ * and names another dataset.
+ */
+static void test_layout_b_large_samples_alone(void **state)
+{
+    (void)state;
+    char sub[1200];
+    path_of(sub, "alone");
+    uint64_t nfiles = 522, total = 0, sizes[522];
+    for (uint64_t k = 0; k < nfiles; total += sizes[k], k++) {
+        sizes[k] = k == 100 || k == 301 ? 3 : 1;
+        char f[1300];
+        snprintf(f, sizeof f, "%s/b-%03llu.h5", sub, (unsigned long long)k);
+        if (rank == 0 && k == 0)
+            mkdir(sub, 0777);
+        if (rank == 0)
+            assert_int_equal(write_unallocated(f, total, sizes[k]), 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t most = sc_shard_size_auto(total, 4 * ALONE_WIDTH + 8), fp[2];
+    assert_int_equal(most, 2); /* 526 samples: at least 256 shards */
+    for (int v = 0; v < 2; v++) {
+        sc_config c = config(sub);
+        c.shard_size = v ? most : SC_SHARD_AUTO;
+        sc_dataset *ds;
+        sc_error err;
+        SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+        sc_dataset_info in;
+        sc_dataset_get_info(ds, &in);
+        const uint64_t *ss, *first;
+        sc_dataset_shard_sizes(ds, &ss);
+        sc_dataset_shard_offsets(ds, &first);
+        uint64_t want = 0, wsize[530];
+        for (uint64_t k = 0; k < nfiles; k++) { /* grouped (v) or alone, a 3 cut in 2 + 1 */
+            if (v && k && wsize[want - 1] + sizes[k] <= most) {
+                wsize[want - 1] += sizes[k];
+                continue;
+            }
+            for (uint64_t q = 0, pieces = (sizes[k] + most - 1) / most; q < pieces; q++)
+                wsize[want++] = sizes[k] / pieces + (q < sizes[k] % pieces);
+        }
+        if (in.nshards != want || in.nsamples != total)
+            fail_msg("SC_SHARD_SIZE %s: %llu shards of %llu samples, want %llu of %llu",
+                     v ? "2" : "auto", (unsigned long long)in.nshards,
+                     (unsigned long long)in.nsamples, (unsigned long long)want,
+                     (unsigned long long)total);
+        for (uint64_t s = 0; s < in.nshards; s++)
+            if (ss[s] != wsize[s])
+                fail_msg("SC_SHARD_SIZE %s: shard %llu holds %llu samples, want %llu",
+                         v ? "2" : "auto", (unsigned long long)s, (unsigned long long)ss[s],
+                         (unsigned long long)wsize[s]);
+        assert_int_equal(in.shard_size, most); /* auto: a piece of a 3 the largest */
+        int64_t y[2];
+        int32_t *x = malloc(sizeof *x * 2 * ALONE_WIDTH);
+        void *bufs[2] = {x, y};
+        for (uint64_t s = (uint64_t)rank; x && s < in.nshards; s += 97 * (uint64_t)size) {
+            SC_ASSERT_OK(sc_dataset_read_shard(ds, s, bufs, &err), &err);
+            for (uint64_t i = 0; i < ss[s]; i++)
+                if (y[i] != (int64_t)(first[s] + i))
+                    fail_msg("shard %llu sample %llu is id %lld, not %llu",
+                             (unsigned long long)s, (unsigned long long)i, (long long)y[i],
+                             (unsigned long long)(first[s] + i));
+        }
+        free(x);
+        fp[v] = in.fingerprint;
+        sc_dataset_close(ds);
+    }
+    assert_int_not_equal(fp[0], fp[1]);
+}
+
+/*
  * Files of 6, 1 and 2 samples make three shards at SC_SHARD_SIZE 3 (0-2,
  * 3-5, 6-8) and at 4 (0-2, 3-6, 7-8: the 6 cut in halves, the 1 joining
  * the second): the same count, shard 0 the same, the others other
@@ -561,6 +662,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layout_b_dir_and_list),
         cmocka_unit_test(test_layout_b_groups_small_files),
         cmocka_unit_test(test_layout_b_cut_fingerprints),
+        cmocka_unit_test(test_layout_b_large_samples_alone),
         cmocka_unit_test(test_layout_b_manifest),
         cmocka_unit_test(test_layout_b_file_changed_after_open),
         cmocka_unit_test(test_layout_b_forged_manifest),
