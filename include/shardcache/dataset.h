@@ -48,7 +48,9 @@ typedef struct sc_dataset_info {
     uint64_t nshards;
     uint64_t shard_size;       /* SC_SHARD_SIZE: A's samples per shard; B groups runs of
                                   files of at most this many samples into a shard and
-                                  cuts a file of more into pieces of this many */
+                                  cuts a file of more into pieces of this many; where
+                                  auto never groups files (docs/api.md), the largest
+                                  shard's samples */
     uint64_t sample_bytes;     /* all fields (a variable-length one's mean and offset) */
     int nfields;
     uint64_t fingerprint;      /* paths, sizes, mtimes, inodes, change times, fields,

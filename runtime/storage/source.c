@@ -112,8 +112,11 @@ static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
      * pages, so the files after a shard's first (one sample of 2.8 MB
      * each, say) went through a bounce copy, 43% of a cold epoch's user
      * CPU (docs/benchmarks.md); at 1 MiB a shard's own costs are small.
+     * But a skipped sample's place is taken by another of its shard, which
+     * a one-sample file alone lacks: skipping, they group as before.
      */
-    ds->files_alone = ds->layout == 'B' && b >= SC_SHARD_AUTO_MIN_BYTES;
+    ds->files_alone = ds->layout == 'B' && b >= SC_SHARD_AUTO_MIN_BYTES &&
+                      cfg->bad_sample != SC_BAD_SAMPLE_SKIP && !cfg->skip_list;
     for (int i = 0; ds->layout == 'A' && i < ds->nfields; i++)
         if ((rows[i] = source_chunk_rows(ds->dset[i])) &&
             __builtin_mul_overflow(rows[i], ds->fields[i].sample_bytes, &cost[i]))

@@ -253,7 +253,8 @@ static int write_unallocated(const char *path, uint64_t first, uint64_t n)
  * instead of a direct read in place), and still cuts a larger file into
  * pieces: 520 one-sample files and two of 3 (auto: 2 a shard) make 524
  * shards, each file's samples its own; an explicit size still groups them,
- * and names another dataset.
+ * and names another dataset; so does auto with SC_BAD_SAMPLE=skip (a
+ * skipped sample's place is taken by another of its shard).
  */
 static void test_layout_b_large_samples_alone(void **state)
 {
@@ -267,15 +268,16 @@ static void test_layout_b_large_samples_alone(void **state)
         snprintf(f, sizeof f, "%s/b-%03llu.h5", sub, (unsigned long long)k);
         if (rank == 0 && k == 0)
             mkdir(sub, 0777);
-        if (rank == 0)
-            assert_int_equal(write_unallocated(f, total, sizes[k]), 0);
+        if (rank == 0 && write_unallocated(f, total, sizes[k]) != 0)
+            MPI_Abort(MPI_COMM_WORLD, 2); /* not a failed assert: the others would wait */
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t most = sc_shard_size_auto(total, 4 * ALONE_WIDTH + 8), fp[2];
+    uint64_t most = sc_shard_size_auto(total, 4 * ALONE_WIDTH + 8), fp[3];
     assert_int_equal(most, 2); /* 526 samples: at least 256 shards */
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 3; v++) { /* auto, an explicit 2, auto skipping bad samples */
         sc_config c = config(sub);
-        c.shard_size = v ? most : SC_SHARD_AUTO;
+        c.shard_size = v == 1 ? most : SC_SHARD_AUTO;
+        c.bad_sample = v == 2 ? SC_BAD_SAMPLE_SKIP : c.bad_sample;
         sc_dataset *ds;
         sc_error err;
         SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
@@ -295,13 +297,14 @@ static void test_layout_b_large_samples_alone(void **state)
         }
         if (in.nshards != want || in.nsamples != total)
             fail_msg("SC_SHARD_SIZE %s: %llu shards of %llu samples, want %llu of %llu",
-                     v ? "2" : "auto", (unsigned long long)in.nshards,
+                     v == 1 ? "2" : v ? "auto, skip" : "auto", (unsigned long long)in.nshards,
                      (unsigned long long)in.nsamples, (unsigned long long)want,
                      (unsigned long long)total);
         for (uint64_t s = 0; s < in.nshards; s++)
             if (ss[s] != wsize[s])
                 fail_msg("SC_SHARD_SIZE %s: shard %llu holds %llu samples, want %llu",
-                         v ? "2" : "auto", (unsigned long long)s, (unsigned long long)ss[s],
+                         v == 1 ? "2" : v ? "auto, skip" : "auto", (unsigned long long)s,
+                         (unsigned long long)ss[s],
                          (unsigned long long)wsize[s]);
         assert_int_equal(in.shard_size, most); /* auto: a piece of a 3 the largest */
         int64_t y[2];
@@ -320,6 +323,7 @@ static void test_layout_b_large_samples_alone(void **state)
         sc_dataset_close(ds);
     }
     assert_int_not_equal(fp[0], fp[1]);
+    assert_int_equal(fp[1], fp[2]); /* skipping: grouped as by the explicit size */
 }
 
 /*
