@@ -254,7 +254,9 @@ static int write_unallocated(const char *path, uint64_t first, uint64_t n)
  * pieces: 520 one-sample files and two of 3 (auto: 2 a shard) make 524
  * shards, each file's samples its own; an explicit size still groups them,
  * and names another dataset; so does auto with SC_BAD_SAMPLE=skip (a
- * skipped sample's place is taken by another of its shard).
+ * skipped sample's place is taken by another of its shard).  Without the
+ * two 3s, 520 shards, and the size reported is the largest shard's (1),
+ * not the 2 auto would group to.
  */
 static void test_layout_b_large_samples_alone(void **state)
 {
@@ -324,6 +326,25 @@ static void test_layout_b_large_samples_alone(void **state)
     }
     assert_int_not_equal(fp[0], fp[1]);
     assert_int_equal(fp[1], fp[2]); /* skipping: grouped as by the explicit size */
+    /* The one-sample files alone: auto still asks 2, and reports its largest shard, 1. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int k = 0; rank == 0 && k < 2; k++) {
+        char f[1300];
+        snprintf(f, sizeof f, "%s/b-%03d.h5", sub, k ? 301 : 100);
+        if (unlink(f) != 0)
+            MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(sc_shard_size_auto(520, 4 * ALONE_WIDTH + 8), 2);
+    sc_config c = config(sub);
+    sc_dataset *ds;
+    sc_error err;
+    SC_ASSERT_OK(sc_dataset_open(MPI_COMM_WORLD, &c, &ds, &err), &err);
+    sc_dataset_info in;
+    sc_dataset_get_info(ds, &in);
+    assert_int_equal(in.nshards, 520);
+    assert_int_equal(in.shard_size, 1);
+    sc_dataset_close(ds);
 }
 
 /*
