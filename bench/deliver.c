@@ -12,7 +12,9 @@
  *   mpirun -np R bench_deliver --first-batch
  *
  * The dataset and every loader setting come from SC_* (SC_SOURCE,
- * SC_SHUFFLE, SC_BATCH_SIZE, ...).  The first W epochs warm the cache and
+ * SC_SHUFFLE, SC_BATCH_SIZE, ...); SC_EPOCHS, unless set, is the run's
+ * own count (warm-up and counted epochs), so that no rank reads ahead for
+ * an epoch the run never begins.  The first W epochs warm the cache and
  * are not counted.  A step sleeps by default (the consumer thread waits
  * for a GPU); --spin makes it compute on the CPU.  Several step times run
  * one after another in the same job (the warm-up only before the first),
@@ -405,6 +407,12 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     cfg.device = SC_DEVICE_HOST;
+    /* The job's epochs, as a script that knows its own says them: nothing read past the last. */
+    uint64_t nsteps = 1;
+    for (const char *at = steps; *at; at++)
+        nsteps += *at == ',';
+    if (!getenv("SC_EPOCHS"))
+        cfg.epochs = (int)(warmup + epochs * nsteps);
     if (startup) {
         int rc = first_batch(&cfg, rank);
         MPI_Finalize();

@@ -409,6 +409,7 @@ static int open_job(const ex_opts *o, job *j, ex_crop *crop, sc_transform *tf)
         rc = 2;
     }
     if (rc == 0) {
+        cfg.epochs = o->epochs; /* SC_EPOCHS: the last epoch reads nothing ahead */
         choose_device(o, &cfg);
         if (o->crop)
             choose_transform(o, &cfg, crop, tf);

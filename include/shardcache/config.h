@@ -185,7 +185,9 @@ typedef struct sc_config {
     int decode_exif;              /* SC_DECODE_EXIF: 1 turns images upright by EXIF first */
     /* appended for cache writes off the read path (room taken from reserved[]) */
     sc_cache_writes cache_writes; /* SC_CACHE_WRITES: behind | all (docs/cache.md) */
-    int reserved_int;             /* room for a later int setting */
+    int epochs;                   /* SC_EPOCHS (in reserved_int's room): the job's epochs, 0
+                                     not said; nothing is planned or read ahead for epoch
+                                     SC_EPOCHS while the one before it runs (docs/api.md) */
     /* appended for the ring's auto depth (room taken from reserved[]; code, not a setting) */
     uint64_t prefetch_least;      /* SC_PREFETCH_BATCHES=auto gives at least this many slots:
                                      what the caller holds beside its loop's batches (the

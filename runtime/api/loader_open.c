@@ -112,10 +112,29 @@ static int loader_check_plans(const sc_loader *ld, const sc_config *cfg, sc_erro
     return loader_agree(ld, rc, err);
 }
 
+/*
+ * SC_EPOCHS, the same on every rank: a rank that posted the broadcast of a
+ * plan the others do not post would wait alone.
+ */
+static int loader_check_epochs(const sc_loader *ld, const sc_config *cfg, sc_error *err)
+{
+    int lo = 0, hi = 0, rc = loader_range(ld, cfg->epochs, &lo, &hi, err);
+    if (rc == SC_OK && cfg->epochs < 0)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.epochs is %d: 0 (not said) or the "
+                        "job's epochs", ld->rank, cfg->epochs);
+    else if (rc == SC_OK && lo != hi)
+        rc = sc__seterr(err, SC_EINVAL, "rank %d: SC_EPOCHS is %d here, and differs between "
+                        "ranks (from %d to %d): every rank must say the same", ld->rank,
+                        cfg->epochs, lo, hi);
+    return rc;
+}
+
 /* The source, the cache and the ownership ledger, each agreed on by every rank. */
 static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
-    int rc = loader_agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    int rc = loader_check_epochs(ld, cfg, err);
+    if (rc == SC_OK)
+        rc = loader_agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
     if (rc == SC_OK)
         rc = loader_check_plans(ld, cfg, err);
     if (rc == SC_OK)

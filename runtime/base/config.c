@@ -5,6 +5,7 @@
  * user would put in the environment and go through the same parser.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@
 #include "error.h"
 #include "shardcache/config.h"
 
-typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_LEVEL, T_INT, T_REF } kind;
+typedef enum { T_STR, T_U64, T_BYTES, T_DBL, T_ENUM, T_LEVEL, T_INT, T_COUNT, T_REF } kind;
 
 typedef struct setting {
     const char *env;
@@ -87,6 +88,10 @@ static const setting settings[] = {
     {"SC_PREFETCH_BATCHES", T_U64, F(prefetch_batches), "auto", {"auto"},
      "batches built ahead of the training loop (the ring depth); auto: 8, fewer where 8 "
      "batches would take more than 1 GiB, 3 at least"},
+    {"SC_EPOCHS", T_COUNT, F(epochs), "0", {0},
+     "the job's epochs; 0: not said.  Epoch E's window is read while epoch E-1 ends, but not "
+     "for E = SC_EPOCHS: a job that stops there reads nothing it will not deliver (an epoch "
+     "begun past it starts cold); the same on every rank"},
     {"SC_SHUFFLE_WINDOW", T_U64, F(shuffle_window), "auto", {"auto"},
      "samples shuffled together within a rank's epoch, across shards; 0: none; "
      "auto: as many as half of SC_STREAM_BYTES holds in whole shards (at least a batch); "
@@ -232,8 +237,9 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
         memcpy(field, &u, sizeof u);
         return SC_OK;
     case T_LEVEL:
-    case T_INT: {
-        uint64_t max = s->type == T_LEVEL ? 9 : 1024;
+    case T_INT:
+    case T_COUNT: { /* an int field: a level, a small count, or any count an int holds */
+        uint64_t max = s->type == T_LEVEL ? 9 : s->type == T_COUNT ? INT_MAX : 1024;
         if (config_parse_u64(v, &u, 0) || u > max)
             return sc__seterr(err, SC_EINVAL, "%s='%s' is not an integer 0..%llu", s->env,
                               v, (unsigned long long)max);
@@ -323,6 +329,7 @@ static const char *config_text(const sc_config *cfg, const setting *s, char *val
         return val;
     case T_LEVEL:
     case T_INT:
+    case T_COUNT:
         snprintf(val, n, "%d", *(const int *)(const void *)field);
         return val;
     case T_DBL:

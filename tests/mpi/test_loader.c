@@ -305,6 +305,54 @@ static void test_traced_epochs(void **state)
                  "batches", spans, dropped, batches);
 }
 
+/*
+ * SC_EPOCHS=2: the stream reads epoch 1's window while epoch 0 ends, but
+ * nothing of epoch 2, however long the job waits after epoch 1 (its
+ * trace has no span of epoch 2); an epoch 2 begun anyway starts cold and
+ * is exactly-once.  Without it, the same wait reads epoch 2 ahead.
+ */
+static int epochs_read_ahead(uint64_t said)
+{
+    sc_config c = config(src);
+    c.epochs = said;
+    snprintf(c.trace, sizeof c.trace, "%s/ahead%d", dir, ncache);
+    sc_loader *ld = NULL;
+    sc_error err = SC_ERROR_INIT;
+    SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+    for (uint64_t e = 0; e < 2; e++) {
+        sc_batch b;
+        assert_int_equal(sc_epoch_begin(ld, e, NULL), SC_OK);
+        while (sc_batch_next(ld, &b) == SC_OK)
+            assert_int_equal(sc_batch_release(ld, &b), SC_OK);
+        sc_epoch_summary rep;
+        assert_int_equal(sc_epoch_wait(ld, e, &rep), SC_OK);
+        assert_true(rep.exactly_once.ok);
+    }
+    usleep(300000); /* time enough for producers to read a next epoch's window */
+    assert_int_equal(sc_loader_close(ld), SC_OK);
+    char path[SC_PATH_MAX + 32], line[512];
+    snprintf(path, sizeof path, "%s.rank%d.json", c.trace, rank);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int ahead = 0;
+    while (fgets(line, sizeof line, f))
+        ahead |= strstr(line, "\"ph\":\"X\"") && strstr(line, "\"epoch\":2,");
+    fclose(f);
+    MPI_Allreduce(MPI_IN_PLACE, &ahead, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return ahead;
+}
+
+static void test_last_epoch_reads_nothing_ahead(void **state)
+{
+    (void)state;
+    if (epochs_read_ahead(2))
+        fail_msg("SC_EPOCHS=2: a rank read ahead for epoch 2");
+    assert_true(epochs_read_ahead(0)); /* the wait above is long enough to show it */
+    sc_config c = config(src);
+    c.epochs = 2;
+    run_epochs(&c, 3); /* epoch 2, past the last: cold, exactly-once */
+}
+
 static void test_order_is_deterministic(void **state)
 {
     (void)state;
@@ -875,6 +923,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_order_is_deterministic),
         cmocka_unit_test(test_corrupt_cache_entries_are_not_served),
         cmocka_unit_test(test_traced_epochs),
+        cmocka_unit_test(test_last_epoch_reads_nothing_ahead),
         cmocka_unit_test(test_straggler_does_not_delay_others),
         cmocka_unit_test(test_probes_only_where_claims_wait),
         cmocka_unit_test(test_one_ranks_audit_failure_is_everyones),
