@@ -186,8 +186,8 @@ typedef struct sc_config {
     /* appended for cache writes off the read path (room taken from reserved[]) */
     sc_cache_writes cache_writes; /* SC_CACHE_WRITES: behind | all (docs/cache.md) */
     int epochs;                   /* SC_EPOCHS (in reserved_int's room): the job's epochs, 0
-                                     not said; nothing is planned or read ahead for epoch
-                                     SC_EPOCHS while the one before it runs (docs/api.md) */
+                                     not said; nothing is read ahead for epoch SC_EPOCHS
+                                     while the one before it runs (docs/api.md) */
     /* appended for the ring's auto depth (room taken from reserved[]; code, not a setting) */
     uint64_t prefetch_least;      /* SC_PREFETCH_BATCHES=auto gives at least this many slots:
                                      what the caller holds beside its loop's batches (the

@@ -124,12 +124,8 @@ static int loader_wait_plan(sc_loader *ld, uint64_t epoch, sc__loader_rec **out)
         ld->first = ld->settled_to = epoch;
         if ((rc = sc__loader_post(ld, epoch, 0)) != SC_OK)
             return rc;
-    } else if (ld->posted_to == epoch && (rc = sc__loader_post(ld, epoch, 0)) != SC_OK) {
-        return rc; /* past SC_EPOCHS: not posted ahead, so now, on every rank alike */
     }
-    /* The next epoch's plan, and so its reads ahead, unless this is the job's last. */
-    uint64_t last = ld->cfg.epochs > 0 ? (uint64_t)ld->cfg.epochs - 1 : UINT64_MAX;
-    if (epoch < last && (rc = sc__loader_post(ld, epoch + 1, 0)) != SC_OK)
+    if ((rc = sc__loader_post(ld, epoch + 1, 0)) != SC_OK)
         return rc;
     sc__loader_rec *r = *out = sc__loader_find_rec(ld, epoch);
     if (!r) {

@@ -137,6 +137,17 @@ int sc__loader_poll_verdicts(sc_loader *ld, int wait, uint64_t epoch)
     return SC_OK;
 }
 
+/*
+ * An epoch from SC_EPOCHS on, which the job said it never runs: its plan is
+ * still broadcast (a rank that closes early says so in it), but nothing is
+ * read for it ahead, by the stream, the cache's Belady or the peers, until
+ * it is begun anyway.
+ */
+static int loader_past_last(const sc_loader *ld, uint64_t epoch)
+{
+    return ld->cfg.epochs > 0 && epoch >= (uint64_t)ld->cfg.epochs;
+}
+
 static sc_plan_params loader_params_for(const sc_loader *ld, uint64_t epoch)
 {
     sc_plan_params p;
@@ -244,8 +255,8 @@ static int loader_schedule(sc_loader *ld, sc__loader_rec *r, const sc_plan *use,
  */
 static void loader_plan_next(sc_loader *ld, const sc__loader_rec *r)
 {
-    if (!ld->ahead_to || r->epoch != ld->ahead_to || !r->reads)
-        return; /* no epoch runs, or the cache knows it already */
+    if (!ld->ahead_to || r->epoch != ld->ahead_to || !r->reads || loader_past_last(ld, r->epoch))
+        return; /* no epoch runs, the cache knows it already, or the job ends before it */
     if (sc__cache_plan_extend(ld->cache, r->reads, r->nreads) == SC_OK)
         ld->ahead_to = r->epoch + 1;
 }
@@ -284,7 +295,7 @@ int sc__loader_arrive(sc_loader *ld, sc__loader_rec *r)
      */
     int after_resume = ld->resume.happened && ld->resume.epoch + 1 == r->epoch;
     if (rc == SC_OK && r->epoch > 0 && prev && prev->plan && !ld->resume.pending &&
-        !after_resume)
+        !after_resume && !loader_past_last(ld, r->epoch))
         rc = sc__peer_want(ld->peer, prev->plan, r->reads, r->nreads, &err);
     if (rc == SC_OK && !resumed)
         r->use = use;
@@ -301,8 +312,8 @@ int sc__loader_arrive(sc_loader *ld, sc__loader_rec *r)
 int sc__loader_release(sc_loader *ld, sc__loader_rec *r, int wait)
 {
     sc_error err = SC_ERROR_INIT;
-    if (!r->use || r->status != SC_OK)
-        return SC_OK;
+    if (!r->use || r->status != SC_OK || (!wait && loader_past_last(ld, r->epoch)))
+        return SC_OK; /* (past the job's last epoch: held back until it is begun) */
     SC__ASSERT(!r->bc_live && r->state >= REC_ARRIVED); /* `use` is set on arrival */
     int rc = SC_OK, left = sc__peer_pending(ld->peer, r->epoch);
     /* Waits while replies keep coming; an owner silent for a while is given up. */
@@ -366,7 +377,8 @@ void sc__loader_plan_ahead(sc_loader *ld)
     uint32_t *seq = NULL;
     uint64_t n = 0;
     size_t room = 0;
-    for (uint64_t e = ld->cur; e <= ld->cur + 1; e++) {
+    for (uint64_t e = ld->cur; e <= ld->cur + 1 && (e == ld->cur || !loader_past_last(ld, e));
+         e++) {
         sc__loader_rec *r = sc__loader_find_rec(ld, e);
         uint32_t *grown = r && r->reads ? sc__vec_grow(seq, &room, n + r->nreads + 1, sizeof *seq)
                                         : NULL;
