@@ -350,11 +350,14 @@ def test_sample_axis_none_is_for_a_directory(dataset, cache_dir):
 
 
 @pytest.mark.skipif(SIZE < 2, reason="needs 2 ranks or more")
-def test_a_rank_closing_early_ends_the_others_wait(dataset, cache_dir):
+@pytest.mark.parametrize("epochs", [0, 2])
+def test_a_rank_closing_early_ends_the_others_wait(dataset, cache_dir, epochs):
     """Rank 0 closes in epoch 0 (as after an error it caught); the others go
     on and then wait for epoch 1's verdict, which rank 0 never joins: the
-    wait fails, naming rank 0, instead of hanging."""
-    loader = open_loader(dataset, cache_dir, abort_on_error=False)
+    wait fails, naming rank 0, instead of hanging.  Also where epoch 1 is
+    the job's last (epochs=2): rank 0 says it closed in epoch 2's plan
+    broadcast, which SC_EPOCHS holds back from the reads but still posts."""
+    loader = open_loader(dataset, cache_dir, abort_on_error=False, epochs=epochs)
     if RANK == 0:
         next(iter(loader.epoch(0)))
         loader.close()
