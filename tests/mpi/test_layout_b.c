@@ -142,6 +142,29 @@ static void test_layout_b_dir_and_list(void **state)
 }
 
 /*
+ * The shards files of sizes[] make at SC_SHARD_SIZE `most`, worked out here
+ * apart from the library: a file of more is cut into the fewest pieces of
+ * at most `most`, as equal as they come; with `group`, a file joins the
+ * shard before it (a run, or a cut file's last piece) while the sum fits.
+ * Their sizes into wsize[]; returns their count.
+ */
+static uint64_t expected_shards(const uint64_t *sizes, uint64_t nfiles, uint64_t most, int group,
+                                uint64_t *wsize)
+{
+    uint64_t want = 0;
+    for (uint64_t k = 0; k < nfiles; k++) {
+        if (group && k && wsize[want - 1] + sizes[k] <= most) {
+            wsize[want - 1] += sizes[k];
+            continue;
+        }
+        uint64_t pieces = (sizes[k] + most - 1) / most;
+        for (uint64_t q = 0; q < pieces; q++)
+            wsize[want++] = sizes[k] / pieces + (q < sizes[k] % pieces);
+    }
+    return want;
+}
+
+/*
  * Layout B groups runs of small files into shards of at most SC_SHARD_SIZE
  * samples and cuts a bigger file into the fewest pieces of at most that
  * many, as equal as they come (its last piece one the files after it may
@@ -172,16 +195,7 @@ static void test_layout_b_groups_small_files(void **state)
     uint64_t fps[3];
     for (int v = 0; v < 3; v++) {
         uint64_t most = v == 0 ? 1 : v == 1 ? 2 + (uint64_t)(rand() % 30) : total;
-        uint64_t want = 0, wsize[64 * 40];
-        for (uint64_t k = 0; k < nfiles; k++) { /* the runs and pieces */
-            if (k && wsize[want - 1] + sizes[k] <= most) {
-                wsize[want - 1] += sizes[k];
-                continue;
-            }
-            uint64_t pieces = (sizes[k] + most - 1) / most;
-            for (uint64_t q = 0; q < pieces; q++)
-                wsize[want++] = sizes[k] / pieces + (q < sizes[k] % pieces);
-        }
+        uint64_t wsize[64 * 40], want = expected_shards(sizes, nfiles, most, 1, wsize);
         sc_config c = config(sub);
         c.shard_size = most;
         sc_dataset *ds;
@@ -288,15 +302,7 @@ static void test_layout_b_large_samples_alone(void **state)
         const uint64_t *ss, *first;
         sc_dataset_shard_sizes(ds, &ss);
         sc_dataset_shard_offsets(ds, &first);
-        uint64_t want = 0, wsize[530];
-        for (uint64_t k = 0; k < nfiles; k++) { /* grouped (v) or alone, a 3 cut in 2 + 1 */
-            if (v && k && wsize[want - 1] + sizes[k] <= most) {
-                wsize[want - 1] += sizes[k];
-                continue;
-            }
-            for (uint64_t q = 0, pieces = (sizes[k] + most - 1) / most; q < pieces; q++)
-                wsize[want++] = sizes[k] / pieces + (q < sizes[k] % pieces);
-        }
+        uint64_t wsize[530], want = expected_shards(sizes, nfiles, most, v != 0, wsize);
         if (in.nshards != want || in.nsamples != total)
             fail_msg("SC_SHARD_SIZE %s: %llu shards of %llu samples, want %llu of %llu",
                      v == 1 ? "2" : v ? "auto, skip" : "auto", (unsigned long long)in.nshards,
