@@ -19,6 +19,7 @@
 #include <Python.h>
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <mpi.h>
 #include <mpi4py/mpi4py.h>
 #include <stdint.h>
@@ -74,22 +75,57 @@ typedef struct {
     int busy;         /* a call is in flight with the GIL released */
 } core_loader;
 
+/* cfg from the defaults, the SC_* environment and `settings`: a status, err saying why. */
+static int core_settings(sc_config *cfg, PyObject *settings, sc_error *err)
+{
+    int rc = sc_config_init(cfg, err);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (rc == SC_OK && settings && PyDict_Next(settings, &pos, &key, &value)) {
+        const char *k = PyUnicode_AsUTF8(key), *v = PyUnicode_AsUTF8(value);
+        if (!k || !v) { /* settings are str -> str: __init__.py makes them so */
+            PyErr_Clear();
+            snprintf(err->msg, sizeof err->msg, "a setting that is not text");
+            return SC_EINVAL;
+        }
+        rc = sc_config_set(cfg, k, v, err);
+    }
+    return rc;
+}
+
 static int core_config(sc_config *cfg, PyObject *settings)
 {
     sc_error err = SC_ERROR_INIT;
-    int rc = sc_config_init(cfg, &err);
-    if (rc != SC_OK)
-        return core_raise(rc, err.msg), -1;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (settings && PyDict_Next(settings, &pos, &key, &value)) {
-        const char *k = PyUnicode_AsUTF8(key), *v = PyUnicode_AsUTF8(value);
-        if (!k || !v)
-            return -1; /* settings are str -> str: __init__.py makes them so */
-        if ((rc = sc_config_set(cfg, k, v, &err)) != SC_OK)
-            return core_raise(rc, err.msg), -1;
-    }
-    return 0;
+    int rc = core_settings(cfg, settings, &err);
+    return rc == SC_OK ? 0 : (core_raise(rc, err.msg), -1);
+}
+
+/*
+ * A rank whose settings are refused (a bad SC_* variable in its environment
+ * alone) must not leave the others waiting in the open's collectives: before
+ * any, the ranks agree, and every rank raises the first refused rank's
+ * error.  Collective.
+ */
+static int core_config_agreed(sc_config *cfg, PyObject *settings, MPI_Comm comm)
+{
+    sc_error err = SC_ERROR_INIT;
+    int rank = 0, rc = core_settings(cfg, settings, &err), first = INT_MAX, e;
+    MPI_Comm_rank(comm, &rank);
+    Py_BEGIN_ALLOW_THREADS
+    e = sc__agree_min(comm, rc == SC_OK ? INT_MAX : rank, &first);
+    if (e == MPI_SUCCESS && first != INT_MAX)
+        e = MPI_Bcast(&rc, 1, MPI_INT, first, comm);
+    if (e == MPI_SUCCESS && first != INT_MAX)
+        e = MPI_Bcast(err.msg, (int)sizeof err.msg, MPI_CHAR, first, comm);
+    Py_END_ALLOW_THREADS
+    if (e != MPI_SUCCESS)
+        return core_raise(SC_EMPI, "the ranks' agreement on their settings failed"), -1;
+    if (first == INT_MAX)
+        return 0;
+    char msg[SC_ERROR_MSG_MAX];
+    err.msg[sizeof err.msg - 1] = '\0';
+    snprintf(msg, sizeof msg, "rank %d: %.490s", first, err.msg); /* err: 512 at most */
+    return core_raise(rc, msg), -1;
 }
 
 /*
@@ -211,7 +247,8 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
     if (!c)
         return -1;
     sc_config cfg;
-    if (core_config(&cfg, settings) || (tspec && core_transform(self, *c, &cfg, tspec, targ)))
+    if (core_config_agreed(&cfg, settings, *c) ||
+        (tspec && core_transform(self, *c, &cfg, tspec, targ)))
         return -1;
     cfg.prefetch_least = held ? held + SC_PREFETCH_AUTO_MIN : 0;
     sc_error err = SC_ERROR_INIT;

@@ -171,6 +171,29 @@ def test_settings_that_differ_between_ranks_are_refused_at_open(dataset, cache_d
     assert (f"{name} is '{values[1]}' on rank {SIZE - 1} and '{values[0]}' on rank 0"
             in e.value.message)
 
+@pytest.mark.parametrize("where", ["environment", "keyword"])
+def test_settings_refused_on_one_rank_fail_every_rank(dataset, cache_dir, monkeypatch, where):
+    """A value refused on one rank alone (SC_EPOCHS=abc left in one node's
+    environment, epochs=0.5 on one rank) raised there before the open, and
+    the other ranks waited in the open's collectives forever."""
+    if SIZE < 2:
+        pytest.skip("needs 2 ranks or more")
+    bad = RANK == SIZE - 1
+    kw = {}
+    if bad and where == "environment":
+        monkeypatch.setenv("SC_EPOCHS", "abc")
+    elif bad:
+        kw["epochs"] = 0.5
+    with pytest.raises(shardcache.Error) as e:
+        open_loader(dataset, cache_dir, **kw)
+    assert e.value.status == "SC_EINVAL"
+    shown = "SC_EPOCHS='abc'" if where == "environment" else "SC_EPOCHS='0.5'"
+    assert e.value.message.startswith(f"rank {SIZE - 1}: ") and shown in e.value.message
+    monkeypatch.delenv("SC_EPOCHS", raising=False)
+    with open_loader(dataset, cache_dir) as loader:  # and the ranks go on together
+        n = sum(1 for _ in loader.epoch(0))
+        assert n > 0 and loader.verdict(0).ok
+
 
 @pytest.mark.parametrize("depth", [1, 2, 3, "auto"])
 def test_kept_labels_with_a_small_ring(dataset, cache_dir, depth):
