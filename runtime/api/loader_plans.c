@@ -198,9 +198,12 @@ int sc__loader_post(sc_loader *ld, uint64_t epoch, int closing)
     /* The broadcast before this one is still its `after` while in flight. */
     sc__loader_rec *before = sc__loader_find_rec(ld, epoch - 1);
     sc__plan_bcast *after = epoch > 0 && before && before->bc_live ? &before->bc : NULL;
-    int rc = sc__plan_bcast_start(&r->bc, after, ld->hdr, ld->data, 0,
-                                  ld->rank == 0 ? r->plan : NULL,
-                                  closing ? SC_END_OF_EPOCH : made, epoch, &err);
+    /* Closing: how far rank 0 went (an epoch whose begin failed is not counted). */
+    uint64_t begun = ld->phase != LD_NO_EPOCH ? ld->cur + 1 : ld->cur > ld->first ? ld->cur : 0;
+    int rc = closing ? sc__plan_bcast_closing(&r->bc, after, ld->hdr, ld->data, 0, begun,
+                                              epoch, &err)
+                     : sc__plan_bcast_start(&r->bc, after, ld->hdr, ld->data, 0,
+                                            ld->rank == 0 ? r->plan : NULL, made, epoch, &err);
     if (rc != SC_OK)
         return sc__loader_fail(ld, &err);
     r->bc_live = 1;

@@ -20,10 +20,9 @@ static size_t plan_bcast_words(size_t len)
     return (len + WORD - 1) / WORD;
 }
 
-int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
-                         MPI_Comm comm, MPI_Comm data, int root,
-                         const sc_plan *plan, int root_status, uint64_t epoch,
-                         sc_error *err)
+static int plan_bcast_begin(sc__plan_bcast *b, sc__plan_bcast *after, MPI_Comm comm,
+                            MPI_Comm data, int root, const sc_plan *plan, int root_status,
+                            uint64_t note, uint64_t epoch, sc_error *err)
 {
     memset(b, 0, sizeof *b);
     b->comm = comm;
@@ -55,6 +54,8 @@ int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
             }
         }
         b->head[2] = (uint64_t)(-(int64_t)(b->len ? SC_OK : root_status));
+        if (!plan)
+            b->head[1] = note;
     }
     SC_MPI_CHECK(err, MPI_Ibcast(b->head, 4, MPI_UINT64_T, root, comm, &b->req[0]));
     b->stage = HEADER_POSTED;
@@ -64,6 +65,21 @@ int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
         b->stage = PAYLOAD_POSTED;
     }
     return SC_OK;
+}
+
+int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after, MPI_Comm comm,
+                         MPI_Comm data, int root, const sc_plan *plan, int root_status,
+                         uint64_t epoch, sc_error *err)
+{
+    return plan_bcast_begin(b, after, comm, data, root, plan, root_status, 0, epoch, err);
+}
+
+int sc__plan_bcast_closing(sc__plan_bcast *b, sc__plan_bcast *after, MPI_Comm comm,
+                           MPI_Comm data, int root, uint64_t begun, uint64_t epoch,
+                           sc_error *err)
+{
+    return plan_bcast_begin(b, after, comm, data, root, NULL, SC_END_OF_EPOCH, begun, epoch,
+                            err);
 }
 
 static int plan_bcast_post_payload(sc__plan_bcast *b, sc_error *err);
@@ -161,9 +177,13 @@ int sc__plan_bcast_finish(sc__plan_bcast *b, const sc_plan_params *expect,
     int root_status = -(int)(int64_t)b->head[2];
     if (b->head[0] == 0 && root_status == SC_END_OF_EPOCH) {
         plan_bcast_release(b);
-        return sc__seterr(err, SC_EPLAN,
-                          "rank %d: rank %d closed its loader before epoch %llu",
-                          b->rank, b->root, e);
+        unsigned long long begun = (unsigned long long)b->head[1];
+        if (!begun)
+            return sc__seterr(err, SC_EPLAN, "rank %d: rank %d closed its loader before "
+                              "beginning any epoch", b->rank, b->root);
+        return sc__seterr(err, SC_EPLAN, "rank %d: rank %d closed its loader after beginning "
+                          "epoch %llu, its last (this rank waited for epoch %llu's plan)",
+                          b->rank, b->root, begun - 1, e);
     }
     if (b->head[0] == 0) {
         plan_bcast_release(b);

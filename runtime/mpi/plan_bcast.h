@@ -19,7 +19,8 @@ typedef struct sc__plan_bcast {
     MPI_Comm data;         /* payloads go here (not owned) */
     MPI_Datatype word;     /* 8 bytes, uninterpreted: the wire is little-endian */
     int root, rank, stage; /* idle, header posted, payload posted, done */
-    uint64_t head[4];      /* payload bytes (0: root failed), hash, -status, epoch */
+    uint64_t head[4];      /* payload bytes (0: root failed), hash (closing: epochs
+                              begun), -status, epoch */
     unsigned char *buf;    /* non-root: received payload; root: the plan's wire */
     size_t len;
     MPI_Request req[2];
@@ -46,6 +47,16 @@ int sc__plan_bcast_start(sc__plan_bcast *b, sc__plan_bcast *after,
                          MPI_Comm comm, MPI_Comm data, int root,
                          const sc_plan *plan, int root_status, uint64_t epoch,
                          sc_error *err);
+
+/*
+ * The root's closing word, posted where the broadcast of `epoch` would be:
+ * no plan, and `begun`, the epochs the root began (the last one's number
+ * plus one; 0: none), so that a rank still waiting can say how far the root
+ * went, not which broadcast told it.
+ */
+int sc__plan_bcast_closing(sc__plan_bcast *b, sc__plan_bcast *after, MPI_Comm comm,
+                           MPI_Comm data, int root, uint64_t begun, uint64_t epoch,
+                           sc_error *err);
 
 /* Makes progress without blocking; *done is 1 once the payload is here. */
 int sc__plan_bcast_test(sc__plan_bcast *b, int *done, sc_error *err);

@@ -362,7 +362,8 @@ def test_a_rank_closing_early_ends_the_others_wait(dataset, cache_dir, epochs):
         next(iter(loader.epoch(0)))
         loader.close()
         return
-    with pytest.raises(shardcache.Error, match="rank 0 closed its loader"):
+    with pytest.raises(shardcache.Error, match="rank 0 closed its loader after beginning "
+                                               "epoch 0, its last"):
         for epoch in range(3):
             for _ in loader.epoch(epoch):
                 pass
