@@ -296,7 +296,7 @@ static int loader_refuse_unreplaceable(const sc_loader *ld, const sc_config *cfg
                                        uint64_t listed, uint64_t count, sc_error *err)
 {
     const sc_dataset *ds = ld->ds;
-    int skip = cfg->bad_sample == SC_BAD_SAMPLE_SKIP;
+    int skip = sc__config_skips_bad(cfg);
     uint64_t n = ds->shard_sizes[s];
     char why[160];
     if (listed == n)
@@ -328,10 +328,10 @@ static int loader_refuse_unreplaceable(const sc_loader *ld, const sc_config *cfg
  */
 static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
-    int rc = SC_OK, skip = cfg->bad_sample == SC_BAD_SAMPLE_SKIP;
+    int rc = SC_OK, skip = sc__config_skips_bad(cfg);
     const sc__skiplist *l = sc__fields_skip(ld->ds);
     uint64_t listed, count, s = loader_unreplaceable(ld->ds, skip, l, &listed, &count);
-    if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && !skip)
+    if (cfg->bad_sample != SC_BAD_SAMPLE_ERROR && cfg->bad_sample != SC_BAD_SAMPLE_SKIP)
         rc = sc__seterr(err, SC_EINVAL, "rank %d: sc_config.bad_sample is %d, neither "
                         "SC_BAD_SAMPLE_ERROR nor SC_BAD_SAMPLE_SKIP", ld->rank,
                         (int)cfg->bad_sample);
@@ -344,6 +344,10 @@ static int loader_open_skiplist(sc_loader *ld, const sc_config *cfg, sc_error *e
                         "replacement: list every bad sample first with `shardcache scan "
                         "--decode` and pass the list as SC_SKIP_LIST", ld->rank);
     rc = loader_agree(ld, rc, err);
+    if (rc == SC_OK && cfg->bad_sample == SC_BAD_SAMPLE_SKIP && !skip && ld->rank == 0)
+        sc__log(cfg->log_level, SC__LOG_WARN, 0, "SC_BAD_SAMPLE=skip skips an image that fails "
+                "to decode, and source '%s' is not decoded (no SC_DECODE): it skips nothing "
+                "here (SC_SKIP_LIST skips the samples it names)", ld->ds->path);
     if (rc == SC_OK && l && ld->rank == 0)
         sc__log(cfg->log_level, SC__LOG_INFO, 0, "SC_SKIP_LIST '%s': %llu samples skipped, "
                 "each replaced by another sample of its shard", cfg->skip_list,

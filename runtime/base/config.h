@@ -48,6 +48,16 @@ uint64_t sc__config_window_bytes(uint64_t window, uint64_t partitions, uint64_t 
                                  uint64_t shard_samples);
 
 /*
+ * Whether SC_BAD_SAMPLE=skip can skip anything: only an image that fails to
+ * decode at delivery is skipped, so without SC_DECODE the setting changes
+ * nothing (not the shards either).  Decode-once alone refuses it at open.
+ */
+static inline int sc__config_skips_bad(const sc_config *cfg)
+{
+    return cfg->bad_sample == SC_BAD_SAMPLE_SKIP && cfg->decode[0] != '\0';
+}
+
+/*
  * The plan parameters of `epoch` for a job of world_size ranks with these
  * settings, over a dataset's shards (sizes[nshards], as
  * sc_dataset_shard_sizes gives them) and fingerprint.  Inline, so that the

@@ -98,6 +98,8 @@ static uint64_t source_mean_bytes(const sc_dataset *ds, const sc__field *f, int 
  * Every rank computes it from the same scan and the file's own chunking.
  * In layout A (its chunking is read) the caller holds the HDF5 lock.
  */
+static uint64_t source_without_singles(const sc_dataset *ds, uint64_t size, uint64_t step);
+
 static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
 {
     SC__ASSERT(ds->layout != 'A' || sc__h5_held());
@@ -115,17 +117,19 @@ static uint64_t source_shard_size(sc_dataset *ds, const sc_config *cfg)
      * But a skipped sample's place is taken by another of its shard, which
      * a one-sample file alone lacks: skipping, they group as before.
      */
-    ds->files_alone = ds->layout == 'B' && b >= SC_SHARD_AUTO_MIN_BYTES &&
-                      cfg->bad_sample != SC_BAD_SAMPLE_SKIP && !cfg->skip_list;
+    int skips = sc__config_skips_bad(cfg);
+    ds->files_alone = ds->layout == 'B' && b >= SC_SHARD_AUTO_MIN_BYTES && !skips &&
+                      !cfg->skip_list;
     for (int i = 0; ds->layout == 'A' && i < ds->nfields; i++)
         if ((rows[i] = source_chunk_rows(ds->dset[i])) &&
             __builtin_mul_overflow(rows[i], ds->fields[i].sample_bytes, &cost[i]))
             cost[i] = UINT64_MAX;
     uint64_t unit = ds->chunk_unit = sc__shard_chunk_unit(b, rows, cost, ds->nfields);
-    if (!unit)
-        return size;
-    size = size < unit ? unit : size / unit * unit;
-    return size < ds->nsamples || !ds->nsamples ? size : ds->nsamples;
+    if (unit)
+        size = size < unit ? unit : size / unit * unit;
+    if (unit && (size >= ds->nsamples && ds->nsamples))
+        return ds->nsamples;
+    return skips ? source_without_singles(ds, size, unit ? unit : 1) : size;
 }
 
 static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__fingerprint *fp,
@@ -469,6 +473,38 @@ static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r
          ++*k)
         n += ds->file_sizes[*k];
     return n;
+}
+
+/*
+ * SC_BAD_SAMPLE=skip replaces a sample that does not decode by another of
+ * its shard, and the open refuses a shard of one sample.  auto's size is
+ * raised a step at a time (layout A: a chunk's rows) to the first that
+ * leaves none: layout A's last shard where N % size is 1, layout B's file
+ * of one sample that joins no other (the 521st of 521 in pairs, or one
+ * before a file of three).  Past SOURCE_SINGLE_TRIES steps the open's
+ * check names the shard.  A size is tried in one pass over the files.
+ */
+#define SOURCE_SINGLE_TRIES 64
+
+static int source_has_single(const sc_dataset *ds, uint64_t most)
+{
+    if (ds->layout == 'A')
+        return most == 1 || (most < ds->nsamples && ds->nsamples % most == 1);
+    for (uint64_t k = 0, r = 0; k < ds->nfiles;)
+        if (source_group_next(ds, &k, &r, most) == 1)
+            return 1;
+    return 0;
+}
+
+static uint64_t source_without_singles(const sc_dataset *ds, uint64_t size, uint64_t step)
+{
+    for (uint64_t t = 0, m = size; t < SOURCE_SINGLE_TRIES; t++, m += step) {
+        if (ds->layout == 'A' && m >= ds->nsamples)
+            return ds->nsamples > 1 ? ds->nsamples : size;
+        if (!source_has_single(ds, m))
+            return m;
+    }
+    return size;
 }
 
 static uint64_t source_count_groups(const sc_dataset *ds, uint64_t most)

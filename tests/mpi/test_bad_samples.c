@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "dataset_impl.h"
 #include "jpeg.h"
@@ -44,8 +45,9 @@ static uint8_t colour(uint64_t id, int c)
     return (uint8_t)(20 + (id * (7 + 5 * (uint64_t)c)) % 200);
 }
 
-/* dir/<tag>.h5 by rank 0: /img (JPEGs, bad[id] ones damaged) and /y (the ids). */
-static void write_source(const char *path, uint64_t n, const unsigned char *bad)
+/* path by rank 0: /img (JPEGs of ids first.., the i-th damaged where bad[i]), /y (the ids). */
+static void write_source_at(const char *path, uint64_t first, uint64_t n,
+                            const unsigned char *bad)
 {
     if (rank == 0) {
         sc__jpeg *j = NULL;
@@ -53,17 +55,18 @@ static void write_source(const char *path, uint64_t n, const unsigned char *bad)
         SC_ASSERT_OK(sc__jpeg_new(&j, &err), &err);
         hvl_t *v = calloc(n, sizeof *v);
         int64_t *y = malloc(sizeof *y * n);
-        for (uint64_t id = 0; id < n; id++) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t id = first + i;
             uint8_t img[3 * SIDE * SIDE];
             for (int c = 0; c < 3; c++)
                 memset(img + c * SIDE * SIDE, colour(id, c), SIDE * SIDE);
             unsigned char *enc;
             size_t len;
             SC_ASSERT_OK(sc__jpeg_encode(j, img, 3, SIDE, SIDE, 95, &enc, &len, &err), &err);
-            if (bad[id])
+            if (bad[i])
                 memset(enc + 2, 0, len - 2); /* its start of image, then nothing of one */
-            v[id].p = enc, v[id].len = len;
-            y[id] = (int64_t)id;
+            v[i].p = enc, v[i].len = len;
+            y[i] = (int64_t)id;
         }
         hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         hid_t t = H5Tvlen_create(H5T_NATIVE_UINT8);
@@ -73,16 +76,23 @@ static void write_source(const char *path, uint64_t n, const unsigned char *bad)
         assert_true(d >= 0 && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
         H5Dclose(d), H5Sclose(sp), H5Tclose(t), H5Fclose(f);
         assert_int_equal(sc_t_write(path, "y", H5T_NATIVE_INT64, 1, &n, y, 0), 0);
-        for (uint64_t id = 0; id < n; id++)
-            free(v[id].p);
+        for (uint64_t i = 0; i < n; i++)
+            free(v[i].p);
         free(v), free(y);
         sc__jpeg_free(j);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* dir/<tag>.h5: samples 0..n-1. */
+static void write_source(const char *path, uint64_t n, const unsigned char *bad)
+{
+    write_source_at(path, 0, n, bad);
+}
+
 typedef struct job {
     uint64_t n, shard, seed;
+    const uint64_t *offs; /* [nshards + 1]: the shards' first samples, or NULL: runs of shard */
     unsigned char *bad;  /* [n] damaged */
     uint64_t *repl;      /* [n]: epoch 0's replacement of each skipped sample */
     char src[1200];
@@ -115,10 +125,13 @@ static void check_slot(const sc_batch *b, uint64_t k)
                          (unsigned long long)id, c, i, px[c * OUT * OUT + i], colour(id, c));
 }
 
-/* The shard of id: shards are runs of jb->shard (the last shorter). */
+/* The shard of id: runs of jb->shard (the last shorter), or as jb->offs says. */
 static uint64_t shard_of(const job *jb, uint64_t id)
 {
-    return id / jb->shard;
+    uint64_t s = 0;
+    while (jb->offs && jb->offs[s + 1] <= id)
+        s++;
+    return jb->offs ? s : id / jb->shard;
 }
 
 /*
@@ -571,6 +584,72 @@ static void test_unreplaceable_refused_at_open(void **state)
     free_job(&jb);
 }
 
+/*
+ * SC_SHARD_SIZE=auto under SC_BAD_SAMPLE=skip leaves no shard of one sample
+ * (each needs another to stand in): it opened shards of one where the
+ * count asked for it and refused itself, "choose an SC_SHARD_SIZE".
+ * Layout A, 17 samples: auto's 1 a shard becomes 3 (2 leaves a last of
+ * one).  Layout B, files of 1, 3, 1, 1, 3, 1, 1 samples twice over: 4,
+ * grouped 1+3, 1+1, 3+1, 1+1, 3, 1+3, 1+1 (at 2 and 3 a file of one is left
+ * alone before a 3).  A bad sample in each is replaced from its own shard,
+ * and the epochs are exactly-once.
+ */
+static void test_auto_leaves_no_single_under_skip(void **state)
+{
+    (void)state;
+    need_jpeg();
+    static const uint64_t files[] = {1, 3, 1, 1, 3, 1, 1, 1, 3, 1, 1, 3, 1, 1};
+    for (int layout = 0; layout < 2; layout++) {
+        job jb = {.n = layout ? 22 : 17, .seed = 9};
+        jb.bad = calloc(jb.n, 1), jb.repl = calloc(jb.n, sizeof *jb.repl);
+        jb.bad[layout ? 8 : 5] = 1;
+        if (layout == 0) {
+            snprintf(jb.src, sizeof jb.src, "%s/auto17.h5", dir);
+            write_source(jb.src, jb.n, jb.bad);
+        } else {
+            snprintf(jb.src, sizeof jb.src, "%s/autoB", dir);
+            if (rank == 0)
+                mkdir(jb.src, 0777);
+            for (uint64_t k = 0, first = 0; k < 14; first += files[k], k++) {
+                char f[1300];
+                snprintf(f, sizeof f, "%s/b-%02llu.h5", jb.src, (unsigned long long)k);
+                write_source_at(f, first, files[k], jb.bad + first);
+            }
+        }
+        sc_config c = job_config(&jb, 1);
+        c.shard_size = SC_SHARD_AUTO;
+        sc_loader *ld = NULL;
+        sc_error err = SC_ERROR_INIT;
+        SC_ASSERT_OK(sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err), &err);
+        const sc_dataset *ds = sc_loader_dataset(ld);
+        sc_dataset_info in;
+        sc_dataset_get_info(ds, &in);
+        const uint64_t *ss;
+        sc_dataset_shard_sizes(ds, &ss);
+        assert_int_equal(in.shard_size, layout ? 4 : 3);
+        assert_int_equal(in.nshards, layout ? 7 : 6);
+        for (uint64_t s = 0; s < in.nshards; s++)
+            assert_true(ss[s] >= 2);
+        jb.shard = in.shard_size;
+        sc_dataset_shard_offsets(ds, &jb.offs);
+        uint64_t *got = malloc(8 * jb.n), *stood = malloc(8 * jb.n);
+        for (uint64_t e = 0; e < 2; e++) {
+            sc_exactly_once v;
+            run_epoch(ld, &jb, e, got, stood, &v);
+            for (uint64_t id = 0; id < jb.n; id++)
+                if (got[id] != !jb.bad[id] || stood[id] != jb.bad[id])
+                    fail_msg("layout %c: epoch %llu: sample %llu delivered %llu times, stood "
+                             "for %llu", layout ? 'B' : 'A', (unsigned long long)e,
+                             (unsigned long long)id, (unsigned long long)got[id],
+                             (unsigned long long)stood[id]);
+            assert_true(v.verified && v.ok && v.skipped_bad == 1 && v.replacements == 1);
+        }
+        assert_int_equal(sc_loader_close(ld), SC_OK);
+        free(got), free(stood);
+        free_job(&jb);
+    }
+}
+
 int main(int argc, char **argv)
 {
     sc_t_mpi_start(&argc, &argv, &rank, &size, dir, sizeof dir, "bad_samples");
@@ -580,6 +659,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_skip_list_decode_once),
         cmocka_unit_test(test_error_names_rank_sample_epoch),
         cmocka_unit_test(test_unreplaceable_refused_at_open),
+        cmocka_unit_test(test_auto_leaves_no_single_under_skip),
     };
     return sc_t_mpi_finish(cmocka_run_group_tests(tests, NULL, NULL), dir);
 }
