@@ -150,10 +150,14 @@ static const setting settings[] = {
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
+/*
+ * Digits first: strtoull skips leading blanks and negates after a '-', so
+ * ' -1' read as 2^64-1 (a seed), and ' 3' passed where '3 ' did not.
+ */
 static int config_parse_u64(const char *v, uint64_t *out, int bytes)
 {
     char *end = NULL;
-    if (!*v || *v == '-')
+    if (*v < '0' || *v > '9')
         return -1;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
@@ -250,7 +254,8 @@ static int config_apply(sc_config *cfg, const setting *s, const char *v, sc_erro
         char *end = NULL;
         errno = 0;
         double d = strtod(v, &end);
-        if (errno || end == v || *end || !(d >= 0.0 && d <= 1.0))
+        int first = (*v >= '0' && *v <= '9') || *v == '.'; /* no blanks, as above */
+        if (!first || errno || end == v || *end || !(d >= 0.0 && d <= 1.0))
             return sc__seterr(err, SC_EINVAL, "%s='%s' is not a number in [0,1]",
                               s->env, v);
         memcpy(field, &d, sizeof d);

@@ -59,6 +59,11 @@ static void test_bad_values_are_errors(void **state)
     static const char *bad[][3] = {
         {"SC_SEED", "12x", "SC_SEED='12x'"},
         {"SC_SEED", "-3", "SC_SEED='-3'"},
+        {"SC_SEED", " -1", "SC_SEED=' -1'"}, /* strtoull: 2^64-1 */
+        {"SC_EPOCHS", " 3", "SC_EPOCHS=' 3'"}, /* as '3 ' is */
+        {"SC_EPOCHS", "3 ", "SC_EPOCHS='3 '"},
+        {"SC_BATCH_SIZE", "+4", "SC_BATCH_SIZE='+4'"},
+        {"SC_EXCHANGE", " 0.5", "SC_EXCHANGE=' 0.5'"},
         {"SC_CACHE_BYTES", "3Q", "SC_CACHE_BYTES='3Q'"},
         {"SC_EXCHANGE", "1.5", "SC_EXCHANGE='1.5'"},
         {"SC_SHUFFLE", "random", "choose one of global, sticky"},
