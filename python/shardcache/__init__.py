@@ -437,6 +437,7 @@ class Loader:
         self._names = {f[0]: i for i, f in enumerate(self._fields)}
         self._epoch = self._more = None  # the epoch begun, and whether batches are left
         self._set = None  # the epoch set_epoch named, until its pass begins
+        self._set_ever = False  # set_epoch was called: a pass without it is likely a slip
         self._next_epoch, self._left = None, 0
         self._warned_copy = False
         self.info = None
@@ -574,7 +575,7 @@ class Loader:
         batches left skipped by the caller, with a warning."""
         if self._more and epoch != self._epoch:
             self._end_broken_pass(f"set_epoch({epoch})")
-        self._next_epoch, self._set = epoch, epoch
+        self._next_epoch, self._set, self._set_ever = epoch, epoch, True
 
     def _end_broken_pass(self, why):
         warnings.warn(f"shardcache: rank {self.rank}: {why} while epoch {self._epoch} has "
@@ -597,7 +598,15 @@ class Loader:
         fresh pass), unless set_epoch named it again."""
         if self._more and self._set != self._epoch:
             self._end_broken_pass("a new pass over the loader")
-        epoch, self._set = self._current(), None
+        epoch = self._current()
+        if self._set is None and self._set_ever and not self._more:
+            # DistributedSampler repeats the epoch set last; an epoch here is read once.
+            warnings.warn(f"shardcache: rank {self.rank}: a pass over the loader with no "
+                          f"set_epoch since the last begins epoch {epoch}, the next one (a "
+                          f"DataLoader would repeat epoch {epoch - 1}): call "
+                          f"set_epoch({epoch}) before it, or iterate loader.epoch(e)",
+                          stacklevel=2)
+        self._set = None
         return iter(self.epoch(epoch))
 
     def __len__(self):

@@ -69,8 +69,13 @@ def test_len_set_epoch_and_iterating_twice(dataset, cache_dir):
         loader.set_epoch(1)
         assert sum(1 for _ in loader) == n
         assert loader.verdict(1).ok
-        # Without set_epoch, each iteration of the loader is the next epoch.
-        assert sum(1 for _ in loader) == n
+        # Without set_epoch, each iteration of the loader is the next epoch: after
+        # set_epoch, said (DistributedSampler would repeat epoch 1; a new user's
+        # second pass consumed epoch 2 unawares, then set_epoch(2) was refused).
+        with pytest.warns(UserWarning, match=r"no set_epoch since the last begins epoch 2, "
+                                             r"the next one \(a DataLoader would repeat "
+                                             r"epoch 1\): call set_epoch\(2\)"):
+            assert sum(1 for _ in loader) == n
         assert loader.verdict(2).ok
 
 
