@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "error.h"
 #include "loader_state.h"
+#include "log.h"
 #include "plan_state.h"
 
 /* The end of `ld->cur` on this rank: its verification goes out, never waited for. */
@@ -215,6 +216,11 @@ int sc_epoch_begin(sc_loader *ld, uint64_t epoch, sc_epoch_info *info)
     double waited = sc__clock_s() - t0;
     sc__tring_span(ld->tr, SC__ST_PLAN_WAIT, tw, sc__tring_now(ld->tr), epoch, -1, -1, 0);
 
+    if (ld->rank == 0 && ld->cfg.epochs > 0 && epoch == (uint64_t)ld->cfg.epochs)
+        sc__log(ld->cfg.log_level, SC__LOG_WARN, 0, "epoch %llu begun past SC_EPOCHS=%d (the "
+                "job's epochs, 0 to %d): nothing was read ahead for it, so it starts cold; "
+                "it is still exactly-once", (unsigned long long)epoch, ld->cfg.epochs,
+                ld->cfg.epochs - 1);
     ld->phase = LD_RUNNING;
     sc__loader_rec_advance(r, REC_BEGUN);
     uint64_t samples = 0;

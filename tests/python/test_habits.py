@@ -437,3 +437,16 @@ def test_partitions_give_the_same_global_batches_on_any_world(dataset, cache_dir
         with pytest.raises(shardcache.Error) as e:
             open_loader(dataset, cache_dir, batch_size=G, partitions=6, comm=MPI.COMM_SELF)
         assert "SC_PARTITIONS=6" in e.value.message or "multiple of SC_PARTITIONS=6" in e.value.message
+
+
+def test_an_epoch_past_epochs_says_it_starts_cold(dataset, cache_dir, capfd):
+    """Running past epochs=N (a loop's range longer than the job's count)
+    was silent: it read nothing ahead, and its slower start went unexplained."""
+    with open_loader(dataset, cache_dir, epochs=1, log=1) as loader:
+        for epoch in range(2):
+            for _ in loader.epoch(epoch):
+                pass
+            assert loader.verdict(epoch).ok
+            err = capfd.readouterr().err
+            said = "epoch 1 begun past SC_EPOCHS=1 (the job's epochs, 0 to 0)" in err
+            assert said == (epoch == 1 and RANK == 0), err
