@@ -310,13 +310,15 @@ static int loader_refuse_unreplaceable(const sc_loader *ld, const sc_config *cfg
     return sc__seterr(err, SC_EINVAL, "rank %d: %s replaces a skipped sample by another of its "
                       "shard, and shard %llu of source '%s' (%llu sample%s from sample %llu; "
                       "SC_SHARD_SIZE=%llu%s) %s%s: choose an SC_SHARD_SIZE that leaves every "
-                      "shard %s not skipped%s", ld->rank,
+                      "shard %s not skipped%s%s", ld->rank,
                       skip ? "SC_BAD_SAMPLE=skip" : "SC_SKIP_LIST", (unsigned long long)s,
                       ds->path, (unsigned long long)n, n == 1 ? "" : "s",
                       (unsigned long long)ds->shard_first[s], (unsigned long long)ds->shard_size,
                       cfg->shard_size == SC_SHARD_AUTO ? ", auto" : "", why,
                       count > 1 ? " (and other shards too)" : "",
                       skip ? "two samples or more" : "a sample",
+                      skip && cfg->shard_size != SC_SHARD_AUTO && !listed
+                          ? " (SC_SHARD_SIZE=auto looks for one)" : "",
                       skip ? ", or, where SC_SKIP_LIST names every bad sample, keep "
                              "SC_BAD_SAMPLE=error" : "");
 }

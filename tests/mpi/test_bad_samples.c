@@ -561,6 +561,7 @@ static void test_unreplaceable_refused_at_open(void **state)
     refused(&c, "SC_BAD_SAMPLE=skip replaces a skipped sample by another of its shard, and "
                 "shard 4 of source");
     refused(&c, "(1 sample from sample 16; SC_SHARD_SIZE=4) has only that one sample");
+    refused(&c, "two samples or more not skipped (SC_SHARD_SIZE=auto looks for one), or");
 
     c = job_config(&jb, 0);
     uint64_t fp = fingerprint_of(&c);
