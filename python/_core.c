@@ -129,6 +129,36 @@ static int core_config_agreed(sc_config *cfg, PyObject *settings, MPI_Comm comm)
 }
 
 /*
+ * transform= and resume= given on some ranks only: those with one would
+ * wait in its collectives (the factory's agreement, the resume's) while the
+ * others went on into the open's (a checkpoint found on one node's disk
+ * only, `resume=load(p) if os.path.exists(p) else None`).  Agreed first, by
+ * the least and greatest of each rank's two flags.  Collective.
+ */
+static int core_args_agreed(MPI_Comm comm, int transform, int resume)
+{
+    int mine[4] = {transform, resume, -transform, -resume}, all[4];
+    int e;
+    Py_BEGIN_ALLOW_THREADS
+    e = MPI_Allreduce(mine, all, 4, MPI_INT, MPI_MIN, comm);
+    Py_END_ALLOW_THREADS
+    if (e != MPI_SUCCESS)
+        return core_raise(SC_EMPI, "the ranks' agreement on transform= and resume= failed"),
+               -1;
+    const char *which = all[0] != -all[2] ? "transform=" : all[1] != -all[3] ? "resume=" : NULL;
+    if (!which)
+        return 0;
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    int mine_has = !strcmp(which, "transform=") ? transform : resume;
+    char msg[SC_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "rank %d: %s is given on some ranks and not on others (%s here): "
+             "every rank must give it alike (resume=: every rank's state_dict(), or None on "
+             "every rank)", rank, which, mine_has ? "given" : "not given");
+    return core_raise(SC_EINVAL, msg), -1;
+}
+
+/*
  * Every rank's records, as sc_loader_resume takes them.  Collective: a rank
  * whose records are unusable fails every rank, before the resume itself.
  */
@@ -248,6 +278,7 @@ static int core_loader_init(core_loader *self, PyObject *args, PyObject *kw)
         return -1;
     sc_config cfg;
     if (core_config_agreed(&cfg, settings, *c) ||
+        core_args_agreed(*c, tspec != NULL, resume != Py_None) ||
         (tspec && core_transform(self, *c, &cfg, tspec, targ)))
         return -1;
     cfg.prefetch_least = held ? held + SC_PREFETCH_AUTO_MIN : 0;

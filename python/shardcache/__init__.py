@@ -602,8 +602,8 @@ class Loader:
         if self._set is None and self._set_ever and not self._more:
             # DistributedSampler repeats the epoch set last; an epoch here is read once.
             warnings.warn(f"shardcache: rank {self.rank}: a pass over the loader with no "
-                          f"set_epoch since the last begins epoch {epoch}, the next one (a "
-                          f"DataLoader would repeat epoch {epoch - 1}): call "
+                          f"set_epoch since the last begins epoch {epoch}, the next one "
+                          f"(DistributedSampler would repeat epoch {epoch - 1}): call "
                           f"set_epoch({epoch}) before it, or iterate loader.epoch(e)",
                           stacklevel=2)
         self._set = None

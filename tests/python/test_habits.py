@@ -73,8 +73,8 @@ def test_len_set_epoch_and_iterating_twice(dataset, cache_dir):
         # set_epoch, said (DistributedSampler would repeat epoch 1; a new user's
         # second pass consumed epoch 2 unawares, then set_epoch(2) was refused).
         with pytest.warns(UserWarning, match=r"no set_epoch since the last begins epoch 2, "
-                                             r"the next one \(a DataLoader would repeat "
-                                             r"epoch 1\): call set_epoch\(2\)"):
+                                             r"the next one \(DistributedSampler would "
+                                             r"repeat epoch 1\): call set_epoch\(2\)"):
             assert sum(1 for _ in loader) == n
         assert loader.verdict(2).ok
 
@@ -161,7 +161,8 @@ def test_through_torch_dataloader(dataset, cache_dir):
 
 
 @pytest.mark.parametrize("setting,values", [("batch_size", (16, 17)), ("seed", (7, 8)),
-                                            ("shuffle", ("global", "sticky"))])
+                                            ("shuffle", ("global", "sticky")),
+                                            ("bad_sample", ("error", "skip"))])
 def test_settings_that_differ_between_ranks_are_refused_at_open(dataset, cache_dir, setting,
                                                                 values):
     """A seed or batch size computed per rank (from the time, or the rank) was
@@ -175,6 +176,24 @@ def test_settings_that_differ_between_ranks_are_refused_at_open(dataset, cache_d
     assert e.value.status == "SC_EINVAL"
     assert (f"{name} is '{values[1]}' on rank {SIZE - 1} and '{values[0]}' on rank 0"
             in e.value.message)
+
+def test_resume_given_on_some_ranks_only_fails_every_rank(dataset, cache_dir):
+    """resume=load(p) if os.path.exists(p) else None, the checkpoint on one
+    node's disk: the ranks with records waited in the resume's collectives
+    while the others went on into their loops."""
+    if SIZE < 2:
+        pytest.skip("needs 2 ranks or more")
+    with open_loader(dataset, cache_dir) as loader:
+        next(iter(loader.epoch(0)))
+        state = loader.state_dict()
+        loader.finish_epoch()
+    states = COMM.allgather(state)
+    with pytest.raises(shardcache.Error) as e:
+        open_loader(dataset, cache_dir, resume=states if RANK == 0 else None)
+    assert e.value.status == "SC_EINVAL"
+    assert ("resume= is given on some ranks and not on others (%s here)"
+            % ("given" if RANK == 0 else "not given")) in e.value.message
+
 
 @pytest.mark.parametrize("where", ["environment", "keyword"])
 def test_settings_refused_on_one_rank_fail_every_rank(dataset, cache_dir, monkeypatch, where):
