@@ -27,7 +27,7 @@ static const char *const jobwide[] = {
     "SC_REMAINDER",   "SC_SHARD_SIZE",  "SC_FIELDS",     "SC_SAMPLE_AXIS",
     "SC_DECODE",      "SC_DECODE_SIZE", "SC_AUGMENT",    "SC_AUGMENT_LAYOUT",
     "SC_VERIFY",      "SC_PEERS",       "SC_CACHE_SHARE", "SC_PARTITIONS",
-    "SC_DECODE_CHANNELS", "SC_DECODE_EXIF",
+    "SC_DECODE_CHANNELS", "SC_DECODE_EXIF", "SC_BAD_SAMPLE",
 };
 #define NJOBWIDE (sizeof jobwide / sizeof jobwide[0])
 #define JOBWIDE_TEXT 1024 /* a setting's text, at most (SC_FIELDS) */

@@ -130,11 +130,36 @@ static int loader_check_epochs(const sc_loader *ld, const sc_config *cfg, sc_err
 }
 
 /* The source, the cache and the ownership ledger, each agreed on by every rank. */
+/*
+ * The same shards on every rank.  What shapes them beyond the job-wide
+ * settings (a skip list each rank reads at its own path, the files each
+ * node sees) would otherwise surface only at the first plan, as "shard
+ * count 41, this rank expects 14".
+ */
+static int loader_check_shards(const sc_loader *ld, sc_error *err)
+{
+    sc_dataset_info in;
+    sc_dataset_get_info(ld->ds, &in);
+    unsigned long long mine[2] = {in.nshards, in.shard_size}, lo[2], hi[2];
+    SC_MPI_CHECK(err, MPI_Allreduce(mine, lo, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, ld->comm));
+    SC_MPI_CHECK(err, MPI_Allreduce(mine, hi, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm));
+    if (lo[0] == hi[0] && lo[1] == hi[1])
+        return SC_OK;
+    return sc__seterr(err, SC_EINVAL, "rank %d: source '%s' is %llu shards of up to %llu "
+                      "samples here, and %llu to %llu shards of up to %llu to %llu on the "
+                      "ranks: every rank must cut the same (SC_SHARD_SIZE, SC_SKIP_LIST and "
+                      "SC_BAD_SAMPLE under SC_DECODE shape them, and each rank must see the "
+                      "same files)", ld->rank, ld->cfg.source, mine[0], mine[1], lo[0], hi[0],
+                      lo[1], hi[1]);
+}
+
 static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = loader_check_epochs(ld, cfg, err);
     if (rc == SC_OK)
         rc = loader_agree(ld, sc_dataset_open(ld->comm, cfg, &ld->ds, err), err);
+    if (rc == SC_OK)
+        rc = loader_check_shards(ld, err);
     if (rc == SC_OK)
         rc = loader_check_plans(ld, cfg, err);
     if (rc == SC_OK)
@@ -317,8 +342,10 @@ static int loader_refuse_unreplaceable(const sc_loader *ld, const sc_config *cfg
                       cfg->shard_size == SC_SHARD_AUTO ? ", auto" : "", why,
                       count > 1 ? " (and other shards too)" : "",
                       skip ? "two samples or more" : "a sample",
-                      skip && cfg->shard_size != SC_SHARD_AUTO && !listed
-                          ? " (SC_SHARD_SIZE=auto looks for one)" : "",
+                      !skip || listed ? ""
+                      : cfg->shard_size != SC_SHARD_AUTO ? " (SC_SHARD_SIZE=auto looks for one)"
+                      : " (auto found none: it tried 32 sizes up from its own, then doubled "
+                        "32 times)",
                       skip ? ", or, where SC_SKIP_LIST names every bad sample, keep "
                              "SC_BAD_SAMPLE=error" : "");
 }
@@ -650,10 +677,12 @@ int sc_loader_close(sc_loader *ld)
         /*
          * Ranks may close in different epochs.  First what this rank can
          * post alone: its unfinished epoch, abandoned; and on rank 0 one
-         * more (empty) plan broadcast, for a rank already waiting on it.
+         * more (empty) plan broadcast, for a rank already waiting on it,
+         * also where rank 0 began no epoch (the others may be in their
+         * first begin: they waited there forever).
          */
         sc__loader_settle(ld);
-        if (ld->rank == 0 && ld->started)
+        if (ld->rank == 0)
             sc__loader_post(ld, ld->posted_to, 1);
         /* Then the same broadcasts and verifications on every rank. */
         unsigned long long mine[2] = {ld->posted_to, ld->settled_to}, all[2] = {mine[0], mine[1]};

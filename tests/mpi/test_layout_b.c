@@ -352,6 +352,37 @@ static void test_layout_b_large_samples_alone(void **state)
     assert_int_equal(in.nshards, 520);
     assert_int_equal(in.shard_size, 1);
     sc_dataset_close(ds);
+    /*
+     * A skip list on some ranks only (each reads it at its own path) makes
+     * auto group their files (a listed sample needs another beside it):
+     * the loader's open refuses, naming both counts, where the first plan
+     * said only "shard count 520, this rank expects 260".
+     */
+    char list[1200];
+    path_of(list, "alone-skip.txt");
+    if (rank == 0) {
+        FILE *f = fopen(list, "w");
+        assert_non_null(f);
+        fprintf(f, "# shardcache skip list 1\n# fingerprint %016llx\n7\n",
+                (unsigned long long)in.samples_fingerprint);
+        fclose(f);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    c.batch_size = 2;
+    if (rank > 0)
+        SC_ASSERT_OK(sc_config_set(&c, "SC_SKIP_LIST", list, &err), &err);
+    sc_loader *ld = NULL;
+    int rc = sc_loader_open(MPI_COMM_WORLD, &c, &ld, &err);
+    if (size == 1) {
+        assert_int_equal(rc, SC_OK);
+        sc_loader_close(ld);
+        return;
+    }
+    assert_int_equal(rc, SC_EINVAL);
+    if (!strstr(err.msg, rank ? "is 260 shards of up to 2 samples here, and 260 to 520 shards "
+                                "of up to 1 to 2"
+                              : "is 520 shards of up to 1 samples here, and 260 to 520"))
+        fail_msg("rank %d: %s", rank, err.msg);
 }
 
 /*

@@ -350,6 +350,21 @@ def test_sample_axis_none_is_for_a_directory(dataset, cache_dir):
 
 
 @pytest.mark.skipif(SIZE < 2, reason="needs 2 ranks or more")
+def test_a_rank_0_closing_before_any_epoch_ends_the_others_wait(dataset, cache_dir):
+    """Rank 0 opens and closes (an error caught before its loop) while the
+    others begin epoch 0: they waited for its plan forever."""
+    loader = open_loader(dataset, cache_dir, abort_on_error=False)
+    if RANK == 0:
+        loader.close()
+        return
+    with pytest.raises(shardcache.Error, match="rank 0 closed its loader before beginning "
+                                               "any epoch"):
+        for _ in loader.epoch(0):
+            pass
+    loader.close()
+
+
+@pytest.mark.skipif(SIZE < 2, reason="needs 2 ranks or more")
 @pytest.mark.parametrize("epochs", [0, 2])
 def test_a_rank_closing_early_ends_the_others_wait(dataset, cache_dir, epochs):
     """Rank 0 closes in epoch 0 (as after an error it caught); the others go
