@@ -19,7 +19,7 @@ int cli_u64(const char *flag, const char *arg, uint64_t min, uint64_t max,
             uint64_t *out)
 {
     char *end = NULL;
-    if (!arg || !*arg || *arg == '-') {
+    if (!arg || *arg < '0' || *arg > '9') { /* strtoull takes blanks and a '-' */
         fprintf(stderr, "shardcache: %s needs a non-negative integer\n", flag);
         return 2;
     }

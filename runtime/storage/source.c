@@ -481,10 +481,12 @@ static uint64_t source_group_next(const sc_dataset *ds, uint64_t *k, uint64_t *r
  * raised a step at a time (layout A: a chunk's rows) to the first that
  * leaves none: layout A's last shard where N % size is 1, layout B's file
  * of one sample that joins no other (the 521st of 521 in pairs, or one
- * before a file of three).  Past SOURCE_SINGLE_TRIES steps the open's
- * check names the shard.  A size is tried in one pass over the files.
+ * before a file of three).  After SOURCE_SINGLE_STEPS steps it doubles
+ * instead (a file of one before files of 70 joins one only at 71), as
+ * often again; where none is found the open's check names the shard.  A
+ * size is tried in one pass over the files.
  */
-#define SOURCE_SINGLE_TRIES 64
+#define SOURCE_SINGLE_STEPS 32
 
 static int source_has_single(const sc_dataset *ds, uint64_t most)
 {
@@ -498,11 +500,12 @@ static int source_has_single(const sc_dataset *ds, uint64_t most)
 
 static uint64_t source_without_singles(const sc_dataset *ds, uint64_t size, uint64_t step)
 {
-    for (uint64_t t = 0, m = size; t < SOURCE_SINGLE_TRIES; t++, m += step) {
+    for (uint64_t t = 0, m = size; t < 2 * SOURCE_SINGLE_STEPS && m <= UINT32_MAX; t++) {
         if (ds->layout == 'A' && m >= ds->nsamples)
             return ds->nsamples > 1 ? ds->nsamples : size;
         if (!source_has_single(ds, m))
             return m;
+        m = t + 1 < SOURCE_SINGLE_STEPS ? m + step : 2 * m;
     }
     return size;
 }

@@ -592,26 +592,32 @@ static void test_unreplaceable_refused_at_open(void **state)
  * Layout A, 17 samples: auto's 1 a shard becomes 3 (2 leaves a last of
  * one).  Layout B, files of 1, 3, 1, 1, 3, 1, 1 samples twice over: 4,
  * grouped 1+3, 1+1, 3+1, 1+1, 3, 1+3, 1+1 (at 2 and 3 a file of one is left
- * alone before a 3).  A bad sample in each is replaced from its own shard,
+ * alone before a 3).  And files of 1 and 70 samples, four times over: no
+ * size up to 32 lets a 1 join the 70 after it, so auto doubles, to 128:
+ * 72, 71, 71, 70.  A bad sample in each is replaced from its own shard,
  * and the epochs are exactly-once.
  */
 static void test_auto_leaves_no_single_under_skip(void **state)
 {
     (void)state;
     need_jpeg();
-    static const uint64_t files[] = {1, 3, 1, 1, 3, 1, 1, 1, 3, 1, 1, 3, 1, 1};
-    for (int layout = 0; layout < 2; layout++) {
-        job jb = {.n = layout ? 22 : 17, .seed = 9};
+    static const uint64_t mixed[][14] = {{1, 3, 1, 1, 3, 1, 1, 1, 3, 1, 1, 3, 1, 1},
+                                         {1, 70, 1, 70, 1, 70, 1, 70}};
+    static const uint64_t n[] = {17, 22, 284}, size[] = {3, 4, 128}, nsh[] = {6, 7, 4};
+    for (int layout = 0; layout < 3; layout++) {
+        const uint64_t *files = layout ? mixed[layout - 1] : NULL;
+        uint64_t nfiles = layout == 1 ? 14 : 8;
+        job jb = {.n = n[layout], .seed = 9};
         jb.bad = calloc(jb.n, 1), jb.repl = calloc(jb.n, sizeof *jb.repl);
         jb.bad[layout ? 8 : 5] = 1;
         if (layout == 0) {
             snprintf(jb.src, sizeof jb.src, "%s/auto17.h5", dir);
             write_source(jb.src, jb.n, jb.bad);
         } else {
-            snprintf(jb.src, sizeof jb.src, "%s/autoB", dir);
+            snprintf(jb.src, sizeof jb.src, "%s/autoB%d", dir, layout);
             if (rank == 0)
                 mkdir(jb.src, 0777);
-            for (uint64_t k = 0, first = 0; k < 14; first += files[k], k++) {
+            for (uint64_t k = 0, first = 0; k < nfiles; first += files[k], k++) {
                 char f[1300];
                 snprintf(f, sizeof f, "%s/b-%02llu.h5", jb.src, (unsigned long long)k);
                 write_source_at(f, first, files[k], jb.bad + first);
@@ -627,8 +633,8 @@ static void test_auto_leaves_no_single_under_skip(void **state)
         sc_dataset_get_info(ds, &in);
         const uint64_t *ss;
         sc_dataset_shard_sizes(ds, &ss);
-        assert_int_equal(in.shard_size, layout ? 4 : 3);
-        assert_int_equal(in.nshards, layout ? 7 : 6);
+        assert_int_equal(in.shard_size, size[layout]);
+        assert_int_equal(in.nshards, nsh[layout]);
         for (uint64_t s = 0; s < in.nshards; s++)
             assert_true(ss[s] >= 2);
         jb.shard = in.shard_size;
@@ -639,8 +645,8 @@ static void test_auto_leaves_no_single_under_skip(void **state)
             run_epoch(ld, &jb, e, got, stood, &v);
             for (uint64_t id = 0; id < jb.n; id++)
                 if (got[id] != !jb.bad[id] || stood[id] != jb.bad[id])
-                    fail_msg("layout %c: epoch %llu: sample %llu delivered %llu times, stood "
-                             "for %llu", layout ? 'B' : 'A', (unsigned long long)e,
+                    fail_msg("case %d: epoch %llu: sample %llu delivered %llu times, stood "
+                             "for %llu", layout, (unsigned long long)e,
                              (unsigned long long)id, (unsigned long long)got[id],
                              (unsigned long long)stood[id]);
             assert_true(v.verified && v.ok && v.skipped_bad == 1 && v.replacements == 1);
