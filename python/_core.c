@@ -153,8 +153,10 @@ static int core_args_agreed(MPI_Comm comm, int transform, int resume)
     int mine_has = !strcmp(which, "transform=") ? transform : resume;
     char msg[SC_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, "rank %d: %s is given on some ranks and not on others (%s here): "
-             "every rank must give it alike (resume=: every rank's state_dict(), or None on "
-             "every rank)", rank, which, mine_has ? "given" : "not given");
+             "%s", rank, which, mine_has ? "given" : "not given",
+             *which == 't' ? "every rank must name the same transform"
+                           : "pass every rank's state_dict() on every rank, or None on every "
+                             "rank");
     return core_raise(SC_EINVAL, msg), -1;
 }
 
