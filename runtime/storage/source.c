@@ -46,9 +46,21 @@ static uint64_t source_chunk_rows(hid_t d)
     return rows;
 }
 
+/* Whether dataset d is virtual (a VDS over other datasets).  The caller holds the lock. */
+static int source_virtual(hid_t d)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    int v = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return v;
+}
+
 /*
  * Layout A: the decoder's check for each field (every rank: they refuse
- * alike) and, on rank 0, its note and a warning for each compressed field
+ * alike, and each HDF5 call here may be collective: a virtual dataset's
+ * property list dups the file's communicator, and rank 0 asking alone hung
+ * the open) and, on rank 0, its note and a warning for each compressed field
  * whose chunks the shards split, since every shard that touches a chunk
  * decompresses all of it.  The caller holds the HDF5 lock.
  */
@@ -56,12 +68,19 @@ static int source_note_chunks(const sc_dataset *ds, const sc_config *cfg, sc_err
 {
     SC__ASSERT(sc__h5_held());
     for (int i = 0; i < ds->nfields; i++) {
+        if (ds->mpio && source_virtual(ds->dset[i]))
+            return sc__seterr(err, SC_ENOTSUP, "source '%s': field '%s' is a virtual dataset "
+                              "(HDF5 VDS), which this HDF5 does not read through MPI-IO (the "
+                              "file is shared by %d ranks): name the files it maps as a "
+                              "layout-B list (SC_SOURCE=a text file of their paths), or copy "
+                              "its data into the file", ds->path, ds->fields[i].name, ds->world);
         int rc = sc__fields_check_decoder(ds->path, ds->dset[i], &ds->fields[i], cfg, ds->rank == 0,
                                       err);
         if (rc != SC_OK)
             return rc;
-        uint64_t rows = ds->rank == 0 ? source_chunk_rows(ds->dset[i]) : 0;
-        if (rows && ds->shard_size % rows != 0)
+        /* On every rank: a virtual dataset's property list is collective under MPI-IO. */
+        uint64_t rows = source_chunk_rows(ds->dset[i]);
+        if (ds->rank == 0 && rows && ds->shard_size % rows != 0)
             sc__log(cfg->log_level, SC__LOG_WARN, ds->rank,
                     "source '%s': field '%s' is compressed in chunks of %llu rows, and "
                     "shards of %llu samples cut through them: each shard that shares a chunk "

@@ -469,3 +469,37 @@ def test_an_epoch_past_epochs_says_it_starts_cold(dataset, cache_dir, capfd):
             err = capfd.readouterr().err
             said = "epoch 1 begun past SC_EPOCHS=1 (the job's epochs, 0 to 0)" in err
             assert said == (epoch == 1 and RANK == 0), err
+
+
+def test_a_virtual_dataset_field(cache_dir):
+    """A field that is an HDF5 virtual dataset: rank 0 alone asked for its
+    property list, which under MPI-IO is collective, and the open hung; and
+    this HDF5 reads no VDS through MPI-IO.  Shared by ranks: refused on
+    every rank, naming the field.  One rank: its samples as h5py reads them."""
+    import os
+    root = cache_dir + "-vds"
+    path = os.path.join(root, "vds.h5")
+    x = np.arange(64 * 3, dtype=np.int32).reshape(64, 3)
+    if RANK == 0:
+        os.makedirs(root, exist_ok=True)
+        layout = h5py.VirtualLayout(shape=(64, 3), dtype="int32")
+        for k in range(2):
+            src = os.path.join(root, f"part{k}.h5")
+            with h5py.File(src, "w") as f:
+                f["x"] = x[32 * k:32 * (k + 1)]
+            layout[32 * k:32 * (k + 1)] = h5py.VirtualSource(src, "x", shape=(32, 3))
+        with h5py.File(path, "w") as f:
+            f.create_virtual_dataset("x", layout)
+            f["y"] = np.arange(64, dtype=np.int64)
+    COMM.Barrier()
+    if SIZE > 1:
+        with pytest.raises(shardcache.Error) as e:
+            shardcache.Loader(source=path, batch_size=4, cache_dir=cache_dir, log=0,
+                              abort_on_error=False)
+        assert e.value.status == "SC_ENOTSUP"
+        assert "field '/x' is a virtual dataset (HDF5 VDS)" in e.value.message
+        return
+    with shardcache.Loader(source=path, batch_size=4, cache_dir=cache_dir, log=0) as loader:
+        for batch in loader.epoch(0):
+            np.testing.assert_array_equal(batch["x"].numpy(), x[batch.ids.numpy()])
+        assert loader.verdict(0).ok
