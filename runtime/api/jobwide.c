@@ -81,8 +81,7 @@ static int jobwide_name_diff(MPI_Comm comm, int rank, const sc_config *cfg, char
 int sc__jobwide_check(MPI_Comm comm, const sc_config *cfg, sc_error *err)
 {
     uint64_t h = jobwide_hash(cfg), lo = h, hi = h;
-    SC_MPI_CHECK(err, MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, comm));
-    SC_MPI_CHECK(err, MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm));
+    SC_MPI_CHECK(err, sc__agree_range_u64(comm, &h, 1, &lo, &hi));
     if (lo == hi)
         return SC_OK;
     char mine[JOBWIDE_TEXT], msg[sizeof err->msg] = "";

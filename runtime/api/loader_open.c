@@ -129,7 +129,6 @@ static int loader_check_epochs(const sc_loader *ld, const sc_config *cfg, sc_err
     return rc;
 }
 
-/* The source, the cache and the ownership ledger, each agreed on by every rank. */
 /*
  * The same shards on every rank.  What shapes them beyond the job-wide
  * settings (a skip list each rank reads at its own path, the files each
@@ -140,19 +139,21 @@ static int loader_check_shards(const sc_loader *ld, sc_error *err)
 {
     sc_dataset_info in;
     sc_dataset_get_info(ld->ds, &in);
-    unsigned long long mine[2] = {in.nshards, in.shard_size}, lo[2], hi[2];
-    SC_MPI_CHECK(err, MPI_Allreduce(mine, lo, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, ld->comm));
-    SC_MPI_CHECK(err, MPI_Allreduce(mine, hi, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ld->comm));
+    uint64_t mine[2] = {in.nshards, in.shard_size}, lo[2], hi[2];
+    SC_MPI_CHECK(err, sc__agree_range_u64(ld->comm, mine, 2, lo, hi));
     if (lo[0] == hi[0] && lo[1] == hi[1])
         return SC_OK;
     return sc__seterr(err, SC_EINVAL, "rank %d: source '%s' is %llu shards of up to %llu "
                       "samples here, and %llu to %llu shards of up to %llu to %llu on the "
                       "ranks: every rank must cut the same (SC_SHARD_SIZE, SC_SKIP_LIST and "
                       "SC_BAD_SAMPLE under SC_DECODE shape them, and each rank must see the "
-                      "same files)", ld->rank, ld->cfg.source, mine[0], mine[1], lo[0], hi[0],
-                      lo[1], hi[1]);
+                      "same files)", ld->rank, ld->cfg.source, (unsigned long long)mine[0],
+                      (unsigned long long)mine[1], (unsigned long long)lo[0],
+                      (unsigned long long)hi[0], (unsigned long long)lo[1],
+                      (unsigned long long)hi[1]);
 }
 
+/* The source, the cache and the ownership ledger, each agreed on by every rank. */
 static int loader_open_data(sc_loader *ld, const sc_config *cfg, sc_error *err)
 {
     int rc = loader_check_epochs(ld, cfg, err);

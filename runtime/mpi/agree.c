@@ -28,3 +28,15 @@ int sc__agree_range(MPI_Comm comm, int v, int *lo, int *hi)
     *hi = -job[1];
     return e;
 }
+
+int sc__agree_range_u64(MPI_Comm comm, const uint64_t *v, int n, uint64_t *lo, uint64_t *hi)
+{
+    SC__ASSERT(n >= 1 && n <= 4);
+    uint64_t mine[8] = {0}, job[8] = {0};
+    for (int i = 0; i < n; i++)
+        mine[i] = v[i], mine[n + i] = ~v[i];
+    int e = MPI_Allreduce(mine, job, 2 * n, MPI_UINT64_T, MPI_MIN, comm);
+    for (int i = 0; i < n; i++)
+        lo[i] = job[i], hi[i] = ~job[n + i];
+    return e;
+}

@@ -12,6 +12,7 @@
 #define SC_AGREE_H
 
 #include <mpi.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -35,5 +36,9 @@ int sc__agree(MPI_Comm comm, int rc, const char *what, sc_error *err);
    greatest is found as the least of -v), in one reduction (a setting every
    rank must give alike: lo == hi).  Collective; MPI's code. */
 int sc__agree_range(MPI_Comm comm, int v, int *lo, int *hi);
+
+/* The same for n (at most 4) unsigned 64-bit values, in one reduction
+   (the greatest as the least of ~v).  Collective; MPI's code. */
+int sc__agree_range_u64(MPI_Comm comm, const uint64_t *v, int n, uint64_t *lo, uint64_t *hi);
 
 #endif /* SC_AGREE_H */
