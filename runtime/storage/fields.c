@@ -76,25 +76,41 @@ static herr_t fields_collect(hid_t group, const char *name, const H5L_info_t *in
     return 0;
 }
 
+/*
+ * Blanks are dropped because "images, labels" is a habit from Python's
+ * lists; a name given twice ("x,/x") would carry one field twice a batch.
+ */
+int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err)
+{
+    memset(l, 0, sizeof *l);
+    for (const char *p = wanted; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *w = p + strspn(p, " \t");
+        size_t wlen = len - (size_t)(w - p);
+        while (wlen > 0 && (w[wlen - 1] == ' ' || w[wlen - 1] == '\t'))
+            wlen--;
+        if (wlen == 0 || wlen >= 255 || l->n == SC_MAX_FIELDS)
+            return sc__seterr(err, SC_EINVAL,
+                              "SC_FIELDS='%s': empty, too long or more than "
+                              "%d names", wanted, SC_MAX_FIELDS);
+        snprintf(l->names[l->n], 256, "%s%.*s", *w == '/' ? "" : "/", (int)wlen, w);
+        for (int i = 0; i < l->n; i++)
+            if (!strcmp(l->names[i], l->names[l->n]))
+                return sc__seterr(err, SC_EINVAL, "SC_FIELDS='%s' names field '%s' twice",
+                                  wanted, l->names[i]);
+        l->n++;
+        p += len + (p[len] == ',');
+    }
+    return SC_OK;
+}
+
 /* The fields to load: the configured list, or every dataset in "/". */
 int sc__fields_find(hid_t file, const char *path, const char *wanted,
                               sc__fields_names *l, sc_error *err)
 {
     memset(l, 0, sizeof *l);
-    if (wanted && *wanted) {
-        const char *p = wanted;
-        while (*p) {
-            size_t len = strcspn(p, ",");
-            if (len == 0 || len >= 255 || l->n == SC_MAX_FIELDS)
-                return sc__seterr(err, SC_EINVAL,
-                                  "SC_FIELDS='%s': empty, too long or more than "
-                                  "%d names", wanted, SC_MAX_FIELDS);
-            snprintf(l->names[l->n++], 256, "%s%.*s", *p == '/' ? "" : "/",
-                     (int)len, p);
-            p += len + (p[len] == ',');
-        }
-        return SC_OK;
-    }
+    if (wanted && *wanted)
+        return sc__fields_parse(wanted, l, err);
     hsize_t idx = 0;
     if (H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, fields_collect, l) < 0)
         return sc__h5_err(err, SC_EHDF5, "source '%s': cannot list its datasets", path);

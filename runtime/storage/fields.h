@@ -28,6 +28,12 @@ typedef struct sc__fields_names {
 /* A source file opened read-only: through MPI-IO over comm when parallel.  The lock is held. */
 int64_t sc__fields_open_file(const char *path, MPI_Comm comm, int parallel, sc_error *err);
 
+/*
+ * SC_FIELDS' list `wanted` as names with a leading '/', the blanks around
+ * each dropped; one named twice, an empty or overlong one refused.
+ */
+int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err);
+
 /* The fields to load from file: SC_FIELDS's list (wanted), or every dataset in "/". */
 int sc__fields_find(int64_t file, const char *path, const char *wanted, sc__fields_names *l,
                     sc_error *err);

@@ -52,15 +52,14 @@ static int scan_same_ask(const char *asked, const char *saved, const sc__field *
 {
     if (!strcmp(asked, saved))
         return 1;
-    const char *p = asked;
-    int i = 0;
-    for (; *p && i < n; i++) {
-        size_t len = strcspn(p, ","), slash = *p != '/';
-        if (strlen(f[i].name) != len + slash || strncmp(f[i].name + slash, p, len) != 0)
+    sc__fields_names l;
+    sc_error ignored;
+    if (!*asked || sc__fields_parse(asked, &l, &ignored) != SC_OK || l.n != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(l.names[i], f[i].name) != 0)
             return 0;
-        p += len + (p[len] == ',');
-    }
-    return *asked && !*p && i == n;
+    return 1;
 }
 
 static const char *scan_base(const char *path)

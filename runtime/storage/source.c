@@ -5,7 +5,6 @@
  */
 #include "source.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "decode.h"
 #include "h5.h"
 #include "invariant.h"
+#include "listdir.h"
 #include "log.h"
 #include "scan.h"
 
@@ -222,16 +222,9 @@ static int source_open_layout_a(sc_dataset *ds, const sc_config *cfg, sc__finger
 
 /* ---- layout B ------------------------------------------------------------------- */
 
-static int source_cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /*
- * Layout B's file list: a directory's *.h5 / *.hdf5, or a text file of
- * paths.  A directory's hidden names are left out, as a shell's or
- * Python's glob leaves them: macOS's AppleDouble `._x.h5` (not HDF5) and
- * editors' and copy tools' temporaries are not the dataset.
+ * Layout B's file list: a directory's *.h5 / *.hdf5 (listdir.c), or a text
+ * file of paths.
  */
 static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
 {
@@ -239,21 +232,7 @@ static int source_list_files(sc_dataset *ds, int is_dir, sc_error *err)
     char buf[SC_PATH_MAX + 512];
     int rc = SC_OK;
     if (is_dir) {
-        DIR *d = opendir(ds->path);
-        struct dirent *e;
-        if (!d)
-            return sc__seterr(err, SC_EIO, "source '%s': %s", ds->path, strerror(errno));
-        while (rc == SC_OK && (e = readdir(d))) {
-            size_t len = strlen(e->d_name);
-            if (e->d_name[0] != '.' && ((len > 3 && !strcmp(e->d_name + len - 3, ".h5")) ||
-                                        (len > 5 && !strcmp(e->d_name + len - 5, ".hdf5")))) {
-                snprintf(buf, sizeof buf, "%s/%s", ds->path, e->d_name);
-                rc = sc__scan_add_file(ds, &cap, buf, err);
-            }
-        }
-        closedir(d);
-        if (rc == SC_OK && ds->nfiles > 1)
-            qsort(ds->files, ds->nfiles, sizeof *ds->files, source_cmp_str);
+        rc = sc__listdir_hdf5(ds, err);
     } else {
         FILE *f = fopen(ds->path, "r");
         if (!f)

@@ -503,3 +503,56 @@ def test_a_virtual_dataset_field(cache_dir):
         for batch in loader.epoch(0):
             np.testing.assert_array_equal(batch["x"].numpy(), x[batch.ids.numpy()])
         assert loader.verdict(0).ok
+
+
+def test_a_directory_says_what_hdf5_it_leaves_out(cache_dir, capfd):
+    """A directory source takes *.h5 and *.hdf5: files named `x.H5` or
+    `x.hdf`, and a subdirectory of more files, were left out in silence
+    (an epoch short of them, its proof still exactly-once).  Rank 0 now
+    names them; the samples delivered are the taken files', by value."""
+    import os
+    root = cache_dir + "-dir"
+    parts = {"a.h5": 0, "b.hdf5": 1, "c.H5": 2, "d.hdf": 3, "sub/e.h5": 4}
+    if RANK == 0:
+        os.makedirs(os.path.join(root, "sub"), exist_ok=True)
+        os.makedirs(os.path.join(root, "logs"), exist_ok=True)
+        with open(os.path.join(root, "README.txt"), "w") as f:
+            f.write("not data\n")
+        for name, k in parts.items():
+            with h5py.File(os.path.join(root, name), "w") as f:
+                f["x"] = np.full((8, 2), k, dtype=np.int32)
+    COMM.Barrier()
+    capfd.readouterr()
+    with shardcache.Loader(source=root, batch_size=2, cache_dir=cache_dir, log=1) as loader:
+        ids = []
+        for b in loader.epoch(0):
+            np.testing.assert_array_equal(b["x"].numpy()[:, 0], b.ids.numpy() // 8)
+            ids.append(b.ids.numpy().copy())
+        assert loader.verdict(0).ok
+    ids = np.concatenate(COMM.allgather(np.concatenate(ids)))
+    assert len(np.unique(ids)) == len(ids) and ids.max() < 16  # a.h5, b.hdf5: 16 samples
+    assert len(ids) == 16 - 16 % (2 * SIZE)  # an epoch's whole global batches
+    err = capfd.readouterr().err
+    files = "2 HDF5 file(s) left out, named neither *.h5 nor *.hdf5 ('c.H5' first)"
+    dirs = "1 subdirectory(ies) holding *.h5 or *.hdf5 not searched ('sub' first)"
+    assert (files in err) == (RANK == 0) and (dirs in err) == (RANK == 0), err
+    assert "README" not in err and "logs" not in err
+
+
+@pytest.mark.parametrize("fields", [" images , labels", "labels,images,/labels"])
+def test_fields_with_blanks_and_twice(dataset, cache_dir, fields):
+    """SC_FIELDS written as Python lists are ("images, labels") was refused
+    as a field '/ labels'; a name given twice was taken twice."""
+    if "/labels" in fields:
+        with pytest.raises(shardcache.Error) as e:
+            shardcache.Loader(source=dataset, batch_size=4, cache_dir=cache_dir, log=0,
+                              fields=fields, abort_on_error=False)
+        assert "names field '/labels' twice" in e.value.message
+        return
+    with shardcache.Loader(source=dataset, batch_size=4, cache_dir=cache_dir, log=0,
+                           fields=fields) as loader:
+        assert [f[0] for f in loader.fields] == ["images", "labels"]
+        with h5py.File(dataset, "r") as f:
+            images = f["images"][...]
+        for batch in loader.epoch(0):
+            np.testing.assert_array_equal(batch["images"].numpy(), images[batch.ids.numpy()])
