@@ -29,7 +29,19 @@ static sc__dtype fields_vlen_dtype(hid_t t)
     return dt;
 }
 
-/* A dataset of a type shardcache cannot carry: named, with its type, in l->skipped. */
+/* Names a dataset or link "every field" leaves out in l->skipped, with why. */
+static void fields_note(sc__fields_names *l, const char *name, const char *why)
+{
+    size_t used = strlen(l->skipped);
+    snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (%s)",
+             l->nskipped++ ? ", " : "", name, why);
+}
+
+/*
+ * A dataset of a type shardcache cannot carry, which "every field" leaves
+ * out.  A scalar is not left out: it is a one-sample file's label as often
+ * as a file's metadata, and which of the two only the user knows.
+ */
 static int fields_skips(hid_t group, const char *name, sc__fields_names *l)
 {
     hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
@@ -37,12 +49,10 @@ static int fields_skips(hid_t group, const char *name, sc__fields_names *l)
     int skip = t >= 0 && sc__h5_dtype(t) == SC__DT_INVALID &&
                (H5Tget_class(t) != H5T_VLEN || fields_vlen_dtype(t) == SC__DT_INVALID);
     if (skip) {
-        char words[128];
-        size_t used = strlen(l->skipped);
-        sc__h5_type_words(t, words, sizeof words);
-        snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (%s, not carried)",
-                 l->nskipped ? ", " : "", name, words);
-        l->nskipped++;
+        char words[160];
+        sc__h5_type_words(t, words, sizeof words - 16);
+        strcat(words, ", not carried");
+        fields_note(l, name, words);
     }
     if (t >= 0)
         H5Tclose(t);
@@ -58,12 +68,15 @@ static herr_t fields_collect(hid_t group, const char *name, const H5L_info_t *in
     sc__fields_names *l = data;
     H5O_info_t oi;
     (void)info;
-    if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
-        return -1;
+    if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        fields_note(l, name, "a link to nothing");
+        return 0;
+    }
     if (oi.type == H5O_TYPE_GROUP) { /* not searched: its datasets are named by path */
-        size_t used = strlen(l->skipped);
-        snprintf(l->skipped + used, sizeof l->skipped - used, "%s'/%s' (a group: name its "
-                 "datasets by path, /%s/...)", l->nskipped++ ? ", " : "", name, name);
+        char why[320];
+        snprintf(why, sizeof why, "a group: name its datasets by path, /%.256s/...", name);
+        fields_note(l, name, why);
         return 0;
     }
     if (oi.type != H5O_TYPE_DATASET || fields_skips(group, name, l))
@@ -106,11 +119,11 @@ int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err)
 
 /* The fields to load: the configured list, or every dataset in "/". */
 int sc__fields_find(hid_t file, const char *path, const char *wanted,
-                              sc__fields_names *l, sc_error *err)
+                    sc__fields_names *l, sc_error *err)
 {
-    memset(l, 0, sizeof *l);
     if (wanted && *wanted)
         return sc__fields_parse(wanted, l, err);
+    memset(l, 0, sizeof *l);
     hsize_t idx = 0;
     if (H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, fields_collect, l) < 0)
         return sc__h5_err(err, SC_EHDF5, "source '%s': cannot list its datasets", path);
@@ -167,6 +180,12 @@ int sc__fields_describe(hid_t file, const char *path, const char *name, int no_a
                         "source '%s': field '%s' holds variable-length sequences in %d "
                         "dimensions; such a field needs %s", path, name, nd,
                         axis ? "exactly one, the sample axis" : "none (one sample a file)");
+    } else if (nd == 0 && axis) { /* h5py's f["version"] = 3, or a one-sample file's label */
+        rc = sc__seterr(err, SC_EINVAL,
+                        "source '%s': field '%s' is a scalar (0 dimensions), not a value a "
+                        "sample: name the fields to load with SC_FIELDS, or, where each "
+                        "file of a directory is one sample, set SC_SAMPLE_AXIS=none", path,
+                        name);
     } else if (nd < axis || nd - axis + (width > 0) > SC_MAX_DIMS) {
         rc = sc__seterr(err, SC_EINVAL,
                         "source '%s': field '%s' has %d dimensions%s; a field needs "
@@ -270,9 +289,9 @@ int sc__fields_check_decoder(const char *path, hid_t d, const sc__field *f,
 }
 
 /*
- * Layout B: the decoder's check and notes (rank 0) for the first file;
- * the others hold the same fields, which the scan checks, and most likely
- * the same filters.  The caller holds the HDF5 lock.
+ * Layout B from a saved scan: the decoder's check and notes (rank 0) for
+ * the first file; the scan that saved it checked every file's filters.
+ * The caller holds the HDF5 lock.
  */
 int sc__fields_check_file(hid_t f, const char *path, const sc_dataset *ds,
                              const sc_config *cfg, sc_error *err)

@@ -21,7 +21,7 @@
 typedef struct sc__fields_names {
     char names[SC_MAX_FIELDS][256];
     int n, too_many;
-    char skipped[512]; /* datasets left out for their type, named with it */
+    char skipped[512]; /* datasets and links left out, each named with why */
     int nskipped;
 } sc__fields_names;
 

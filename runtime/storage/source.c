@@ -371,11 +371,17 @@ uint64_t sc__source_raw_offset(int64_t d, const sc__field *f, uint64_t n)
     return as_delivered ? sc__h5_raw_offset(d, n * f->sample_bytes) : UINT64_MAX;
 }
 
-/* Field i of file k in layout B's scan: described, checked against file 0's, its place kept. */
-static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const sc__fields_names *names,
-                             int no_axis, sc_error *err)
+/*
+ * Field i of file k in layout B's scan: described, checked against file
+ * 0's, its place kept, and its filters checked: a later file compressed
+ * with a filter this HDF5 cannot load failed mid-epoch, hours in.  File
+ * 0's notes say how its chunks decode (rank 0).
+ */
+static int source_scan_field(sc_dataset *ds, const sc_config *cfg, hid_t f, uint64_t k, int i,
+                             const sc__fields_names *names, sc_error *err)
 {
     const char *path = ds->files[k];
+    int no_axis = cfg->sample_axis == SC_SAMPLE_AXIS_NONE;
     sc__field fld;
     uint64_t n = 0;
     hid_t d = H5I_INVALID_HID;
@@ -401,6 +407,8 @@ static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const s
     if (rc == SC_OK && fld.vlen)
         rc = sc__fields_learn_lengths(ds, d, path, i, ds->nsamples, n, &ds->fields[i], err);
     if (rc == SC_OK)
+        rc = sc__fields_check_decoder(path, d, &ds->fields[i], cfg, k == 0 && ds->rank == 0, err);
+    if (rc == SC_OK)
         ds->file_off[k * (uint64_t)names->n + (uint64_t)i] = sc__source_raw_offset(d, &fld, n);
     if (d >= 0)
         H5Dclose(d);
@@ -410,7 +418,7 @@ static int source_scan_field(sc_dataset *ds, hid_t f, uint64_t k, int i, const s
 /* Layout B without a manifest: every file opened, its fields described and checked. */
 static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err)
 {
-    int rc = SC_OK, no_axis = cfg->sample_axis == SC_SAMPLE_AXIS_NONE;
+    int rc = SC_OK;
     sc__fields_names names;
     ds->file_sizes = malloc(sizeof *ds->file_sizes * ds->nfiles);
     if (!ds->file_sizes)
@@ -427,9 +435,7 @@ static int source_open_files(sc_dataset *ds, const sc_config *cfg, sc_error *err
                                                     ds->path);
         }
         for (int i = 0; rc == SC_OK && i < names.n; i++)
-            rc = source_scan_field(ds, f, k, i, &names, no_axis, err);
-        if (rc == SC_OK && k == 0)
-            rc = sc__fields_check_file(f, path, ds, cfg, err);
+            rc = source_scan_field(ds, cfg, f, k, i, &names, err);
         H5Fclose(f);
         if (rc == SC_OK && __builtin_add_overflow(ds->nsamples, ds->file_sizes[k], &ds->nsamples))
             rc = sc__seterr(err, SC_EOVERFLOW, "source '%s': more than 2^64 samples", ds->path);

@@ -556,3 +556,58 @@ def test_fields_with_blanks_and_twice(dataset, cache_dir, fields):
             images = f["images"][...]
         for batch in loader.epoch(0):
             np.testing.assert_array_equal(batch["images"].numpy(), images[batch.ids.numpy()])
+
+
+def test_a_later_file_with_a_filter_shardcache_cannot_read_is_refused_at_open(cache_dir):
+    """Layout B checked the first file's filters only: a later file written
+    with h5py's LZF in chunks that split samples (which this HDF5 cannot
+    load) opened, and its shard failed mid-epoch.  Refused at open now,
+    naming that file and field."""
+    import os
+    root = cache_dir + "-lzf"
+    if RANK == 0:
+        os.makedirs(root, exist_ok=True)
+        x = np.arange(40, dtype=np.int32).reshape(20, 2)
+        with h5py.File(os.path.join(root, "a.h5"), "w") as f:
+            f["x"] = x
+        with h5py.File(os.path.join(root, "b.h5"), "w") as f:
+            f.create_dataset("x", data=x, chunks=(3, 1), compression="lzf")
+    COMM.Barrier()
+    with pytest.raises(shardcache.Error) as e:
+        shardcache.Loader(source=root, batch_size=2, cache_dir=cache_dir, log=0,
+                          abort_on_error=False)
+    assert e.value.status == "SC_ENOTSUP"
+    assert f"source '{root}/b.h5': field '/x' is compressed with h5py's LZF" in e.value.message
+
+
+def test_a_root_scalar_and_a_dangling_link(cache_dir):
+    """h5py habits in "every field" mode: a scalar beside the samples
+    (f["version"] = 3) was refused pointing at SC_SAMPLE_AXIS alone, and a
+    soft link to nothing failed the listing with HDF5's "component not
+    found".  The scalar's refusal names SC_FIELDS, with which the samples
+    load by value; the dangling link is left out, said on rank 0."""
+    import os
+    path = cache_dir + "-meta.h5"
+    x = np.arange(40, dtype=np.int32).reshape(20, 2)
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            f["x"] = x
+            f["version"] = 3
+            f["old"] = h5py.SoftLink("/gone")
+    COMM.Barrier()
+    with pytest.raises(shardcache.Error) as e:
+        shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir, log=0,
+                          abort_on_error=False)
+    assert "field '/version' is a scalar (0 dimensions)" in e.value.message
+    assert "SC_FIELDS" in e.value.message
+    with shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir, log=0,
+                           fields="x") as loader:
+        for batch in loader.epoch(0):
+            np.testing.assert_array_equal(batch["x"].numpy(), x[batch.ids.numpy()])
+    if RANK == 0:
+        with h5py.File(path, "a") as f:
+            del f["version"]
+    COMM.Barrier()
+    with shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir + "-2",
+                           log=0) as loader:
+        assert [f[0] for f in loader.fields] == ["x"]

@@ -340,7 +340,7 @@ def test_one_sample_files_grouped_into_shards(shared_dir, cache_dir, axis):
             counts = all_ids(ids)
             assert (counts[:n] == 1).all() and counts[n:].sum() == 0, epoch
     if axis == "none":  # read as if samples came first, the scalar label is refused, saying why
-        with pytest.raises(shardcache.Error, match="'/label' has 0 dimensions.*SC_SAMPLE_AXIS=none"):
+        with pytest.raises(shardcache.Error, match="'/label' is a scalar.*SC_FIELDS.*SC_SAMPLE_AXIS=none"):
             open_loader(d, cache_dir + "-first", shard_size=8)
 
 
