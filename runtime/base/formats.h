@@ -48,11 +48,13 @@
  * the other ranks, is storage/scan.c's, whose format word is this version
  * << 32 | the build's size of the field descriptions.  Versions: 3 carries
  * float16, bool and strings; 4, each file's stamp and fields' offsets; 6,
- * the stamp's inode and change time.  Bump it when sc__field or sc__dtype
- * changes (storage/field.h), or which types "every field" takes.
+ * the stamp's inode and change time; 7, made by a scan that checks every
+ * file's filters and refuses a field named twice.  Bump it when sc__field
+ * or sc__dtype changes (storage/field.h), which types "every field" takes,
+ * or what a scan refuses.
  */
 #define SC__MANIFEST_MAGIC "SCMANIF1"
-#define SC__SCAN_VERSION 6
+#define SC__SCAN_VERSION 7
 
 /*
  * The plan's wire format (docs/plan-format.md): a 128-byte header, then

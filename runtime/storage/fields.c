@@ -67,10 +67,11 @@ static herr_t fields_collect(hid_t group, const char *name, const H5L_info_t *in
 {
     sc__fields_names *l = data;
     H5O_info_t oi;
-    (void)info;
     if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        if (info->type == H5L_TYPE_HARD) /* the file's own object: a real error */
+            return -1;
         H5Eclear2(H5E_DEFAULT);
-        fields_note(l, name, "a link to nothing");
+        fields_note(l, name, "a link that leads nowhere");
         return 0;
     }
     if (oi.type == H5O_TYPE_GROUP) { /* not searched: its datasets are named by path */
@@ -91,7 +92,7 @@ static herr_t fields_collect(hid_t group, const char *name, const H5L_info_t *in
 
 /*
  * Blanks are dropped because "images, labels" is a habit from Python's
- * lists; a name given twice ("x,/x") would carry one field twice a batch.
+ * lists; a last name left empty ("x," or "x, ") is no name.
  */
 int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err)
 {
@@ -99,21 +100,60 @@ int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err)
     for (const char *p = wanted; *p;) {
         size_t len = strcspn(p, ",");
         const char *w = p + strspn(p, " \t");
-        size_t wlen = len - (size_t)(w - p);
+        size_t wlen = len < (size_t)(w - p) ? 0 : len - (size_t)(w - p);
         while (wlen > 0 && (w[wlen - 1] == ' ' || w[wlen - 1] == '\t'))
             wlen--;
+        if (wlen == 0 && !p[len] && l->n > 0)
+            break;
         if (wlen == 0 || wlen >= 255 || l->n == SC_MAX_FIELDS)
             return sc__seterr(err, SC_EINVAL,
                               "SC_FIELDS='%s': empty, too long or more than "
                               "%d names", wanted, SC_MAX_FIELDS);
-        snprintf(l->names[l->n], 256, "%s%.*s", *w == '/' ? "" : "/", (int)wlen, w);
-        for (int i = 0; i < l->n; i++)
-            if (!strcmp(l->names[i], l->names[l->n]))
-                return sc__seterr(err, SC_EINVAL, "SC_FIELDS='%s' names field '%s' twice",
-                                  wanted, l->names[i]);
-        l->n++;
+        snprintf(l->names[l->n++], 256, "%s%.*s", *w == '/' ? "" : "/", (int)wlen, w);
         p += len + (p[len] == ',');
     }
+    return SC_OK;
+}
+
+/* Whether `name` in file is a soft link (a dataset's other name), not the dataset's own. */
+static int fields_is_soft(hid_t file, const char *name)
+{
+    H5L_info_t li;
+    return H5Lget_info(file, name, &li, H5P_DEFAULT) >= 0 && li.type == H5L_TYPE_SOFT;
+}
+
+/*
+ * Two names of one dataset ("x" and "//x", or "images" and a soft link
+ * to it) would carry one field twice a batch: refused where SC_FIELDS
+ * names both; in "every field" the link is left out, noted.
+ */
+static int fields_distinct(hid_t file, const char *path, const char *wanted,
+                           sc__fields_names *l, sc_error *err)
+{
+    haddr_t addr[SC_MAX_FIELDS];
+    for (int i = 0; i < l->n; i++) {
+        H5O_info_t oi;
+        addr[i] = H5Oget_info_by_name2(file, l->names[i], &oi, H5O_INFO_BASIC,
+                                       H5P_DEFAULT) < 0 ? HADDR_UNDEF : oi.addr;
+        for (int j = 0; j < i && addr[i] != HADDR_UNDEF; j++) {
+            if (addr[j] != addr[i])
+                continue;
+            if (wanted)
+                return sc__seterr(err, SC_EINVAL, "SC_FIELDS='%s' names one dataset of '%s' "
+                                  "twice, as '%s' and '%s'", wanted, path, l->names[j],
+                                  l->names[i]);
+            int drop = fields_is_soft(file, l->names[i]) || !fields_is_soft(file, l->names[j])
+                           ? i : j, keep = i + j - drop;
+            char why[320];
+            snprintf(why, sizeof why, "another name of '%.256s'", l->names[keep]);
+            fields_note(l, l->names[drop] + 1, why);
+            memmove(l->names[drop], l->names[drop + 1], (size_t)(l->n - drop - 1) * 256);
+            memmove(&addr[drop], &addr[drop + 1], (size_t)(l->n - drop - 1) * sizeof *addr);
+            l->n--, i--;
+            break;
+        }
+    }
+    H5Eclear2(H5E_DEFAULT);
     return SC_OK;
 }
 
@@ -121,8 +161,10 @@ int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err)
 int sc__fields_find(hid_t file, const char *path, const char *wanted,
                     sc__fields_names *l, sc_error *err)
 {
-    if (wanted && *wanted)
-        return sc__fields_parse(wanted, l, err);
+    if (wanted && *wanted) {
+        int rc = sc__fields_parse(wanted, l, err);
+        return rc == SC_OK ? fields_distinct(file, path, wanted, l, err) : rc;
+    }
     memset(l, 0, sizeof *l);
     hsize_t idx = 0;
     if (H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, fields_collect, l) < 0)
@@ -135,6 +177,53 @@ int sc__fields_find(hid_t file, const char *path, const char *wanted,
     if (l->n == 0)
         return sc__seterr(err, SC_EINVAL, "source '%s' has no field shardcache can carry in '/'%s%s",
                           path, l->nskipped ? "; left out: " : "", l->skipped);
+    return fields_distinct(file, path, NULL, l, err);
+}
+
+/*
+ * Field f's sample shape from its dataspace s of nd dimensions (a string's
+ * width the last), refused where it cannot be one; *n gets its samples.
+ */
+static int fields_shape(hid_t s, const char *path, const char *name, int nd, size_t width,
+                        sc__field *f, uint64_t *n, sc_error *err)
+{
+    int axis = !f->no_axis; /* the sample axis: 1 dimension or none */
+    hsize_t dims[H5S_MAX_RANK];
+    if (f->vlen && nd != axis)
+        return sc__seterr(err, SC_EINVAL,
+                          "source '%s': field '%s' holds variable-length sequences in %d "
+                          "dimensions; such a field needs %s", path, name, nd,
+                          axis ? "exactly one, the sample axis" : "none (one sample a file)");
+    if (nd == 0 && axis) /* h5py's f["version"] = 3, or a one-sample file's label */
+        return sc__seterr(err, SC_EINVAL,
+                          "source '%s': field '%s' is a scalar (0 dimensions), not a value a "
+                          "sample: leave it out (SC_FIELDS names the fields to load), or, "
+                          "where each file of a directory is one sample, set "
+                          "SC_SAMPLE_AXIS=none", path, name);
+    if (nd < axis || nd - axis + (width > 0) > SC_MAX_DIMS)
+        return sc__seterr(err, SC_EINVAL,
+                          "source '%s': field '%s' has %d dimensions%s; a field needs "
+                          "%d to %d (%s)",
+                          path, name, nd, width ? " and a string's width" : "", axis,
+                          SC_MAX_DIMS + axis,
+                          axis ? "samples first; SC_SAMPLE_AXIS=none reads a file as one sample"
+                               : "one sample, SC_SAMPLE_AXIS=none");
+    H5Sget_simple_extent_dims(s, dims, NULL);
+    dims[nd] = width; /* a string's bytes: the sample's last dimension */
+    f->ndims = nd - axis + (width > 0);
+    f->sample_bytes = sc__dtype_size(f->dtype);
+    for (int i = 0; i < f->ndims; i++) {
+        f->dims[i] = dims[i + axis];
+        f->sample_bytes *= f->dims[i];
+    }
+    *n = axis ? dims[0] : 1;
+    f->sample_bytes *= !f->vlen; /* the largest sample's, once the lengths are known */
+    if (*n == 0)
+        return sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is empty (0 samples)",
+                          path, name);
+    if (f->sample_bytes == 0 && !f->vlen)
+        return sc__seterr(err, SC_EINVAL, "source '%s': field '%s' has a zero-sized "
+                          "sample shape", path, name);
     return SC_OK;
 }
 
@@ -147,7 +236,6 @@ int sc__fields_describe(hid_t file, const char *path, const char *name, int no_a
 {
     SC__ASSERT(sc__h5_held());
     hid_t d = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
-    hsize_t dims[H5S_MAX_RANK];
     int rc = SC_OK;
 
     if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
@@ -160,7 +248,6 @@ int sc__fields_describe(hid_t file, const char *path, const char *name, int no_a
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
     f->no_axis = no_axis;
-    int axis = !no_axis; /* the sample axis: 1 dimension or none */
     f->dtype = t < 0 ? SC__DT_INVALID : sc__h5_dtype(t);
     if (t >= 0 && f->dtype == SC__DT_INVALID && H5Tget_class(t) == H5T_VLEN)
         f->dtype = fields_vlen_dtype(t), f->vlen = 1;
@@ -175,42 +262,8 @@ int sc__fields_describe(hid_t file, const char *path, const char *name, int no_a
                         "reads integers, IEEE floats of 2, 4 and 8 bytes, bool (h5py's), "
                         "fixed-length strings and variable-length sequences of numbers",
                         path, name, words);
-    } else if (f->vlen && nd != axis) {
-        rc = sc__seterr(err, SC_EINVAL,
-                        "source '%s': field '%s' holds variable-length sequences in %d "
-                        "dimensions; such a field needs %s", path, name, nd,
-                        axis ? "exactly one, the sample axis" : "none (one sample a file)");
-    } else if (nd == 0 && axis) { /* h5py's f["version"] = 3, or a one-sample file's label */
-        rc = sc__seterr(err, SC_EINVAL,
-                        "source '%s': field '%s' is a scalar (0 dimensions), not a value a "
-                        "sample: name the fields to load with SC_FIELDS, or, where each "
-                        "file of a directory is one sample, set SC_SAMPLE_AXIS=none", path,
-                        name);
-    } else if (nd < axis || nd - axis + (width > 0) > SC_MAX_DIMS) {
-        rc = sc__seterr(err, SC_EINVAL,
-                        "source '%s': field '%s' has %d dimensions%s; a field needs "
-                        "%d to %d (%s)",
-                        path, name, nd, width ? " and a string's width" : "", axis,
-                        SC_MAX_DIMS + axis,
-                        axis ? "samples first; SC_SAMPLE_AXIS=none reads a file as one sample"
-                             : "one sample, SC_SAMPLE_AXIS=none");
     } else {
-        H5Sget_simple_extent_dims(s, dims, NULL);
-        dims[nd] = width; /* a string's bytes: the sample's last dimension */
-        f->ndims = nd - axis + (width > 0);
-        f->sample_bytes = sc__dtype_size(f->dtype);
-        for (int i = 0; i < f->ndims; i++) {
-            f->dims[i] = dims[i + axis];
-            f->sample_bytes *= f->dims[i];
-        }
-        *n = axis ? dims[0] : 1;
-        f->sample_bytes *= !f->vlen; /* the largest sample's, once the lengths are known */
-        if (*n == 0)
-            rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' is empty (0 samples)",
-                            path, name);
-        else if (f->sample_bytes == 0 && !f->vlen)
-            rc = sc__seterr(err, SC_EINVAL, "source '%s': field '%s' has a zero-sized "
-                            "sample shape", path, name);
+        rc = fields_shape(s, path, name, nd, width, f, n, err);
     }
     if (s >= 0)
         H5Sclose(s);
@@ -255,15 +308,19 @@ int sc__fields_check_decoder(const char *path, hid_t d, const sc__field *f,
 {
     SC__ASSERT(sc__h5_held());
     sc__chunking c;
-    if (sc__chunks_direct(d, f, &c) || !c.why)
+    if (sc__chunks_direct(d, f, &c))
         return SC_OK;
-    sc__chunks_missing(d, &c);
+    sc__chunks_missing(d, &c); /* for any field: one sample a file and vlen ones too */
+    if (!c.why && !c.missing)
+        return SC_OK;
+    const char *why = c.why ? c.why : f->vlen ? "a variable-length field, read through HDF5"
+                                              : "one sample a file, read through HDF5";
     /*
      * Refused at open even when the filter is optional (h5py declares LZF
      * so): every chunk written through it would fail mid-epoch, which is
      * worse than not starting.
      */
-    if (c.missing == SC__FILTER_LZF)
+    if (c.missing == SC__FILTER_LZF && c.why)
         return sc__seterr(err, SC_ENOTSUP, "source '%s': field '%s' is compressed with h5py's "
                           "LZF, which shardcache decodes only in chunks of whole samples in this "
                           "machine's byte order (%s) and this HDF5 library cannot load: rewrite "
@@ -272,8 +329,9 @@ int sc__fields_check_decoder(const char *path, hid_t d, const sc__field *f,
         return sc__seterr(err, SC_ENOTSUP, "source '%s': field '%s' needs HDF5 filter %u (%s), "
                           "which this HDF5 library cannot load, and shardcache does not decode "
                           "it here (%s): put the filter's plugin in HDF5_PLUGIN_PATH, or rewrite "
-                          "the field with gzip or lzf", path, f->name, c.missing,
-                          sc__filter_name(c.missing), c.why);
+                          "the field with gzip%s", path, f->name, c.missing,
+                          sc__filter_name(c.missing), why,
+                          c.missing == SC__FILTER_LZF ? "" : " or lzf");
     if (notes && c.filter)
         sc__log(cfg->log_level, SC__LOG_WARN, 0,
                 "source '%s': field '%s' uses HDF5 filter %u (%s), which shardcache does not "

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "h5.h"
@@ -20,7 +21,7 @@
  * and subdirectories of taken names; a count and the first name of each.
  */
 typedef struct listdir_left {
-    uint64_t files, dirs;
+    uint64_t files, dirs, peeked;
     char file[256], dir[256];
 } listdir_left;
 
@@ -36,29 +37,55 @@ static int listdir_takes(const char *name)
                               (len > 5 && !strcmp(name + len - 5, ".hdf5")));
 }
 
-/* Whether directory `path` holds a name listdir_takes, one level down. */
+/*
+ * Whether directory `path` holds a name listdir_takes among its first
+ * LISTDIR_PEEK entries: enough for a directory of HDF5 shards, and a
+ * bound on what a listing costs beside 10^5 files (a class directory of
+ * JPEGs is not read through).
+ */
+#define LISTDIR_PEEK 256
+#define LISTDIR_SUBDIRS 64 /* subdirectories peeked into, at most */
 static int listdir_holds(const char *path)
 {
     DIR *d = opendir(path);
     struct dirent *e;
     int found = 0;
-    while (d && !found && (e = readdir(d)))
+    for (int k = 0; d && !found && k < LISTDIR_PEEK && (e = readdir(d)); k++)
         found = listdir_takes(e->d_name);
     if (d)
         closedir(d);
     return found;
 }
 
-/* Counts `path` (named `name`) in l when it is HDF5 data the listing leaves out. */
+/*
+ * A name another tool may give an HDF5 file (`x.H5`, `x.hdf`, netCDF-4's
+ * `x.nc`): only these are opened to look, so that a listing beside
+ * 30,000 sidecar files (`.json`, `.txt`) stays a listing.
+ */
+static int listdir_maybe_hdf5(const char *name)
+{
+    static const char *ext[] = {"h5", "hdf5", "hdf", "he5", "hd5", "nc", "nc4"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof ext / sizeof *ext; i++)
+        if (!strcasecmp(dot + 1, ext[i]))
+            return 1;
+    return 0;
+}
+
+/*
+ * Counts `path` (named `name`) in l when it is HDF5 data the listing
+ * leaves out; one that cannot be opened to look counts too: its name says
+ * HDF5, and the user should hear of it.
+ */
 static void listdir_note(const char *path, const char *name, listdir_left *l)
 {
     struct stat st;
     if (name[0] == '.' || stat(path, &st) != 0)
         return;
-    if (S_ISREG(st.st_mode) && H5Fis_hdf5(path) > 0) {
+    if (S_ISREG(st.st_mode) && listdir_maybe_hdf5(name) && H5Fis_hdf5(path) != 0) {
         if (!l->files++ || strcmp(name, l->file) < 0)
             snprintf(l->file, sizeof l->file, "%s", name);
-    } else if (S_ISDIR(st.st_mode) && listdir_holds(path)) {
+    } else if (S_ISDIR(st.st_mode) && l->peeked++ < LISTDIR_SUBDIRS && listdir_holds(path)) {
         if (!l->dirs++ || strcmp(name, l->dir) < 0)
             snprintf(l->dir, sizeof l->dir, "%s", name);
     }
@@ -101,7 +128,7 @@ int sc__listdir_hdf5(sc_dataset *ds, sc_error *err)
         snprintf(buf, sizeof buf, "%s/%s", ds->path, e->d_name);
         if (listdir_takes(e->d_name))
             rc = sc__scan_add_file(ds, &cap, buf, err);
-        else if (ds->rank == 0)
+        else if (ds->rank == 0 && ds->log_level >= SC__LOG_WARN)
             listdir_note(buf, e->d_name, &left);
     }
     closedir(d);

@@ -9,10 +9,11 @@
 
 /*
  * Appends ds->path's files named *.h5 or *.hdf5 (not hidden) to ds->files,
- * sorted.  On rank 0, warns of what a user may have meant to include: HDF5
- * files under other names (`x.H5`, `x.hdf`, `x.nc`) and subdirectories
- * holding *.h5 or *.hdf5, which a directory source does not search.  The
- * caller holds the HDF5 lock.
+ * sorted.  On rank 0 (where warnings are logged), warns of what a user may
+ * have meant to include: HDF5 files under other names (`x.H5`, `x.hdf`,
+ * `x.nc`: names that say HDF5 are opened to look) and subdirectories
+ * holding *.h5 or *.hdf5, which a directory source does not search (the
+ * first 64 peeked into).  The caller holds the HDF5 lock.
  */
 int sc__listdir_hdf5(sc_dataset *ds, sc_error *err);
 

@@ -404,10 +404,10 @@ static int source_scan_field(sc_dataset *ds, const sc_config *cfg, hid_t f, uint
                         (unsigned long long)ds->file_sizes[k],
                         no_axis ? "" : " (when each file is one sample whose datasets have no "
                                        "sample axis: SC_SAMPLE_AXIS=none)");
-    if (rc == SC_OK && fld.vlen)
-        rc = sc__fields_learn_lengths(ds, d, path, i, ds->nsamples, n, &ds->fields[i], err);
     if (rc == SC_OK)
         rc = sc__fields_check_decoder(path, d, &ds->fields[i], cfg, k == 0 && ds->rank == 0, err);
+    if (rc == SC_OK && fld.vlen)
+        rc = sc__fields_learn_lengths(ds, d, path, i, ds->nsamples, n, &ds->fields[i], err);
     if (rc == SC_OK)
         ds->file_off[k * (uint64_t)names->n + (uint64_t)i] = sc__source_raw_offset(d, &fld, n);
     if (d >= 0)

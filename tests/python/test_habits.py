@@ -539,15 +539,17 @@ def test_a_directory_says_what_hdf5_it_leaves_out(cache_dir, capfd):
     assert "README" not in err and "logs" not in err
 
 
-@pytest.mark.parametrize("fields", [" images , labels", "labels,images,/labels"])
+@pytest.mark.parametrize("fields", [" images , labels", "images, labels, ",
+                                    "labels,images,/labels", "labels,images,//labels/"])
 def test_fields_with_blanks_and_twice(dataset, cache_dir, fields):
     """SC_FIELDS written as Python lists are ("images, labels") was refused
-    as a field '/ labels'; a name given twice was taken twice."""
-    if "/labels" in fields:
+    as a field '/ labels'; a dataset named twice was taken twice."""
+    if fields.startswith("labels"):
         with pytest.raises(shardcache.Error) as e:
             shardcache.Loader(source=dataset, batch_size=4, cache_dir=cache_dir, log=0,
                               fields=fields, abort_on_error=False)
-        assert "names field '/labels' twice" in e.value.message
+        assert "names one dataset of" in e.value.message
+        assert "twice, as '/labels' and '/" in e.value.message
         return
     with shardcache.Loader(source=dataset, batch_size=4, cache_dir=cache_dir, log=0,
                            fields=fields) as loader:
@@ -567,17 +569,28 @@ def test_a_later_file_with_a_filter_shardcache_cannot_read_is_refused_at_open(ca
     root = cache_dir + "-lzf"
     if RANK == 0:
         os.makedirs(root, exist_ok=True)
-        x = np.arange(40, dtype=np.int32).reshape(20, 2)
+        os.makedirs(root + "-one", exist_ok=True)
+        x = np.zeros((200, 8), dtype=np.int32)  # compressible: LZF's chunks are kept
         with h5py.File(os.path.join(root, "a.h5"), "w") as f:
             f["x"] = x
         with h5py.File(os.path.join(root, "b.h5"), "w") as f:
-            f.create_dataset("x", data=x, chunks=(3, 1), compression="lzf")
+            f.create_dataset("x", data=x, chunks=(50, 3), compression="lzf")
+        for k in range(3):  # one sample a file, the last compressed
+            with h5py.File(os.path.join(root + "-one", f"s{k}.h5"), "w") as f:
+                f.create_dataset("x", data=x, chunks=(50, 8),
+                                 compression="lzf" if k == 2 else None)
     COMM.Barrier()
     with pytest.raises(shardcache.Error) as e:
         shardcache.Loader(source=root, batch_size=2, cache_dir=cache_dir, log=0,
                           abort_on_error=False)
     assert e.value.status == "SC_ENOTSUP"
     assert f"source '{root}/b.h5': field '/x' is compressed with h5py's LZF" in e.value.message
+    with pytest.raises(shardcache.Error) as e:
+        shardcache.Loader(source=root + "-one", batch_size=1, cache_dir=cache_dir, log=0,
+                          sample_axis="none", abort_on_error=False)
+    assert e.value.status == "SC_ENOTSUP"
+    assert (f"source '{root}-one/s2.h5': field '/x' needs HDF5 filter 32000 (LZF), "
+            "which this HDF5 library cannot load") in e.value.message
 
 
 def test_a_root_scalar_and_a_dangling_link(cache_dir):
@@ -585,7 +598,8 @@ def test_a_root_scalar_and_a_dangling_link(cache_dir):
     (f["version"] = 3) was refused pointing at SC_SAMPLE_AXIS alone, and a
     soft link to nothing failed the listing with HDF5's "component not
     found".  The scalar's refusal names SC_FIELDS, with which the samples
-    load by value; the dangling link is left out, said on rank 0."""
+    load by value; the dangling link is left out, said on rank 0, and so
+    is a soft link to a field (it was a second copy of the field)."""
     import os
     path = cache_dir + "-meta.h5"
     x = np.arange(40, dtype=np.int32).reshape(20, 2)
@@ -594,6 +608,7 @@ def test_a_root_scalar_and_a_dangling_link(cache_dir):
             f["x"] = x
             f["version"] = 3
             f["old"] = h5py.SoftLink("/gone")
+            f["a_x"] = h5py.SoftLink("/x")  # sorts first: the dataset's other name
     COMM.Barrier()
     with pytest.raises(shardcache.Error) as e:
         shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir, log=0,
