@@ -130,13 +130,14 @@ static int fields_is_soft(hid_t file, const char *name)
 static int fields_distinct(hid_t file, const char *path, const char *wanted,
                            sc__fields_names *l, sc_error *err)
 {
-    haddr_t addr[SC_MAX_FIELDS];
+    struct { unsigned long fileno; haddr_t addr; } at[SC_MAX_FIELDS]; /* an object's identity */
     for (int i = 0; i < l->n; i++) {
         H5O_info_t oi;
-        addr[i] = H5Oget_info_by_name2(file, l->names[i], &oi, H5O_INFO_BASIC,
-                                       H5P_DEFAULT) < 0 ? HADDR_UNDEF : oi.addr;
-        for (int j = 0; j < i && addr[i] != HADDR_UNDEF; j++) {
-            if (addr[j] != addr[i])
+        int ok = H5Oget_info_by_name2(file, l->names[i], &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0;
+        at[i].fileno = ok ? oi.fileno : 0; /* an external link's target is in another file */
+        at[i].addr = ok ? oi.addr : HADDR_UNDEF;
+        for (int j = 0; j < i && at[i].addr != HADDR_UNDEF; j++) {
+            if (at[j].addr != at[i].addr || at[j].fileno != at[i].fileno)
                 continue;
             if (wanted)
                 return sc__seterr(err, SC_EINVAL, "SC_FIELDS='%s' names one dataset of '%s' "
@@ -148,7 +149,7 @@ static int fields_distinct(hid_t file, const char *path, const char *wanted,
             snprintf(why, sizeof why, "another name of '%.256s'", l->names[keep]);
             fields_note(l, l->names[drop] + 1, why);
             memmove(l->names[drop], l->names[drop + 1], (size_t)(l->n - drop - 1) * 256);
-            memmove(&addr[drop], &addr[drop + 1], (size_t)(l->n - drop - 1) * sizeof *addr);
+            memmove(&at[drop], &at[drop + 1], (size_t)(l->n - drop - 1) * sizeof *at);
             l->n--, i--;
             break;
         }

@@ -599,7 +599,8 @@ def test_a_root_scalar_and_a_dangling_link(cache_dir):
     soft link to nothing failed the listing with HDF5's "component not
     found".  The scalar's refusal names SC_FIELDS, with which the samples
     load by value; the dangling link is left out, said on rank 0, and so
-    is a soft link to a field (it was a second copy of the field)."""
+    is a soft link to a field (it was a second copy of the field), but not
+    an external link to another file's dataset at the same address."""
     import os
     path = cache_dir + "-meta.h5"
     x = np.arange(40, dtype=np.int32).reshape(20, 2)
@@ -609,6 +610,9 @@ def test_a_root_scalar_and_a_dangling_link(cache_dir):
             f["version"] = 3
             f["old"] = h5py.SoftLink("/gone")
             f["a_x"] = h5py.SoftLink("/x")  # sorts first: the dataset's other name
+            f["ext"] = h5py.ExternalLink(path + "-ext", "/x")  # another dataset
+        with h5py.File(path + "-ext", "w") as f:  # written alike: at /x's address
+            f["x"] = x + 1
     COMM.Barrier()
     with pytest.raises(shardcache.Error) as e:
         shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir, log=0,
@@ -625,4 +629,6 @@ def test_a_root_scalar_and_a_dangling_link(cache_dir):
     COMM.Barrier()
     with shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir + "-2",
                            log=0) as loader:
-        assert [f[0] for f in loader.fields] == ["x"]
+        assert [f[0] for f in loader.fields] == ["ext", "x"]
+        for batch in loader.epoch(0):
+            np.testing.assert_array_equal(batch["ext"].numpy(), x[batch.ids.numpy()] + 1)
