@@ -288,6 +288,58 @@ int sc_config_set(sc_config *cfg, const char *name, const char *value,
     return sc__seterr(err, SC_EINVAL, "unknown setting %s", name);
 }
 
+/*
+ * The edit distance between a and b (insertions, deletions, substitutions
+ * and swaps of neighbours), counted up to 3: enough to tell a typo.
+ */
+static int config_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
+    int d[41][41];
+    for (size_t i = 0; i <= la; i++)
+        for (size_t j = 0; j <= lb; j++) {
+            int best = !i ? (int)j : !j ? (int)i : d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (i && j && d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (i && j && d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb] < 3 ? d[la][lb] : 3;
+}
+
+/*
+ * An SC_ variable in the environment that is no setting but one or two
+ * keystrokes from one (SC_BATCHSIZE, SC_SHUFFEL, SC_EPOCH) is refused:
+ * its job would run on the default unawares, where the same name passed
+ * to sc_config_set is refused.  Other SC_ names (scripts' own) pass.
+ */
+static int config_check_environ(sc_error *err)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++) {
+        size_t len = strcspn(*e, "=");
+        char name[48];
+        if (strncmp(*e, "SC_", 3) != 0 || len >= sizeof name)
+            continue;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        size_t near = NSETTINGS, i;
+        for (i = 0; i < NSETTINGS && strcmp(settings[i].env, name) != 0; i++)
+            if (config_distance(settings[i].env + 3, name + 3) <= (len > 7 ? 2 : 1))
+                near = i;
+        if (i == NSETTINGS && near < NSETTINGS)
+            return sc__seterr(err, SC_EINVAL, "unknown setting %s in the environment (did you "
+                              "mean %s?)", name, settings[near].env);
+    }
+    return SC_OK;
+}
+
 int sc_config_init(sc_config *cfg, sc_error *err)
 {
     int rc;
@@ -302,6 +354,8 @@ int sc_config_init(sc_config *cfg, sc_error *err)
         if (v && (rc = config_apply(cfg, &settings[i], v, err)) != SC_OK)
             return sc__errctx(err, rc, "in the environment");
     }
+    if ((rc = config_check_environ(err)) != SC_OK)
+        return rc;
     const char *dump = getenv("SC_DUMP_CONFIG");
     if (dump && strcmp(dump, "0") != 0)
         sc_config_print(cfg, stderr);

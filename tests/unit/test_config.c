@@ -83,7 +83,23 @@ static void test_bad_values_are_errors(void **state)
         assert_non_null(strstr(err.msg, "in the environment"));
         unsetenv(bad[i][0]);
     }
+    /* A misspelt setting in the environment is refused, named with the one it missed. */
+    static const char *typo[][2] = {{"SC_BATCHSIZE", "SC_BATCH_SIZE"},
+                                    {"SC_SHUFFEL", "SC_SHUFFLE"},
+                                    {"SC_EPOCH", "SC_EPOCHS"},
+                                    {"SC_CACHE_DIRS", "SC_CACHE_DIR"}};
+    for (size_t i = 0; i < sizeof typo / sizeof typo[0]; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "unknown setting %s in the environment (did you mean %s?)",
+                 typo[i][0], typo[i][1]);
+        setenv(typo[i][0], "64", 1);
+        SC_ASSERT_RC(sc_config_init(&c, &err), SC_EINVAL, &err);
+        assert_string_equal(err.msg, want);
+        unsetenv(typo[i][0]);
+    }
+    setenv("SC_COLOUR", "red", 1); /* far from every setting: a script's own */
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
+    unsetenv("SC_COLOUR");
     SC_ASSERT_RC(sc_config_set(&c, "SC_NOPE", "1", &err), SC_EINVAL, &err);
     assert_non_null(strstr(err.msg, "unknown setting SC_NOPE"));
     char longpath[SC_PATH_MAX + 10];
