@@ -373,7 +373,9 @@ SC_API int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream);
 /*
  * What happened in `epoch` on this rank, and the job's exactly-once verdict
  * if its reduction has completed (exactly_once.verified); never waits.
- * sc_epoch_wait() waits for the verdict.
+ * sc_epoch_wait() waits for the verdict, which needs every rank of the
+ * loader's communicator to end the epoch: a wait past a minute is said
+ * (SC_LOG >= 1), and again at each doubling.
  */
 SC_API int sc_epoch_report(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);
 SC_API int sc_epoch_wait(sc_loader *ld, uint64_t epoch, sc_epoch_summary *rep);

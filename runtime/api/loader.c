@@ -459,6 +459,21 @@ int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream)
 }
 
 /*
+ * A verdict waits for every rank of the loader's communicator to end the
+ * epoch: one called on rank 0 alone (PyTorch's `if rank == 0: validate()`
+ * with a loader opened on every rank) waits for ever, which is said.
+ */
+static void loader_say_waiting(const sc_loader *ld, uint64_t epoch, double s)
+{
+    sc__log(ld->cfg.log_level, SC__LOG_WARN, ld->rank,
+            "rank %d has waited %.0f s for epoch %llu's exactly-once verdict (source '%s'): it "
+            "comes once every rank of the loader's communicator has ended the epoch; where "
+            "only some ranks run it (if rank == 0: ...), open that loader on those ranks' "
+            "own communicator (MPI.COMM_SELF for rank 0 alone)", ld->rank, s,
+            (unsigned long long)epoch, ld->cfg.source);
+}
+
+/*
  * Waits for `epoch`'s verdict, answering the other ranks' asks for shards
  * meanwhile: a rank done with its epochs may still owe shards to ranks
  * whose epoch waits for them, and so for this verdict.
@@ -466,11 +481,17 @@ int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream)
 static int loader_wait_verdict(sc_loader *ld, uint64_t epoch)
 {
     const sc_epoch_summary *rep = sc__loader_report_of(ld, epoch);
-    double closed = 0;
+    double closed = 0, since = sc__clock_s(), say = LOADER_VERDICT_SAY_S;
+#ifdef SC_TESTING
+    const char *quick = getenv("SC_TEST_VERDICT_SAY_S"); /* the suite waits seconds, not a minute */
+    say = quick ? atof(quick) : say;
+#endif
     for (;;) {
         int rc = sc__loader_poll_verdicts(ld, 0, 0);
         if (rc != SC_OK || !rep || rep->exactly_once.verified || ld->failed)
             return rc;
+        if (sc__clock_s() - since > say) /* a wait that may never end is said, not silent */
+            loader_say_waiting(ld, epoch, say), say *= 2;
         /*
          * A rank 0 that closed its loader before this epoch never joins the
          * verdict: it says so in the next plan's broadcast, whose failure

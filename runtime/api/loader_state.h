@@ -97,6 +97,8 @@ typedef enum sc__loader_phase {
  * arrive (it posted it before closing if it stopped in that epoch).
  */
 #define LOADER_CLOSED_GRACE_S 2.0
+/* A verdict's wait says it is waiting after this long, then at each doubling. */
+#define LOADER_VERDICT_SAY_S 60.0
 
 /* Transfers from other nodes: at close, the exchange must end within 30 s. */
 #define LOADER_PEER_WAIT_S 30.0

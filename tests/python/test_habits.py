@@ -632,3 +632,22 @@ def test_a_root_scalar_and_a_dangling_link(cache_dir):
         assert [f[0] for f in loader.fields] == ["ext", "x"]
         for batch in loader.epoch(0):
             np.testing.assert_array_equal(batch["ext"].numpy(), x[batch.ids.numpy()] + 1)
+
+
+@pytest.mark.skipif(SIZE < 2, reason="needs 2 ranks or more")
+def test_a_verdict_waited_for_on_some_ranks_says_so(dataset, cache_dir, capfd, monkeypatch):
+    """`if rank == 0: validate()` with a loader opened on every rank: rank 0's
+    verdict waits for the others to end the epoch, and waited in silence
+    (for ever, where they never do).  It says so after a while (a minute;
+    here a second), naming the way out; the verdict comes once they do."""
+    monkeypatch.setenv("SC_TEST_VERDICT_SAY_S", "1")
+    with open_loader(dataset, cache_dir, log=1) as loader:
+        if RANK != 0:
+            time.sleep(2.5)
+        for _ in loader.epoch(0):
+            pass
+        assert loader.verdict(0).ok
+        err = capfd.readouterr().err
+        said = "rank 0 has waited 1 s for epoch 0's exactly-once verdict" in err
+        assert said == (RANK == 0), err
+        assert ("MPI.COMM_SELF for rank 0 alone" in err) == (RANK == 0)
