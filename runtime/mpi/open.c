@@ -85,6 +85,31 @@ static int open_share_manifest(sc_dataset *ds, MPI_Comm comm, int rc, sc_error *
     return rc;
 }
 
+/*
+ * Every rank must read one source.  A copy on each node at one path
+ * (sbcast, a prolog's staging, a node-local disk) has its own inode and
+ * change time, so its stamp and fingerprint differ from rank 0's: that
+ * surfaced at the first plan ("plan for epoch 0 has dataset fingerprint
+ * ...") or read ("changed since the dataset was opened").  Collective,
+ * whatever rc each rank brings (a failed rank's is left to its error).
+ */
+static int open_check_one_source(const sc_dataset *ds, MPI_Comm comm, int rc, sc_error *err)
+{
+    int rank = 0;
+    uint64_t mine[2] = {rc == SC_OK, rc == SC_OK ? sc__dataset_view(ds) : 0}, lo[2], hi[2];
+    MPI_Comm_rank(comm, &rank);
+    SC_MPI_CHECK(err, sc__agree_range_u64(comm, mine, 2, lo, hi));
+    if (rc != SC_OK || !lo[0] || lo[1] == hi[1])
+        return rc;
+    int b = ds->layout == 'B';
+    return sc__seterr(err, SC_EINVAL, "rank %d: source '%s'%s%s%s is not the same file on every "
+                      "rank (its size, modification time, inode or change time differ between "
+                      "ranks), as when each node has its own copy at one path (sbcast, a "
+                      "prolog's staging, a node-local disk): give every rank one shared copy; "
+                      "SC_CACHE_DIR keeps each node's shards on its local disk", rank, ds->path,
+                      b ? ": its first file, '" : "", b ? ds->files[0] : "", b ? "'," : "");
+}
+
 int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
                     sc_error *err)
 {
@@ -101,6 +126,8 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
     }
     if (rc == SC_OK)
         rc = sc__dataset_finish(ds, cfg, err);
+    if (ds)
+        rc = open_check_one_source(ds, comm, rc, err);
     if (rc != SC_OK) {
         sc_dataset_close(ds);
         return rc;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "decode.h"
 #include "h5.h"
+#include "hash.h"
 #include "invariant.h"
 #include "listdir.h"
 #include "log.h"
@@ -751,6 +752,17 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err)
     if (rc == SC_OK)
         ds->sample_bytes = source_mean_bytes(ds, ds->fields, ds->nfields);
     return rc;
+}
+
+uint64_t sc__dataset_view(const sc_dataset *ds)
+{
+    if (ds->layout == 'A' || !ds->nfiles)
+        return ds->fingerprint;
+    struct stat st;
+    uint64_t stamp[STAMP] = {0};
+    if (stat(ds->files[0], &st) == 0)
+        sc__fingerprint_stamp(&st, stamp);
+    return sc__xxh64(stamp, sizeof stamp, 0);
 }
 
 int sc_dataset_close(sc_dataset *ds)

@@ -41,6 +41,13 @@ int sc__dataset_take_manifest(sc_dataset *ds, const void *buf, size_t len, sc_er
 int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
 /*
+ * What this rank sees of the source, for the ranks to compare: layout A's
+ * fingerprint (each rank stats the file), layout B's first file's stamp as
+ * stat'ed here (rank 0's scan stamped the files for every rank).
+ */
+uint64_t sc__dataset_view(const sc_dataset *ds);
+
+/*
  * Where field f's bytes (n samples) lie in dataset d's file exactly as
  * shardcache delivers them, for a read without HDF5 (read.c): contiguous,
  * allocated and whole, in the file itself (not external), in this
