@@ -381,6 +381,18 @@ class _Epoch:
         return batch
 
 
+# The settings a bool may give, and what True and False are for each.
+_BOOLS = {"decode_exif": ("1", "0"), "peers": ("on", "off"), "launcher_check": ("on", "off")}
+
+
+def _bool_setting(key, value):
+    """batch_size=True opened as a batch of 1: a bool is a switch's value,
+    and elsewhere its word, which the setting's parser refuses (on every
+    rank, as any bad setting)."""
+    pair = _BOOLS.get(key.lower())
+    return pair[0 if value else 1] if pair else str(value)
+
+
 class Loader:
     """The loader of one training process; open and close are collective.
 
@@ -406,9 +418,11 @@ class Loader:
             if value is None:
                 continue
             if isinstance(value, bool):
-                value = int(value)
+                value = _bool_setting(key, value)
             env["SC_" + key.upper()] = str(value)
         records = None
+        if isinstance(resume, dict):  # one state_dict(): this rank's, the check says if not all
+            resume = [resume]
         if resume is not None:
             records = [s["record"] if isinstance(s, dict) else bytes(s) for s in resume]
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -438,6 +452,7 @@ class Loader:
         self._epoch = self._more = None  # the epoch begun, and whether batches are left
         self._set = None  # the epoch set_epoch named, until its pass begins
         self._set_ever = False  # set_epoch was called: a pass without it is likely a slip
+        self._pass_named = True  # the epoch in progress began named (set_epoch, epoch(e))
         self._next_epoch, self._left = None, 0
         self._warned_copy = False
         self.info = None
@@ -562,6 +577,7 @@ class Loader:
             self._reap()
             self.info = self._do(self._c.begin, epoch)
             self._epoch, self._more, self._left = epoch, True, self.info["batches"]
+            self._pass_named = True  # loader.epoch(e) names it; __iter__ says otherwise
         if self._fn is not None and (self._ahead is None or self._ahead.done):
             self._record = self._do(self._c.checkpoint)
             self._ahead = _ahead.Ahead(self, self._fn, self._fn_depth)
@@ -598,7 +614,10 @@ class Loader:
         fresh pass), unless set_epoch named it again."""
         if self._more and self._set != self._epoch:
             self._end_broken_pass("a new pass over the loader")
+        elif self._more and not self._pass_named:
+            self._say_goes_on()
         epoch = self._current()
+        named = self._set is not None
         if self._set is None and self._set_ever and not self._more:
             # DistributedSampler repeats the epoch set last; an epoch here is read once.
             warnings.warn(f"shardcache: rank {self.rank}: a pass over the loader with no "
@@ -607,7 +626,25 @@ class Loader:
                           f"set_epoch({epoch}) before it, or iterate loader.epoch(e)",
                           stacklevel=2)
         self._set = None
-        return iter(self.epoch(epoch))
+        began = not self._more
+        batches = iter(self.epoch(epoch))
+        if began:
+            self._pass_named = named
+        return batches
+
+    def _say_goes_on(self):
+        # DataLoader's next(iter(loader)) to peek takes nothing from the next
+        # pass; here it takes a batch from the epoch, which gives it once.
+        e, n = self._epoch, self.info["batches"]
+        taken = n - len(_Epoch(self, e))
+        self._pass_named = True
+        if taken:
+            warnings.warn(f"shardcache: rank {self.rank}: set_epoch({e}) goes on with epoch {e} "
+                          f"at batch {taken + 1} of {n}: the {taken} taken by a pass before it "
+                          "with no set_epoch (next(iter(loader)) to peek?) are delivered, and "
+                          "not in this pass (an epoch gives each batch once); loader.fields "
+                          "gives the fields' names, dtypes and shapes without taking a batch",
+                          stacklevel=3)
 
     def __len__(self):
         """Batches this rank gets in an epoch, as DataLoader's len(): the
@@ -639,6 +676,11 @@ class Loader:
     def verdict(self, epoch, wait=True):
         """The job's exactly-once verdict on `epoch` and this rank's figures."""
         return Verdict(self._do(self._c.report, epoch, wait))
+
+    def __reduce_ex__(self, protocol):
+        # torch.save(loader) failed on a thread lock; what a checkpoint keeps is the position.
+        raise TypeError("a shardcache.Loader is not saved: save loader.state_dict() with the "
+                        "model, and pass every rank's to Loader(resume=[...])")
 
     def state_dict(self):
         """This rank's position: save every rank's with the model.  With a

@@ -651,3 +651,61 @@ def test_a_verdict_waited_for_on_some_ranks_says_so(dataset, cache_dir, capfd, m
         said = "rank 0 has waited 1 s for epoch 0's exactly-once verdict" in err
         assert said == (RANK == 0), err
         assert ("MPI.COMM_SELF for rank 0 alone" in err) == (RANK == 0)
+
+
+def test_a_peek_before_the_set_epoch_loop_is_said(dataset, cache_dir):
+    """DataLoader's habit: next(iter(loader)) to see the shapes, then the
+    set_epoch loop.  Here the peek takes epoch 0's first batch (an epoch
+    gives each batch once), and the loop trained on one batch fewer, in
+    silence.  It is said, naming loader.fields; a loop that breaks and goes
+    on with set_epoch naming its epoch again is not warned."""
+    with open_loader(dataset, cache_dir) as loader:
+        n = len(loader)
+        peek = next(iter(loader))
+        assert peek.epoch == 0
+        del peek
+        loader.set_epoch(0)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            taken = sum(1 for _ in loader)
+        assert taken == n - 1
+        said = [str(x.message) for x in w if "goes on with epoch 0 at batch 2" in str(x.message)]
+        assert len(said) == 1 and "loader.fields" in said[0], [str(x.message) for x in w]
+        assert loader.verdict(0).ok
+        loader.set_epoch(1)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for _ in loader:
+                break
+            loader.set_epoch(1)
+            taken = 1 + sum(1 for _ in loader)
+        assert taken == n and not [x for x in w if "goes on" in str(x.message)]
+
+
+def test_a_bool_a_single_state_dict_and_torch_save(dataset, cache_dir):
+    """PyTorch habits: batch_size=True opened as a batch of 1 (a bool was
+    its int); resume=ckpt["loader"] holding one state_dict() failed with
+    "string argument without an encoding"; torch.save(loader) failed on a
+    thread lock.  A bool is a switch's value and refused elsewhere; one
+    state dict is taken as a list of one (enough on one rank, refused
+    naming the count on more); saving the loader names state_dict()."""
+    import io
+    with pytest.raises(shardcache.Error, match="SC_BATCH_SIZE='True' is not a non-negative"):
+        open_loader(dataset, cache_dir, batch_size=True, abort_on_error=False)
+    with open_loader(dataset, cache_dir, peers=False) as loader:
+        with pytest.raises(TypeError, match="save loader.state_dict\\(\\) with the model"):
+            torch.save(loader, io.BytesIO())
+        n = len(loader)
+        for k, _ in enumerate(loader.epoch(0)):
+            if k == 1:
+                state = loader.state_dict()
+                break
+    if SIZE > 1:
+        with pytest.raises(shardcache.Error) as e:
+            open_loader(dataset, cache_dir, resume=state, abort_on_error=False)
+        assert (f"all {SIZE} are needed, 1 given" if RANK == 0
+                else "rank 0 refused the checkpoints") in e.value.message
+        return
+    with open_loader(dataset, cache_dir, resume=state) as loader:
+        assert loader.resumed_epoch == 0
+        assert sum(1 for _ in loader.epoch(0)) == n - 2
