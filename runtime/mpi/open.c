@@ -118,16 +118,15 @@ int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,
     *out = NULL;
     sc_dataset *ds = NULL;
     int rc = sc__agree(comm, sc__dataset_new(comm, cfg, &ds, err), "could not find the source", err);
-    if (rc == SC_OK) {
+    if (rc == SC_OK) { /* on every rank alike: sc__agree */
         rc = sc__dataset_scan(ds, cfg, err);
         /* Rank 0's failure to scan travels in the manifest: every rank fails with it. */
         if (sc__dataset_shared(ds))
             rc = open_share_manifest(ds, comm, rc, err);
-    }
-    if (rc == SC_OK)
-        rc = sc__dataset_finish(ds, cfg, err);
-    if (ds)
+        if (rc == SC_OK)
+            rc = sc__dataset_finish(ds, cfg, err);
         rc = open_check_one_source(ds, comm, rc, err);
+    }
     if (rc != SC_OK) {
         sc_dataset_close(ds);
         return rc;

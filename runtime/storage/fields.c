@@ -283,9 +283,9 @@ hid_t sc__fields_open_file(const char *path, MPI_Comm comm, int parallel, sc_err
     if (parallel)
         H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (f < 0)
+    if (f < 0) /* before H5Pclose, which clears HDF5's error stack ("truncated file: ...") */
         sc__h5_err(err, SC_EHDF5, "source '%s' cannot be opened as HDF5", path);
+    H5Pclose(fapl);
     return f;
 }
 

@@ -43,14 +43,15 @@ static int read_rows(hid_t d, const sc__field *f, uint64_t first, uint64_t count
                             : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
     if (h >= 0)
         h = H5Dread(d, mt, ms, fs, H5P_DEFAULT, buf);
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (ft >= 0)
-        H5Tclose(ft);
+    /* Said before the closes, which clear HDF5's error stack, its reason. */
     int rc = h < 0 ? sc__h5_err(err, SC_EHDF5,
                                 "source '%s': reading shard %llu of field '%s' failed",
                                 path, (unsigned long long)shard, f->name)
                    : SC_OK;
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
     if (ms >= 0)
         H5Sclose(ms);
     if (fs >= 0)

@@ -101,6 +101,12 @@ static int vlen_header_lengths(hid_t d, const char *path, const sc__field *f, ui
     return *why ? -1 : 1;
 }
 
+static int vlen_cannot(const char *path, const sc__field *f, sc_error *err)
+{
+    return sc__h5_err(err, SC_EHDF5, "source '%s': field '%s': cannot read its variable-length "
+                      "samples", path, f->name);
+}
+
 int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, uint64_t *len,
                      sc_error *err)
 {
@@ -114,21 +120,21 @@ int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, 
         return SC_OK;
     hid_t mt = vlen_mem_type(d, f->dtype);
     hvl_t *v = malloc(sizeof *v * (n < VLEN_BLOCK ? n : VLEN_BLOCK));
-    herr_t h = mt >= 0 && v ? 0 : -1;
+    int rc = mt >= 0 && v ? SC_OK : vlen_cannot(path, f, err);
     size_t esize = sc__dtype_size(f->dtype);
-    for (uint64_t first = 0; h >= 0 && first < n; first += VLEN_BLOCK) {
+    for (uint64_t first = 0; rc == SC_OK && first < n; first += VLEN_BLOCK) {
         uint64_t count = n - first < VLEN_BLOCK ? n - first : VLEN_BLOCK;
-        if ((h = vlen_read_rows(d, mt, f, first, count, v)) >= 0)
-            for (uint64_t k = 0; k < count; k++)
-                len[first + k] = (uint64_t)v[k].len * esize;
+        memset(v, 0, sizeof *v * count); /* a failed read's rest reclaims as empty */
+        if (vlen_read_rows(d, mt, f, first, count, v) < 0)
+            rc = vlen_cannot(path, f, err); /* before the reclaim clears HDF5's reason */
+        for (uint64_t k = 0; rc == SC_OK && k < count; k++)
+            len[first + k] = (uint64_t)v[k].len * esize;
         vlen_reclaim(mt, count, v);
     }
     free(v);
     if (mt >= 0)
         H5Tclose(mt);
-    return h < 0 ? sc__h5_err(err, SC_EHDF5, "source '%s': field '%s': cannot read its "
-                              "variable-length samples", path, f->name)
-                 : SC_OK;
+    return rc;
 }
 
 /* The blob's offset k, from the dataset's offsets as seen at open. */

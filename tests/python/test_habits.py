@@ -642,8 +642,10 @@ def test_a_verdict_waited_for_on_some_ranks_says_so(dataset, cache_dir, capfd, m
     here a second), naming the way out; the verdict comes once they do."""
     monkeypatch.setenv("SC_TEST_VERDICT_SAY_S", "1")
     with open_loader(dataset, cache_dir, log=1) as loader:
-        if RANK != 0:
-            time.sleep(2.5)
+        t0 = time.time()
+        while RANK != 0 and time.time() - t0 < 2.5:  # busy elsewhere, in MPI now and then
+            COMM.Iprobe()  # (rank 0's claims on their ledger need their MPI progress)
+            time.sleep(0.001)
         for _ in loader.epoch(0):
             pass
         assert loader.verdict(0).ok
@@ -709,3 +711,21 @@ def test_a_bool_a_single_state_dict_and_torch_save(dataset, cache_dir):
     with open_loader(dataset, cache_dir, resume=state) as loader:
         assert loader.resumed_epoch == 0
         assert sum(1 for _ in loader.epoch(0)) == n - 2
+
+
+def test_a_truncated_file_says_hdf5s_reason(dataset, cache_dir):
+    """A file cut short (a copy killed mid-way) said only "cannot be opened
+    as HDF5": HDF5's reason, which h5py shows, was cleared before it was
+    read.  It is appended now."""
+    import os
+    import shutil
+    path = cache_dir + "-cut.h5"
+    if RANK == 0:
+        shutil.copy(dataset, path)
+        os.truncate(path, os.path.getsize(path) - 512)
+    COMM.Barrier()
+    with pytest.raises(shardcache.Error) as e:
+        shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir, log=0,
+                          abort_on_error=False)
+    assert f"source '{path}' cannot be opened as HDF5 (HDF5: truncated file: eof = " \
+        in e.value.message
