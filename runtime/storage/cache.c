@@ -210,8 +210,12 @@ static void cache_bound(sc_cache *c)
         return;
     uint64_t reserve = size / 100 * SC_CACHE_RESERVE_PCT, n = (uint64_t)c->local_size;
     uint64_t held = sc__evict_bytes(c->ev);
-    uint64_t more = avail > reserve ? (avail - reserve) / n : 0;
-    uint64_t less = avail < reserve ? (reserve - avail) / n : 0;
+    /* The bound counts shard bytes; the disk takes each entry's in whole blocks, and more. */
+    const sc_dataset *ds = c->ds;
+    uint64_t mean = ds->nshards ? ds->sample_bytes * (ds->nsamples / ds->nshards) : 0;
+    double fit = mean ? (double)mean / (double)SC__ENTRY_DISK(mean, ds->nfields) : 1.0;
+    uint64_t more = avail > reserve ? (uint64_t)((double)((avail - reserve) / n) * fit) : 0;
+    uint64_t less = avail < reserve ? (uint64_t)((double)((reserve - avail) / n) * fit) : 0;
     uint64_t cap = held + more > less ? held + more - less : 1; /* 1: nothing kept */
     sc__evict_set_capacity(c->ev, cap);
     sc__log(c->log_level, SC__LOG_INFO, c->rank,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -36,6 +37,29 @@ static int entry_same_file(int fd, int dfd, const char *name)
     struct stat a, b;
     return fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
            a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/*
+ * Room for the entry, first: on a full filesystem HDF5's close fails and
+ * keeps the file's id to the end of the process (its library then loops
+ * at exit, "infinite loop closing library").  Refused here, the shard is
+ * served from the source, as after a failed write.  Another writer may
+ * still fill the disk between this and the write.
+ */
+static int entry_room(int fd, const sc_dataset *ds, uint64_t shard, const char *shown,
+                      sc_error *err)
+{
+    struct statvfs v;
+    uint64_t need = 0;
+    for (int i = 0; i < ds->nfields; i++)
+        need += sc__field_bytes(ds, i, shard);
+    need = SC__ENTRY_DISK(need, ds->nfields) + 65536; /* and HDF5's flush, with slack */
+    if (fstatvfs(fd, &v) != 0 || (uint64_t)v.f_bavail * v.f_frsize >= need)
+        return SC_OK;
+    return sc__seterr(err, SC_EIO, "cache entry '%s' (shard %llu): write failed: %s (%llu "
+                      "bytes free, the entry needs about %llu)", shown, (unsigned long long)shard,
+                      strerror(ENOSPC), (unsigned long long)v.f_bavail * v.f_frsize,
+                      (unsigned long long)need);
 }
 
 /*
@@ -157,7 +181,9 @@ int sc__entry_io_write(const sc__cache_place *pl, const sc_dataset *ds, uint64_t
     if (own < 0)
         return sc__seterr(err, SC_EIO, "cache entry '%s' (shard %llu): %s", shown,
                           (unsigned long long)shard, strerror(errno));
-    int rc = entry_layout(ds, shard, at, shown, &h, err);
+    int rc = entry_room(own, ds, shard, shown, err);
+    if (rc == SC_OK)
+        rc = entry_layout(ds, shard, at, shown, &h, err);
     if (rc == SC_OK && sc__fault("cache-writer-dies"))
         raise(SIGKILL); /* test hook: the writer dies with data but no mark */
     if (rc == SC_OK && !entry_same_file(own, pl->dfd, tmp))
