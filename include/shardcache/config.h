@@ -198,7 +198,9 @@ typedef struct sc_config {
 
 /*
  * Defaults, then the SC_* environment.  A variable that does not parse is
- * an SC_EINVAL naming it and its value, never silently ignored.
+ * an SC_EINVAL naming it and its value, never silently ignored; so is an
+ * SC_ name one edit from a setting's (SC_BATCHSIZE: "did you mean
+ * SC_BATCH_SIZE?").
  */
 SC_API int sc_config_init(sc_config *cfg, sc_error *err);
 

@@ -382,15 +382,18 @@ class _Epoch:
 
 
 # The settings a bool may give, and what True and False are for each.
-_BOOLS = {"decode_exif": ("1", "0"), "peers": ("on", "off"), "launcher_check": ("on", "off")}
+_BOOLS = {"decode_exif": ("1", "0"), "peers": ("on", "off"), "launcher_check": ("on", "off"),
+          "log": ("1", "0")}
 
 
 def _bool_setting(key, value):
-    """batch_size=True opened as a batch of 1: a bool is a switch's value,
-    and elsewhere its word, which the setting's parser refuses (on every
-    rank, as any bad setting)."""
+    """batch_size=True opened as a batch of 1, trace=True wrote ./True: a
+    bool is a switch's value, and refused elsewhere."""
     pair = _BOOLS.get(key.lower())
-    return pair[0 if value else 1] if pair else str(value)
+    if pair is None:
+        raise Error("SC_EINVAL", f"{key}={value}: SC_{key.upper()} takes a value, not a bool "
+                    f"(the settings a bool sets: {', '.join(sorted(_BOOLS))})", _core.EINVAL)
+    return pair[0 if value else 1]
 
 
 class Loader:
@@ -421,8 +424,8 @@ class Loader:
                 value = _bool_setting(key, value)
             env["SC_" + key.upper()] = str(value)
         records = None
-        if isinstance(resume, dict):  # one state_dict(): this rank's, the check says if not all
-            resume = [resume]
+        if isinstance(resume, dict):  # one state_dict() (the check says if not all), or by rank
+            resume = [resume] if "record" in resume else list(resume.values())
         if resume is not None:
             records = [s["record"] if isinstance(s, dict) else bytes(s) for s in resume]
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -578,6 +581,8 @@ class Loader:
             self.info = self._do(self._c.begin, epoch)
             self._epoch, self._more, self._left = epoch, True, self.info["batches"]
             self._pass_named = True  # loader.epoch(e) names it; __iter__ says otherwise
+        elif not self._pass_named:
+            self._say_goes_on()
         if self._fn is not None and (self._ahead is None or self._ahead.done):
             self._record = self._do(self._c.checkpoint)
             self._ahead = _ahead.Ahead(self, self._fn, self._fn_depth)
@@ -614,8 +619,6 @@ class Loader:
         fresh pass), unless set_epoch named it again."""
         if self._more and self._set != self._epoch:
             self._end_broken_pass("a new pass over the loader")
-        elif self._more and not self._pass_named:
-            self._say_goes_on()
         epoch = self._current()
         named = self._set is not None
         if self._set is None and self._set_ever and not self._more:
@@ -639,11 +642,11 @@ class Loader:
         taken = n - len(_Epoch(self, e))
         self._pass_named = True
         if taken:
-            warnings.warn(f"shardcache: rank {self.rank}: set_epoch({e}) goes on with epoch {e} "
-                          f"at batch {taken + 1} of {n}: the {taken} taken by a pass before it "
-                          "with no set_epoch (next(iter(loader)) to peek?) are delivered, and "
-                          "not in this pass (an epoch gives each batch once); loader.fields "
-                          "gives the fields' names, dtypes and shapes without taking a batch",
+            warnings.warn(f"shardcache: rank {self.rank}: epoch {e} goes on at batch "
+                          f"{taken + 1} of {n}: the {taken} taken by a pass before with no "
+                          "set_epoch (next(iter(loader)) to peek?) are delivered, and not in "
+                          "this pass (an epoch gives each batch once); loader.fields gives the "
+                          "fields' names, dtypes and shapes without taking a batch",
                           stacklevel=3)
 
     def __len__(self):

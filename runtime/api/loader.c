@@ -466,10 +466,10 @@ int sc_batch_wait_on(sc_loader *ld, const sc_batch *batch, void *stream)
 static void loader_say_waiting(const sc_loader *ld, uint64_t epoch, double s)
 {
     sc__log(ld->cfg.log_level, SC__LOG_WARN, ld->rank,
-            "rank %d has waited %.0f s for epoch %llu's exactly-once verdict (source '%s'): it "
-            "comes once every rank of the loader's communicator has ended the epoch; where "
-            "only some ranks run it (if rank == 0: ...), open that loader on those ranks' "
-            "own communicator (MPI.COMM_SELF for rank 0 alone)", ld->rank, s,
+            "rank %d has waited %.0f s for epoch %llu's exactly-once verdict: it comes once "
+            "every rank of the loader's communicator has ended the epoch; where only some "
+            "ranks run it (if rank == 0: ...), open that loader on those ranks' own "
+            "communicator (MPI.COMM_SELF for rank 0 alone) (source '%s')", ld->rank, s,
             (unsigned long long)epoch, ld->cfg.source);
 }
 
@@ -484,7 +484,7 @@ static int loader_wait_verdict(sc_loader *ld, uint64_t epoch)
     double closed = 0, since = sc__clock_s(), say = LOADER_VERDICT_SAY_S;
 #ifdef SC_TESTING
     const char *quick = getenv("SC_TEST_VERDICT_SAY_S"); /* the suite waits seconds, not a minute */
-    say = quick ? atof(quick) : say;
+    say = quick && atof(quick) > 0 ? atof(quick) : say;
 #endif
     for (;;) {
         int rc = sc__loader_poll_verdicts(ld, 0, 0);

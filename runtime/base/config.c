@@ -290,7 +290,7 @@ int sc_config_set(sc_config *cfg, const char *name, const char *value,
 
 /*
  * The edit distance between a and b (insertions, deletions, substitutions
- * and swaps of neighbours), counted up to 3: enough to tell a typo.
+ * and swaps of neighbours), counted up to 3.
  */
 static int config_distance(const char *a, const char *b)
 {
@@ -314,10 +314,11 @@ static int config_distance(const char *a, const char *b)
 }
 
 /*
- * An SC_ variable in the environment that is no setting but one or two
- * keystrokes from one (SC_BATCHSIZE, SC_SHUFFEL, SC_EPOCH) is refused:
- * its job would run on the default unawares, where the same name passed
- * to sc_config_set is refused.  Other SC_ names (scripts' own) pass.
+ * An SC_ variable in the environment that is no setting but one edit
+ * from one (SC_BATCHSIZE, SC_SHUFFEL, SC_EPOCH: a key left out, added,
+ * changed or two swapped) is refused: its job would run on the default
+ * unawares, where the same name passed to sc_config_set is refused.
+ * Other SC_ names (scripts' own, SC_TRAIN) pass: two edits reach too many.
  */
 static int config_check_environ(sc_error *err)
 {
@@ -331,7 +332,7 @@ static int config_check_environ(sc_error *err)
         name[len] = '\0';
         size_t near = NSETTINGS, i;
         for (i = 0; i < NSETTINGS && strcmp(settings[i].env, name) != 0; i++)
-            if (config_distance(settings[i].env + 3, name + 3) <= (len > 7 ? 2 : 1))
+            if (near == NSETTINGS && config_distance(settings[i].env + 3, name + 3) <= 1)
                 near = i;
         if (i == NSETTINGS && near < NSETTINGS)
             return sc__seterr(err, SC_EINVAL, "unknown setting %s in the environment (did you "

@@ -104,7 +104,7 @@ static int open_check_one_source(const sc_dataset *ds, MPI_Comm comm, int rc, sc
     int b = ds->layout == 'B';
     return sc__seterr(err, SC_EINVAL, "rank %d: source '%s'%s%s%s is not the same file on every "
                       "rank (its size, modification time, inode or change time differ between "
-                      "ranks), as when each node has its own copy at one path (sbcast, a "
+                      "ranks, or some cannot stat it), as when each node has its own copy at one path (sbcast, a "
                       "prolog's staging, a node-local disk): give every rank one shared copy; "
                       "SC_CACHE_DIR keeps each node's shards on its local disk", rank, ds->path,
                       b ? ": its first file, '" : "", b ? ds->files[0] : "", b ? "'," : "");

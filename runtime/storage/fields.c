@@ -3,6 +3,7 @@
  */
 #include "fields.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "chunks.h"
 #include "decode.h"
 #include "h5.h"
+#include "hash.h"
 #include "invariant.h"
 #include "log.h"
 #include "vec.h"
@@ -115,41 +117,63 @@ int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err)
     return SC_OK;
 }
 
-/* Whether `name` in file is a soft link (a dataset's other name), not the dataset's own. */
-static int fields_is_soft(hid_t file, const char *name)
+/* Whether `name` in file is a link (soft or external): a dataset's other name, not its own. */
+static int fields_is_link(hid_t file, const char *name)
 {
     H5L_info_t li;
-    return H5Lget_info(file, name, &li, H5P_DEFAULT) >= 0 && li.type == H5L_TYPE_SOFT;
+    return H5Lget_info(file, name, &li, H5P_DEFAULT) >= 0 && li.type != H5L_TYPE_HARD;
 }
 
 /*
- * Two names of one dataset ("x" and "//x", or "images" and a soft link
- * to it) would carry one field twice a batch: refused where SC_FIELDS
- * names both; in "every field" the link is left out, noted.
+ * Object `name`'s identity: the real path of the file it lies in (an
+ * external link's file is opened anew at each lookup, under a new fileno)
+ * hashed, and its address there.  0 where it cannot be opened.
+ */
+static int fields_identity(hid_t file, const char *name, uint64_t id[2])
+{
+    hid_t o = H5Oopen(file, name, H5P_DEFAULT);
+    H5O_info_t oi;
+    char in[SC_PATH_MAX], real[PATH_MAX];
+    int ok = o >= 0 && H5Oget_info2(o, &oi, H5O_INFO_BASIC) >= 0 &&
+             H5Fget_name(o, in, sizeof in) > 0;
+    if (ok) {
+        const char *p = realpath(in, real) ? real : in;
+        id[0] = sc__xxh64(p, strlen(p), 0);
+        id[1] = (uint64_t)oi.addr;
+    }
+    if (o >= 0)
+        H5Oclose(o);
+    return ok;
+}
+
+/*
+ * Two names of one dataset ("x" and "//x", or "images" and a link to it)
+ * would carry one field twice a batch: refused where SC_FIELDS names both;
+ * in "every field" the link is left out, noted.
  */
 static int fields_distinct(hid_t file, const char *path, const char *wanted,
                            sc__fields_names *l, sc_error *err)
 {
-    struct { unsigned long fileno; haddr_t addr; } at[SC_MAX_FIELDS]; /* an object's identity */
+    uint64_t id[SC_MAX_FIELDS][2];
+    int known[SC_MAX_FIELDS];
     for (int i = 0; i < l->n; i++) {
-        H5O_info_t oi;
-        int ok = H5Oget_info_by_name2(file, l->names[i], &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0;
-        at[i].fileno = ok ? oi.fileno : 0; /* an external link's target is in another file */
-        at[i].addr = ok ? oi.addr : HADDR_UNDEF;
-        for (int j = 0; j < i && at[i].addr != HADDR_UNDEF; j++) {
-            if (at[j].addr != at[i].addr || at[j].fileno != at[i].fileno)
+        known[i] = fields_identity(file, l->names[i], id[i]);
+        for (int j = 0; j < i && known[i]; j++) {
+            if (!known[j] || id[j][0] != id[i][0] || id[j][1] != id[i][1])
                 continue;
             if (wanted)
                 return sc__seterr(err, SC_EINVAL, "SC_FIELDS='%s' names one dataset of '%s' "
                                   "twice, as '%s' and '%s'", wanted, path, l->names[j],
                                   l->names[i]);
-            int drop = fields_is_soft(file, l->names[i]) || !fields_is_soft(file, l->names[j])
+            int drop = fields_is_link(file, l->names[i]) || !fields_is_link(file, l->names[j])
                            ? i : j, keep = i + j - drop;
             char why[320];
             snprintf(why, sizeof why, "another name of '%.256s'", l->names[keep]);
             fields_note(l, l->names[drop] + 1, why);
-            memmove(l->names[drop], l->names[drop + 1], (size_t)(l->n - drop - 1) * 256);
-            memmove(&at[drop], &at[drop + 1], (size_t)(l->n - drop - 1) * sizeof *at);
+            int rest = l->n - drop - 1;
+            memmove(l->names[drop], l->names[drop + 1], (size_t)rest * 256);
+            memmove(id[drop], id[drop + 1], (size_t)rest * sizeof id[0]);
+            memmove(&known[drop], &known[drop + 1], (size_t)rest * sizeof known[0]);
             l->n--, i--;
             break;
         }

@@ -45,10 +45,13 @@ static herr_t vlen_read_rows(hid_t d, hid_t mt, const sc__field *f, uint64_t fir
         h = H5Dread(d, mt, ms, fs, H5P_DEFAULT, v);
     if (h < 0)
         memset(v, 0, sizeof *v * count); /* nothing to reclaim */
+    hid_t why = h < 0 ? H5Eget_current_stack() : H5I_INVALID_HID; /* the closes clear it */
     if (ms >= 0)
         H5Sclose(ms);
     if (fs >= 0)
         H5Sclose(fs);
+    if (why >= 0)
+        H5Eset_current_stack(why); /* HDF5's reason, for the caller's message */
     return h;
 }
 
@@ -124,7 +127,6 @@ int sc__vlen_lengths(hid_t d, const char *path, const sc__field *f, uint64_t n, 
     size_t esize = sc__dtype_size(f->dtype);
     for (uint64_t first = 0; rc == SC_OK && first < n; first += VLEN_BLOCK) {
         uint64_t count = n - first < VLEN_BLOCK ? n - first : VLEN_BLOCK;
-        memset(v, 0, sizeof *v * count); /* a failed read's rest reclaims as empty */
         if (vlen_read_rows(d, mt, f, first, count, v) < 0)
             rc = vlen_cannot(path, f, err); /* before the reclaim clears HDF5's reason */
         for (uint64_t k = 0; rc == SC_OK && k < count; k++)

@@ -671,15 +671,20 @@ def test_a_peek_before_the_set_epoch_loop_is_said(dataset, cache_dir):
             warnings.simplefilter("always")
             taken = sum(1 for _ in loader)
         assert taken == n - 1
-        said = [str(x.message) for x in w if "goes on with epoch 0 at batch 2" in str(x.message)]
+        said = [str(x.message) for x in w if "epoch 0 goes on at batch 2" in str(x.message)]
         assert len(said) == 1 and "loader.fields" in said[0], [str(x.message) for x in w]
         assert loader.verdict(0).ok
-        loader.set_epoch(1)
+        next(iter(loader))  # the same peek, then loader.epoch(e) rather than set_epoch
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert sum(1 for _ in loader.epoch(1)) == n - 1
+        assert [x for x in w if "epoch 1 goes on at batch 2" in str(x.message)]
+        loader.set_epoch(2)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             for _ in loader:
                 break
-            loader.set_epoch(1)
+            loader.set_epoch(2)
             taken = 1 + sum(1 for _ in loader)
         assert taken == n and not [x for x in w if "goes on" in str(x.message)]
 
@@ -692,9 +697,10 @@ def test_a_bool_a_single_state_dict_and_torch_save(dataset, cache_dir):
     state dict is taken as a list of one (enough on one rank, refused
     naming the count on more); saving the loader names state_dict()."""
     import io
-    with pytest.raises(shardcache.Error, match="SC_BATCH_SIZE='True' is not a non-negative"):
-        open_loader(dataset, cache_dir, batch_size=True, abort_on_error=False)
-    with open_loader(dataset, cache_dir, peers=False) as loader:
+    for bad in ({"batch_size": True}, {"trace": True}):  # trace=True wrote ./True
+        with pytest.raises(shardcache.Error, match="takes a value, not a bool"):
+            open_loader(dataset, cache_dir, abort_on_error=False, **bad)
+    with open_loader(dataset, cache_dir, peers=False, log=False) as loader:
         with pytest.raises(TypeError, match="save loader.state_dict\\(\\) with the model"):
             torch.save(loader, io.BytesIO())
         n = len(loader)
@@ -708,9 +714,10 @@ def test_a_bool_a_single_state_dict_and_torch_save(dataset, cache_dir):
         assert (f"all {SIZE} are needed, 1 given" if RANK == 0
                 else "rank 0 refused the checkpoints") in e.value.message
         return
-    with open_loader(dataset, cache_dir, resume=state) as loader:
-        assert loader.resumed_epoch == 0
-        assert sum(1 for _ in loader.epoch(0)) == n - 2
+    for given in (state, {0: state}):  # one state dict, and states by rank
+        with open_loader(dataset, cache_dir, resume=given) as loader:
+            assert loader.resumed_epoch == 0
+            assert sum(1 for _ in loader.epoch(0)) == n - 2
 
 
 def test_a_truncated_file_says_hdf5s_reason(dataset, cache_dir):

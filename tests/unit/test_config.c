@@ -87,7 +87,8 @@ static void test_bad_values_are_errors(void **state)
     static const char *typo[][2] = {{"SC_BATCHSIZE", "SC_BATCH_SIZE"},
                                     {"SC_SHUFFEL", "SC_SHUFFLE"},
                                     {"SC_EPOCH", "SC_EPOCHS"},
-                                    {"SC_CACHE_DIRS", "SC_CACHE_DIR"}};
+                                    {"SC_CACHE_DIRS", "SC_CACHE_DIR"},
+                                    {"SC_SEEDS", "SC_SEED"}}; /* not SC_PEERS, two edits */
     for (size_t i = 0; i < sizeof typo / sizeof typo[0]; i++) {
         char want[96];
         snprintf(want, sizeof want, "unknown setting %s in the environment (did you mean %s?)",
@@ -98,8 +99,10 @@ static void test_bad_values_are_errors(void **state)
         unsetenv(typo[i][0]);
     }
     setenv("SC_COLOUR", "red", 1); /* far from every setting: a script's own */
+    setenv("SC_TRAIN", "1", 1);    /* two edits from SC_TRACE: a name of its own */
     SC_ASSERT_OK(sc_config_init(&c, &err), &err);
     unsetenv("SC_COLOUR");
+    unsetenv("SC_TRAIN");
     SC_ASSERT_RC(sc_config_set(&c, "SC_NOPE", "1", &err), SC_EINVAL, &err);
     assert_non_null(strstr(err.msg, "unknown setting SC_NOPE"));
     char longpath[SC_PATH_MAX + 10];
