@@ -736,3 +736,26 @@ def test_a_truncated_file_says_hdf5s_reason(dataset, cache_dir):
                           abort_on_error=False)
     assert f"source '{path}' cannot be opened as HDF5 (HDF5: truncated file: eof = " \
         in e.value.message
+
+
+def test_a_broken_vlen_heap_says_hdf5s_reason(cache_dir):
+    """A variable-length field whose heap is damaged said only "cannot read
+    its variable-length samples": the read's dataspaces were closed first,
+    which clears HDF5's reason.  It is appended now, as h5py shows it."""
+    path = cache_dir + "-vlen.h5"
+    if RANK == 0:
+        with h5py.File(path, "w") as f:
+            d = f.create_dataset("img", (64,), dtype=h5py.vlen_dtype(np.uint8), chunks=(8,))
+            for i in range(64):
+                d[i] = np.full(10 + i, i, np.uint8)
+            f["label"] = np.arange(64, dtype=np.int32)
+        with open(path, "r+b") as f:
+            raw = f.read()
+            f.seek(raw.find(b"GCOL"))
+            f.write(b"XXXX")
+    COMM.Barrier()
+    with pytest.raises(shardcache.Error) as e:
+        shardcache.Loader(source=path, batch_size=2, cache_dir=cache_dir, log=0,
+                          abort_on_error=False)
+    assert ("field '/img': cannot read its variable-length samples "
+            "(HDF5: bad global heap collection signature)") in e.value.message
