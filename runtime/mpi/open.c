@@ -101,13 +101,13 @@ static int open_check_one_source(const sc_dataset *ds, MPI_Comm comm, int rc, sc
     SC_MPI_CHECK(err, sc__agree_range_u64(comm, mine, 2, lo, hi));
     if (rc != SC_OK || !lo[0] || lo[1] == hi[1])
         return rc;
-    int b = ds->layout == 'B';
-    return sc__seterr(err, SC_EINVAL, "rank %d: source '%s'%s%s%s is not the same file on every "
-                      "rank (its size, modification time, inode or change time differ between "
-                      "ranks, or some cannot stat it), as when each node has its own copy at one path (sbcast, a "
-                      "prolog's staging, a node-local disk): give every rank one shared copy; "
+    return sc__seterr(err, SC_EINVAL, "rank %d: source '%s' is not %s on every rank (%s size, "
+                      "modification time, inode or change time differ between ranks, or some "
+                      "cannot stat it), as when each node has its own copy at one path (sbcast, "
+                      "a prolog's staging, a node-local disk): give every rank one shared copy; "
                       "SC_CACHE_DIR keeps each node's shards on its local disk", rank, ds->path,
-                      b ? ": its first file, '" : "", b ? ds->files[0] : "", b ? "'," : "");
+                      ds->layout == 'B' ? "the same files" : "the same file",
+                      ds->layout == 'B' ? "their first, middle or last file's" : "its");
 }
 
 int sc_dataset_open(MPI_Comm comm, const sc_config *cfg, sc_dataset **out,

@@ -42,8 +42,9 @@ int sc__dataset_finish(sc_dataset *ds, const sc_config *cfg, sc_error *err);
 
 /*
  * What this rank sees of the source, for the ranks to compare: layout A's
- * fingerprint (each rank stats the file), layout B's first file's stamp as
- * stat'ed here (rank 0's scan stamped the files for every rank).
+ * fingerprint (each rank stats the file), layout B's first, middle and last
+ * files' stamps as stat'ed here (rank 0's scan stamped the files for every
+ * rank; three stats, not 10^5).
  */
 uint64_t sc__dataset_view(const sc_dataset *ds);
 
