@@ -289,28 +289,25 @@ int sc_config_set(sc_config *cfg, const char *name, const char *value,
 }
 
 /*
- * The edit distance between a and b (insertions, deletions, substitutions
- * and swaps of neighbours), counted up to 3.
+ * Whether a becomes b by one edit: a character left out, added or changed,
+ * or two neighbours swapped.
  */
-static int config_distance(const char *a, const char *b)
+static int config_one_edit(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 40 || lb > 40 || (la > lb ? la - lb : lb - la) > 2)
-        return 3;
-    int d[41][41];
-    for (size_t i = 0; i <= la; i++)
-        for (size_t j = 0; j <= lb; j++) {
-            int best = !i ? (int)j : !j ? (int)i : d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (i && j && d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (i && j && d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb] < 3 ? d[la][lb] : 3;
+    size_t la = strlen(a), lb = strlen(b), i = 0;
+    if (la < lb) {
+        const char *t = a;
+        a = b, b = t, la = lb, lb = strlen(b);
+    }
+    if (la - lb > 1)
+        return 0;
+    while (i < lb && a[i] == b[i])
+        i++;
+    if (la != lb) /* a has one more: left out of b at i */
+        return !strcmp(a + i + 1, b + i);
+    return i < la && (!strcmp(a + i + 1, b + i + 1) ||
+                      (a[i + 1] && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+                       !strcmp(a + i + 2, b + i + 2)));
 }
 
 /*
@@ -332,7 +329,7 @@ static int config_check_environ(sc_error *err)
         name[len] = '\0';
         size_t near = NSETTINGS, i;
         for (i = 0; i < NSETTINGS && strcmp(settings[i].env, name) != 0; i++)
-            if (near == NSETTINGS && config_distance(settings[i].env + 3, name + 3) <= 1)
+            if (near == NSETTINGS && config_one_edit(settings[i].env + 3, name + 3))
                 near = i;
         if (i == NSETTINGS && near < NSETTINGS)
             return sc__seterr(err, SC_EINVAL, "unknown setting %s in the environment (did you "

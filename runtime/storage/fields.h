@@ -30,7 +30,8 @@ int64_t sc__fields_open_file(const char *path, MPI_Comm comm, int parallel, sc_e
 
 /*
  * SC_FIELDS' list `wanted` as names with a leading '/', the blanks around
- * each dropped; one named twice, an empty or overlong one refused.
+ * each dropped; an empty or overlong one refused.  Two names of one
+ * dataset are found in the file, by sc__fields_find.
  */
 int sc__fields_parse(const char *wanted, sc__fields_names *l, sc_error *err);
 
